@@ -1,0 +1,206 @@
+"""Encode and decode the columnar FlatBuffers batches of fbs/batch.fbs.
+
+Scalar columns go in and out as numpy arrays (one call per column, not per
+message); ids and payloads travel as one blob plus an offsets vector each.
+Decoding validates the shape of a frame and raises ``InvalidArgument`` for
+anything malformed, so a bad frame never reaches storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import numpy.typing as npt
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import Delivery
+from dejaq.fbs.batch import DeliveryBatch, MessageBatch, ProduceResults
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceBatch:
+    """A decoded MessageBatch. An empty id means "generate one"."""
+
+    timestamps: list[int]
+    ids: list[str]
+    payloads: list[bytes]
+    max_deliveries: list[int] | None = None
+    expires_at: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+
+def _offsets(items: Sequence[bytes]) -> npt.NDArray[np.uint32]:
+    offsets = np.zeros(len(items) + 1, dtype=np.uint32)
+    if items:
+        np.cumsum([len(i) for i in items], out=offsets[1:])
+    return offsets
+
+
+def _blob_column(builder: flatbuffers.Builder, items: Sequence[bytes]) -> tuple[int, int]:
+    offsets = builder.CreateNumpyVector(_offsets(items))
+    blob = builder.CreateByteVector(b"".join(items))
+    return offsets, blob
+
+
+def _split(blob: bytes, offsets: Any, count: int, what: str) -> list[bytes]:
+    """Slice a blob by its offsets vector, checking every bound first."""
+    if count == 0:
+        return []
+    if not isinstance(offsets, np.ndarray) or len(offsets) != count + 1:
+        raise InvalidArgument(f"malformed batch: {what} offsets do not match the message count")
+    o = offsets.astype(np.int64)
+    if o[0] != 0 or o[-1] != len(blob) or bool(np.any(np.diff(o) < 0)):
+        raise InvalidArgument(f"malformed batch: {what} offsets are out of order or out of range")
+    bounds = o.tolist()
+    return [blob[bounds[i] : bounds[i + 1]] for i in range(count)]
+
+
+def _column(value: Any, count: int, what: str) -> list[int] | None:
+    if not isinstance(value, np.ndarray) or len(value) == 0:
+        return None
+    if len(value) != count:
+        raise InvalidArgument(f"malformed batch: {what} has {len(value)} entries for {count}")
+    return list(value.tolist())
+
+
+def encode_messages(
+    timestamps: Sequence[int] | I64,
+    payloads: Sequence[bytes],
+    ids: Sequence[str] | None = None,
+    max_deliveries: Sequence[int] | None = None,
+    expires_at: Sequence[int] | None = None,
+) -> bytes:
+    """Build a MessageBatch. ``ids=None`` lets the broker generate every id."""
+    n = len(timestamps)
+    if len(payloads) != n or (ids is not None and len(ids) != n):
+        raise InvalidArgument("timestamps, payloads and ids must have the same length")
+    builder = flatbuffers.Builder(64 + n * 24 + sum(len(p) for p in payloads))
+    ts = builder.CreateNumpyVector(np.asarray(timestamps, dtype=np.int64))
+    id_cols = _blob_column(builder, [i.encode() for i in ids]) if ids is not None else None
+    pay_cols = _blob_column(builder, payloads)
+    md = (
+        builder.CreateNumpyVector(np.asarray(max_deliveries, dtype=np.uint32))
+        if max_deliveries is not None
+        else None
+    )
+    exp = (
+        builder.CreateNumpyVector(np.asarray(expires_at, dtype=np.int64))
+        if expires_at is not None
+        else None
+    )
+    MessageBatch.Start(builder)
+    MessageBatch.AddTimestamps(builder, ts)
+    if id_cols is not None:
+        MessageBatch.AddIdOffsets(builder, id_cols[0])
+        MessageBatch.AddIds(builder, id_cols[1])
+    MessageBatch.AddPayloadOffsets(builder, pay_cols[0])
+    MessageBatch.AddPayloads(builder, pay_cols[1])
+    if md is not None:
+        MessageBatch.AddMaxDeliveries(builder, md)
+    if exp is not None:
+        MessageBatch.AddExpiresAt(builder, exp)
+    builder.Finish(MessageBatch.End(builder))
+    return bytes(builder.Output())
+
+
+def _blob(array: Any) -> bytes:
+    return array.tobytes() if isinstance(array, np.ndarray) else b""
+
+
+def decode_messages(buf: bytes) -> ProduceBatch:
+    """Decode and validate a MessageBatch frame."""
+    try:
+        batch = MessageBatch.MessageBatch.GetRootAs(buf, 0)
+        ts_col = batch.TimestampsAsNumpy()
+        timestamps: list[int] = ts_col.tolist() if isinstance(ts_col, np.ndarray) else []
+        n = len(timestamps)
+        payloads = _split(
+            _blob(batch.PayloadsAsNumpy()), batch.PayloadOffsetsAsNumpy(), n, "payload"
+        )
+        raw_ids = batch.IdsAsNumpy()
+        if batch.IdOffsetsIsNone() or batch.IdOffsetsLength() == 0:
+            ids = [""] * n
+        else:
+            ids = [i.decode() for i in _split(_blob(raw_ids), batch.IdOffsetsAsNumpy(), n, "id")]
+        md = _column(batch.MaxDeliveriesAsNumpy(), n, "max_deliveries")
+        exp = _column(batch.ExpiresAtAsNumpy(), n, "expires_at")
+    except InvalidArgument:
+        raise
+    except (UnicodeDecodeError, ValueError, TypeError, IndexError, OverflowError) as exc:
+        raise InvalidArgument(f"malformed MessageBatch frame: {exc}") from exc
+    except Exception as exc:  # struct.error and friends from a corrupt buffer
+        raise InvalidArgument(f"malformed MessageBatch frame: {type(exc).__name__}") from exc
+    return ProduceBatch(timestamps, ids, payloads, md, exp)
+
+
+def encode_results(status: Sequence[int], ids: Sequence[str]) -> bytes:
+    builder = flatbuffers.Builder(64 + len(ids) * 40)
+    st = builder.CreateNumpyVector(np.asarray(status, dtype=np.uint8))
+    id_cols = _blob_column(builder, [i.encode() for i in ids])
+    ProduceResults.Start(builder)
+    ProduceResults.AddStatus(builder, st)
+    ProduceResults.AddIdOffsets(builder, id_cols[0])
+    ProduceResults.AddIds(builder, id_cols[1])
+    builder.Finish(ProduceResults.End(builder))
+    return bytes(builder.Output())
+
+
+def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
+    res = ProduceResults.ProduceResults.GetRootAs(buf, 0)
+    st = res.StatusAsNumpy()
+    status: list[int] = st.tolist() if isinstance(st, np.ndarray) else []
+    ids = [
+        i.decode()
+        for i in _split(_blob(res.IdsAsNumpy()), res.IdOffsetsAsNumpy(), len(status), "id")
+    ]
+    return status, ids
+
+
+def encode_deliveries(deliveries: Sequence[Delivery], lease_until: int) -> bytes:
+    n = len(deliveries)
+    builder = flatbuffers.Builder(128 + n * 48 + sum(len(d.payload) for d in deliveries))
+    ts = builder.CreateNumpyVector(np.fromiter((d.timestamp for d in deliveries), np.int64, n))
+    vs = builder.CreateNumpyVector(np.fromiter((d.version for d in deliveries), np.uint64, n))
+    dl = builder.CreateNumpyVector(np.fromiter((d.deliveries for d in deliveries), np.uint32, n))
+    id_cols = _blob_column(builder, [d.id.encode() for d in deliveries])
+    pay_cols = _blob_column(builder, [d.payload for d in deliveries])
+    DeliveryBatch.Start(builder)
+    DeliveryBatch.AddTimestamps(builder, ts)
+    DeliveryBatch.AddVersions(builder, vs)
+    DeliveryBatch.AddDeliveries(builder, dl)
+    DeliveryBatch.AddIdOffsets(builder, id_cols[0])
+    DeliveryBatch.AddIds(builder, id_cols[1])
+    DeliveryBatch.AddPayloadOffsets(builder, pay_cols[0])
+    DeliveryBatch.AddPayloads(builder, pay_cols[1])
+    DeliveryBatch.AddLeaseUntil(builder, lease_until)
+    builder.Finish(DeliveryBatch.End(builder))
+    return bytes(builder.Output())
+
+
+def decode_deliveries(buf: bytes) -> tuple[list[Delivery], int]:
+    batch = DeliveryBatch.DeliveryBatch.GetRootAs(buf, 0)
+    ts_col = batch.TimestampsAsNumpy()
+    if not isinstance(ts_col, np.ndarray):
+        return [], batch.LeaseUntil()
+    n = len(ts_col)
+    ids = _split(_blob(batch.IdsAsNumpy()), batch.IdOffsetsAsNumpy(), n, "id")
+    payloads = _split(_blob(batch.PayloadsAsNumpy()), batch.PayloadOffsetsAsNumpy(), n, "payload")
+    out = [
+        Delivery(i.decode(), t, p, v, d)
+        for i, t, p, v, d in zip(
+            ids,
+            ts_col.tolist(),
+            payloads,
+            batch.VersionsAsNumpy().tolist(),
+            batch.DeliveriesAsNumpy().tolist(),
+            strict=True,
+        )
+    ]
+    return out, batch.LeaseUntil()

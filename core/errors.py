@@ -1,0 +1,48 @@
+"""The one exception tree of dejaq.
+
+Storage backends, the broker and the driver all raise these. The broker maps
+them to gRPC status codes in ``dejaq.broker.status`` and the driver maps the
+codes back, so a caller sees the same class on either side of the wire.
+"""
+
+from __future__ import annotations
+
+
+class DejaqError(Exception):
+    """Base of every dejaq error."""
+
+
+class InvalidArgument(DejaqError):
+    """The request is malformed or out of range; nothing was changed."""
+
+
+class NotFound(DejaqError):
+    """The topic or message does not exist."""
+
+
+class AlreadyExists(DejaqError):
+    """A topic (or consumer id) with that name already exists."""
+
+
+class StaleVersion(DejaqError):
+    """The mutation quoted a version that is no longer current; nothing was changed."""
+
+
+class NotLeaseHolder(DejaqError):
+    """The message is not leased by this consumer (never was, or the lease expired)."""
+
+
+class Leased(DejaqError):
+    """The message is leased by a consumer and cannot be moved or cancelled now."""
+
+
+class StorageError(DejaqError):
+    """The storage backend failed."""
+
+
+class StorageUnavailable(StorageError):
+    """The storage backend cannot be reached; retry later."""
+
+
+class BrokerUnavailable(DejaqError):
+    """No broker could be reached (driver side)."""

@@ -1,0 +1,114 @@
+"""The data model: topics, messages, and the values storage returns."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+DEFAULT_BUCKETS = 64
+DEFAULT_LEASE_MS = 30_000
+DEFAULT_MAX_PAYLOAD = 1 << 20
+MAX_BUCKETS = 4096
+MAX_PAYLOAD_LIMIT = 16 << 20
+
+
+class State(enum.Enum):
+    WAITING = "waiting"
+    DUE = "due"
+    LEASED = "leased"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    buckets: int = DEFAULT_BUCKETS
+    lease_ms: int = DEFAULT_LEASE_MS
+    max_deliveries: int = 0  # 0 = unlimited; 1 = at-most-once
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
+    dead_retention_ms: int = 0  # 0 = keep forever
+    expiry_ms: int = 0  # 0 = never
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    name: str
+    settings: TopicSettings = field(default_factory=TopicSettings)
+    created_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message as produced; ``bucket`` is computed by the broker."""
+
+    id: str
+    timestamp: int
+    payload: bytes
+    bucket: int
+    max_deliveries: int = 0  # 0 = topic setting
+    expires_at: int = 0  # 0 = none
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message as stored, metadata and payload."""
+
+    id: str
+    timestamp: int
+    payload: bytes
+    version: int
+    deliveries: int
+    lease_owner: str | None
+    bucket: int
+    max_deliveries: int = 0
+    expires_at: int = 0
+    dead: bool = False
+
+    def state(self, now: int) -> State:
+        if self.dead:
+            return State.DEAD
+        if self.lease_owner is not None and self.timestamp > now:
+            return State.LEASED
+        return State.DUE if self.timestamp <= now else State.WAITING
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A message just leased: what a consumer receives."""
+
+    id: str
+    timestamp: int  # due time before the lease
+    payload: bytes
+    version: int
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class Leases:
+    """The result of one lease pass."""
+
+    delivered: list[Delivery]
+    lease_until: int
+    dead_lettered: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    waiting: int = 0
+    due: int = 0
+    leased: int = 0
+    dead: int = 0
+
+
+class InsertStatus(enum.IntEnum):
+    ACCEPTED = 0
+    DUPLICATE = 1
+    REJECTED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """Outcome of one ack / extend / nack / move / cancel."""
+
+    id: str
+    version: int  # 0 when the message was deleted
+    timestamp: int

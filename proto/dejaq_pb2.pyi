@@ -1,0 +1,328 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TopicSettings(_message.Message):
+    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms")
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DEAD_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_MS_FIELD_NUMBER: _ClassVar[int]
+    buckets: int
+    lease_ms: int
+    max_deliveries: int
+    max_payload_bytes: int
+    dead_retention_ms: int
+    expiry_ms: int
+    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ...) -> None: ...
+
+class Topic(_message.Message):
+    __slots__ = ("name", "settings", "created_at_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    settings: TopicSettings
+    created_at_ms: int
+    def __init__(self, name: _Optional[str] = ..., settings: _Optional[_Union[TopicSettings, _Mapping]] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+
+class Counts(_message.Message):
+    __slots__ = ("waiting", "due", "leased", "dead")
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    DUE_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    waiting: int
+    due: int
+    leased: int
+    dead: int
+    def __init__(self, waiting: _Optional[int] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., dead: _Optional[int] = ...) -> None: ...
+
+class CreateTopicRequest(_message.Message):
+    __slots__ = ("name", "settings")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    settings: TopicSettings
+    def __init__(self, name: _Optional[str] = ..., settings: _Optional[_Union[TopicSettings, _Mapping]] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteTopicResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ...) -> None: ...
+
+class DescribeTopicRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class TopicDescription(_message.Message):
+    __slots__ = ("topic", "counts", "consumers", "next_due_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: Topic
+    counts: Counts
+    consumers: int
+    next_due_ms: int
+    def __init__(self, topic: _Optional[_Union[Topic, _Mapping]] = ..., counts: _Optional[_Union[Counts, _Mapping]] = ..., consumers: _Optional[int] = ..., next_due_ms: _Optional[int] = ...) -> None: ...
+
+class Message(_message.Message):
+    __slots__ = ("topic", "id", "timestamp_ms", "payload", "version", "deliveries", "lease_owner", "state", "max_deliveries", "expires_at_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_OWNER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    timestamp_ms: int
+    payload: bytes
+    version: int
+    deliveries: int
+    lease_owner: str
+    state: str
+    max_deliveries: int
+    expires_at_ms: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., deliveries: _Optional[int] = ..., lease_owner: _Optional[str] = ..., state: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., expires_at_ms: _Optional[int] = ...) -> None: ...
+
+class GetMessageRequest(_message.Message):
+    __slots__ = ("topic", "id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class MoveRequest(_message.Message):
+    __slots__ = ("topic", "id", "version", "timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("topic", "id", "version")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("topic", "id", "version", "consumer_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    consumer_id: str
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., consumer_id: _Optional[str] = ...) -> None: ...
+
+class ExtendRequest(_message.Message):
+    __slots__ = ("topic", "id", "version", "consumer_id", "lease_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    consumer_id: str
+    lease_ms: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., consumer_id: _Optional[str] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+
+class NackRequest(_message.Message):
+    __slots__ = ("topic", "id", "version", "consumer_id", "delay_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    consumer_id: str
+    delay_ms: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., consumer_id: _Optional[str] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+
+class MutationResult(_message.Message):
+    __slots__ = ("id", "version", "timestamp_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    version: int
+    timestamp_ms: int
+    def __init__(self, id: _Optional[str] = ..., version: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class ListDeadRequest(_message.Message):
+    __slots__ = ("topic", "limit", "after_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    limit: int
+    after_id: str
+    def __init__(self, topic: _Optional[str] = ..., limit: _Optional[int] = ..., after_id: _Optional[str] = ...) -> None: ...
+
+class ListDeadResponse(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
+class RedriveRequest(_message.Message):
+    __slots__ = ("topic", "ids", "timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class RedriveResponse(_message.Message):
+    __slots__ = ("redriven",)
+    REDRIVEN_FIELD_NUMBER: _ClassVar[int]
+    redriven: int
+    def __init__(self, redriven: _Optional[int] = ...) -> None: ...
+
+class ProduceRequest(_message.Message):
+    __slots__ = ("topic", "batch")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    batch: bytes
+    def __init__(self, topic: _Optional[str] = ..., batch: _Optional[bytes] = ...) -> None: ...
+
+class Rejection(_message.Message):
+    __slots__ = ("index", "code", "reason")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    code: int
+    reason: str
+    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ProduceResponse(_message.Message):
+    __slots__ = ("results", "rejections")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    REJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    results: bytes
+    rejections: _containers.RepeatedCompositeFieldContainer[Rejection]
+    def __init__(self, results: _Optional[bytes] = ..., rejections: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("topic", "consumer_id", "lease_ms", "credits")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    consumer_id: str
+    lease_ms: int
+    credits: int
+    def __init__(self, topic: _Optional[str] = ..., consumer_id: _Optional[str] = ..., lease_ms: _Optional[int] = ..., credits: _Optional[int] = ...) -> None: ...
+
+class Settle(_message.Message):
+    __slots__ = ("kind", "ids", "versions", "ms", "token")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ACK: _ClassVar[Settle.Kind]
+        EXTEND: _ClassVar[Settle.Kind]
+        NACK: _ClassVar[Settle.Kind]
+    ACK: Settle.Kind
+    EXTEND: Settle.Kind
+    NACK: Settle.Kind
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    MS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    kind: Settle.Kind
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    versions: _containers.RepeatedScalarFieldContainer[int]
+    ms: int
+    token: int
+    def __init__(self, kind: _Optional[_Union[Settle.Kind, str]] = ..., ids: _Optional[_Iterable[str]] = ..., versions: _Optional[_Iterable[int]] = ..., ms: _Optional[int] = ..., token: _Optional[int] = ...) -> None: ...
+
+class ConsumeRequest(_message.Message):
+    __slots__ = ("hello", "credits", "settle")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
+    SETTLE_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    credits: int
+    settle: Settle
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., credits: _Optional[int] = ..., settle: _Optional[_Union[Settle, _Mapping]] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("consumer_id", "lease_ms", "topic")
+    CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    consumer_id: str
+    lease_ms: int
+    topic: Topic
+    def __init__(self, consumer_id: _Optional[str] = ..., lease_ms: _Optional[int] = ..., topic: _Optional[_Union[Topic, _Mapping]] = ...) -> None: ...
+
+class SettleResult(_message.Message):
+    __slots__ = ("token", "versions", "rejections")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    REJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    token: int
+    versions: _containers.RepeatedScalarFieldContainer[int]
+    rejections: _containers.RepeatedCompositeFieldContainer[Rejection]
+    def __init__(self, token: _Optional[int] = ..., versions: _Optional[_Iterable[int]] = ..., rejections: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ...) -> None: ...
+
+class ConsumeResponse(_message.Message):
+    __slots__ = ("welcome", "deliveries", "settled")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    SETTLED_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    deliveries: bytes
+    settled: SettleResult
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., deliveries: _Optional[bytes] = ..., settled: _Optional[_Union[SettleResult, _Mapping]] = ...) -> None: ...

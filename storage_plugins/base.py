@@ -1,0 +1,223 @@
+"""The storage interface every backend implements.
+
+Contract (the conformance suite in tests/storage_plugins checks every point):
+
+- **Time.** All timestamps are integer epoch milliseconds. Storage never reads
+  a clock: the broker passes ``now``. "Due" means ``timestamp <= now``.
+- **Metadata and payloads apart.** A message's metadata (id, timestamp, bucket,
+  version, deliveries, lease owner) lives in a time-ordered index; its payload
+  is stored separately and never rewritten by a mutation.
+- **Versions.** A new message has version 1. Every mutation (lease, extend,
+  nack, move, release, redrive) bumps it by one. Ack, cancel and an
+  at-most-once delivery delete the message.
+- **Atomicity.** Each call is atomic: ``lease`` marks every returned message as
+  leased before any other call can see it, so two concurrent leasers never get
+  the same message; a batch ``insert`` either stores its accepted messages or
+  (on error) none; a mutation either applies fully or raises and changes nothing.
+- **Lease pass.** ``lease`` takes due messages of the given buckets in
+  timestamp order. For each one: if it has been delivered ``max_deliveries``
+  times already, or its ``expires_at`` has passed, it goes to the dead timeline;
+  otherwise ``deliveries`` is incremented and, when ``max_deliveries == 1``
+  (at-most-once), it is deleted on delivery, else its timestamp becomes
+  ``now + lease_ms`` with ``owner`` as lease owner.
+- **Errors.** A missing topic or message raises ``NotFound``; a stale version
+  ``StaleVersion``; a settle by a consumer that does not hold the lease
+  ``NotLeaseHolder``; a move or cancel of a message under a live lease
+  ``Leased``; a backend that cannot be reached ``StorageUnavailable``. Batch
+  settles (ack / extend / nack) return one outcome per item instead of raising,
+  so one stale ack does not spoil the batch.
+- **Dead messages** keep their payload; their timestamp is the time they died.
+  ``redrive`` puts them back on the live timeline with ``deliveries = 0``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection, Sequence
+
+from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
+from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
+
+Buckets = Collection[int] | None  # None = every bucket of the topic
+Outcome = Settled | DejaqError
+SettleItem = tuple[str, int]  # (message id, expected version)
+
+
+class Storage(abc.ABC):
+    """Base of every backend: public methods validate, backends implement ``_primitives``."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    # -- life cycle -----------------------------------------------------------
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Connect and create the schema. Called once before any other call."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Flush and release connections."""
+
+    async def healthy(self) -> bool:
+        """True when the backend answers."""
+        return True
+
+    # -- topics ---------------------------------------------------------------
+
+    async def create_topic(self, topic: Topic) -> None:
+        """Store a new topic; ``AlreadyExists`` if the name is taken."""
+        await self._create_topic(topic)
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic with all its messages (live and dead); ``NotFound`` if absent."""
+        await self._delete_topic(name)
+
+    async def get_topic(self, name: str) -> Topic:
+        topic = await self._get_topic(name)
+        if topic is None:
+            raise NotFound(f"topic {name!r} does not exist")
+        return topic
+
+    async def list_topics(self) -> list[Topic]:
+        """Every topic, sorted by name."""
+        return sorted(await self._list_topics(), key=lambda t: t.name)
+
+    # -- messages -------------------------------------------------------------
+
+    async def insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
+        """Insert new messages; an id that already exists (live or dead) is a DUPLICATE
+        and is left untouched. Within one batch the first of a repeated id wins."""
+        if not messages:
+            return []
+        return await self._insert(topic, messages)
+
+    async def lease(
+        self,
+        topic: str,
+        buckets: Buckets,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        owner: str,
+        max_deliveries: int,
+    ) -> Leases:
+        """Lease up to ``limit`` due messages of ``buckets`` to ``owner`` (see the contract)."""
+        if limit <= 0 or lease_ms <= 0 or not owner:
+            raise InvalidArgument("lease needs limit > 0, lease_ms > 0 and an owner")
+        return await self._lease(topic, buckets, now, limit, lease_ms, owner, max_deliveries)
+
+    async def next_due(self, topic: str, buckets: Buckets) -> int | None:
+        """The smallest timestamp among live messages of ``buckets`` (leased ones
+        included: an expiring lease is due again), or None when there is none."""
+        return await self._next_due(topic, buckets)
+
+    async def ack(
+        self, topic: str, items: Sequence[SettleItem], owner: str, now: int
+    ) -> list[Outcome]:
+        """Delete messages held by ``owner``."""
+        return await self._ack(topic, items, owner, now)
+
+    async def extend(
+        self, topic: str, items: Sequence[SettleItem], owner: str, until: int
+    ) -> list[Outcome]:
+        """Push the lease of messages held by ``owner`` to ``until``."""
+        return await self._extend(topic, items, owner, until)
+
+    async def nack(
+        self,
+        topic: str,
+        items: Sequence[SettleItem],
+        owner: str,
+        at: int,
+        max_deliveries: int,
+    ) -> list[Outcome]:
+        """Release messages held by ``owner`` to be due at ``at``; a message that has
+        used its ``max_deliveries`` goes to the dead timeline instead (version 0)."""
+        return await self._nack(topic, items, owner, at, max_deliveries)
+
+    async def move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
+        """Reschedule a message that is not under a live lease."""
+        return await self._move(topic, id, version, at, now)
+
+    async def cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
+        """Delete a message that is not under a live lease."""
+        return await self._cancel(topic, id, version, now)
+
+    async def get(self, topic: str, id: str) -> Message:
+        """A message with its payload, live or dead; ``NotFound`` if absent."""
+        msg = await self._get(topic, id)
+        if msg is None:
+            raise NotFound(f"message {id!r} not found in topic {topic!r}")
+        return msg
+
+    async def release(self, topic: str, owner: str, now: int) -> int:
+        """Make every message leased by ``owner`` due at ``now`` (a clean disconnect)."""
+        return await self._release(topic, owner, now)
+
+    async def counts(self, topic: str, now: int) -> Counts:
+        return await self._counts(topic, now)
+
+    async def list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
+        """Dead messages with ``id > after_id``, ascending by id."""
+        return await self._list_dead(topic, after_id, limit)
+
+    async def redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
+        """Put dead messages (all when ``ids`` is None) back, due at ``at``."""
+        return await self._redrive(topic, ids, at)
+
+    async def purge_dead(self, topic: str, died_before: int) -> int:
+        """Delete dead messages that died before ``died_before``."""
+        return await self._purge_dead(topic, died_before)
+
+    # -- primitives -----------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _create_topic(self, topic: Topic) -> None: ...
+    @abc.abstractmethod
+    async def _delete_topic(self, name: str) -> None: ...
+    @abc.abstractmethod
+    async def _get_topic(self, name: str) -> Topic | None: ...
+    @abc.abstractmethod
+    async def _list_topics(self) -> list[Topic]: ...
+    @abc.abstractmethod
+    async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]: ...
+    @abc.abstractmethod
+    async def _lease(
+        self,
+        topic: str,
+        buckets: Buckets,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        owner: str,
+        max_deliveries: int,
+    ) -> Leases: ...
+    @abc.abstractmethod
+    async def _next_due(self, topic: str, buckets: Buckets) -> int | None: ...
+    @abc.abstractmethod
+    async def _ack(
+        self, topic: str, items: Sequence[SettleItem], owner: str, now: int
+    ) -> list[Outcome]: ...
+    @abc.abstractmethod
+    async def _extend(
+        self, topic: str, items: Sequence[SettleItem], owner: str, until: int
+    ) -> list[Outcome]: ...
+    @abc.abstractmethod
+    async def _nack(
+        self, topic: str, items: Sequence[SettleItem], owner: str, at: int, max_deliveries: int
+    ) -> list[Outcome]: ...
+    @abc.abstractmethod
+    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled: ...
+    @abc.abstractmethod
+    async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled: ...
+    @abc.abstractmethod
+    async def _get(self, topic: str, id: str) -> Message | None: ...
+    @abc.abstractmethod
+    async def _release(self, topic: str, owner: str, now: int) -> int: ...
+    @abc.abstractmethod
+    async def _counts(self, topic: str, now: int) -> Counts: ...
+    @abc.abstractmethod
+    async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]: ...
+    @abc.abstractmethod
+    async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int: ...
+    @abc.abstractmethod
+    async def _purge_dead(self, topic: str, died_before: int) -> int: ...
