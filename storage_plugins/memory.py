@@ -67,7 +67,7 @@ class _Timeline:
         """The live top entry of a bucket heap, dropping stale ones."""
         heap = self.heaps[bucket]
         while heap:
-            ts, version, id = heap[0]
+            _, version, id = heap[0]
             rec = self.records.get(id)
             if rec is not None and rec.version == version and not rec.dead:
                 return heap[0]
