@@ -15,6 +15,7 @@ from typing import Any
 import flatbuffers
 import numpy as np
 import numpy.typing as npt
+
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import Delivery
 from dejaq.fbs.batch import DeliveryBatch, MessageBatch, ProduceResults

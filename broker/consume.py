@@ -1,0 +1,191 @@
+"""The Consume stream: one consumer session.
+
+The first frame is a Hello (topic, consumer id, lease, initial credit). Then a
+reader task applies credits and settles (ack / extend / nack) as they come,
+while the dispatcher pushes DeliveryBatch frames through the session's outbox.
+
+A consumer that half-closes its stream is leaving cleanly: its leases are
+released at once (due now, for another consumer). One whose stream breaks keeps
+its leases until they expire: it may still be working and come back to ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+import grpc
+
+from dejaq.broker import validation
+from dejaq.broker.clock import now_ms
+from dejaq.broker.context import Broker
+from dejaq.broker.dispatch import Dispatcher
+from dejaq.core.batches import encode_deliveries
+from dejaq.core.convert import topic_to_pb
+from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
+from dejaq.core.model import Leases, Topic
+from dejaq.core.status import code_for
+from dejaq.proto import dejaq_pb2 as pb
+from dejaq.storage_plugins.base import Outcome
+
+log = logging.getLogger(__name__)
+HELLO_TIMEOUT_S = 30.0
+MAX_WINDOW = 10 * validation.MAX_CREDITS
+
+Outgoing = pb.ConsumeResponse | Exception | None  # None = end the stream cleanly
+
+
+class Session:
+    """A connected consumer, as the dispatcher sees it."""
+
+    def __init__(self, topic: Topic, consumer_id: str, lease_ms: int, credit: int) -> None:
+        self.topic = topic
+        self.consumer_id = consumer_id
+        self.lease_ms = lease_ms
+        self.credit = credit
+        self.outbox: asyncio.Queue[Outgoing] = asyncio.Queue()
+
+    def deliver(self, leases: Leases) -> None:
+        frame = encode_deliveries(leases.delivered, leases.lease_until)
+        self.outbox.put_nowait(pb.ConsumeResponse(deliveries=frame))
+
+    def fail(self, exc: Exception) -> None:
+        self.outbox.put_nowait(exc)
+
+
+async def consume_stream(
+    broker: Broker, requests: AsyncIterator[pb.ConsumeRequest]
+) -> AsyncIterator[pb.ConsumeResponse]:
+    try:
+        first = await asyncio.wait_for(anext(requests), HELLO_TIMEOUT_S)
+    except (StopAsyncIteration, TimeoutError):
+        raise InvalidArgument("a Consume stream must open with a Hello frame") from None
+    if first.WhichOneof("frame") != "hello":
+        raise InvalidArgument("a Consume stream must open with a Hello frame")
+    session = await _open(broker, first.hello)
+    key = (session.topic.name, session.consumer_id)
+    broker.consumer_ids.add(key)
+    dispatcher = broker.dispatcher(session.topic)
+    reader: asyncio.Task[None] | None = None
+    try:
+        await broker.coordinator.consumer_joined(*key)
+        yield pb.ConsumeResponse(
+            welcome=pb.Welcome(
+                consumer_id=session.consumer_id,
+                lease_ms=session.lease_ms,
+                topic=topic_to_pb(session.topic),
+            )
+        )
+        dispatcher.add(session)
+        reader = asyncio.create_task(_read(broker, session, dispatcher, requests))
+        while (item := await session.outbox.get()) is not None:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+    finally:
+        if reader is not None:
+            reader.cancel()
+        dispatcher.remove(session)
+        broker.consumer_ids.discard(key)
+        # Cleanup must not await here: this may run while the stream is cancelled.
+        _background(broker.coordinator.consumer_left(*key))
+
+
+async def _open(broker: Broker, hello: pb.Hello) -> Session:
+    topic = await broker.topics.get(hello.topic)
+    cid = validation.consumer_id(hello.consumer_id) if hello.consumer_id else broker.new_id()
+    if (topic.name, cid) in broker.consumer_ids:
+        raise AlreadyExists(f"consumer {cid!r} is already connected to topic {topic.name!r}")
+    lease = validation.lease_ms(hello.lease_ms or topic.settings.lease_ms)
+    return Session(topic, cid, lease, validation.credits(hello.credits))
+
+
+async def _read(
+    broker: Broker,
+    session: Session,
+    dispatcher: Dispatcher,
+    requests: AsyncIterator[pb.ConsumeRequest],
+) -> None:
+    try:
+        async for req in requests:
+            kind = req.WhichOneof("frame")
+            if kind == "credits":
+                session.credit += validation.credits(req.credits)
+                if session.credit > MAX_WINDOW:
+                    raise InvalidArgument(f"credit window over {MAX_WINDOW} messages")
+                dispatcher.poke()
+            elif kind == "settle":
+                session.outbox.put_nowait(await _settle(broker, session, req.settle))
+            elif kind == "hello":
+                raise InvalidArgument("Hello may only open the stream")
+            else:
+                raise InvalidArgument("empty Consume frame")
+    except DejaqError as exc:
+        session.fail(exc)
+        return
+    except (grpc.RpcError, ConnectionError):
+        return  # the stream broke: keep the leases until they expire
+    # Half-closed by the consumer: a clean goodbye. Stop dispatching to it first,
+    # then hand its leases back.
+    dispatcher.remove(session)
+    released = await broker.storage.release(session.topic.name, session.consumer_id, now_ms())
+    if released:
+        dispatcher.hint(0)
+        log.info(
+            "consumer %s left %s, released %d leases",
+            session.consumer_id,
+            session.topic.name,
+            released,
+        )
+    session.outbox.put_nowait(None)
+
+
+async def _settle(broker: Broker, session: Session, s: pb.Settle) -> pb.ConsumeResponse:
+    if len(s.ids) != len(s.versions):
+        raise InvalidArgument("a Settle frame needs one version per id")
+    items = list(zip(s.ids, s.versions, strict=True))
+    topic, owner = session.topic.name, session.consumer_id
+    now = now_ms()
+    outcomes: list[Outcome]
+    if s.kind == pb.Settle.ACK:
+        outcomes = await broker.storage.ack(topic, items, owner, now)
+    elif s.kind == pb.Settle.EXTEND:
+        until = now + validation.lease_ms(s.ms)
+        outcomes = await broker.storage.extend(topic, items, owner, until)
+    elif s.kind == pb.Settle.NACK:
+        at = now + validation.delay_ms(s.ms)
+        md = session.topic.settings.max_deliveries
+        outcomes = await broker.storage.nack(topic, items, owner, at, md)
+        broker.hint(topic, at)
+    else:
+        raise InvalidArgument(f"unknown settle kind {s.kind}")
+    return pb.ConsumeResponse(settled=settle_result(s.token, outcomes))
+
+
+def settle_result(token: int, outcomes: list[Outcome]) -> pb.SettleResult:
+    versions: list[int] = []
+    rejections: list[pb.Rejection] = []
+    for i, o in enumerate(outcomes):
+        if isinstance(o, DejaqError):
+            versions.append(0)
+            rejections.append(pb.Rejection(index=i, code=code_for(o).value[0], reason=str(o)))
+        else:
+            versions.append(o.version)
+    return pb.SettleResult(token=token, versions=versions, rejections=rejections)
+
+
+_tasks: set[asyncio.Task[None]] = set()
+
+
+def _background(coro: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(coro)
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+    task.add_done_callback(_log_failure)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("background cleanup failed: %s", task.exception())

@@ -1,0 +1,49 @@
+"""What every request handler of one broker shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dejaq.broker.config import BrokerConfig
+from dejaq.broker.coordination import Coordinator
+from dejaq.broker.dispatch import Dispatcher
+from dejaq.broker.ids import IdGenerator
+from dejaq.broker.topics import TopicCache
+from dejaq.core.model import Topic
+from dejaq.storage_plugins.base import Storage
+
+
+@dataclass
+class Broker:
+    config: BrokerConfig
+    storage: Storage
+    coordinator: Coordinator
+    topics: TopicCache
+    new_id: IdGenerator = field(default_factory=IdGenerator)
+    dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
+    consumer_ids: set[tuple[str, str]] = field(default_factory=set)  # (topic, consumer)
+
+    def dispatcher(self, topic: Topic) -> Dispatcher:
+        """The topic's dispatcher, started on first use."""
+        d = self.dispatchers.get(topic.name)
+        if d is None:
+            d = Dispatcher(
+                topic,
+                self.storage,
+                lambda: self.coordinator.buckets(topic.name),
+                self.config.max_frame_messages,
+                self.config.rescan_ms,
+            )
+            d.start()
+            self.dispatchers[topic.name] = d
+        return d
+
+    def hint(self, topic: str, timestamp: int) -> None:
+        d = self.dispatchers.get(topic)
+        if d is not None:
+            d.hint(timestamp)
+
+    async def drop_dispatcher(self, topic: str) -> None:
+        d = self.dispatchers.pop(topic, None)
+        if d is not None:
+            await d.stop()

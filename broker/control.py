@@ -1,0 +1,132 @@
+"""The unary control calls: topics, messages by id, the dead timeline."""
+
+from __future__ import annotations
+
+from dejaq.broker import validation
+from dejaq.broker.clock import now_ms
+from dejaq.broker.context import Broker
+from dejaq.core.convert import (
+    counts_to_pb,
+    message_to_pb,
+    settings_from_pb,
+    topic_to_pb,
+)
+from dejaq.core.errors import DejaqError
+from dejaq.core.model import Settled, Topic
+from dejaq.proto import dejaq_pb2 as pb
+from dejaq.storage_plugins.base import Outcome
+
+MAX_DEAD_PAGE = 1000
+
+
+async def create_topic(broker: Broker, req: pb.CreateTopicRequest) -> pb.Topic:
+    name = validation.topic_name(req.name)
+    settings = validation.settings(settings_from_pb(req.settings))
+    topic = Topic(name, settings, now_ms())
+    await broker.storage.create_topic(topic)
+    return topic_to_pb(topic)
+
+
+async def delete_topic(broker: Broker, req: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
+    name = validation.topic_name(req.name)
+    await broker.storage.delete_topic(name)
+    broker.topics.forget(name)
+    d = broker.dispatchers.get(name)
+    if d is not None:
+        d.poke()  # its next pass finds the topic gone and closes its consumers
+    return pb.DeleteTopicResponse()
+
+
+async def list_topics(broker: Broker, req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
+    return pb.ListTopicsResponse(
+        topics=[topic_to_pb(t) for t in await broker.storage.list_topics()]
+    )
+
+
+async def describe_topic(broker: Broker, req: pb.DescribeTopicRequest) -> pb.TopicDescription:
+    topic = await broker.topics.get(req.name)
+    counts = await broker.storage.counts(topic.name, now_ms())
+    next_due = await broker.storage.next_due(topic.name, None)
+    d = broker.dispatchers.get(topic.name)
+    return pb.TopicDescription(
+        topic=topic_to_pb(topic),
+        counts=counts_to_pb(counts),
+        consumers=len(d.receivers) if d else 0,
+        next_due_ms=next_due or 0,
+    )
+
+
+async def get_message(broker: Broker, req: pb.GetMessageRequest) -> pb.Message:
+    topic = await broker.topics.get(req.topic)
+    msg = await broker.storage.get(topic.name, validation.message_id(req.id))
+    return message_to_pb(topic.name, msg, now_ms())
+
+
+def _result(s: Settled) -> pb.MutationResult:
+    return pb.MutationResult(id=s.id, version=s.version, timestamp_ms=s.timestamp)
+
+
+def _single(outcomes: list[Outcome]) -> pb.MutationResult:
+    (outcome,) = outcomes
+    if isinstance(outcome, DejaqError):
+        raise outcome
+    return _result(outcome)
+
+
+async def move(broker: Broker, req: pb.MoveRequest) -> pb.MutationResult:
+    topic = await broker.topics.get(req.topic)
+    at = validation.timestamp(req.timestamp_ms)
+    s = await broker.storage.move(
+        topic.name, validation.message_id(req.id), req.version, at, now_ms()
+    )
+    broker.hint(topic.name, at)
+    return _result(s)
+
+
+async def cancel(broker: Broker, req: pb.CancelRequest) -> pb.MutationResult:
+    topic = await broker.topics.get(req.topic)
+    mid = validation.message_id(req.id)
+    return _result(await broker.storage.cancel(topic.name, mid, req.version, now_ms()))
+
+
+async def ack(broker: Broker, req: pb.AckRequest) -> pb.MutationResult:
+    topic = await broker.topics.get(req.topic)
+    item = (validation.message_id(req.id), req.version)
+    owner = validation.consumer_id(req.consumer_id)
+    return _single(await broker.storage.ack(topic.name, [item], owner, now_ms()))
+
+
+async def extend(broker: Broker, req: pb.ExtendRequest) -> pb.MutationResult:
+    topic = await broker.topics.get(req.topic)
+    item = (validation.message_id(req.id), req.version)
+    owner = validation.consumer_id(req.consumer_id)
+    until = now_ms() + validation.lease_ms(req.lease_ms)
+    return _single(await broker.storage.extend(topic.name, [item], owner, until))
+
+
+async def nack(broker: Broker, req: pb.NackRequest) -> pb.MutationResult:
+    topic = await broker.topics.get(req.topic)
+    item = (validation.message_id(req.id), req.version)
+    owner = validation.consumer_id(req.consumer_id)
+    at = now_ms() + validation.delay_ms(req.delay_ms)
+    md = topic.settings.max_deliveries
+    result = _single(await broker.storage.nack(topic.name, [item], owner, at, md))
+    broker.hint(topic.name, at)
+    return result
+
+
+async def list_dead(broker: Broker, req: pb.ListDeadRequest) -> pb.ListDeadResponse:
+    topic = await broker.topics.get(req.topic)
+    limit = min(req.limit or 100, MAX_DEAD_PAGE)
+    msgs = await broker.storage.list_dead(topic.name, req.after_id, limit)
+    now = now_ms()
+    return pb.ListDeadResponse(messages=[message_to_pb(topic.name, m, now) for m in msgs])
+
+
+async def redrive(broker: Broker, req: pb.RedriveRequest) -> pb.RedriveResponse:
+    topic = await broker.topics.get(req.topic)
+    at = validation.timestamp(req.timestamp_ms) if req.timestamp_ms else now_ms()
+    ids = [validation.message_id(i) for i in req.ids] or None
+    count = await broker.storage.redrive(topic.name, ids, at)
+    broker.hint(topic.name, at)
+    return pb.RedriveResponse(redriven=count)

@@ -1,0 +1,26 @@
+"""Message ids the broker generates, and the id -> bucket hash."""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import zlib
+
+from dejaq.broker.clock import now_ms
+
+
+class IdGenerator:
+    """Time-ordered, unique across brokers: ms timestamp, a per-broker random
+    prefix and a counter (``0191f3a2b4c-5f2a9c1e-000001``)."""
+
+    def __init__(self) -> None:
+        self._prefix = secrets.token_hex(4)
+        self._counter = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{now_ms():011x}-{self._prefix}-{next(self._counter):06x}"
+
+
+def bucket_of(message_id: str, buckets: int) -> int:
+    """``crc32(id) mod buckets``: stable across processes and languages."""
+    return zlib.crc32(message_id.encode()) % buckets

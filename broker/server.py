@@ -1,0 +1,76 @@
+"""Run a broker: open storage, serve gRPC, stop gracefully on SIGTERM / SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from dejaq.broker.config import BrokerConfig
+from dejaq.broker.context import Broker
+from dejaq.broker.coordination import LocalCoordinator
+from dejaq.broker.retention import sweep_forever
+from dejaq.broker.service import TimelineService
+from dejaq.broker.topics import TopicCache
+from dejaq.proto import dejaq_pb2_grpc as pb_grpc
+from dejaq.storage_plugins import storage_from_url
+
+log = logging.getLogger("dejaq.broker")
+MAX_FRAME_BYTES = 64 << 20
+SERVICE_NAME = "dejaq.v1.Timeline"
+
+
+async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None:
+    """Serve until ``stop`` is set or the process gets SIGTERM / SIGINT."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+    storage = storage_from_url(config.storage)
+    await storage.open()
+    broker = Broker(config, storage, LocalCoordinator(), TopicCache(storage))
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
+            ("grpc.max_send_message_length", MAX_FRAME_BYTES),
+        ]
+    )
+    pb_grpc.add_TimelineServicer_to_server(TimelineService(broker), server)
+    health_servicer = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    try:
+        port = server.add_insecure_port(config.listen)
+    except RuntimeError as exc:
+        await storage.close()
+        raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    sweeper = asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms))
+    host = config.listen.rpartition(":")[0]
+    # Tests and scripts read this line to learn the port (--listen HOST:0).
+    print(f"dejaq broker listening on {host}:{port} (storage {config.storage})", flush=True)
+    log.info("serving on %s:%d", host, port)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        await health_servicer.enter_graceful_shutdown()
+        sweeper.cancel()
+        await server.stop(config.grace_s)
+        for d in list(broker.dispatchers.values()):
+            await d.stop()
+        await storage.close()
+        print("dejaq broker stopped", file=sys.stderr, flush=True)
+
+
+def run(config: BrokerConfig) -> None:
+    asyncio.run(serve(config))

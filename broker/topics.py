@@ -1,0 +1,24 @@
+"""Topic settings, cached: they are read on every produce and never change in place."""
+
+from __future__ import annotations
+
+from dejaq.broker import validation
+from dejaq.core.model import Topic
+from dejaq.storage_plugins.base import Storage
+
+
+class TopicCache:
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._topics: dict[str, Topic] = {}
+
+    async def get(self, name: str) -> Topic:
+        """The topic, or ``NotFound``; ``InvalidArgument`` for a malformed name."""
+        topic = self._topics.get(name)
+        if topic is None:
+            topic = await self._storage.get_topic(validation.topic_name(name))
+            self._topics[name] = topic
+        return topic
+
+    def forget(self, name: str) -> None:
+        self._topics.pop(name, None)

@@ -1,0 +1,92 @@
+"""Input checks at the broker's edge: every request is validated before storage sees it."""
+
+from __future__ import annotations
+
+import re
+
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import MAX_BUCKETS, MAX_PAYLOAD_LIMIT, TopicSettings
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+CONSUMER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
+MAX_ID_BYTES = 256
+MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+MIN_LEASE_MS = 10
+MAX_LEASE_MS = 7 * 24 * 3600 * 1000
+MAX_CREDITS = 1_000_000
+
+
+def topic_name(name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise InvalidArgument(
+            f"topic name {name!r} must be 1-200 characters of letters, digits, '.', '_' or '-',"
+            " starting with a letter or digit"
+        )
+    return name
+
+
+def consumer_id(cid: str) -> str:
+    if not CONSUMER_ID.fullmatch(cid):
+        raise InvalidArgument(
+            f"consumer id {cid!r} must be 1-200 characters of letters, digits or ._:@-"
+        )
+    return cid
+
+
+def settings(s: TopicSettings) -> TopicSettings:
+    if not 1 <= s.buckets <= MAX_BUCKETS:
+        raise InvalidArgument(f"buckets must be between 1 and {MAX_BUCKETS}, not {s.buckets}")
+    lease_ms(s.lease_ms)
+    if not 1 <= s.max_payload_bytes <= MAX_PAYLOAD_LIMIT:
+        raise InvalidArgument(f"max payload must be between 1 and {MAX_PAYLOAD_LIMIT} bytes")
+    if s.max_deliveries < 0 or s.dead_retention_ms < 0 or s.expiry_ms < 0:
+        raise InvalidArgument("max deliveries, retention and expiry cannot be negative")
+    return s
+
+
+def lease_ms(ms: int) -> int:
+    if not MIN_LEASE_MS <= ms <= MAX_LEASE_MS:
+        raise InvalidArgument(f"lease must be between {MIN_LEASE_MS} ms and 7 days, not {ms} ms")
+    return ms
+
+
+def delay_ms(ms: int) -> int:
+    if not 0 <= ms <= MAX_TIMESTAMP:
+        raise InvalidArgument(f"delay {ms} ms is out of range")
+    return ms
+
+
+def timestamp_error(ts: int) -> str | None:
+    if not 0 <= ts <= MAX_TIMESTAMP:
+        return f"timestamp {ts} is outside 1970-01-01 .. 9999-12-31 (epoch ms)"
+    return None
+
+
+def timestamp(ts: int) -> int:
+    err = timestamp_error(ts)
+    if err:
+        raise InvalidArgument(err)
+    return ts
+
+
+def message_id_error(mid: str) -> str | None:
+    if len(mid.encode()) > MAX_ID_BYTES:
+        return f"message id is longer than {MAX_ID_BYTES} bytes"
+    if "\x00" in mid:
+        return "message id contains a NUL character"
+    return None
+
+
+def message_id(mid: str) -> str:
+    if not mid:
+        raise InvalidArgument("message id is empty")
+    err = message_id_error(mid)
+    if err:
+        raise InvalidArgument(err)
+    return mid
+
+
+def credits(n: int) -> int:
+    if not 1 <= n <= MAX_CREDITS:
+        raise InvalidArgument(f"credits must be between 1 and {MAX_CREDITS}, not {n}")
+    return n
