@@ -47,3 +47,11 @@ def error_for(code: grpc.StatusCode, detail: str) -> errors.DejaqError:
     if code == grpc.StatusCode.FAILED_PRECONDITION and "leased by" in detail:
         return errors.Leased(detail)
     return _ERRORS.get(code, errors.DejaqError)(detail)
+
+
+_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def status_code(number: int) -> grpc.StatusCode:
+    """The StatusCode for its wire number (as carried in a Rejection)."""
+    return _BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)

@@ -1,0 +1,125 @@
+"""Admin calls: topics, messages by id, the dead timeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dejaq.core.convert import settings_to_pb, topic_from_pb
+from dejaq.core.model import Counts, Message, Topic, TopicSettings
+from dejaq.driver.client import Client
+from dejaq.proto import dejaq_pb2 as pb
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    topic: Topic
+    counts: Counts
+    consumers: int
+    next_due_ms: int | None
+
+
+@dataclass(frozen=True)
+class MessageInfo:
+    message: Message
+    state: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    id: str
+    version: int  # 0 when the message was deleted
+    timestamp_ms: int
+
+
+def _message(p: pb.Message) -> MessageInfo:
+    m = Message(
+        p.id,
+        p.timestamp_ms,
+        p.payload,
+        p.version,
+        p.deliveries,
+        p.lease_owner or None,
+        0,
+        p.max_deliveries,
+        p.expires_at_ms,
+        p.state == "dead",
+    )
+    return MessageInfo(m, p.state)
+
+
+def _mutation(r: pb.MutationResult) -> Mutation:
+    return Mutation(r.id, r.version, r.timestamp_ms)
+
+
+class Admin:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def create_topic(self, name: str, settings: TopicSettings | None = None) -> Topic:
+        s = settings_to_pb(settings or TopicSettings())
+        return topic_from_pb(
+            await self.client.call("CreateTopic", pb.CreateTopicRequest(name=name, settings=s))
+        )
+
+    async def delete_topic(self, name: str) -> None:
+        await self.client.call("DeleteTopic", pb.DeleteTopicRequest(name=name))
+
+    async def list_topics(self) -> list[Topic]:
+        resp = await self.client.call("ListTopics", pb.ListTopicsRequest())
+        return [topic_from_pb(t) for t in resp.topics]
+
+    async def describe_topic(self, name: str) -> TopicInfo:
+        d = await self.client.call("DescribeTopic", pb.DescribeTopicRequest(name=name))
+        c = d.counts
+        return TopicInfo(
+            topic_from_pb(d.topic),
+            Counts(c.waiting, c.due, c.leased, c.dead),
+            d.consumers,
+            d.next_due_ms or None,
+        )
+
+    async def get(self, topic: str, id: str) -> MessageInfo:
+        return _message(
+            await self.client.call("GetMessage", pb.GetMessageRequest(topic=topic, id=id))
+        )
+
+    async def move(self, topic: str, id: str, version: int, timestamp_ms: int) -> Mutation:
+        req = pb.MoveRequest(topic=topic, id=id, version=version, timestamp_ms=timestamp_ms)
+        return _mutation(await self.client.call("Move", req))
+
+    async def cancel(self, topic: str, id: str, version: int) -> Mutation:
+        req = pb.CancelRequest(topic=topic, id=id, version=version)
+        return _mutation(await self.client.call("Cancel", req))
+
+    async def ack(self, topic: str, id: str, version: int, consumer_id: str) -> Mutation:
+        req = pb.AckRequest(topic=topic, id=id, version=version, consumer_id=consumer_id)
+        return _mutation(await self.client.call("Ack", req))
+
+    async def extend(
+        self, topic: str, id: str, version: int, consumer_id: str, lease_ms: int
+    ) -> Mutation:
+        req = pb.ExtendRequest(
+            topic=topic, id=id, version=version, consumer_id=consumer_id, lease_ms=lease_ms
+        )
+        return _mutation(await self.client.call("Extend", req))
+
+    async def nack(
+        self, topic: str, id: str, version: int, consumer_id: str, delay_ms: int = 0
+    ) -> Mutation:
+        req = pb.NackRequest(
+            topic=topic, id=id, version=version, consumer_id=consumer_id, delay_ms=delay_ms
+        )
+        return _mutation(await self.client.call("Nack", req))
+
+    async def list_dead(
+        self, topic: str, limit: int = 100, after_id: str = ""
+    ) -> list[MessageInfo]:
+        req = pb.ListDeadRequest(topic=topic, limit=limit, after_id=after_id)
+        resp = await self.client.call("ListDead", req)
+        return [_message(m) for m in resp.messages]
+
+    async def redrive(self, topic: str, ids: Sequence[str] = (), timestamp_ms: int = 0) -> int:
+        req = pb.RedriveRequest(topic=topic, ids=list(ids), timestamp_ms=timestamp_ms)
+        resp = await self.client.call("Redrive", req)
+        return int(resp.redriven)

@@ -1,0 +1,40 @@
+"""``dejaq``: the command line. ``dejaq broker`` runs a broker; the rest are clients."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from dejaq.core.errors import DejaqError
+from dejaq.driver.cli import broker_cmd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dejaq", description="dejaq: messages delivered at their millisecond."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    broker_cmd.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except DejaqError as exc:
+        print(f"dejaq: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output closed early (| head): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Connections to brokers: address list, failover, and status -> exception mapping."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from dejaq.core.errors import BrokerUnavailable, DejaqError
+from dejaq.core.status import error_for
+from dejaq.proto import dejaq_pb2_grpc as pb_grpc
+
+DEFAULT_BROKER = "127.0.0.1:7700"
+MAX_FRAME_BYTES = 64 << 20
+T = TypeVar("T")
+# A broker that is gone or going: try the next one.
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE}
+
+
+def parse_brokers(brokers: str | Sequence[str] | None) -> list[str]:
+    """``"h1:7700,h2:7700"``, a list, or None for ``$DEJAQ_BROKER`` / the default."""
+    if brokers is None:
+        brokers = os.environ.get("DEJAQ_BROKER") or DEFAULT_BROKER
+    items = brokers.split(",") if isinstance(brokers, str) else list(brokers)
+    addresses = [a.strip() for a in items if a.strip()]
+    if not addresses:
+        raise DejaqError("no broker address given")
+    return addresses
+
+
+def to_error(exc: grpc.aio.AioRpcError) -> DejaqError:
+    """The dejaq exception a failed call stands for."""
+    code = exc.code()
+    detail = exc.details() or code.name
+    if code in RETRYABLE or code == grpc.StatusCode.CANCELLED:
+        return BrokerUnavailable(f"broker unavailable: {detail}")
+    return error_for(code, detail)
+
+
+class Client:
+    """One channel at a time to one of several brokers; moves on when one fails."""
+
+    def __init__(self, brokers: str | Sequence[str] | None = None, timeout_s: float = 30.0):
+        self.addresses = parse_brokers(brokers)
+        self.timeout_s = timeout_s
+        self._index = 0
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: pb_grpc.TimelineStub | None = None
+
+    @property
+    def address(self) -> str:
+        return self.addresses[self._index]
+
+    def stub(self) -> pb_grpc.TimelineStub:
+        if self._stub is None:
+            self._channel = grpc.aio.insecure_channel(
+                self.address,
+                options=[
+                    ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
+                    ("grpc.max_send_message_length", MAX_FRAME_BYTES),
+                ],
+            )
+            self._stub = pb_grpc.TimelineStub(self._channel)
+        return self._stub
+
+    async def failover(self) -> None:
+        """Drop the current channel and point at the next broker."""
+        await self._close_channel()
+        self._index = (self._index + 1) % len(self.addresses)
+
+    async def call(self, method: str, request: Any) -> Any:
+        """A unary call, tried once on every broker while they are unavailable."""
+        last: DejaqError | None = None
+        for _ in range(len(self.addresses)):
+            rpc: Callable[..., Awaitable[Any]] = getattr(self.stub(), method)
+            try:
+                return await rpc(request, timeout=self.timeout_s, wait_for_ready=False)
+            except grpc.aio.AioRpcError as exc:
+                last = to_error(exc)
+                if exc.code() not in RETRYABLE:
+                    raise last from exc
+                await self.failover()
+        assert last is not None
+        raise last
+
+    async def _close_channel(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+        self._channel = None
+        self._stub = None
+
+    async def close(self) -> None:
+        await self._close_channel()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

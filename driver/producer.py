@@ -1,0 +1,277 @@
+"""The producer: batches messages into Produce frames on one stream.
+
+``send`` calls made in the same event-loop turn travel in one frame (up to
+``max_batch``); ``send_batch`` sends a batch as it is. Up to ``max_in_flight``
+frames are pipelined. Ids missing from a message are generated here, in the
+client, so a frame resent after a broker failure is idempotent: the broker
+answers DUPLICATE for what it had already stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from dejaq.core.batches import decode_results, encode_messages
+from dejaq.core.errors import BrokerUnavailable, DejaqError
+from dejaq.core.model import InsertStatus
+from dejaq.core.status import error_for
+from dejaq.driver.client import Client, to_error
+from dejaq.proto import dejaq_pb2 as pb
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message to produce. ``timestamp_ms`` is when it is due (epoch ms)."""
+
+    payload: bytes
+    timestamp_ms: int
+    id: str = ""
+    max_deliveries: int = 0
+    expires_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    id: str
+    status: InsertStatus
+    error: DejaqError | None = None  # why it was rejected
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == InsertStatus.ACCEPTED
+
+
+class _Frame:
+    __slots__ = ("future", "ids", "request")
+
+    def __init__(self, request: pb.ProduceRequest, ids: list[str]) -> None:
+        self.request = request
+        self.ids = ids
+        self.future: asyncio.Future[list[ProduceResult]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Producer:
+    def __init__(
+        self,
+        client: Client,
+        topic: str,
+        max_batch: int = 1000,
+        max_in_flight: int = 16,
+        retry_timeout_s: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.topic = topic
+        self.max_batch = max_batch
+        self.retry_timeout_s = retry_timeout_s
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._inflight: deque[_Frame] = deque()
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: list[tuple[Outgoing, asyncio.Future[ProduceResult]]] = []
+        self._flush_scheduled = False
+        self._flushes: set[asyncio.Task[list[ProduceResult]]] = set()
+        self._lock = asyncio.Lock()
+        self._id_prefix = secrets.token_hex(6)
+        self._id_counter = 0
+
+    # -- public ---------------------------------------------------------------
+
+    async def send(
+        self,
+        payload: bytes,
+        *,
+        at_ms: int | None = None,
+        delay_ms: int = 0,
+        id: str = "",
+        max_deliveries: int = 0,
+        expires_at_ms: int = 0,
+    ) -> ProduceResult:
+        """Schedule one message at ``at_ms`` (or ``now + delay_ms``)."""
+        ts = at_ms if at_ms is not None else now_ms() + delay_ms
+        fut: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
+        self._pending.append((Outgoing(payload, ts, id, max_deliveries, expires_at_ms), fut))
+        if len(self._pending) >= self.max_batch:
+            self._flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_now)
+        return await fut
+
+    async def send_batch(self, messages: Sequence[Outgoing]) -> list[ProduceResult]:
+        """Send ``messages`` in one frame; results in the same order."""
+        if not messages:
+            return []
+        ids = [m.id or self._new_id() for m in messages]
+        has_md = any(m.max_deliveries for m in messages)
+        has_exp = any(m.expires_at_ms for m in messages)
+        batch = encode_messages(
+            [m.timestamp_ms for m in messages],
+            [m.payload for m in messages],
+            ids,
+            [m.max_deliveries for m in messages] if has_md else None,
+            [m.expires_at_ms for m in messages] if has_exp else None,
+        )
+        frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), ids)
+        async with self._slots:
+            await self._submit(frame)
+            return await frame.future
+
+    async def close(self) -> None:
+        """Wait for frames in flight, then end the stream."""
+        self._flush_now()
+        if self._flushes:
+            await asyncio.wait(list(self._flushes))
+        while self._inflight:
+            with contextlib.suppress(DejaqError):
+                await asyncio.shield(self._inflight[-1].future)
+        if self._call is not None:
+            with contextlib.suppress(grpc.RpcError):
+                await self._call.done_writing()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        self._call = None
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- internals ------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        self._id_counter += 1
+        return f"{now_ms():011x}-{self._id_prefix}-{self._id_counter:x}"
+
+    def _flush_now(self) -> None:
+        self._flush_scheduled = False
+        while self._pending:
+            chunk, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            task = asyncio.ensure_future(self.send_batch([m for m, _ in chunk]))  # noqa: RUF006
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+            task.add_done_callback(lambda t, c=chunk: _resolve(t, c))  # type: ignore[misc]
+
+    async def _submit(self, frame: _Frame) -> None:
+        async with self._lock:
+            self._inflight.append(frame)
+            await self._write(frame)
+
+    async def _write(self, frame: _Frame) -> None:
+        try:
+            call = await self._stream()
+            await call.write(frame.request)
+        except (grpc.RpcError, asyncio.InvalidStateError, DejaqError):
+            pass  # the reader sees the broken stream and resends what is in flight
+
+    async def _stream(self) -> grpc.aio.StreamStreamCall:
+        if self._call is None:
+            call = self.client.stub().Produce()
+            self._call = call
+            self._reader = asyncio.create_task(self._read(call))
+        return self._call
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+        deadline: float | None = None
+        while True:
+            try:
+                response = await call.read()
+            except grpc.aio.AioRpcError as exc:
+                error = to_error(exc)
+                if isinstance(error, BrokerUnavailable):
+                    deadline = deadline or time.monotonic() + self.retry_timeout_s
+                    if time.monotonic() > deadline:
+                        self._fail_all(error)
+                        return
+                else:
+                    # The broker refused the oldest frame; later ones are resent.
+                    if self._inflight:
+                        self._inflight.popleft().future.set_exception(error)
+                    deadline = None
+                await self._reconnect(call, isinstance(error, BrokerUnavailable))
+                return
+            if response is grpc.aio.EOF:
+                self._fail_all(BrokerUnavailable("the broker closed the produce stream"))
+                return
+            deadline = None
+            frame = self._inflight.popleft()
+            if not frame.future.done():
+                frame.future.set_result(_results(frame, response))
+
+    async def _reconnect(self, broken: grpc.aio.StreamStreamCall, unavailable: bool) -> None:
+        """Open a new stream (on the next broker if this one is gone); resend in-flight frames."""
+        async with self._lock:
+            if self._call is broken:
+                self._call = None
+            if unavailable:
+                await self.client.failover()
+            deadline = time.monotonic() + self.retry_timeout_s
+            attempt = 0
+            while self._inflight:
+                try:
+                    call = self.client.stub().Produce()
+                    for frame in list(self._inflight):
+                        await call.write(frame.request)
+                except grpc.RpcError:
+                    if time.monotonic() > deadline:
+                        self._fail_all(BrokerUnavailable("no broker accepted the produce stream"))
+                        return
+                    await asyncio.sleep(min(1.0, 0.05 * 2**attempt))
+                    attempt += 1
+                    await self.client.failover()
+                    continue
+                self._call = call
+                self._reader = asyncio.create_task(self._read(call))
+                return
+
+    def _fail_all(self, error: DejaqError) -> None:
+        while self._inflight:
+            frame = self._inflight.popleft()
+            if not frame.future.done():
+                frame.future.set_exception(error)
+        self._call = None
+
+
+def _results(frame: _Frame, response: pb.ProduceResponse) -> list[ProduceResult]:
+    status, ids = decode_results(response.results)
+    errors = {
+        r.index: error_for(grpc.StatusCode.INVALID_ARGUMENT, r.reason) for r in response.rejections
+    }
+    return [
+        ProduceResult(i, InsertStatus(s), errors.get(n))
+        for n, (s, i) in enumerate(zip(status, ids, strict=True))
+    ]
+
+
+def _resolve(
+    task: asyncio.Task[list[ProduceResult]],
+    chunk: list[tuple[Outgoing, asyncio.Future[ProduceResult]]],
+) -> None:
+    if task.cancelled():
+        for _, fut in chunk:
+            fut.cancel()
+        return
+    exc = task.exception()
+    for n, (_, fut) in enumerate(chunk):
+        if fut.done():
+            continue
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(task.result()[n])
