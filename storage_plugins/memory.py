@@ -2,9 +2,11 @@
 
 Per topic, a dict of metadata records and, apart, a dict of payloads; per bucket
 a heap of ``(timestamp, version, id)`` entries. Mutations push a new entry and
-leave the old one behind: an entry whose version no longer matches its record
-is stale and is dropped when it reaches the top (lazy deletion). Every method
-runs without awaiting, so each call is atomic on the event loop.
+leave the old one behind: an entry that no longer describes its record
+(timestamp, version and bucket) is stale and is dropped when it reaches the
+top (lazy deletion). The version alone is not enough: an id deleted and
+produced again starts over at version 1. Every method runs without awaiting,
+so each call is atomic on the event loop.
 """
 
 from __future__ import annotations
@@ -67,15 +69,26 @@ class _Timeline:
         """The live top entry of a bucket heap, dropping stale ones."""
         heap = self.heaps[bucket]
         while heap:
-            _, version, id = heap[0]
+            timestamp, version, id = heap[0]
             rec = self.records.get(id)
-            if rec is not None and rec.version == version and not rec.dead:
+            if (
+                rec is not None
+                and rec.version == version
+                and rec.timestamp == timestamp
+                and rec.bucket == bucket
+                and not rec.dead
+            ):
                 return heap[0]
             heapq.heappop(heap)
         return None
 
     def bucket_ids(self, buckets: Buckets) -> Iterable[int]:
-        return range(len(self.heaps)) if buckets is None else buckets
+        count = len(self.heaps)
+        if buckets is None:
+            return range(count)
+        # A bucket named twice would be merged twice by _lease (delivering a
+        # message twice, or before it is due); one the topic lacks is empty.
+        return {b for b in buckets if 0 <= b < count}
 
     def message(self, id: str, rec: _Record) -> Message:
         return Message(

@@ -8,7 +8,14 @@ import sys
 from collections.abc import Sequence
 
 from dejaq.core.errors import DejaqError
-from dejaq.driver.cli import broker_cmd
+from dejaq.driver.cli import (
+    broker_cmd,
+    consume_cmd,
+    dead_cmd,
+    message_cmd,
+    produce_cmd,
+    topic_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dejaq", description="dejaq: messages delivered at their millisecond."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    broker_cmd.register(sub)
+    for command in (broker_cmd, topic_cmd, produce_cmd, consume_cmd, message_cmd, dead_cmd):
+        command.register(sub)
     return parser
 
 

@@ -1,0 +1,98 @@
+"""What the client commands share: --broker, time parsing, output."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from dejaq.core.errors import InvalidArgument
+from dejaq.driver.client import DEFAULT_BROKER, Client
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
+
+
+def add_broker(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--broker",
+        help=f"HOST:PORT[,HOST:PORT...] of brokers (default $DEJAQ_BROKER or {DEFAULT_BROKER})",
+    )
+
+
+def client_command(
+    fn: Callable[[Client, argparse.Namespace], Awaitable[int | None]],
+) -> Callable[[argparse.Namespace], int]:
+    """Run an async command against a client built from --broker."""
+
+    def run(args: argparse.Namespace) -> int:
+        async def main() -> int | None:
+            async with Client(args.broker) as client:
+                return await fn(client, args)
+
+        return asyncio.run(main()) or 0
+
+    return run
+
+
+def duration_ms(text: str) -> int:
+    """``250ms``, ``30s``, ``5m``, ``2h``, ``7d``; a bare number is milliseconds."""
+    m = _DURATION.fullmatch(text.strip())
+    if not m:
+        raise InvalidArgument(f"{text!r} is not a duration (like 250ms, 30s, 5m, 2h, 7d)")
+    return int(float(m.group(1)) * _UNITS[m.group(2) or "ms"])
+
+
+def timestamp_ms(text: str) -> int:
+    """ISO 8601 (``2026-11-21T09:00:00Z``; no zone means UTC) or epoch milliseconds."""
+    if text.isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"{text!r} is not an ISO 8601 time or epoch ms") from exc
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def add_when(p: argparse.ArgumentParser, required: bool) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--at", help="when: ISO 8601 (UTC if no zone) or epoch ms")
+    g.add_argument("--in", dest="in_", metavar="DURATION", help="when: from now, e.g. 30s, 5m")
+
+
+def when_ms(args: argparse.Namespace) -> int | None:
+    if args.at is not None:
+        return timestamp_ms(args.at)
+    if args.in_ is not None:
+        return now_ms() + duration_ms(args.in_)
+    return None
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def payload_fields(payload: bytes) -> dict[str, str]:
+    """Text payloads as ``payload``, anything else as base64 ``payload_b64``."""
+    try:
+        return {"payload": payload.decode()}
+    except UnicodeDecodeError:
+        return {"payload_b64": base64.b64encode(payload).decode()}
+
+
+def emit(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()

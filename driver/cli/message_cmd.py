@@ -1,0 +1,85 @@
+"""``dejaq get|move|cancel``: one message by id."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dejaq.core.errors import InvalidArgument
+from dejaq.driver.admin import Admin
+from dejaq.driver.cli.common import (
+    add_broker,
+    add_when,
+    client_command,
+    emit,
+    iso,
+    payload_fields,
+    when_ms,
+)
+from dejaq.driver.client import Client
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("get", help="show a message")
+    p.add_argument("topic")
+    p.add_argument("id")
+    add_broker(p)
+    p.set_defaults(run=client_command(get))
+
+    p = sub.add_parser("move", help="reschedule a message that is not leased")
+    p.add_argument("topic")
+    p.add_argument("id")
+    add_when(p, required=True)
+    p.add_argument("--version", type=int, help="expected version (default: the current one)")
+    add_broker(p)
+    p.set_defaults(run=client_command(move))
+
+    p = sub.add_parser("cancel", help="delete a message that is not leased")
+    p.add_argument("topic")
+    p.add_argument("id")
+    p.add_argument("--version", type=int, help="expected version (default: the current one)")
+    add_broker(p)
+    p.set_defaults(run=client_command(cancel))
+
+
+async def _version(admin: Admin, args: argparse.Namespace) -> int:
+    # Without --version this is a read-then-write; the broker still refuses it
+    # if the message changes in between.
+    if args.version is not None:
+        return int(args.version)
+    return (await admin.get(args.topic, args.id)).message.version
+
+
+async def get(client: Client, args: argparse.Namespace) -> int:
+    info = await Admin(client).get(args.topic, args.id)
+    m = info.message
+    emit(
+        {
+            "id": m.id,
+            "timestamp_ms": m.timestamp,
+            "time": iso(m.timestamp),
+            "state": info.state,
+            "version": m.version,
+            "deliveries": m.deliveries,
+            "lease_owner": m.lease_owner,
+            **payload_fields(m.payload),
+        }
+    )
+    return 0
+
+
+async def move(client: Client, args: argparse.Namespace) -> int:
+    admin = Admin(client)
+    at = when_ms(args)
+    if at is None:
+        raise InvalidArgument("give --at or --in")
+    r = await admin.move(args.topic, args.id, await _version(admin, args), at)
+    print(f"moved {r.id} to {iso(r.timestamp_ms)} (version {r.version})")
+    return 0
+
+
+async def cancel(client: Client, args: argparse.Namespace) -> int:
+    admin = Admin(client)
+    r = await admin.cancel(args.topic, args.id, await _version(admin, args))
+    print(f"cancelled {r.id}")
+    return 0

@@ -1,0 +1,117 @@
+"""``dejaq produce``: one message, or many from JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import InsertStatus
+from dejaq.driver.cli.common import add_broker, add_when, client_command, when_ms
+from dejaq.driver.client import Client
+from dejaq.driver.producer import Outgoing, Producer
+
+BATCH = 1000
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "produce",
+        help="schedule messages",
+        description="Schedule one message (PAYLOAD with --at or --in), or many with --jsonl: "
+        'one {"id", "timestamp_ms", "payload"} object a line ("payload_b64" for binary).',
+    )
+    p.add_argument("topic")
+    p.add_argument("payload", nargs="?", help="the message payload (text)")
+    p.add_argument("--id", default="", help="message id (default: generated)")
+    add_when(p, required=False)
+    p.add_argument("--jsonl", metavar="FILE", help="read messages from FILE, or - for stdin")
+    add_broker(p)
+    p.set_defaults(run=client_command(produce))
+
+
+async def produce(client: Client, args: argparse.Namespace) -> int:
+    if args.jsonl:
+        if args.payload is not None or args.at or args.in_ or args.id:
+            raise InvalidArgument("--jsonl takes no PAYLOAD, --id, --at or --in")
+        return await _produce_lines(client, args)
+    at = when_ms(args)
+    if args.payload is None or at is None:
+        raise InvalidArgument("give a PAYLOAD and --at or --in (or --jsonl FILE)")
+    async with Producer(client, args.topic) as producer:
+        (result,) = await producer.send_batch([Outgoing(args.payload.encode(), at, args.id)])
+    if result.status == InsertStatus.REJECTED:
+        raise InvalidArgument(f"rejected: {result.error}")
+    print(f"{result.status.name.lower()} {result.id}")
+    return 0
+
+
+async def _produce_lines(client: Client, args: argparse.Namespace) -> int:
+    counts = {s: 0 for s in InsertStatus}
+    # A CLI process: nothing else waits on this loop while the file is read.
+    stream: TextIO = (
+        sys.stdin if args.jsonl == "-" else open(args.jsonl, encoding="utf-8")  # noqa: ASYNC230
+    )
+    try:
+        async with Producer(client, args.topic) as producer:
+            batch: list[tuple[int, Outgoing]] = []
+            for lineno, item in _parse(stream):
+                if isinstance(item, str):
+                    counts[InsertStatus.REJECTED] += 1
+                    print(f"line {lineno}: {item}", file=sys.stderr)
+                    continue
+                batch.append((lineno, item))
+                if len(batch) >= BATCH:
+                    await _send(producer, batch, counts)
+                    batch = []
+            await _send(producer, batch, counts)
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    print(
+        f"accepted {counts[InsertStatus.ACCEPTED]}, duplicate {counts[InsertStatus.DUPLICATE]},"
+        f" rejected {counts[InsertStatus.REJECTED]}"
+    )
+    return 1 if counts[InsertStatus.REJECTED] else 0
+
+
+async def _send(
+    producer: Producer, batch: list[tuple[int, Outgoing]], counts: dict[InsertStatus, int]
+) -> None:
+    if not batch:
+        return
+    results = await producer.send_batch([m for _, m in batch])
+    for (lineno, _), r in zip(batch, results, strict=True):
+        counts[r.status] += 1
+        if r.error is not None:
+            print(f"line {lineno}: {r.error}", file=sys.stderr)
+
+
+def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
+    """Each line as a message, or as the reason it is not one."""
+    for lineno, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+            ts = obj["timestamp_ms"]
+            if not isinstance(ts, int) or isinstance(ts, bool):
+                raise ValueError("timestamp_ms must be an integer")
+            if "payload_b64" in obj:
+                payload = base64.b64decode(obj["payload_b64"], validate=True)
+            else:
+                payload = str(obj.get("payload", "")).encode()
+            mid = obj.get("id", "")
+            if not isinstance(mid, str):
+                raise ValueError("id must be a string")
+            yield lineno, Outgoing(payload, ts, mid)
+        except (ValueError, KeyError, binascii.Error) as exc:
+            reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            yield lineno, f"rejected: {reason}"

@@ -1,0 +1,222 @@
+"""``sqlite://`` — the embedded persistent backend: one file, no server.
+
+URL: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (the
+path is what follows the third slash, as in SQLAlchemy), with options:
+
+- ``synchronous=normal`` (default): WAL journal and ``synchronous=NORMAL``.
+  A committed call survives the process being killed (even ``kill -9``): the
+  WAL is in the OS page cache. A power loss or OS crash may lose the last
+  commits (never corrupt the file).
+- ``synchronous=full``: the WAL is synced to disk on every commit, so an
+  acknowledged call also survives power loss. Group commit makes this cheaper:
+  one sync per group of concurrent calls.
+- ``busy_timeout_ms=5000``: how long to wait for another process holding the
+  write lock before failing with ``StorageUnavailable``.
+
+The parent directory is created. Several processes (brokers) may share one
+file: each call takes the write lock (``BEGIN IMMEDIATE``), so leases stay
+exclusive. One writer thread per instance owns the connection and commits
+concurrent calls in groups (``sqlite_writer``); what each call does is in
+``sqlite_ops``, its SQL in ``sqlite_sql``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from dejaq.core.errors import InvalidArgument, StorageError
+from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
+from dejaq.storage_plugins import sqlite_ops as ops
+from dejaq.storage_plugins import sqlite_sql as sql
+from dejaq.storage_plugins.base import Buckets, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.sqlite_writer import Writer, storage_error
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SqliteOptions:
+    path: Path
+    synchronous: str = "normal"
+    busy_timeout_ms: int = 5000
+
+
+def parse_url(url: str) -> SqliteOptions:
+    """Read a ``sqlite:///path?option=value`` URL; ``InvalidArgument`` names what is wrong."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite" or parts.netloc or len(parts.path) < 2:
+        raise InvalidArgument(f"expected sqlite:///path/to/file.db, got {url!r}")
+    path = unquote(parts.path[1:])
+    if path == ":memory:":
+        raise InvalidArgument("sqlite:///:memory: is not supported: use memory://")
+    options = SqliteOptions(Path(path))
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "synchronous" and value.lower() in sql.SYNCHRONOUS:
+            options = dataclasses.replace(options, synchronous=value.lower())
+        elif key == "busy_timeout_ms" and value.isdigit():
+            options = dataclasses.replace(options, busy_timeout_ms=int(value))
+        elif key in ("synchronous", "busy_timeout_ms"):
+            raise InvalidArgument(f"bad value {value!r} for sqlite option {key!r}")
+        else:
+            raise InvalidArgument(
+                f"unknown sqlite option {key!r}: expected synchronous or busy_timeout_ms"
+            )
+    return options
+
+
+def connect(options: SqliteOptions) -> sqlite3.Connection:
+    """Open the file in WAL mode and create or check the schema."""
+    options.path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        options.path,
+        timeout=options.busy_timeout_ms / 1000,
+        isolation_level=None,  # transactions are explicit (the writer's BEGIN)
+        check_same_thread=False,  # made here, then used by the writer thread only
+    )
+    try:
+        mode = conn.execute(sql.JOURNAL_WAL).fetchone()[0]
+        if mode != "wal":
+            raise StorageError(f"sqlite: cannot use WAL journal for {options.path} ({mode})")
+        conn.execute(sql.SYNCHRONOUS[options.synchronous])
+        conn.execute(sql.BEGIN)
+        version = conn.execute(sql.GET_USER_VERSION).fetchone()[0]
+        if version > sql.SCHEMA_VERSION:
+            raise StorageError(
+                f"sqlite: {options.path} has schema version {version}, newer than"
+                f" {sql.SCHEMA_VERSION}: upgrade dejaq"
+            )
+        # Migrations from an older version go here, one step per version.
+        for statement in sql.SCHEMA:
+            conn.execute(statement)
+        conn.execute(sql.SET_USER_VERSION)
+        conn.execute(sql.COMMIT)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class SqliteStorage(Storage):
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.options = parse_url(url)
+        self._writer: Writer | None = None
+
+    @property
+    def transactions(self) -> int:
+        """Transactions committed so far: fewer than calls when commits were grouped."""
+        return self._writer.transactions if self._writer else 0
+
+    async def open(self) -> None:
+        try:
+            conn = await asyncio.to_thread(connect, self.options)
+        except sqlite3.Error as exc:
+            raise storage_error(exc) from exc
+        except OSError as exc:
+            raise StorageError(f"sqlite: cannot open {self.options.path}: {exc}") from exc
+        self._writer = Writer(conn, name=f"dejaq-sqlite {self.options.path}")
+        self._writer.start()
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer.close()
+
+    async def healthy(self) -> bool:
+        try:
+            await self._run(lambda conn: conn.execute(sql.PING).fetchone())
+        except StorageError:
+            return False
+        return True
+
+    async def _run(
+        self,
+        fn: Callable[Concatenate[sqlite3.Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        if self._writer is None:
+            raise StorageError("sqlite storage used before open()")
+        return await self._writer.run(lambda conn: fn(conn, *args, **kwargs))
+
+    # -- topics ---------------------------------------------------------------
+
+    async def _create_topic(self, topic: Topic) -> None:
+        await self._run(ops.create_topic, topic)
+
+    async def _delete_topic(self, name: str) -> None:
+        await self._run(ops.delete_topic, name)
+
+    async def _get_topic(self, name: str) -> Topic | None:
+        return await self._run(ops.get_topic, name)
+
+    async def _list_topics(self) -> list[Topic]:
+        return await self._run(ops.list_topics)
+
+    # -- messages -------------------------------------------------------------
+
+    async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
+        return await self._run(ops.insert, topic, messages)
+
+    async def _lease(
+        self,
+        topic: str,
+        buckets: Buckets,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        owner: str,
+        max_deliveries: int,
+    ) -> Leases:
+        return await self._run(
+            ops.lease, topic, buckets, now, limit, lease_ms, owner, max_deliveries
+        )
+
+    async def _next_due(self, topic: str, buckets: Buckets) -> int | None:
+        return await self._run(ops.next_due, topic, buckets)
+
+    async def _ack(
+        self, topic: str, items: Sequence[SettleItem], owner: str, now: int
+    ) -> list[Outcome]:
+        return await self._run(ops.ack, topic, items, owner)
+
+    async def _extend(
+        self, topic: str, items: Sequence[SettleItem], owner: str, until: int
+    ) -> list[Outcome]:
+        return await self._run(ops.extend, topic, items, owner, until)
+
+    async def _nack(
+        self, topic: str, items: Sequence[SettleItem], owner: str, at: int, max_deliveries: int
+    ) -> list[Outcome]:
+        return await self._run(ops.nack, topic, items, owner, at, max_deliveries)
+
+    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
+        return await self._run(ops.move, topic, id, version, at, now)
+
+    async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
+        return await self._run(ops.cancel, topic, id, version, now)
+
+    async def _get(self, topic: str, id: str) -> Message | None:
+        return await self._run(ops.get, topic, id)
+
+    async def _release(self, topic: str, owner: str, now: int) -> int:
+        return await self._run(ops.release, topic, owner, now)
+
+    async def _counts(self, topic: str, now: int) -> Counts:
+        return await self._run(ops.counts, topic, now)
+
+    async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
+        return await self._run(ops.list_dead, topic, after_id, limit)
+
+    async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
+        return await self._run(ops.redrive, topic, ids, at)
+
+    async def _purge_dead(self, topic: str, died_before: int) -> int:
+        return await self._run(ops.purge_dead, topic, died_before)
