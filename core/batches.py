@@ -40,7 +40,7 @@ class ProduceBatch:
 def _offsets(items: Sequence[bytes]) -> npt.NDArray[np.uint32]:
     offsets = np.zeros(len(items) + 1, dtype=np.uint32)
     if items:
-        np.cumsum([len(i) for i in items], out=offsets[1:])
+        np.cumsum(np.fromiter(map(len, items), np.uint32, len(items)), out=offsets[1:])
     return offsets
 
 
@@ -50,17 +50,45 @@ def _blob_column(builder: flatbuffers.Builder, items: Sequence[bytes]) -> tuple[
     return offsets, blob
 
 
+def _bounds(size: int, offsets: Any, count: int, what: str) -> list[int]:
+    """The checked offsets vector of a blob of ``size`` bytes, as a list."""
+    if not isinstance(offsets, np.ndarray) or len(offsets) != count + 1:
+        raise InvalidArgument(f"malformed batch: {what} offsets do not match the message count")
+    o = offsets.astype(np.int64)
+    if o[0] != 0 or o[-1] != size or bool(np.any(np.diff(o) < 0)):
+        raise InvalidArgument(f"malformed batch: {what} offsets are out of order or out of range")
+    return list(o.tolist())
+
+
 def _split(blob: bytes, offsets: Any, count: int, what: str) -> list[bytes]:
     """Slice a blob by its offsets vector, checking every bound first."""
     if count == 0:
         return []
-    if not isinstance(offsets, np.ndarray) or len(offsets) != count + 1:
-        raise InvalidArgument(f"malformed batch: {what} offsets do not match the message count")
-    o = offsets.astype(np.int64)
-    if o[0] != 0 or o[-1] != len(blob) or bool(np.any(np.diff(o) < 0)):
-        raise InvalidArgument(f"malformed batch: {what} offsets are out of order or out of range")
-    bounds = o.tolist()
-    return [blob[bounds[i] : bounds[i + 1]] for i in range(count)]
+    b = _bounds(len(blob), offsets, count, what)
+    return [blob[b[i] : b[i + 1]] for i in range(count)]
+
+
+def _split_text(blob: bytes, offsets: Any, count: int, what: str) -> list[str]:
+    """Like ``_split`` for UTF-8 strings; an ASCII blob decodes in one call."""
+    if count == 0:
+        return []
+    b = _bounds(len(blob), offsets, count, what)
+    text = blob.decode()
+    if len(text) == len(blob):  # ASCII: byte offsets are character offsets
+        return [text[b[i] : b[i + 1]] for i in range(count)]
+    return [blob[b[i] : b[i + 1]].decode() for i in range(count)]
+
+
+def _text_column(builder: flatbuffers.Builder, items: Sequence[str]) -> tuple[int, int]:
+    """Strings as one UTF-8 blob plus offsets; ASCII strings encode in one call."""
+    joined = "".join(items)
+    blob = joined.encode()
+    if len(blob) == len(joined):
+        offsets = np.zeros(len(items) + 1, dtype=np.uint32)
+        if items:
+            np.cumsum(np.fromiter(map(len, items), np.uint32, len(items)), out=offsets[1:])
+        return builder.CreateNumpyVector(offsets), builder.CreateByteVector(blob)
+    return _blob_column(builder, [i.encode() for i in items])
 
 
 def _column(value: Any, count: int, what: str) -> list[int] | None:
@@ -84,7 +112,7 @@ def encode_messages(
         raise InvalidArgument("timestamps, payloads and ids must have the same length")
     builder = flatbuffers.Builder(64 + n * 24 + sum(len(p) for p in payloads))
     ts = builder.CreateNumpyVector(np.asarray(timestamps, dtype=np.int64))
-    id_cols = _blob_column(builder, [i.encode() for i in ids]) if ids is not None else None
+    id_cols = _text_column(builder, ids) if ids is not None else None
     pay_cols = _blob_column(builder, payloads)
     md = (
         builder.CreateNumpyVector(np.asarray(max_deliveries, dtype=np.uint32))
@@ -129,7 +157,7 @@ def decode_messages(buf: bytes) -> ProduceBatch:
         if batch.IdOffsetsIsNone() or batch.IdOffsetsLength() == 0:
             ids = [""] * n
         else:
-            ids = [i.decode() for i in _split(_blob(raw_ids), batch.IdOffsetsAsNumpy(), n, "id")]
+            ids = _split_text(_blob(raw_ids), batch.IdOffsetsAsNumpy(), n, "id")
         md = _column(batch.MaxDeliveriesAsNumpy(), n, "max_deliveries")
         exp = _column(batch.ExpiresAtAsNumpy(), n, "expires_at")
     except InvalidArgument:
@@ -144,7 +172,7 @@ def decode_messages(buf: bytes) -> ProduceBatch:
 def encode_results(status: Sequence[int], ids: Sequence[str]) -> bytes:
     builder = flatbuffers.Builder(64 + len(ids) * 40)
     st = builder.CreateNumpyVector(np.asarray(status, dtype=np.uint8))
-    id_cols = _blob_column(builder, [i.encode() for i in ids])
+    id_cols = _text_column(builder, ids)
     ProduceResults.Start(builder)
     ProduceResults.AddStatus(builder, st)
     ProduceResults.AddIdOffsets(builder, id_cols[0])
@@ -170,7 +198,7 @@ def encode_deliveries(deliveries: Sequence[Delivery], lease_until: int) -> bytes
     ts = builder.CreateNumpyVector(np.fromiter((d.timestamp for d in deliveries), np.int64, n))
     vs = builder.CreateNumpyVector(np.fromiter((d.version for d in deliveries), np.uint64, n))
     dl = builder.CreateNumpyVector(np.fromiter((d.deliveries for d in deliveries), np.uint32, n))
-    id_cols = _blob_column(builder, [d.id.encode() for d in deliveries])
+    id_cols = _text_column(builder, [d.id for d in deliveries])
     pay_cols = _blob_column(builder, [d.payload for d in deliveries])
     DeliveryBatch.Start(builder)
     DeliveryBatch.AddTimestamps(builder, ts)
@@ -191,10 +219,10 @@ def decode_deliveries(buf: bytes) -> tuple[list[Delivery], int]:
     if not isinstance(ts_col, np.ndarray):
         return [], batch.LeaseUntil()
     n = len(ts_col)
-    ids = _split(_blob(batch.IdsAsNumpy()), batch.IdOffsetsAsNumpy(), n, "id")
+    ids = _split_text(_blob(batch.IdsAsNumpy()), batch.IdOffsetsAsNumpy(), n, "id")
     payloads = _split(_blob(batch.PayloadsAsNumpy()), batch.PayloadOffsetsAsNumpy(), n, "payload")
     out = [
-        Delivery(i.decode(), t, p, v, d)
+        Delivery(i, t, p, v, d)
         for i, t, p, v, d in zip(
             ids,
             ts_col.tolist(),

@@ -29,7 +29,8 @@ class StaleVersion(DejaqError):
 
 
 class NotLeaseHolder(DejaqError):
-    """The message is not leased by this consumer (never was, or the lease expired)."""
+    """The message is not leased by this consumer (never was, or another consumer
+    has leased it since). An expired lease not yet taken by anyone may still be settled."""
 
 
 class Leased(DejaqError):

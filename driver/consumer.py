@@ -174,17 +174,23 @@ class Consumer:
         self, handler: Callable[[Delivery], Awaitable[None]], *, auto_ack: bool = True
     ) -> None:
         """Call ``handler`` for each delivery; with ``auto_ack`` ack on return and
-        nack (due again at once) when it raises."""
+        nack (due again at once) when it raises. Settles are not awaited one by
+        one: those made in one event-loop turn share a frame."""
+        settling: set[asyncio.Task[None]] = set()
         async for delivery in self:
             try:
                 await handler(delivery)
+                settle = delivery.ack() if auto_ack else None
             except Exception:
                 log.exception("handler failed for message %s", delivery.id)
-                if auto_ack:
-                    await delivery.nack()
-                continue
-            if auto_ack:
-                await delivery.ack()
+                settle = delivery.nack() if auto_ack else None
+            if settle is not None:
+                task = asyncio.ensure_future(settle)
+                settling.add(task)
+                task.add_done_callback(settling.discard)
+                task.add_done_callback(_log_settle_failure)
+        if settling:
+            await asyncio.wait(settling)
 
     # -- settling -------------------------------------------------------------
 
@@ -336,6 +342,11 @@ class Consumer:
             await asyncio.sleep(min(1.0, 0.05 * 2**attempt))
             attempt += 1
         self._buffer.put_nowait(_END)
+
+
+def _log_settle_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("settle failed: %s", task.exception())
 
 
 def _settled(

@@ -27,7 +27,8 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   settles (ack / extend / nack) return one outcome per item instead of raising,
   so one stale ack does not spoil the batch.
 - **Dead messages** keep their payload; their timestamp is the time they died.
-  ``redrive`` puts them back on the live timeline with ``deliveries = 0``.
+  ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
+  no expiry (a re-driven message gets a fresh start).
 """
 
 from __future__ import annotations

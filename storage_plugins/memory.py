@@ -357,6 +357,7 @@ class MemoryStorage(Storage):
                 continue
             rec.dead = False
             rec.deliveries = 0
+            rec.expires_at = 0
             rec.timestamp = at
             rec.version += 1
             tl.push(id, rec)

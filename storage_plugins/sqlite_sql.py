@@ -137,7 +137,8 @@ COUNTS = """SELECT
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0)
     FROM messages WHERE topic = ?2"""
 # (at, topic)
-REDRIVE_ALL = """UPDATE messages SET dead = 0, deliveries = 0, ts = ?, version = version + 1
+REDRIVE_ALL = """UPDATE messages SET dead = 0, deliveries = 0, expires_at = 0, ts = ?,
+    version = version + 1
     WHERE topic = ? AND dead = 1"""
 # (at, topic, id)
 REDRIVE_ONE = REDRIVE_ALL + " AND id = ?"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from typing import Any
 
 from dejaq.broker.config import DEFAULT_LISTEN, DEFAULT_STORAGE, BrokerConfig
@@ -32,6 +33,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         serve(config)
     except OSError as exc:
-        print(f"dejaq: error: {exc}")
+        print(f"dejaq: error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -30,7 +30,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # argparse cannot give an optional positional that follows options
+    # (`dejaq produce T --in 1s PAYLOAD`) to its slot; commands that take one
+    # name it in `trailing` and receive it here.
+    args, extras = parser.parse_known_args(argv)
+    slot = getattr(args, "trailing", None)
+    if extras and slot and getattr(args, slot) is None and len(extras) == 1:
+        if not extras[0].startswith("-"):
+            setattr(args, slot, extras.pop())
+    if extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     try:
         return int(args.run(args) or 0)
     except DejaqError as exc:

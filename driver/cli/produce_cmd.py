@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
     add_when(p, required=False)
     p.add_argument("--jsonl", metavar="FILE", help="read messages from FILE, or - for stdin")
     add_broker(p)
-    p.set_defaults(run=client_command(produce))
+    p.set_defaults(run=client_command(produce), trailing="payload")
 
 
 async def produce(client: Client, args: argparse.Namespace) -> int:
