@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Quick start, command 2: the whole test suite, as CI runs it.
+# Checks generated code is fresh, lints (ruff, mypy), then runs pytest.
+source "$(dirname "$0")/bootstrap.sh"
+echo "== generated code"
+python scripts/generate_wire.py --check
+echo "== lint"
+scripts/lint.sh
+echo "== tests"
+python -m pytest "$@"
