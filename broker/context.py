@@ -43,7 +43,10 @@ class Broker:
         if d is not None:
             d.hint(timestamp)
 
-    async def drop_dispatcher(self, topic: str) -> None:
+    async def drop_dispatcher(self, topic: str, reason: Exception) -> None:
+        """Stop a topic's dispatcher, ending its consumers' streams with ``reason``."""
         d = self.dispatchers.pop(topic, None)
         if d is not None:
             await d.stop()
+            for receiver in d.receivers:
+                receiver.fail(reason)

@@ -11,7 +11,7 @@ from dejaq.core.convert import (
     settings_from_pb,
     topic_to_pb,
 )
-from dejaq.core.errors import DejaqError
+from dejaq.core.errors import DejaqError, NotFound
 from dejaq.core.model import Settled, Topic
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import Outcome
@@ -31,9 +31,9 @@ async def delete_topic(broker: Broker, req: pb.DeleteTopicRequest) -> pb.DeleteT
     name = validation.topic_name(req.name)
     await broker.storage.delete_topic(name)
     broker.topics.forget(name)
-    d = broker.dispatchers.get(name)
-    if d is not None:
-        d.poke()  # its next pass finds the topic gone and closes its consumers
+    # Its consumers are told, and its dispatcher (holding the old settings) goes:
+    # a topic created again under the name starts afresh.
+    await broker.drop_dispatcher(name, NotFound(f"topic {name!r} was deleted"))
     return pb.DeleteTopicResponse()
 
 
