@@ -2,6 +2,7 @@
 # Quick start, command 2: the whole test suite, as CI runs it.
 # Checks generated code is fresh, lints (ruff, mypy), then runs pytest.
 source "$(dirname "$0")/bootstrap.sh"
+source scripts/servers.sh
 echo "== generated code"
 python scripts/generate_wire.py --check
 echo "== lint"

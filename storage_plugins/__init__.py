@@ -16,6 +16,9 @@ from dejaq.storage_plugins.base import Storage
 BACKENDS: dict[str, tuple[str, str, str | None]] = {
     "memory": ("dejaq.storage_plugins.memory", "MemoryStorage", None),
     "sqlite": ("dejaq.storage_plugins.sqlite", "SqliteStorage", None),
+    "redis": ("dejaq.storage_plugins.redis", "RedisStorage", "redis"),
+    "postgresql": ("dejaq.storage_plugins.postgres", "PostgresStorage", "postgres"),
+    "postgres": ("dejaq.storage_plugins.postgres", "PostgresStorage", "postgres"),
 }
 
 

@@ -1,0 +1,22 @@
+# Sourced by test.sh: install the server binaries the tests start (Debian
+# packages) when they are missing. Under CI=true a failed install is fatal;
+# locally the tests that need a missing server are skipped instead.
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }; then
+      [ "${CI:-}" = "true" ] && { echo "could not install ${need[*]}"; exit 1; }
+    fi
+  elif [ "${CI:-}" = "true" ]; then
+    echo "CI needs ${need[*]} and cannot install them (not root or no apt-get)"; exit 1
+  else
+    echo "== ${need[*]} missing: their tests will be skipped"
+  fi
+fi
+# Debian keeps the PostgreSQL server binaries off PATH.
+for d in /usr/lib/postgresql/*/bin; do [ -d "$d" ] && PATH="$PATH:$d"; done
+export PATH
