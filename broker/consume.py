@@ -4,9 +4,11 @@ The first frame is a Hello (topic, consumer id, lease, initial credit). Then a
 reader task applies credits and settles (ack / extend / nack) as they come,
 while the dispatcher pushes DeliveryBatch frames through the session's outbox.
 
-A consumer that half-closes its stream is leaving cleanly: its leases are
-released at once (due now, for another consumer). One whose stream breaks keeps
-its leases until they expire: it may still be working and come back to ack.
+A consumer that says Goodbye is leaving cleanly: its leases are released at
+once (due now, for another consumer). One whose stream ends or breaks without
+it keeps its leases until they expire: it may still be working and come back
+to ack. (grpc.aio ends the request stream the same way for a half-close and
+for a client that died, so only an explicit frame can tell them apart.)
 """
 
 from __future__ import annotations
@@ -118,6 +120,9 @@ async def _read(
                 dispatcher.poke()
             elif kind == "settle":
                 session.outbox.put_nowait(await _settle(broker, session, req.settle))
+            elif kind == "goodbye":
+                await _goodbye(broker, session, dispatcher)
+                return
             elif kind == "hello":
                 raise InvalidArgument("Hello may only open the stream")
             else:
@@ -126,9 +131,13 @@ async def _read(
         session.fail(exc)
         return
     except (grpc.RpcError, ConnectionError):
-        return  # the stream broke: keep the leases until they expire
-    # Half-closed by the consumer: a clean goodbye. Stop dispatching to it first,
-    # then hand its leases back.
+        pass
+    # Ended without a goodbye: end our side too, keep the leases until they expire.
+    session.outbox.put_nowait(None)
+
+
+async def _goodbye(broker: Broker, session: Session, dispatcher: Dispatcher) -> None:
+    """Stop dispatching to the consumer first, then hand its leases back."""
     dispatcher.remove(session)
     released = await broker.storage.release(session.topic.name, session.consumer_id, now_ms())
     if released:

@@ -46,8 +46,13 @@ async def produce(broker: Broker, req: pb.ProduceRequest) -> pb.ProduceResponse:
             continue
         md = batch.max_deliveries[i] if batch.max_deliveries else 0
         expires = batch.expires_at[i] if batch.expires_at else 0
-        if not expires and s.expiry_ms:
-            expires = ts + s.expiry_ms
+        if expires:
+            err = validation.timestamp_error(expires)
+            if err is not None:
+                rejections.append(pb.Rejection(index=i, code=_INVALID, reason=f"expiry: {err}"))
+                continue
+        elif s.expiry_ms:
+            expires = min(ts + s.expiry_ms, validation.MAX_TIMESTAMP)
         new.append(NewMessage(mid, ts, payload, bucket_of(mid, s.buckets), md, expires))
         positions.append(i)
     if new:

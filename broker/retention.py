@@ -19,6 +19,8 @@ async def sweep_forever(storage: Storage, interval_ms: int) -> None:
             await sweep(storage)
         except DejaqError as exc:
             log.warning("retention sweep failed: %s", exc)
+        except Exception:  # the sweeper must outlive any one bad sweep
+            log.exception("retention sweep failed")
 
 
 async def sweep(storage: Storage) -> int:
@@ -27,5 +29,5 @@ async def sweep(storage: Storage) -> int:
     for topic in await storage.list_topics():
         retention = topic.settings.dead_retention_ms
         if retention:
-            purged += await storage.purge_dead(topic.name, now - retention)
+            purged += await storage.purge_dead(topic.name, max(0, now - retention))
     return purged

@@ -9,12 +9,13 @@ import signal
 import sys
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import Broker
 from dejaq.broker.coordination import LocalCoordinator
+from dejaq.broker.health import monitor, set_status
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
@@ -23,7 +24,6 @@ from dejaq.storage_plugins import storage_from_url
 
 log = logging.getLogger("dejaq.broker")
 MAX_FRAME_BYTES = 64 << 20
-SERVICE_NAME = "dejaq.v1.Timeline"
 
 
 async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None:
@@ -52,9 +52,11 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         await storage.close()
         raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
     await server.start()
-    for name in ("", SERVICE_NAME):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    sweeper = asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms))
+    await set_status(health_servicer, True)
+    background = [
+        asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
+        asyncio.create_task(monitor(storage, health_servicer)),
+    ]
     host = config.listen.rpartition(":")[0]
     # Tests and scripts read this line to learn the port (--listen HOST:0).
     print(f"dejaq broker listening on {host}:{port} (storage {config.storage})", flush=True)
@@ -64,7 +66,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     finally:
         log.info("shutting down")
         await health_servicer.enter_graceful_shutdown()
-        sweeper.cancel()
+        for task in background:
+            task.cancel()
         await server.stop(config.grace_s)
         for d in list(broker.dispatchers.values()):
             await d.stop()

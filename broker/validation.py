@@ -39,8 +39,11 @@ def settings(s: TopicSettings) -> TopicSettings:
     lease_ms(s.lease_ms)
     if not 1 <= s.max_payload_bytes <= MAX_PAYLOAD_LIMIT:
         raise InvalidArgument(f"max payload must be between 1 and {MAX_PAYLOAD_LIMIT} bytes")
-    if s.max_deliveries < 0 or s.dead_retention_ms < 0 or s.expiry_ms < 0:
-        raise InvalidArgument("max deliveries, retention and expiry cannot be negative")
+    if s.max_deliveries < 0:
+        raise InvalidArgument("max deliveries cannot be negative")
+    for name, ms in (("dead retention", s.dead_retention_ms), ("expiry", s.expiry_ms)):
+        if not 0 <= ms <= MAX_TIMESTAMP:
+            raise InvalidArgument(f"{name} must be between 0 and {MAX_TIMESTAMP} ms, not {ms}")
     return s
 
 

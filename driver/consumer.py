@@ -5,9 +5,8 @@ goes back each time the application takes a delivery, in batches of about a
 quarter window. Settles (ack / extend / nack) made in the same event-loop turn
 travel in one frame and each awaits the broker's confirmation.
 
-``close()`` is a clean goodbye: pending settles are flushed and the stream is
-half-closed, which makes the broker release this consumer's remaining leases at
-once. If the broker goes away the consumer reconnects (to the next broker of its
+``close()`` is a clean goodbye: pending settles are flushed and a Goodbye
+frame makes the broker release this consumer's remaining leases at once. If the broker goes away the consumer reconnects (to the next broker of its
 list) under the same consumer id, so the leases it holds stay ackable.
 """
 
@@ -141,7 +140,9 @@ class Consumer:
                 )
         call = self._call
         if call is not None:
-            self._outbox.put_nowait((None, None))  # after what is queued
+            # After what is queued: Goodbye (the broker releases our leases), half-close.
+            self._outbox.put_nowait((pb.ConsumeRequest(goodbye=pb.Goodbye()), None))
+            self._outbox.put_nowait((None, None))
             if self._writer is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._writer

@@ -287,15 +287,21 @@ class Settle(_message.Message):
     token: int
     def __init__(self, kind: _Optional[_Union[Settle.Kind, str]] = ..., ids: _Optional[_Iterable[str]] = ..., versions: _Optional[_Iterable[int]] = ..., ms: _Optional[int] = ..., token: _Optional[int] = ...) -> None: ...
 
+class Goodbye(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ConsumeRequest(_message.Message):
-    __slots__ = ("hello", "credits", "settle")
+    __slots__ = ("hello", "credits", "settle", "goodbye")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     CREDITS_FIELD_NUMBER: _ClassVar[int]
     SETTLE_FIELD_NUMBER: _ClassVar[int]
+    GOODBYE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     credits: int
     settle: Settle
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., credits: _Optional[int] = ..., settle: _Optional[_Union[Settle, _Mapping]] = ...) -> None: ...
+    goodbye: Goodbye
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., credits: _Optional[int] = ..., settle: _Optional[_Union[Settle, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("consumer_id", "lease_ms", "topic")

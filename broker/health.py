@@ -1,0 +1,51 @@
+"""Reflect storage health into gRPC health checking (grpc.health.v1).
+
+While storage does not answer, the broker reports NOT_SERVING (and logs it
+once); when it answers again, SERVING. Requests meanwhile get UNAVAILABLE
+from the storage layer, and the dispatchers retry on their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from grpc_health.v1 import health_pb2
+
+from dejaq.storage_plugins.base import Storage
+
+log = logging.getLogger(__name__)
+SERVICES = ("", "dejaq.v1.Timeline")
+CHECK_TIMEOUT_S = 2.0
+
+
+async def set_status(servicer: Any, serving: bool) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in SERVICES:
+        await servicer.set(name, status)
+
+
+async def storage_healthy(storage: Storage) -> bool:
+    try:
+        return await asyncio.wait_for(storage.healthy(), CHECK_TIMEOUT_S)
+    except Exception:  # any failure to answer is "unhealthy"
+        return False
+
+
+async def monitor(storage: Storage, servicer: Any, interval_s: float = 1.0) -> None:
+    serving = True
+    while True:
+        await asyncio.sleep(interval_s)
+        ok = await storage_healthy(storage)
+        if ok != serving:
+            serving = ok
+            if ok:
+                log.info("storage answers again: serving")
+            else:
+                log.error("storage does not answer: reporting NOT_SERVING")
+            await set_status(servicer, ok)

@@ -1,0 +1,82 @@
+"""Fixtures that run a real broker process: ``dejaq broker`` on loopback.
+
+One broker per storage backend is started lazily for the whole session and
+shared; every test works on topics of its own (``topic_name``), so tests never
+see each other's messages. Tests that kill a broker start their own with
+``start_broker``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from dejaq.driver.client import Client
+from dejaq.proto import dejaq_pb2_grpc as pb_grpc
+from tests.e2e.broker_process import STORAGES, BrokerProcess, Brokers, StartBroker
+
+
+@pytest.fixture(scope="session")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
+    running = Brokers(tmp_path_factory.mktemp("brokers"))
+    try:
+        yield running
+    finally:
+        codes = running.stop_all()
+    # A broker that does not stop cleanly on SIGTERM is a finding of its own.
+    assert all(code == 0 for code in codes.values()), f"broker exit codes: {codes}"
+
+
+@pytest.fixture(params=STORAGES)
+def broker(request: pytest.FixtureRequest, brokers: Brokers) -> BrokerProcess:
+    """The shared broker of each storage backend: the test runs once per backend."""
+    return brokers.get(request.param)
+
+
+@pytest.fixture
+def memory_broker(brokers: Brokers) -> BrokerProcess:
+    """The shared in-memory broker, for tests whose point is not storage."""
+    return brokers.get("memory")
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path) -> Iterator[StartBroker]:
+    """Start brokers of one's own (to kill them); all are stopped after the test."""
+    started: list[BrokerProcess] = []
+
+    def start(storage: str, **env: str) -> BrokerProcess:
+        log = tmp_path / f"broker-{len(started)}.log"
+        b = BrokerProcess(storage, log, env)
+        started.append(b)
+        return b.start()
+
+    try:
+        yield start
+    finally:
+        for b in started:
+            b.stop()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name no other test uses."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name).strip("-")[:60]
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def client(broker: BrokerProcess) -> AsyncIterator[Client]:
+    async with Client(broker.address) as c:
+        yield c
+
+
+@pytest.fixture
+async def stub(memory_broker: BrokerProcess) -> AsyncIterator[pb_grpc.TimelineStub]:
+    """A raw gRPC stub on the in-memory broker, for what the driver would never send."""
+    async with grpc.aio.insecure_channel(memory_broker.address) as channel:
+        yield pb_grpc.TimelineStub(channel)

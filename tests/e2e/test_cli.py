@@ -1,0 +1,272 @@
+"""The ``dejaq`` command line against a broker on SQLite, run as users run it:
+a separate process per command, the broker from ``--broker`` or ``DEJAQ_BROKER``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.broker_process import BrokerProcess, Brokers
+from tests.e2e.support import now_ms
+
+TIMEOUT_S = 30
+POLL_S = 0.05
+
+
+def _command() -> list[str]:
+    """The installed ``dejaq`` console script (next to this Python), else the module."""
+    script = shutil.which("dejaq", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "dejaq.driver.cli.main"]
+
+
+DEJAQ = _command()
+
+
+@pytest.fixture
+def broker(brokers: Brokers) -> BrokerProcess:
+    return brokers.get("sqlite")
+
+
+class Cli:
+    """Runs ``dejaq`` commands against one broker."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def run(
+        self, *args: str, stdin: str | None = None, via_env: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        """``dejaq ARGS --broker ADDRESS``, or with ``DEJAQ_BROKER`` set instead."""
+        env = {k: v for k, v in os.environ.items() if k != "DEJAQ_BROKER"}
+        argv = [*DEJAQ, *args]
+        if via_env:
+            env["DEJAQ_BROKER"] = self.address
+        else:
+            argv += ["--broker", self.address]
+        return subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, env=env, timeout=TIMEOUT_S
+        )
+
+    def ok(self, *args: str, stdin: str | None = None, via_env: bool = False) -> str:
+        """Run a command that must succeed; its stdout."""
+        done = self.run(*args, stdin=stdin, via_env=via_env)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.stdout
+
+    def fails(self, *args: str, stdin: str | None = None) -> str:
+        """Run a command that must fail readably; its error line."""
+        done = self.run(*args, stdin=stdin)
+        assert done.returncode == 1, (args, done.returncode, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith("dejaq: error: "), done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        return done.stderr.strip()
+
+    def json(self, *args: str, via_env: bool = False) -> Any:
+        return json.loads(self.ok(*args, via_env=via_env))
+
+    def lines(self, *args: str) -> list[Any]:
+        return [json.loads(line) for line in self.ok(*args).splitlines()]
+
+
+@pytest.fixture
+def cli(broker: BrokerProcess) -> Cli:
+    return Cli(broker.address)
+
+
+def wait_for(condition: Any, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(POLL_S)
+
+
+def iso_utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_topic_create_list_and_describe(cli: Cli, topic_name: str) -> None:
+    # When a topic is created with settings
+    out = cli.ok("topic", "create", topic_name, "--lease", "45s", "--max-deliveries", "5")
+    assert out.strip() == f"created topic {topic_name}"
+    # Then it is listed, as text and as JSON lines (broker from DEJAQ_BROKER)
+    assert topic_name in cli.ok("topic", "list", via_env=True).split()
+    listed = {t["name"]: t for t in map(json.loads, cli.ok("topic", "list", "--json").splitlines())}
+    assert listed[topic_name]["lease_ms"] == 45_000
+    assert listed[topic_name]["max_deliveries"] == 5
+    # and described with its settings and counts
+    info = cli.json("topic", "describe", topic_name, "--json", via_env=True)
+    assert info["name"] == topic_name
+    assert info["settings"]["lease_ms"] == 45_000
+    assert info["counts"] == {"waiting": 0, "due": 0, "leased": 0, "dead": 0}
+    assert info["consumers"] == 0
+    text = cli.ok("topic", "describe", topic_name)
+    assert "max_deliveries=5" in text and "waiting=0" in text
+    # and a second create fails readably
+    assert "already exists" in cli.fails("topic", "create", topic_name)
+
+
+def test_produce_with_in_and_at_then_consume_acks_everything(cli: Cli, topic_name: str) -> None:
+    # Given a topic and two messages, due in 300 ms and at an ISO 8601 time 500 ms away
+    cli.ok("topic", "create", topic_name)
+    assert cli.ok("produce", topic_name, "first", "--id", "m1", "--in", "300ms") == "accepted m1\n"
+    at = now_ms() + 500
+    out = cli.ok("produce", topic_name, "second", "--id", "m2", "--at", iso_utc(at))
+    assert out == "accepted m2\n"
+    # and one produced again under the same id
+    assert cli.ok("produce", topic_name, "again", "--id", "m1", "--in", "1s") == "duplicate m1\n"
+    # When a consumer takes two
+    got = cli.lines("consume", topic_name, "--count", "2")
+    # Then it printed one JSON line per delivery, in time order, none early
+    assert [(d["id"], d["payload"], d["deliveries"]) for d in got] == [
+        ("m1", "first", 1),
+        ("m2", "second", 1),
+    ]
+    assert set(got[0]) >= {"id", "timestamp_ms", "received_at_ms", "deliveries", "payload"}
+    assert got[1]["timestamp_ms"] == at
+    assert all(d["received_at_ms"] >= d["timestamp_ms"] for d in got)
+    # and acked them: nothing is left
+    info = cli.json("topic", "describe", topic_name, "--json")
+    assert info["counts"] == {"waiting": 0, "due": 0, "leased": 0, "dead": 0}
+
+
+def test_payload_after_the_options_as_users_type_it(cli: Cli, topic_name: str) -> None:
+    # Given a topic
+    cli.ok("topic", "create", topic_name, via_env=True)
+    # When the payload comes after --in
+    out = cli.ok("produce", topic_name, "--id", "late-payload", "--in", "1h", "hello world")
+    # Then it is the payload
+    assert out == "accepted late-payload\n"
+    got = cli.json("get", topic_name, "late-payload")
+    assert got["payload"] == "hello world"
+
+
+def test_produce_jsonl_from_a_file_counts_duplicates(
+    cli: Cli, topic_name: str, tmp_path: Path
+) -> None:
+    # Given a file of three messages, the third repeating the first id
+    cli.ok("topic", "create", topic_name)
+    at = now_ms() + 3_600_000
+    path = tmp_path / "messages.jsonl"
+    lines = [
+        {"id": "a", "timestamp_ms": at, "payload": "x"},
+        {"id": "b", "timestamp_ms": at + 1, "payload_b64": "/wD+"},
+        {"id": "a", "timestamp_ms": at + 2, "payload": "y"},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    # When it is produced
+    out = cli.ok("produce", topic_name, "--jsonl", str(path))
+    # Then two were accepted and one was a duplicate
+    assert out.strip() == "accepted 2, duplicate 1, rejected 0"
+    assert cli.json("get", topic_name, "a")["payload"] == "x"
+    assert cli.json("get", topic_name, "b")["payload_b64"] == "/wD+"
+
+
+def test_produce_jsonl_from_stdin_with_rejected_lines_fails(cli: Cli, topic_name: str) -> None:
+    # Given lines on stdin: one good, one not JSON, one without a time, one at a negative time
+    cli.ok("topic", "create", topic_name)
+    at = now_ms() + 3_600_000
+    stdin = "\n".join(
+        [
+            json.dumps({"id": "good", "timestamp_ms": at, "payload": "x"}),
+            "{not json",
+            json.dumps({"id": "timeless", "payload": "x"}),
+            json.dumps({"id": "negative", "timestamp_ms": -1, "payload": "x"}),
+        ]
+    )
+    # When it is produced
+    done = cli.run("produce", topic_name, "--jsonl", "-", stdin=stdin)
+    # Then the good one was accepted, the others rejected, and the exit code says so
+    assert done.returncode != 0
+    assert done.stdout.strip() == "accepted 1, duplicate 0, rejected 3"
+    assert "Traceback" not in done.stderr
+    for lineno in (2, 3, 4):
+        assert f"line {lineno}:" in done.stderr
+    assert cli.json("get", topic_name, "good")["state"] == "waiting"
+    info = cli.json("topic", "describe", topic_name, "--json")
+    assert info["counts"]["waiting"] == 1
+
+
+def test_get_move_and_cancel_by_id(cli: Cli, topic_name: str) -> None:
+    # Given a message due on 2030-01-01 09:00 UTC
+    cli.ok("topic", "create", topic_name)
+    cli.ok("produce", topic_name, "new year", "--id", "ny", "--at", "2030-01-01T09:00:00Z")
+    got = cli.json("get", topic_name, "ny")
+    assert (got["timestamp_ms"], got["state"], got["version"]) == (1_893_488_400_000, "waiting", 1)
+    assert got["payload"] == "new year" and got["lease_owner"] is None
+    # (the same instant with an offset, and without a zone: UTC)
+    cli.ok("produce", topic_name, "x", "--id", "ny-cet", "--at", "2030-01-01T10:00:00+01:00")
+    cli.ok("produce", topic_name, "x", "--id", "ny-naive", "--at", "2030-01-01T09:00:00")
+    for other in ("ny-cet", "ny-naive"):
+        assert cli.json("get", topic_name, other)["timestamp_ms"] == 1_893_488_400_000
+    # When it is moved an hour from now
+    before = now_ms()
+    out = cli.ok("move", topic_name, "ny", "--in", "1h")
+    # Then it is due then, at a new version
+    assert out.startswith("moved ny to ") and out.strip().endswith("(version 2)")
+    moved = cli.json("get", topic_name, "ny")
+    assert moved["version"] == 2
+    assert before + 3_600_000 <= moved["timestamp_ms"] <= now_ms() + 3_600_000
+    # When a move quotes the old version, it is refused and nothing changes
+    assert "version" in cli.fails("move", topic_name, "ny", "--in", "2h", "--version", "1")
+    assert cli.json("get", topic_name, "ny") == moved
+    # When it is cancelled, it is gone
+    assert cli.ok("cancel", topic_name, "ny") == "cancelled ny\n"
+    assert "not found" in cli.fails("get", topic_name, "ny")
+
+
+def test_dead_list_and_redrive(cli: Cli, topic_name: str) -> None:
+    # Given a topic whose messages expire 1 s after they are due, and a message a minute overdue
+    cli.ok("topic", "create", topic_name, "--expiry", "1s")
+    cli.ok("produce", topic_name, "stale", "--id", "old", "--at", str(now_ms() - 60_000))
+    # When a consumer comes by, the message is dead-lettered instead of delivered
+    assert cli.ok("consume", topic_name, "--idle", "300ms") == ""
+
+    def dead() -> list[Any]:
+        return cli.lines("dead", "list", topic_name)
+
+    wait_for(lambda: dead() != [], "the dead message")
+    (entry,) = dead()
+    assert (entry["id"], entry["payload"], entry["deliveries"]) == ("old", "stale", 0)
+    # When it is redriven
+    assert cli.ok("dead", "redrive", topic_name) == "redriven 1\n"
+    # Then it is delivered
+    (got,) = cli.lines("consume", topic_name, "--count", "1")
+    assert (got["id"], got["payload"]) == ("old", "stale")
+    assert dead() == []
+
+
+def test_errors_are_one_readable_line(cli: Cli, topic_name: str) -> None:
+    cli.ok("topic", "create", topic_name)
+    # An unknown topic
+    assert "no-such-topic" in cli.fails("topic", "describe", "no-such-topic")
+    assert "no-such-topic" in cli.fails("produce", "no-such-topic", "x", "--in", "1s")
+    assert "no-such-topic" in cli.fails("consume", "no-such-topic", "--count", "1")
+    # A bad duration or time
+    assert "duration" in cli.fails("produce", topic_name, "x", "--in", "soon")
+    assert "ISO 8601" in cli.fails("produce", topic_name, "x", "--at", "tomorrow-ish")
+    assert "duration" in cli.fails("topic", "create", f"{topic_name}-2", "--lease", "forever")
+    # A broker that is not there
+    done = subprocess.run(
+        [*DEJAQ, "topic", "list", "--broker", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("dejaq: error: ") and "Traceback" not in done.stderr
+    # and none of this produced anything
+    info = cli.json("topic", "describe", topic_name, "--json")
+    assert info["counts"] == {"waiting": 0, "due": 0, "leased": 0, "dead": 0}
