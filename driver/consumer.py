@@ -6,8 +6,9 @@ quarter window. Settles (ack / extend / nack) made in the same event-loop turn
 travel in one frame and each awaits the broker's confirmation.
 
 ``close()`` is a clean goodbye: pending settles are flushed and a Goodbye
-frame makes the broker release this consumer's remaining leases at once. If the broker goes away the consumer reconnects (to the next broker of its
-list) under the same consumer id, so the leases it holds stay ackable.
+frame makes the broker release this consumer's remaining leases at once. If
+the broker goes away the consumer reconnects (to the next broker of its list)
+under the same consumer id, so the leases it holds stay ackable.
 """
 
 from __future__ import annotations
