@@ -7,16 +7,19 @@ so a typo does not silently fall back to a default.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dejaq.broker.cluster.endpoints import parse_endpoints
 from dejaq.core.errors import InvalidArgument
 
 DEFAULT_LISTEN = "127.0.0.1:7700"
 DEFAULT_STORAGE = "sqlite:///dejaq-data/dejaq.db"
 # Variables that belong to the client side and may share an environment.
 CLIENT_VARIABLES = {"DEJAQ_BROKER"}
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,16 @@ class BrokerConfig:
     rescan_ms: int = 1000  # re-check storage this often even without a hint
     retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
+    metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
+    metrics_refresh_ms: int = 5000  # how often storage-backed gauges are refreshed
+    log_format: str = "text"  # text | json
+    log_level: str = "INFO"
+    etcd: str = ""  # etcd endpoints http://HOST:PORT[,...]; empty = a single broker
+    cluster: str = "default"  # the cluster's keys live under /dejaq/<cluster>/ in etcd
+    advertise: str = ""  # HOST:PORT others reach this broker at; empty = the listen address
+    etcd_ttl_s: int = 4  # a broker that stops heartbeating leaves the cluster after this
+    etcd_timeout_s: float = 5.0  # at start-up, give up reaching etcd after this
+    skew_warn_ms: int = 50  # warn when another broker's clock is further off than this
 
     @classmethod
     def from_sources(
@@ -52,12 +65,35 @@ class BrokerConfig:
         return config
 
     def validate(self) -> None:
-        host, sep, port = self.listen.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        if not _is_host_port(self.listen):
             raise InvalidArgument(f"listen address {self.listen!r} is not HOST:PORT")
-        for name in ("max_frame_messages", "rescan_ms", "retention_sweep_ms"):
+        for name in ("max_frame_messages", "rescan_ms", "retention_sweep_ms", "metrics_refresh_ms"):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive")
+        if self.metrics and not _is_host_port(self.metrics):
+            raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
+        if self.log_format not in ("text", "json"):
+            raise InvalidArgument(f"log format must be text or json, not {self.log_format!r}")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise InvalidArgument(f"log level {self.log_level!r} is not DEBUG/INFO/WARNING/ERROR")
+        self._validate_cluster()
+
+    def _validate_cluster(self) -> None:
+        if self.etcd:
+            parse_endpoints(self.etcd)
+        if not _CLUSTER_NAME.fullmatch(self.cluster):
+            raise InvalidArgument(f"cluster name {self.cluster!r}: letters, digits, '.', '_', '-'")
+        if self.advertise and not _is_host_port(self.advertise):
+            raise InvalidArgument(f"advertise address {self.advertise!r} is not HOST:PORT")
+        if self.etcd_ttl_s < 2:
+            raise InvalidArgument("etcd_ttl_s must be at least 2 (heartbeats come every second)")
+        if self.etcd_timeout_s <= 0 or self.skew_warn_ms <= 0:
+            raise InvalidArgument("etcd_timeout_s and skew_warn_ms must be positive")
+
+
+def _is_host_port(address: str) -> bool:
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 <= int(port) < 65536)
 
 
 def _known(fields: Mapping[str, Any]) -> str:

@@ -160,17 +160,31 @@ async def _settle(broker: Broker, session: Session, s: pb.Settle) -> pb.ConsumeR
     outcomes: list[Outcome]
     if s.kind == pb.Settle.ACK:
         outcomes = await broker.storage.ack(topic, items, owner, now)
+        count_settled(broker, topic, "acked", outcomes)
     elif s.kind == pb.Settle.EXTEND:
         until = now + validation.lease_ms(s.ms)
         outcomes = await broker.storage.extend(topic, items, owner, until)
+        count_settled(broker, topic, "extended", outcomes)
     elif s.kind == pb.Settle.NACK:
         at = now + validation.delay_ms(s.ms)
         md = session.topic.settings.max_deliveries
         outcomes = await broker.storage.nack(topic, items, owner, at, md)
+        count_settled(broker, topic, "nacked", outcomes)
         broker.hint(topic, at)
     else:
         raise InvalidArgument(f"unknown settle kind {s.kind}")
     return pb.ConsumeResponse(settled=settle_result(s.token, outcomes))
+
+
+def count_settled(broker: Broker, topic: str, event: str, outcomes: list[Outcome]) -> None:
+    """Count what a settle did; a nack that returns version 0 dead-lettered the message."""
+    done = [o for o in outcomes if not isinstance(o, DejaqError)]
+    if event == "nacked":
+        dead = sum(1 for o in done if o.version == 0)
+        broker.metrics.count("dead_lettered", topic, dead)
+        broker.metrics.count("nacked", topic, len(done) - dead)
+    else:
+        broker.metrics.count(event, topic, len(done))
 
 
 def settle_result(token: int, outcomes: list[Outcome]) -> pb.SettleResult:

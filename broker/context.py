@@ -8,6 +8,7 @@ from dejaq.broker.config import BrokerConfig
 from dejaq.broker.coordination import Coordinator
 from dejaq.broker.dispatch import Dispatcher
 from dejaq.broker.ids import IdGenerator
+from dejaq.broker.metrics import Metrics
 from dejaq.broker.topics import TopicCache
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
@@ -19,6 +20,7 @@ class Broker:
     storage: Storage
     coordinator: Coordinator
     topics: TopicCache
+    metrics: Metrics = field(default_factory=Metrics)
     new_id: IdGenerator = field(default_factory=IdGenerator)
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
     consumer_ids: set[tuple[str, str]] = field(default_factory=set)  # (topic, consumer)
@@ -33,15 +35,19 @@ class Broker:
                 lambda: self.coordinator.buckets(topic.name),
                 self.config.max_frame_messages,
                 self.config.rescan_ms,
+                self.metrics,
             )
             d.start()
             self.dispatchers[topic.name] = d
         return d
 
     def hint(self, topic: str, timestamp: int) -> None:
+        """A message due at ``timestamp`` was stored: wake this broker's dispatcher,
+        and tell other brokers (their consumers may own its bucket)."""
         d = self.dispatchers.get(topic)
         if d is not None:
             d.hint(timestamp)
+        self.coordinator.announce(topic, timestamp)
 
     async def drop_dispatcher(self, topic: str, reason: Exception) -> None:
         """Stop a topic's dispatcher, ending its consumers' streams with ``reason``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dejaq.broker import validation
 from dejaq.broker.clock import now_ms
+from dejaq.broker.consume import count_settled
 from dejaq.broker.context import Broker
 from dejaq.core.convert import (
     counts_to_pb,
@@ -34,6 +35,7 @@ async def delete_topic(broker: Broker, req: pb.DeleteTopicRequest) -> pb.DeleteT
     # Its consumers are told, and its dispatcher (holding the old settings) goes:
     # a topic created again under the name starts afresh.
     await broker.drop_dispatcher(name, NotFound(f"topic {name!r} was deleted"))
+    broker.metrics.forget_topic(name)
     return pb.DeleteTopicResponse()
 
 
@@ -80,20 +82,25 @@ async def move(broker: Broker, req: pb.MoveRequest) -> pb.MutationResult:
         topic.name, validation.message_id(req.id), req.version, at, now_ms()
     )
     broker.hint(topic.name, at)
+    broker.metrics.count("moved", topic.name)
     return _result(s)
 
 
 async def cancel(broker: Broker, req: pb.CancelRequest) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     mid = validation.message_id(req.id)
-    return _result(await broker.storage.cancel(topic.name, mid, req.version, now_ms()))
+    result = _result(await broker.storage.cancel(topic.name, mid, req.version, now_ms()))
+    broker.metrics.count("cancelled", topic.name)
+    return result
 
 
 async def ack(broker: Broker, req: pb.AckRequest) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     item = (validation.message_id(req.id), req.version)
     owner = validation.consumer_id(req.consumer_id)
-    return _single(await broker.storage.ack(topic.name, [item], owner, now_ms()))
+    outcomes = await broker.storage.ack(topic.name, [item], owner, now_ms())
+    count_settled(broker, topic.name, "acked", outcomes)
+    return _single(outcomes)
 
 
 async def extend(broker: Broker, req: pb.ExtendRequest) -> pb.MutationResult:
@@ -101,7 +108,9 @@ async def extend(broker: Broker, req: pb.ExtendRequest) -> pb.MutationResult:
     item = (validation.message_id(req.id), req.version)
     owner = validation.consumer_id(req.consumer_id)
     until = now_ms() + validation.lease_ms(req.lease_ms)
-    return _single(await broker.storage.extend(topic.name, [item], owner, until))
+    outcomes = await broker.storage.extend(topic.name, [item], owner, until)
+    count_settled(broker, topic.name, "extended", outcomes)
+    return _single(outcomes)
 
 
 async def nack(broker: Broker, req: pb.NackRequest) -> pb.MutationResult:
@@ -110,7 +119,9 @@ async def nack(broker: Broker, req: pb.NackRequest) -> pb.MutationResult:
     owner = validation.consumer_id(req.consumer_id)
     at = now_ms() + validation.delay_ms(req.delay_ms)
     md = topic.settings.max_deliveries
-    result = _single(await broker.storage.nack(topic.name, [item], owner, at, md))
+    outcomes = await broker.storage.nack(topic.name, [item], owner, at, md)
+    count_settled(broker, topic.name, "nacked", outcomes)
+    result = _single(outcomes)
     broker.hint(topic.name, at)
     return result
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from dejaq.broker.clock import now_ms
+from dejaq.broker.metrics import Metrics
 from dejaq.core.errors import NotFound, StorageError
 from dejaq.core.model import Leases, Topic
 from dejaq.storage_plugins.base import Buckets, Storage
@@ -34,6 +35,7 @@ class _Pass(enum.Enum):
     MORE = "more"  # every consumer's batch filled up: more may be due
     DRAINED = "drained"  # everything due now was leased
     NO_CREDIT = "no credit"
+    NO_BUCKETS = "no buckets"  # our consumers own no bucket (cluster): wait for a rebalance
 
 
 STORAGE_RETRY_S = 0.5
@@ -60,12 +62,14 @@ class Dispatcher:
         buckets: Callable[[], Buckets],
         max_frame: int,
         rescan_ms: int,
+        metrics: Metrics | None = None,
     ) -> None:
         self.topic = topic
         self._storage = storage
         self._buckets = buckets
         self._max_frame = max_frame
         self._rescan_ms = rescan_ms
+        self._metrics = metrics
         self._receivers: list[Receiver] = []
         self._turn = 0
         self._wake = asyncio.Event()
@@ -111,7 +115,7 @@ class Dispatcher:
                 outcome = await self._pass()
                 if outcome is _Pass.MORE:
                     await asyncio.sleep(0)  # let acks and produces in between passes
-                elif outcome is _Pass.NO_CREDIT:
+                elif outcome is _Pass.NO_CREDIT or outcome is _Pass.NO_BUCKETS:
                     await self._idle()
                 else:
                     due = await self._storage.next_due(self.topic.name, self._buckets())
@@ -139,6 +143,8 @@ class Dispatcher:
             return _Pass.NO_CREDIT
         now = now_ms()
         buckets = self._buckets()
+        if buckets is not None and not buckets:
+            return _Pass.NO_BUCKETS  # no storage call: a rebalance pokes us
         for r in ready:
             if r not in self._receivers:
                 continue  # left while we awaited storage
@@ -155,9 +161,19 @@ class Dispatcher:
             if leases.delivered:
                 r.credit -= len(leases.delivered)
                 r.deliver(leases)
+            if self._metrics is not None:
+                self._observe(now, leases)
             if len(leases.delivered) < limit:
                 return _Pass.DRAINED
         return _Pass.MORE
+
+    def _observe(self, now: int, leases: Leases) -> None:
+        assert self._metrics is not None
+        name = self.topic.name
+        delivered = leases.delivered
+        again = sum(1 for d in delivered if d.deliveries > 1)
+        self._metrics.delivered(name, now_ms(), (d.timestamp for d in delivered), again)
+        self._metrics.count("dead_lettered", name, leases.dead_lettered)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers
@@ -167,7 +183,8 @@ class Dispatcher:
         return rs[self._turn :] + rs[: self._turn]
 
     async def _idle(self) -> None:
-        """No consumer has credit: hints cannot help, only new credit or a consumer."""
+        """No consumer has credit (or no bucket): hints cannot help, only new credit,
+        a consumer or a rebalance (each pokes)."""
         self._sleeping_until = _DEAF
         if not self._wake.is_set():
             await self._wake.wait()

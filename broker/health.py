@@ -13,6 +13,7 @@ from typing import Any
 
 from grpc_health.v1 import health_pb2
 
+from dejaq.broker.metrics import Metrics
 from dejaq.storage_plugins.base import Storage
 
 log = logging.getLogger(__name__)
@@ -37,11 +38,14 @@ async def storage_healthy(storage: Storage) -> bool:
         return False
 
 
-async def monitor(storage: Storage, servicer: Any, interval_s: float = 1.0) -> None:
+async def monitor(
+    storage: Storage, servicer: Any, metrics: Metrics, interval_s: float = 1.0
+) -> None:
     serving = True
     while True:
         await asyncio.sleep(interval_s)
         ok = await storage_healthy(storage)
+        metrics.storage_up.set(1 if ok else 0)
         if ok != serving:
             serving = ok
             if ok:

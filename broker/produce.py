@@ -64,7 +64,16 @@ async def produce(broker: Broker, req: pb.ProduceRequest) -> pb.ProduceResponse:
                 earliest = msg.timestamp
         if earliest is not None:
             broker.hint(topic.name, earliest)
+    _count(broker, topic.name, status)
     return pb.ProduceResponse(results=encode_results(status, ids), rejections=rejections)
+
+
+def _count(broker: Broker, topic: str, status: list[int]) -> None:
+    accepted = status.count(InsertStatus.ACCEPTED)
+    duplicates = status.count(InsertStatus.DUPLICATE)
+    broker.metrics.count("produced", topic, accepted)
+    broker.metrics.count("duplicates", topic, duplicates)
+    broker.metrics.count("rejected", topic, len(status) - accepted - duplicates)
 
 
 async def produce_stream(
@@ -80,10 +89,12 @@ async def produce_stream(
         await pending.put(None)
 
     reader = asyncio.create_task(read())
+    broker.metrics.producers.inc()
     try:
         while (task := await pending.get()) is not None:
             yield await task
     finally:
+        broker.metrics.producers.dec()
         reader.cancel()
         while not pending.empty():
             t = pending.get_nowait()

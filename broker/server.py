@@ -11,11 +11,15 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
 
+from dejaq.broker import health
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import Broker
-from dejaq.broker.coordination import LocalCoordinator
-from dejaq.broker.health import monitor, set_status
+from dejaq.broker.cluster.events import BrokerEvents
+from dejaq.broker.coordination import advertised_address, coordinator_for
+from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
@@ -36,7 +40,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
 
     storage = storage_from_url(config.storage)
     await storage.open()
-    broker = Broker(config, storage, LocalCoordinator(), TopicCache(storage))
+    broker = Broker(config, storage, coordinator_for(config), TopicCache(storage))
+    storage.on_operation = broker.metrics.storage_op
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
@@ -46,17 +51,31 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     pb_grpc.add_TimelineServicer_to_server(TimelineService(broker), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*health.SERVICES[1:], "grpc.health.v1.Health", reflection.SERVICE_NAME), server
+    )
     try:
         port = server.add_insecure_port(config.listen)
     except RuntimeError as exc:
         await storage.close()
         raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
+    try:  # join the cluster (etcd) before serving: a broker that cannot, does not start
+        await broker.coordinator.start(advertised_address(config, port), BrokerEvents(broker))
+    except BaseException:
+        await storage.close()
+        raise
     await server.start()
-    await set_status(health_servicer, True)
+    await health.set_status(health_servicer, True)
     background = [
         asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
-        asyncio.create_task(monitor(storage, health_servicer)),
+        asyncio.create_task(health.monitor(storage, health_servicer, broker.metrics)),
+        asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
     ]
+    metrics_server = None
+    if config.metrics:
+        mhost, _, mport = config.metrics.rpartition(":")
+        metrics_server, _ = start_http_server(int(mport), mhost, broker.metrics.registry)
+        print(f"dejaq metrics on http://{mhost}:{metrics_server.server_port}/metrics", flush=True)
     host = config.listen.rpartition(":")[0]
     # Tests and scripts read this line to learn the port (--listen HOST:0).
     print(f"dejaq broker listening on {host}:{port} (storage {config.storage})", flush=True)
@@ -68,7 +87,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         await health_servicer.enter_graceful_shutdown()
         for task in background:
             task.cancel()
+        if metrics_server is not None:
+            metrics_server.shutdown()
         await server.stop(config.grace_s)
+        await broker.coordinator.stop()
         for d in list(broker.dispatchers.values()):
             await d.stop()
         await storage.close()

@@ -6,6 +6,7 @@ is logged and answered INTERNAL, and the broker keeps serving.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 import grpc
 
 from dejaq.broker import control
+from dejaq.broker.cluster.status import cluster_status
 from dejaq.broker.consume import consume_stream
 from dejaq.broker.context import Broker
 from dejaq.broker.produce import produce_stream
@@ -26,35 +28,46 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 
-async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: Exception) -> None:
+async def _abort(
+    broker: Broker, method: str, context: grpc.aio.ServicerContext[Any, Any], exc: BaseException
+) -> None:
     if isinstance(exc, DejaqError):
+        broker.metrics.request(method, code_for(exc))
         await context.abort(code_for(exc), str(exc))
-    log.exception("unexpected error", exc_info=exc)
+    if isinstance(exc, asyncio.CancelledError):
+        broker.metrics.request(method, grpc.StatusCode.CANCELLED)
+        raise exc
+    broker.metrics.request(method, grpc.StatusCode.INTERNAL)
+    log.exception("unexpected error in %s", method, exc_info=exc)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
 
 
 def _unary(
-    handler: Callable[[Broker, Req], Awaitable[Resp]],
+    method: str, handler: Callable[[Broker, Req], Awaitable[Resp]]
 ) -> Callable[[TimelineService, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
     async def rpc(self: TimelineService, request: Req, context: Any) -> Resp:
         try:
-            return await handler(self.broker, request)
+            response = await handler(self.broker, request)
         except Exception as exc:
-            await _abort(context, exc)
+            await _abort(self.broker, method, context, exc)
             raise  # unreachable: abort raises
+        self.broker.metrics.request(method, grpc.StatusCode.OK)
+        return response
 
     return rpc
 
 
 def _stream(
-    handler: Callable[[Broker, AsyncIterator[Req]], AsyncIterator[Resp]],
+    method: str, handler: Callable[[Broker, AsyncIterator[Req]], AsyncIterator[Resp]]
 ) -> Callable[[TimelineService, AsyncIterator[Req], Any], AsyncIterator[Resp]]:
     async def rpc(self: TimelineService, requests: AsyncIterator[Req], context: Any) -> Any:
         try:
             async for response in handler(self.broker, requests):
                 yield response
-        except Exception as exc:
-            await _abort(context, exc)
+        except (Exception, asyncio.CancelledError) as exc:
+            await _abort(self.broker, method, context, exc)
+        else:
+            self.broker.metrics.request(method, grpc.StatusCode.OK)
 
     return rpc
 
@@ -63,20 +76,21 @@ class TimelineService(pb_grpc.TimelineServicer):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    CreateTopic = _unary(control.create_topic)
-    DeleteTopic = _unary(control.delete_topic)
-    ListTopics = _unary(control.list_topics)
-    DescribeTopic = _unary(control.describe_topic)
-    GetMessage = _unary(control.get_message)
-    Move = _unary(control.move)
-    Cancel = _unary(control.cancel)
-    Ack = _unary(control.ack)
-    Extend = _unary(control.extend)
-    Nack = _unary(control.nack)
-    ListDead = _unary(control.list_dead)
-    Redrive = _unary(control.redrive)
-    Produce = _stream(produce_stream)
-    Consume = _stream(consume_stream)
+    CreateTopic = _unary("CreateTopic", control.create_topic)
+    DeleteTopic = _unary("DeleteTopic", control.delete_topic)
+    ListTopics = _unary("ListTopics", control.list_topics)
+    DescribeTopic = _unary("DescribeTopic", control.describe_topic)
+    GetMessage = _unary("GetMessage", control.get_message)
+    Move = _unary("Move", control.move)
+    Cancel = _unary("Cancel", control.cancel)
+    Ack = _unary("Ack", control.ack)
+    Extend = _unary("Extend", control.extend)
+    Nack = _unary("Nack", control.nack)
+    ListDead = _unary("ListDead", control.list_dead)
+    Redrive = _unary("Redrive", control.redrive)
+    Produce = _stream("Produce", produce_stream)
+    Consume = _stream("Consume", consume_stream)
+    ClusterStatus = _unary("ClusterStatus", cluster_status)
 
 
 __all__ = ["TimelineService", "pb"]

@@ -22,3 +22,7 @@ class TopicCache:
 
     def forget(self, name: str) -> None:
         self._topics.pop(name, None)
+
+    def clear(self) -> None:
+        """Forget every cached topic (changes may have been missed)."""
+        self._topics.clear()

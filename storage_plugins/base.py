@@ -34,7 +34,9 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
 from __future__ import annotations
 
 import abc
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import TypeVar
 
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
@@ -42,6 +44,7 @@ from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, 
 Buckets = Collection[int] | None  # None = every bucket of the topic
 Outcome = Settled | DejaqError
 SettleItem = tuple[str, int]  # (message id, expected version)
+T = TypeVar("T")
 
 
 class Storage(abc.ABC):
@@ -49,6 +52,22 @@ class Storage(abc.ABC):
 
     def __init__(self, url: str) -> None:
         self.url = url
+        # Called after each timed operation with (name, seconds, succeeded);
+        # the broker points it at its metrics.
+        self.on_operation: Callable[[str, float, bool], None] | None = None
+
+    async def _timed(self, operation: str, call: Awaitable[T]) -> T:
+        hook = self.on_operation
+        if hook is None:
+            return await call
+        start = time.perf_counter()
+        ok = False
+        try:
+            result = await call
+            ok = True
+            return result
+        finally:
+            hook(operation, time.perf_counter() - start, ok)
 
     # -- life cycle -----------------------------------------------------------
 
@@ -89,7 +108,7 @@ class Storage(abc.ABC):
         and is left untouched. Within one batch the first of a repeated id wins."""
         if not messages:
             return []
-        return await self._insert(topic, messages)
+        return await self._timed("insert", self._insert(topic, messages))
 
     async def lease(
         self,
@@ -104,24 +123,26 @@ class Storage(abc.ABC):
         """Lease up to ``limit`` due messages of ``buckets`` to ``owner`` (see the contract)."""
         if limit <= 0 or lease_ms <= 0 or not owner:
             raise InvalidArgument("lease needs limit > 0, lease_ms > 0 and an owner")
-        return await self._lease(topic, buckets, now, limit, lease_ms, owner, max_deliveries)
+        return await self._timed(
+            "lease", self._lease(topic, buckets, now, limit, lease_ms, owner, max_deliveries)
+        )
 
     async def next_due(self, topic: str, buckets: Buckets) -> int | None:
         """The smallest timestamp among live messages of ``buckets`` (leased ones
         included: an expiring lease is due again), or None when there is none."""
-        return await self._next_due(topic, buckets)
+        return await self._timed("next_due", self._next_due(topic, buckets))
 
     async def ack(
         self, topic: str, items: Sequence[SettleItem], owner: str, now: int
     ) -> list[Outcome]:
         """Delete messages held by ``owner``."""
-        return await self._ack(topic, items, owner, now)
+        return await self._timed("ack", self._ack(topic, items, owner, now))
 
     async def extend(
         self, topic: str, items: Sequence[SettleItem], owner: str, until: int
     ) -> list[Outcome]:
         """Push the lease of messages held by ``owner`` to ``until``."""
-        return await self._extend(topic, items, owner, until)
+        return await self._timed("extend", self._extend(topic, items, owner, until))
 
     async def nack(
         self,
@@ -133,15 +154,15 @@ class Storage(abc.ABC):
     ) -> list[Outcome]:
         """Release messages held by ``owner`` to be due at ``at``; a message that has
         used its ``max_deliveries`` goes to the dead timeline instead (version 0)."""
-        return await self._nack(topic, items, owner, at, max_deliveries)
+        return await self._timed("nack", self._nack(topic, items, owner, at, max_deliveries))
 
     async def move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
         """Reschedule a message that is not under a live lease."""
-        return await self._move(topic, id, version, at, now)
+        return await self._timed("move", self._move(topic, id, version, at, now))
 
     async def cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         """Delete a message that is not under a live lease."""
-        return await self._cancel(topic, id, version, now)
+        return await self._timed("cancel", self._cancel(topic, id, version, now))
 
     async def get(self, topic: str, id: str) -> Message:
         """A message with its payload, live or dead; ``NotFound`` if absent."""
@@ -152,22 +173,22 @@ class Storage(abc.ABC):
 
     async def release(self, topic: str, owner: str, now: int) -> int:
         """Make every message leased by ``owner`` due at ``now`` (a clean disconnect)."""
-        return await self._release(topic, owner, now)
+        return await self._timed("release", self._release(topic, owner, now))
 
     async def counts(self, topic: str, now: int) -> Counts:
-        return await self._counts(topic, now)
+        return await self._timed("counts", self._counts(topic, now))
 
     async def list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         """Dead messages with ``id > after_id``, ascending by id."""
-        return await self._list_dead(topic, after_id, limit)
+        return await self._timed("list_dead", self._list_dead(topic, after_id, limit))
 
     async def redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         """Put dead messages (all when ``ids`` is None) back, due at ``at``."""
-        return await self._redrive(topic, ids, at)
+        return await self._timed("redrive", self._redrive(topic, ids, at))
 
     async def purge_dead(self, topic: str, died_before: int) -> int:
         """Delete dead messages that died before ``died_before``."""
-        return await self._purge_dead(topic, died_before)
+        return await self._timed("purge_dead", self._purge_dead(topic, died_before))
 
     # -- primitives -----------------------------------------------------------
 

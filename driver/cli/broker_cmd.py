@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import Any
@@ -19,17 +18,27 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--storage", help=f"storage URL: memory://, sqlite:///PATH (default {DEFAULT_STORAGE})"
     )
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (default: off)")
+    p.add_argument("--log-format", choices=("text", "json"), help="log lines (default text)")
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dejaq.broker import logs
     from dejaq.broker.server import run as serve  # the client commands do not need grpc server
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    config = BrokerConfig.from_sources(
+        {
+            "listen": args.listen,
+            "storage": args.storage,
+            "metrics": args.metrics,
+            "log_format": args.log_format,
+            "log_level": args.log_level,
+        },
+        os.environ,
     )
-    config = BrokerConfig.from_sources({"listen": args.listen, "storage": args.storage}, os.environ)
+    logs.setup(config.log_level, config.log_format)
     try:
         serve(config)
     except OSError as exc:

@@ -27,7 +27,9 @@ from tests.e2e.support import (
     produce_one,
 )
 
-SANITY_P99_LATENESS_MS = 50
+# Catches a dispatcher that misses its wake-up (these brokers re-scan only every
+# 60 s, so a miss shows as seconds), not a slow machine: figures live in benchmarks/.
+SANITY_P99_LATENESS_MS = 500
 
 
 @pytest.fixture(params=STORAGES)

@@ -1,0 +1,57 @@
+"""The broker's side of the coordinator: what membership changes do to dispatchers."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from dejaq.core.errors import DejaqError, NotFound
+
+if TYPE_CHECKING:
+    from dejaq.broker.context import Broker
+
+log = logging.getLogger(__name__)
+
+
+class BrokerEvents:
+    """Implements ``ClusterListener`` over a ``Broker``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def bucket_count(self, topic: str) -> int | None:
+        d = self._broker.dispatchers.get(topic)
+        return None if d is None else d.topic.settings.buckets
+
+    def owners_changed(self, topic: str) -> None:
+        d = self._broker.dispatchers.get(topic)
+        if d is not None:
+            d.poke()
+
+    def hinted(self, topic: str, timestamp: int) -> None:
+        d = self._broker.dispatchers.get(topic)
+        if d is not None:
+            d.hint(timestamp)
+
+    async def topic_changed(self, topic: str) -> None:
+        """Storage is the truth: drop the cached topic, and the dispatcher too if
+        the topic it serves is gone (or was deleted and created again)."""
+        broker = self._broker
+        broker.topics.forget(topic)
+        d = broker.dispatchers.get(topic)
+        if d is None:
+            return
+        try:
+            current = await broker.storage.get_topic(topic)
+        except NotFound:
+            current = None
+        except DejaqError as exc:
+            log.warning("topic %s changed, but storage cannot tell how: %s", topic, exc)
+            return
+        stale = current is None or current.created_at_ms != d.topic.created_at_ms
+        if stale and broker.dispatchers.get(topic) is d:
+            log.info("topic %s was deleted on another broker; closing its consumers here", topic)
+            await broker.drop_dispatcher(topic, NotFound(f"topic {topic!r} was deleted"))
+
+    def topics_reset(self) -> None:
+        self._broker.topics.clear()

@@ -1,0 +1,70 @@
+"""Cross-broker hints: wake another broker's dispatcher for a message stored here.
+
+A produce (or move, nack, redrive) on broker X may land in buckets that a
+consumer on broker Y owns. Y's dispatcher sleeps until the next due timestamp
+it knew of, or its re-scan interval; without a word from X the message could be
+up to a re-scan late. So X writes the earliest such timestamp to
+``hints/<topic>/<X>`` in etcd and every other broker watches that prefix and
+calls ``dispatcher.hint(ts)``: a cost of one etcd write and one watch event
+(a few milliseconds on a LAN).
+
+To keep etcd writes far below the produce rate, a hint is only published when
+it can matter:
+
+- only for topics that have a consumer on another broker;
+- only when due within the horizon (the re-scan interval plus a margin): a
+  remote dispatcher re-reads storage before a later timestamp comes due;
+- not when an earlier hint published for the topic is still in the future:
+  the remote dispatcher wakes by then anyway and re-reads storage;
+- coalesced per topic while a write is in flight: one write per topic at a
+  time carries the minimum of everything offered meanwhile.
+
+Hints are best effort. One lost with an etcd outage costs at most a re-scan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+Publish = Callable[[str, int], Awaitable[None]]
+
+
+class HintPublisher:
+    def __init__(self, horizon_ms: int) -> None:
+        self.horizon_ms = horizon_ms
+        self._pending: dict[str, int] = {}
+        self._published: dict[str, int] = {}
+        self._ready = asyncio.Event()
+
+    def offer(self, topic: str, timestamp: int, now: int) -> bool:
+        """Queue a hint unless it cannot help; True when it was queued."""
+        if timestamp > now + self.horizon_ms:
+            return False
+        last = self._published.get(topic)
+        if last is not None and last > now and timestamp >= last:
+            return False
+        pending = self._pending.get(topic)
+        if pending is None or timestamp < pending:
+            self._pending[topic] = timestamp
+            self._ready.set()
+        return True
+
+    def forget(self, topic: str) -> None:
+        self._pending.pop(topic, None)
+        self._published.pop(topic, None)
+
+    def reset(self) -> None:
+        """A new etcd session: what was published under the old one may be lost."""
+        self._pending.clear()
+        self._published.clear()
+
+    async def run(self, publish: Publish) -> None:
+        """Publish queued hints until cancelled; a failed write ends the loop."""
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            batch, self._pending = self._pending, {}
+            for topic, timestamp in batch.items():
+                await publish(topic, timestamp)
+                self._published[topic] = timestamp

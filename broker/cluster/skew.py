@@ -1,0 +1,55 @@
+"""Clock skew between brokers, estimated from the wall clock in their heartbeats.
+
+"Due" is judged by each broker's own clock, so brokers whose clocks disagree
+deliver the same message at different instants: the skew is an error bound on
+"never early". Each heartbeat carries the writer's wall clock; when a broker
+receives it through the watch, ``their clock - our clock at receipt`` is the
+true offset minus the transit delay (etcd write + watch, a few ms on a LAN).
+The delay is never negative, so the largest recent sample is the best
+estimate, within the smallest transit delay seen.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+log = logging.getLogger(__name__)
+WINDOW = 10  # heartbeats kept per broker
+
+
+class SkewTracker:
+    def __init__(self, warn_ms: int) -> None:
+        self.warn_ms = warn_ms
+        self._samples: dict[str, deque[int]] = {}
+        self._warned: set[str] = set()
+
+    def observe(self, broker: str, their_wall_ms: int, received_ms: int) -> int:
+        """Record a heartbeat; the new estimate of ``broker``'s clock minus ours."""
+        samples = self._samples.setdefault(broker, deque(maxlen=WINDOW))
+        samples.append(their_wall_ms - received_ms)
+        skew = max(samples)
+        if abs(skew) > self.warn_ms and broker not in self._warned:
+            self._warned.add(broker)
+            log.warning(
+                "clock skew: broker %s is %+d ms from this broker (warning above %d ms);"
+                " 'never early' only holds within the skew: synchronise the clocks (NTP)",
+                broker,
+                skew,
+                self.warn_ms,
+            )
+        elif abs(skew) <= self.warn_ms and broker in self._warned:
+            self._warned.discard(broker)
+            log.info("clock skew: broker %s is back within %d ms (%+d ms)", broker, self.warn_ms, skew)
+        return skew
+
+    def skew_ms(self, broker: str) -> int | None:
+        samples = self._samples.get(broker)
+        return max(samples) if samples else None
+
+    def all(self) -> dict[str, int]:
+        return {b: max(s) for b, s in self._samples.items() if s}
+
+    def forget(self, broker: str) -> None:
+        self._samples.pop(broker, None)
+        self._warned.discard(broker)

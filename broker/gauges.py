@@ -1,0 +1,40 @@
+"""Refresh the gauges that need storage: messages by state, lag, consumers, buckets."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from dejaq.broker.clock import now_ms
+from dejaq.broker.context import Broker
+from dejaq.core.errors import DejaqError
+
+log = logging.getLogger(__name__)
+
+
+async def refresh_forever(broker: Broker, interval_ms: int) -> None:
+    while True:
+        try:
+            await refresh(broker)
+        except DejaqError as exc:
+            log.debug("gauge refresh skipped: %s", exc)
+        except Exception:  # metrics must never take the broker down
+            log.exception("gauge refresh failed")
+        await asyncio.sleep(interval_ms / 1000)
+
+
+async def refresh(broker: Broker) -> None:
+    m = broker.metrics
+    for topic in await broker.storage.list_topics():
+        name = topic.name
+        now = now_ms()
+        counts = await broker.storage.counts(name, now)
+        for state in ("waiting", "due", "leased", "dead"):
+            m.messages.labels(name, state).set(getattr(counts, state))
+        oldest = await broker.storage.next_due(name, None)
+        # next_due includes running leases; only a past timestamp is lag.
+        m.lag.labels(name).set(max(0, now - oldest) / 1000 if oldest is not None else 0)
+        d = broker.dispatchers.get(name)
+        m.consumers.labels(name).set(len(d.receivers) if d else 0)
+        owned = broker.coordinator.buckets(name)
+        m.buckets.labels(name).set(topic.settings.buckets if owned is None else len(owned))

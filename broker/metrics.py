@@ -1,0 +1,164 @@
+"""Prometheus metrics of one broker, served on ``--metrics HOST:PORT`` at /metrics.
+
+Labels stay bounded: a topic name, a gRPC method and status code, a storage
+operation, a message state. Never a message id or a consumer id.
+
+Counters are updated where things happen (produce, dispatch, settle, control
+calls); gauges that need storage (messages by state, lag) are refreshed by a
+background task every ``refresh_s`` seconds rather than at scrape time, so a
+scrape never waits on storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Push time minus due time: from half a millisecond to a minute.
+LATENESS_BUCKETS = (
+    0.0005,
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+STORAGE_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    1.0,
+    5.0,
+)
+MESSAGE_EVENTS = {
+    "produced": "Messages accepted by produce",
+    "duplicates": "Produced messages whose id already existed",
+    "rejected": "Produced messages refused as invalid",
+    "delivered": "Messages pushed to consumers",
+    "redelivered": "Deliveries after an expired lease (lease expirations)",
+    "acked": "Messages acknowledged",
+    "nacked": "Messages given back with a delay",
+    "extended": "Lease extensions",
+    "dead_lettered": "Messages moved to the dead timeline",
+    "moved": "Messages rescheduled by a producer",
+    "cancelled": "Messages cancelled by a producer",
+}
+STATES = ("waiting", "due", "leased", "dead")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.events = {
+            name: Counter(f"dejaq_{name}", doc, ["topic"], registry=r)
+            for name, doc in MESSAGE_EVENTS.items()
+        }
+        self.lateness = Histogram(
+            "dejaq_delivery_lateness_seconds",
+            "Push time minus due time of each delivery",
+            ["topic"],
+            buckets=LATENESS_BUCKETS,
+            registry=r,
+        )
+        self.messages = Gauge("dejaq_messages", "Messages by state", ["topic", "state"], registry=r)
+        self.lag = Gauge(
+            "dejaq_lag_seconds",
+            "Age of the oldest due, undelivered message",
+            ["topic"],
+            registry=r,
+        )
+        self.consumers = Gauge(
+            "dejaq_consumers", "Consumers connected to this broker", ["topic"], registry=r
+        )
+        self.producers = Gauge(
+            "dejaq_producer_streams", "Open produce streams on this broker", registry=r
+        )
+        self.buckets = Gauge(
+            "dejaq_buckets_owned",
+            "Buckets owned by this broker's consumers",
+            ["topic"],
+            registry=r,
+        )
+        self.skew = Gauge(
+            "dejaq_clock_skew_seconds",
+            "Largest wall-clock difference to another broker (0 when alone)",
+            registry=r,
+        )
+        self.storage_up = Gauge("dejaq_storage_up", "1 when storage answers", registry=r)
+        self.coordinator_up = Gauge(
+            "dejaq_coordinator_up", "1 when the coordinator answers", registry=r
+        )
+        self.storage_seconds = Histogram(
+            "dejaq_storage_operation_seconds",
+            "Storage call latency",
+            ["operation", "outcome"],
+            buckets=STORAGE_BUCKETS,
+            registry=r,
+        )
+        self.requests = Counter(
+            "dejaq_grpc_requests",
+            "gRPC calls by method and status code",
+            ["method", "code"],
+            registry=r,
+        )
+        self.storage_up.set(1)
+        self.coordinator_up.set(1)
+
+    def count(self, event: str, topic: str, n: int = 1) -> None:
+        if n:
+            self.events[event].labels(topic).inc(n)
+
+    def delivered(self, topic: str, now_ms: int, due_ms: Iterable[int], redelivered: int) -> None:
+        hist = self.lateness.labels(topic)
+        n = 0
+        for due in due_ms:
+            hist.observe(max(0, now_ms - due) / 1000)
+            n += 1
+        self.count("delivered", topic, n)
+        self.count("redelivered", topic, redelivered)
+
+    def storage_op(self, operation: str, seconds: float, ok: bool) -> None:
+        self.storage_seconds.labels(operation, "ok" if ok else "error").observe(seconds)
+
+    def request(self, method: str, code: Any) -> None:
+        self.requests.labels(method, code.name if hasattr(code, "name") else str(code)).inc()
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's series so label sets do not pile up."""
+        for metric in (
+            *self.events.values(),
+            self.lateness,
+            self.lag,
+            self.consumers,
+            self.buckets,
+        ):
+            try:
+                metric.remove(topic)
+            except KeyError:
+                pass
+        for state in STATES:
+            try:
+                self.messages.remove(topic, state)
+            except KeyError:
+                pass
