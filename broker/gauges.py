@@ -27,6 +27,7 @@ async def refresh(broker: Broker) -> None:
     m = broker.metrics
     for topic in await broker.storage.list_topics():
         name = topic.name
+        m.touch_topic(name)
         now = now_ms()
         counts = await broker.storage.counts(name, now)
         for state in ("waiting", "due", "leased", "dead"):

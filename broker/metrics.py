@@ -144,6 +144,13 @@ class Metrics:
     def request(self, method: str, code: Any) -> None:
         self.requests.labels(method, code.name if hasattr(code, "name") else str(code)).inc()
 
+    def touch_topic(self, topic: str) -> None:
+        """Create a topic's series at zero, so a rate over them exists before the
+        first event (a missing series reads as "no data", not as 0)."""
+        for counter in self.events.values():
+            counter.labels(topic)
+        self.lateness.labels(topic)
+
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's series so label sets do not pile up."""
         for metric in (

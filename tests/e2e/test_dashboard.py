@@ -1,0 +1,39 @@
+"""The Grafana dashboard queries only metrics the broker really exports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+from .support import wait_until
+from .test_observability import observed, scrape, traffic  # noqa: F401 - fixtures
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "dejaq.json"
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+
+
+def queried_metrics(dashboard: dict[str, object]) -> set[str]:
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]  # type: ignore[attr-defined]
+    return {name for e in exprs for name in re.findall(r"\b(dejaq_[a-z_]+)", e)}
+
+
+async def test_every_dashboard_metric_is_exported(
+    observed: tuple[object, int],  # noqa: F811
+    traffic: str,  # noqa: F811
+) -> None:
+    # Given the dashboard and a broker that has seen traffic
+    dashboard = json.loads(DASHBOARD.read_text())
+    _, port = observed
+
+    async def refreshed() -> bool:  # the storage-backed gauges appear on first refresh
+        return f'dejaq_lag_seconds{{topic="{traffic}"}}' in await asyncio.to_thread(scrape, port)
+
+    await wait_until(refreshed, timeout_s=10, what="gauges to be refreshed")
+    text = await asyncio.to_thread(scrape, port)
+    exported = set(re.findall(r"^(dejaq_[a-z_]+)", text, re.MULTILINE))
+    # Then every metric a panel queries is in the exposition
+    missing = {m for m in queried_metrics(dashboard) if m not in exported}
+    assert not missing, f"dashboard queries metrics the broker does not export: {missing}"
+    assert len(dashboard["panels"]) >= 6
