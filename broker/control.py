@@ -25,6 +25,7 @@ async def create_topic(broker: Broker, req: pb.CreateTopicRequest) -> pb.Topic:
     settings = validation.settings(settings_from_pb(req.settings))
     topic = Topic(name, settings, now_ms())
     await broker.storage.create_topic(topic)
+    await broker.coordinator.topic_created(topic)  # other brokers drop cached copies
     return topic_to_pb(topic)
 
 
@@ -32,6 +33,7 @@ async def delete_topic(broker: Broker, req: pb.DeleteTopicRequest) -> pb.DeleteT
     name = validation.topic_name(req.name)
     await broker.storage.delete_topic(name)
     broker.topics.forget(name)
+    await broker.coordinator.topic_deleted(name)  # other brokers drop theirs, and dispatchers
     # Its consumers are told, and its dispatcher (holding the old settings) goes:
     # a topic created again under the name starts afresh.
     await broker.drop_dispatcher(name, NotFound(f"topic {name!r} was deleted"))

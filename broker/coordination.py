@@ -2,8 +2,8 @@
 
 A cluster runs the etcd coordinator (``broker/cluster/``: membership and
 bucket ownership shared through etcd); a single broker runs
-``LocalCoordinator``, which owns every bucket. Correctness never depends on the assignment: the atomic lease in
-storage is what keeps a message with one holder.
+``LocalCoordinator``, which owns every bucket. Correctness never depends on the
+assignment: the atomic lease in storage is what keeps a message with one holder.
 """
 
 from __future__ import annotations
@@ -141,7 +141,8 @@ class LocalCoordinator(Coordinator):
     def ownership(self, topic: str, bucket_count: int) -> list[Ownership]:
         # One dispatcher leases every bucket for all of them.
         everything = frozenset(range(bucket_count))
-        return [Ownership(self.address, c, everything) for c in sorted(self.consumers.get(topic, ()))]
+        consumers = sorted(self.consumers.get(topic, ()))
+        return [Ownership(self.address, c, everything) for c in consumers]
 
 
 def advertised_address(config: BrokerConfig, port: int) -> str:

@@ -25,6 +25,10 @@ async def refresh_forever(broker: Broker, interval_ms: int) -> None:
 
 async def refresh(broker: Broker) -> None:
     m = broker.metrics
+    # Cluster gauges first: they do not need storage.
+    m.coordinator_up.set(1 if broker.coordinator.healthy else 0)
+    skews = broker.coordinator.skew_ms().values()
+    m.skew.set(max((abs(s) for s in skews), default=0) / 1000)
     for topic in await broker.storage.list_topics():
         name = topic.name
         m.touch_topic(name)

@@ -15,9 +15,9 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from dejaq.broker import health
+from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import Broker
-from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever

@@ -47,3 +47,7 @@ class StorageUnavailable(StorageError):
 
 class BrokerUnavailable(DejaqError):
     """No broker could be reached (driver side)."""
+
+
+class CoordinationUnavailable(DejaqError):
+    """The coordinator's backend (etcd) cannot be reached."""

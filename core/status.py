@@ -20,6 +20,7 @@ _CODES: dict[type[errors.DejaqError], grpc.StatusCode] = {
     errors.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     errors.StorageError: grpc.StatusCode.INTERNAL,
     errors.BrokerUnavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.CoordinationUnavailable: grpc.StatusCode.UNAVAILABLE,
 }
 # Codes that mean different errors share one class on the way back; the
 # message text keeps the detail.

@@ -17,6 +17,10 @@ MAX_FRAME_BYTES = 64 << 20
 T = TypeVar("T")
 # A broker that is gone or going: try the next one.
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE}
+# grpc.aio reports a write on a stream whose connection just broke as INTERNAL
+# with this text, made up on the client side (grpc/grpc#36066): the broker is
+# gone, not failing, so it is retried like UNAVAILABLE.
+_BROKEN_WRITE = "Internal error from Core"
 
 
 def parse_brokers(brokers: str | Sequence[str] | None) -> list[str]:
@@ -30,11 +34,19 @@ def parse_brokers(brokers: str | Sequence[str] | None) -> list[str]:
     return addresses
 
 
+def retryable(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether the call failed because its broker is unreachable (try another)."""
+    code = exc.code()
+    return code in RETRYABLE or (
+        code == grpc.StatusCode.INTERNAL and exc.details() == _BROKEN_WRITE
+    )
+
+
 def to_error(exc: grpc.aio.AioRpcError) -> DejaqError:
     """The dejaq exception a failed call stands for."""
     code = exc.code()
     detail = exc.details() or code.name
-    if code in RETRYABLE or code == grpc.StatusCode.CANCELLED:
+    if retryable(exc) or code == grpc.StatusCode.CANCELLED:
         return BrokerUnavailable(f"broker unavailable: {detail}")
     return error_for(code, detail)
 
@@ -79,7 +91,7 @@ class Client:
                 return await rpc(request, timeout=self.timeout_s, wait_for_ready=False)
             except grpc.aio.AioRpcError as exc:
                 last = to_error(exc)
-                if exc.code() not in RETRYABLE:
+                if not retryable(exc):
                     raise last from exc
                 await self.failover()
         assert last is not None

@@ -332,3 +332,65 @@ class ConsumeResponse(_message.Message):
     deliveries: bytes
     settled: SettleResult
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., deliveries: _Optional[bytes] = ..., settled: _Optional[_Union[SettleResult, _Mapping]] = ...) -> None: ...
+
+class ClusterStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerStatus(_message.Message):
+    __slots__ = ("id", "address", "started_at_ms", "skew_ms")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SKEW_MS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    address: str
+    started_at_ms: int
+    skew_ms: int
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., started_at_ms: _Optional[int] = ..., skew_ms: _Optional[int] = ...) -> None: ...
+
+class BucketRange(_message.Message):
+    __slots__ = ("first", "last")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    last: int
+    def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
+
+class ConsumerStatus(_message.Message):
+    __slots__ = ("id", "broker", "buckets")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    broker: str
+    buckets: _containers.RepeatedCompositeFieldContainer[BucketRange]
+    def __init__(self, id: _Optional[str] = ..., broker: _Optional[str] = ..., buckets: _Optional[_Iterable[_Union[BucketRange, _Mapping]]] = ...) -> None: ...
+
+class TopicStatus(_message.Message):
+    __slots__ = ("name", "buckets", "consumers")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    buckets: int
+    consumers: _containers.RepeatedCompositeFieldContainer[ConsumerStatus]
+    def __init__(self, name: _Optional[str] = ..., buckets: _Optional[int] = ..., consumers: _Optional[_Iterable[_Union[ConsumerStatus, _Mapping]]] = ...) -> None: ...
+
+class ClusterStatusResponse(_message.Message):
+    __slots__ = ("mode", "cluster", "broker", "healthy", "now_ms", "brokers", "topics")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    BROKER_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    mode: str
+    cluster: str
+    broker: str
+    healthy: bool
+    now_ms: int
+    brokers: _containers.RepeatedCompositeFieldContainer[BrokerStatus]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicStatus]
+    def __init__(self, mode: _Optional[str] = ..., cluster: _Optional[str] = ..., broker: _Optional[str] = ..., healthy: _Optional[bool] = ..., now_ms: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[BrokerStatus, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicStatus, _Mapping]]] = ...) -> None: ...

@@ -104,6 +104,11 @@ class TimelineStub:
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ConsumeRequest.SerializeToString,
                 response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ConsumeResponse.FromString,
                 _registered_method=True)
+        self.ClusterStatus = channel.unary_unary(
+                '/dejaq.v1.Timeline/ClusterStatus',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ClusterStatusRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ClusterStatusResponse.FromString,
+                _registered_method=True)
 
 
 class TimelineServicer:
@@ -198,6 +203,13 @@ class TimelineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClusterStatus(self, request, context):
+        """The cluster as the answering broker sees it: brokers, consumers, buckets.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TimelineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -270,6 +282,11 @@ def add_TimelineServicer_to_server(servicer, server):
                     servicer.Consume,
                     request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ConsumeRequest.FromString,
                     response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ConsumeResponse.SerializeToString,
+            ),
+            'ClusterStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClusterStatus,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ClusterStatusRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ClusterStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -650,6 +667,33 @@ class Timeline:
             '/dejaq.v1.Timeline/Consume',
             dejaq_dot_proto_dot_dejaq__pb2.ConsumeRequest.SerializeToString,
             dejaq_dot_proto_dot_dejaq__pb2.ConsumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClusterStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/ClusterStatus',
+            dejaq_dot_proto_dot_dejaq__pb2.ClusterStatusRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.ClusterStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

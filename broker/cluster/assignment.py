@@ -47,7 +47,10 @@ def assign(members: Iterable[Member], bucket_count: int) -> dict[Member, range]:
 def owned_by(members: Iterable[Member], broker: str, bucket_count: int) -> frozenset[int]:
     """The union of the shares of ``broker``'s consumers."""
     return frozenset(
-        b for (owner, _), share in assign(members, bucket_count).items() if owner == broker for b in share
+        b
+        for (owner, _), share in assign(members, bucket_count).items()
+        if owner == broker
+        for b in share
     )
 
 

@@ -14,13 +14,20 @@ A broker lives in the cluster as a series of *sessions*, one per etcd lease:
    registrar (put / delete consumer keys as consumers come and go) and the
    hint publisher (``hints.py``).
 3. **lost** — any etcd failure ends the session. The broker serves on with the
-   last assignment (no rebalancing without a trustworthy view), reports
+   last assignment (no rebalancing without a trustworthy view; a consumer that
+   connects meanwhile gets its share once etcd is back), reports
    ``healthy = False``, logs it once, and opens a new session with backoff,
    trying the endpoints in turn.
 
 At start-up the first session must open within ``etcd_timeout_s``, or the broker
 refuses to start with ``CoordinationUnavailable``. Key layout: ``keys.py``;
-assignment scheme: ``assignment.py``.
+assignment scheme: ``assignment.py``; hints: ``hints.py``.
+
+etcd load: a heartbeat (two writes) per broker per second, one write per
+consumer join or leave, and hints (at most one write in flight per broker).
+etcd keeps every revision until it is compacted, so run it with
+auto-compaction (``--auto-compaction-mode revision
+--auto-compaction-retention 10000``, as ``deploy/local-cluster.sh`` does).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from dejaq.broker.clock import now_ms
 from dejaq.broker.cluster.assignment import assign
 from dejaq.broker.cluster.endpoints import Endpoint, parse_endpoints
 from dejaq.broker.cluster.hints import HintPublisher
-from dejaq.broker.cluster.keys import Keys, Kind, decode, encode
+from dejaq.broker.cluster.keys import Key, Keys, Kind, decode, encode
 from dejaq.broker.cluster.membership import BrokerInfo, Membership
 from dejaq.broker.cluster.skew import SkewTracker
 from dejaq.broker.config import BrokerConfig
@@ -87,6 +94,8 @@ class _Session:
 
 
 class EtcdCoordinator(Coordinator):
+    """Membership through etcd: this broker owns the union of its consumers' shares."""
+
     def __init__(
         self,
         endpoints: list[Endpoint],
@@ -116,9 +125,11 @@ class EtcdCoordinator(Coordinator):
         self._id = ""
         self._started_ms = now_ms()
         self._etcd: ModuleType | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> EtcdCoordinator:
+        """The coordinator ``dejaq broker --etcd ... --cluster ...`` asks for."""
         return cls(
             parse_endpoints(config.etcd),
             config.cluster,
@@ -156,6 +167,7 @@ class EtcdCoordinator(Coordinator):
             self.ttl_s,
             len(self._members.brokers),
         )
+        self._session = session
         self._task = asyncio.create_task(self._run(session), name="etcd-coordinator")
 
     async def stop(self) -> None:
@@ -169,7 +181,9 @@ class EtcdCoordinator(Coordinator):
         session, self._session = self._session, None
         if session is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(session.client.revoke_lease(session.lease.id), CALL_TIMEOUT_S)
+                await asyncio.wait_for(
+                    session.client.revoke_lease(session.lease.id), CALL_TIMEOUT_S
+                )
             await _close(session)
 
     @property
@@ -363,7 +377,9 @@ class EtcdCoordinator(Coordinator):
         """Replace the view with a snapshot of the prefix."""
         self._members.clear()
         for kv in snapshot:
-            self._apply_put(kv.key, kv.value, kv.create_revision)
+            key = self._keys.parse(kv.key)
+            if key is not None:
+                self._apply_put(key, kv.value, kv.create_revision)
         assert self._listener is not None
         self._listener.topics_reset()
         self._rebalance()
@@ -372,16 +388,13 @@ class EtcdCoordinator(Coordinator):
         async for event in session.watch:
             kv = event.kv
             if event.kind == "PUT":
-                await self._on_put(kv.key, kv.value, kv.create_revision)
+                self._on_put(kv.key, kv.value, kv.create_revision)
             else:
-                await self._on_delete(kv.key)
+                self._on_delete(kv.key)
         raise _SessionLost("the etcd watch ended")
 
-    def _apply_put(self, raw: bytes, value: bytes, revision: int) -> bool:
+    def _apply_put(self, key: Key, value: bytes, revision: int) -> bool:
         """Apply a membership key; True when membership changed."""
-        key = self._keys.parse(raw)
-        if key is None:
-            return False
         if key.kind is Kind.BROKER:
             v = decode(value)
             info = BrokerInfo(
@@ -396,7 +409,7 @@ class EtcdCoordinator(Coordinator):
             return True
         return False
 
-    async def _on_put(self, raw: bytes, value: bytes, revision: int) -> None:
+    def _on_put(self, raw: bytes, value: bytes, revision: int) -> None:
         key = self._keys.parse(raw)
         if key is None:
             return
@@ -405,18 +418,18 @@ class EtcdCoordinator(Coordinator):
             if key.broker != self._id and (ts := _int(value.decode(errors="replace"))):
                 self._listener.hinted(key.topic, ts)
         elif key.kind is Kind.TOPIC:
-            await self._listener.topic_changed(key.topic)
+            self._topic_changed(key.topic)
         else:
             if key.kind is Kind.BROKER and key.broker != self._id:
                 wall = _int(decode(value).get("wall_ms"))
                 if wall:
                     self._skew.observe(key.broker, wall, now_ms())
-            if self._apply_put(raw, value, revision):
+            if self._apply_put(key, value, revision):
                 if key.kind is Kind.BROKER:
                     log.info("broker %s joined the cluster", key.broker)
                 self._rebalance()
 
-    async def _on_delete(self, raw: bytes) -> None:
+    def _on_delete(self, raw: bytes) -> None:
         key = self._keys.parse(raw)
         if key is None:
             return
@@ -430,7 +443,15 @@ class EtcdCoordinator(Coordinator):
             self._members.remove_consumer(key.topic, key.broker, key.consumer)
             self._rebalance()
         elif key.kind is Kind.TOPIC:
-            await self._listener.topic_changed(key.topic)
+            self._topic_changed(key.topic)
+
+    def _topic_changed(self, topic: str) -> None:
+        # In the background: it reads storage, which must not hold up the watch.
+        assert self._listener is not None
+        task = asyncio.create_task(self._listener.topic_changed(topic))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_log_failure)
 
     def _rebalance(self) -> None:
         """Recompute this broker's share of each topic it serves; poke what changed."""
@@ -451,6 +472,11 @@ class EtcdCoordinator(Coordinator):
                 count,
             )
             self._listener.owners_changed(topic)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("handling a topic change failed", exc_info=task.exception())
 
 
 def _int(value: Any) -> int:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from dejaq.broker.clock import now_ms
 from dejaq.core.errors import DejaqError, NotFound
 
 if TYPE_CHECKING:
@@ -29,6 +31,14 @@ class BrokerEvents:
             d.poke()
 
     def hinted(self, topic: str, timestamp: int) -> None:
+        self._hint(topic, timestamp)
+        delay_s = (timestamp - now_ms()) / 1000
+        if delay_s > 0:
+            # The sender skips later hints while this one is pending (hints.py):
+            # look at storage again at its time, whatever this dispatcher planned.
+            asyncio.get_running_loop().call_later(delay_s, self._hint, topic, timestamp)
+
+    def _hint(self, topic: str, timestamp: int) -> None:
         d = self._broker.dispatchers.get(topic)
         if d is not None:
             d.hint(timestamp)

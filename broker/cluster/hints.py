@@ -15,9 +15,12 @@ it can matter:
 - only when due within the horizon (the re-scan interval plus a margin): a
   remote dispatcher re-reads storage before a later timestamp comes due;
 - not when an earlier hint published for the topic is still in the future:
-  the remote dispatcher wakes by then anyway and re-reads storage;
+  a broker receiving a hint for time P re-reads storage at P (a timer, in
+  ``events.py``) whatever its dispatcher had planned, and everything stored
+  before P is due no earlier than P here, so that re-read finds it in time;
 - coalesced per topic while a write is in flight: one write per topic at a
-  time carries the minimum of everything offered meanwhile.
+  time carries the minimum of everything offered meanwhile, and is written
+  after all of them were stored.
 
 Hints are best effort. One lost with an etcd outage costs at most a re-scan.
 """

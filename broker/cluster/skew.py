@@ -40,7 +40,9 @@ class SkewTracker:
             )
         elif abs(skew) <= self.warn_ms and broker in self._warned:
             self._warned.discard(broker)
-            log.info("clock skew: broker %s is back within %d ms (%+d ms)", broker, self.warn_ms, skew)
+            log.info(
+                "clock skew: broker %s is back within %d ms (%+d ms)", broker, self.warn_ms, skew
+            )
         return skew
 
     def skew_ms(self, broker: str) -> int | None:

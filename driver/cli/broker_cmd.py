@@ -21,6 +21,11 @@ def register(sub: Any) -> None:
     p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (default: off)")
     p.add_argument("--log-format", choices=("text", "json"), help="log lines (default text)")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
+    p.add_argument(
+        "--etcd", help="etcd endpoints http://HOST:PORT[,...]: join a cluster (default: alone)"
+    )
+    p.add_argument("--cluster", help="cluster name, one per set of brokers (default 'default')")
+    p.add_argument("--advertise", help="HOST:PORT others reach this broker at (default --listen)")
     p.set_defaults(run=run)
 
 
@@ -35,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
             "metrics": args.metrics,
             "log_format": args.log_format,
             "log_level": args.log_level,
+            "etcd": args.etcd,
+            "cluster": args.cluster,
+            "advertise": args.advertise,
         },
         os.environ,
     )

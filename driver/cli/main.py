@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dejaq.core.errors import DejaqError
 from dejaq.driver.cli import (
     broker_cmd,
+    cluster_cmd,
     consume_cmd,
     dead_cmd,
     message_cmd,
@@ -23,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dejaq", description="dejaq: messages delivered at their millisecond."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (broker_cmd, topic_cmd, produce_cmd, consume_cmd, message_cmd, dead_cmd):
+    commands = (broker_cmd, topic_cmd, produce_cmd, consume_cmd, message_cmd, dead_cmd, cluster_cmd)
+    for command in commands:
         command.register(sub)
     return parser
 
