@@ -43,6 +43,7 @@ class RedisServer:
     binary: str
     root: Path
     port: int = field(default_factory=free_port)
+    persistent: bool = False  # AOF with fsync on every write: survives a restart
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -59,7 +60,8 @@ class RedisServer:
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
         """Start and wait (bounded) until PING answers."""
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
-        args += ["--save", "", "--appendonly", "no", "--dir", str(self.root)]
+        aof = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else []
+        args += ["--save", "", "--appendonly", "no", *aof, "--dir", str(self.root)]
         args += ["--logfile", str(self.log)]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
