@@ -100,7 +100,7 @@ NEXT_DUE = """SELECT ts FROM messages INDEXED BY messages_due
     WHERE topic = ? AND dead = 0 AND bucket IN (SELECT value FROM json_each(?))
     ORDER BY ts LIMIT 1"""
 
-# Column order of STATE rows: see sqlite_ops._State.
+# Column order of STATE rows: see sql_base.State.
 STATE = """SELECT ts, version, deliveries, owner, max_deliveries, dead FROM messages
     WHERE topic = ? AND id = ?"""
 # Column order of MESSAGE rows follows core.model.Message.
@@ -120,10 +120,8 @@ TAKE = """UPDATE messages SET ts = ?, owner = ?, deliveries = deliveries + 1,
 # (died_at, topic, id)
 KILL = """UPDATE messages SET dead = 1, owner = NULL, ts = ?, version = version + 1
     WHERE topic = ? AND id = ?"""
-# (until, topic, id)
-EXTEND = "UPDATE messages SET ts = ?, version = version + 1 WHERE topic = ? AND id = ?"
-# (at, topic, id): nack and move
-RESCHEDULE = """UPDATE messages SET ts = ?, owner = NULL, version = version + 1
+# (ts, version, owner, dead, topic, id): a state planned by sql_base (settle, move)
+SET_STATE = """UPDATE messages SET ts = ?, version = ?, owner = ?, dead = ?
     WHERE topic = ? AND id = ?"""
 # (now, topic, owner)
 RELEASE_OWNER = """UPDATE messages INDEXED BY messages_owner

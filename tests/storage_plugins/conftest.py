@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from dejaq.storage_plugins import Storage, storage_from_url
+from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
+from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
 
 UrlFactory = Callable[[pytest.FixtureRequest, Path], str]
 
@@ -28,9 +30,23 @@ def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'dejaq.db'}"
 
 
+def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    server.reset()
+    return server.url()
+
+
+def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    server: RedisServer = request.getfixturevalue("redis_server")
+    server.flush()
+    return server.url
+
+
 BACKENDS: dict[str, UrlFactory] = {
     "memory": _memory,
     "sqlite": _sqlite,
+    "postgres": _postgres,
+    "redis": _redis,
 }
 
 

@@ -1,0 +1,247 @@
+"""What the SQL backends (``sqlite://``, ``postgresql://``) share.
+
+Both keep the same three tables (topics; message metadata; payloads apart) and
+run each call as read, decide, write inside one transaction. This module holds
+everything between the read and the write, with no I/O: the row shapes the
+statements select, the mapping of rows to model values, and the planners that
+apply ``rules`` to the rows read. A backend only runs statements (its own SQL
+module) and applies a plan, so the two cannot drift apart in semantics.
+
+A settle batch is planned as a whole: items run in order against the states
+read up front, each seeing what the items before it did (an id acked by the
+first item is not found by the second), and the plan carries each touched
+row's final state, so it can be written in one batch statement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from dejaq.core.model import (
+    Delivery,
+    InsertStatus,
+    Message,
+    NewMessage,
+    Settled,
+    Topic,
+    TopicSettings,
+)
+from dejaq.storage_plugins.base import Outcome, SettleItem
+from dejaq.storage_plugins.rules import check_holder, check_movable, dies_on_lease
+
+# -- rows <-> model -----------------------------------------------------------
+
+
+def settings_json(topic: Topic) -> str:
+    """A topic's settings as the JSON text both backends store."""
+    return json.dumps(dataclasses.asdict(topic.settings))
+
+
+def topic_from_row(row: Sequence[Any]) -> Topic:
+    """A ``(name, settings JSON, created_at_ms)`` row."""
+    name, settings, created_at_ms = row
+    return Topic(name, TopicSettings(**json.loads(settings)), created_at_ms)
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
+    """A row holding the columns of ``Message`` in order (``dead`` as bool or 0/1)."""
+    id, ts, payload, version, deliveries, owner, bucket, md, expires_at, dead = row
+    return Message(
+        id, ts, bytes(payload), version, deliveries, owner, bucket, md, expires_at, bool(dead)
+    )
+
+
+class State(NamedTuple):
+    """A message's mutable metadata, as the backends' state statements select it."""
+
+    ts: int
+    version: int
+    deliveries: int
+    owner: str | None
+    max_deliveries: int
+    dead: bool  # or 0/1 from SQLite: only its truth is used
+
+
+class Due(NamedTuple):
+    """A due message as the lease statements select it."""
+
+    id: str
+    ts: int
+    version: int
+    deliveries: int
+    max_deliveries: int
+    expires_at: int
+
+
+# -- insert -------------------------------------------------------------------
+
+
+def plan_insert(
+    messages: Sequence[NewMessage], taken: Iterable[str] = ()
+) -> tuple[list[InsertStatus], list[NewMessage]]:
+    """Statuses for a batch and the messages to store: an id in ``taken`` (already
+    stored) is a duplicate, and within the batch the first of a repeated id wins."""
+    seen = set(taken)
+    statuses: list[InsertStatus] = []
+    fresh: list[NewMessage] = []
+    for m in messages:
+        if m.id in seen:
+            statuses.append(InsertStatus.DUPLICATE)
+            continue
+        seen.add(m.id)
+        fresh.append(m)
+        statuses.append(InsertStatus.ACCEPTED)
+    return statuses, fresh
+
+
+# -- lease --------------------------------------------------------------------
+
+
+@dataclass
+class LeasePlan:
+    """What one lease pass does with the due rows it read (ids in timestamp order)."""
+
+    deliver: list[Due] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)  # delivered, now leased to the owner
+    drop: list[str] = field(default_factory=list)  # delivered at-most-once: deleted
+    kill: list[str] = field(default_factory=list)  # dead-lettered instead of delivered
+
+
+def plan_lease(rows: Iterable[Due], now: int, max_deliveries: int) -> LeasePlan:
+    """Split due rows by fate, as the contract's lease pass says."""
+    plan = LeasePlan()
+    for row in rows:
+        md = row.max_deliveries or max_deliveries
+        if dies_on_lease(row.deliveries, md, row.expires_at, now):
+            plan.kill.append(row.id)
+            continue
+        plan.deliver.append(row)
+        (plan.drop if md == 1 else plan.keep).append(row.id)
+    return plan
+
+
+def delivery(row: Due, payload: bytes) -> Delivery:
+    """The delivery of a planned row: its due time, the bumped version and count."""
+    return Delivery(row.id, row.ts, bytes(payload), row.version + 1, row.deliveries + 1)
+
+
+# -- ack / extend / nack ------------------------------------------------------
+
+
+@dataclass
+class SettlePlan:
+    """Outcomes of a settle batch, in item order, and what to write."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    deleted: set[str] = field(default_factory=set)
+    updated: dict[str, State] = field(default_factory=dict)  # id -> final state
+
+
+# (id, state) -> (outcome, new state, or None to delete)
+SettleStep = Callable[[str, State], tuple[Settled, State | None]]
+
+
+def _plan_settle(
+    items: Sequence[SettleItem], states: Mapping[str, State | None], owner: str, step: SettleStep
+) -> SettlePlan:
+    plan = SettlePlan()
+    now = dict(states)
+    for id, version in items:
+        st = now.get(id)
+        live = st is not None and not st.dead
+        err = check_holder(
+            id, live, st.owner if st else None, st.version if st else 0, owner, version
+        )
+        if err is not None:
+            plan.outcomes.append(err)
+            continue
+        assert st is not None
+        outcome, new = step(id, st)
+        plan.outcomes.append(outcome)
+        now[id] = new
+        if new is None:
+            plan.updated.pop(id, None)
+            plan.deleted.add(id)
+        else:
+            plan.updated[id] = new
+    return plan
+
+
+def plan_ack(
+    items: Sequence[SettleItem], states: Mapping[str, State | None], owner: str
+) -> SettlePlan:
+    """Delete the messages ``owner`` holds."""
+    return _plan_settle(items, states, owner, lambda id, st: (Settled(id, 0, st.ts), None))
+
+
+def plan_extend(
+    items: Sequence[SettleItem], states: Mapping[str, State | None], owner: str, until: int
+) -> SettlePlan:
+    """Push the leases ``owner`` holds to ``until``."""
+
+    def step(id: str, st: State) -> tuple[Settled, State]:
+        new = st._replace(ts=until, version=st.version + 1)
+        return Settled(id, new.version, until), new
+
+    return _plan_settle(items, states, owner, step)
+
+
+def plan_nack(
+    items: Sequence[SettleItem],
+    states: Mapping[str, State | None],
+    owner: str,
+    at: int,
+    max_deliveries: int,
+) -> SettlePlan:
+    """Release ``owner``'s messages to be due at ``at``, or kill those out of deliveries."""
+
+    def step(id: str, st: State) -> tuple[Settled, State]:
+        md = st.max_deliveries or max_deliveries
+        if md and st.deliveries >= md:
+            return Settled(id, 0, at), killed(st, at)
+        new = st._replace(ts=at, owner=None, version=st.version + 1)
+        return Settled(id, new.version, at), new
+
+    return _plan_settle(items, states, owner, step)
+
+
+def killed(st: State, at: int) -> State:
+    """The state of a message sent to the dead timeline at ``at``."""
+    return st._replace(ts=at, owner=None, dead=True, version=st.version + 1)
+
+
+# -- move / cancel ------------------------------------------------------------
+
+
+def _check_movable(id: str, st: State | None, version: int, now: int) -> State:
+    live = st is not None and not st.dead
+    err = check_movable(
+        id,
+        live,
+        st.owner if st else None,
+        st.ts if st else 0,
+        st.version if st else 0,
+        version,
+        now,
+    )
+    if err is not None:
+        raise err
+    assert st is not None
+    return st
+
+
+def plan_move(id: str, st: State | None, version: int, at: int, now: int) -> tuple[Settled, State]:
+    """Reschedule a message not under a live lease; raises the refusal."""
+    st = _check_movable(id, st, version, now)
+    new = st._replace(ts=at, owner=None, version=st.version + 1)
+    return Settled(id, new.version, at), new
+
+
+def plan_cancel(id: str, st: State | None, version: int, now: int) -> Settled:
+    """Delete a message not under a live lease; raises the refusal."""
+    st = _check_movable(id, st, version, now)
+    return Settled(id, 0, st.ts)

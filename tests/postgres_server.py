@@ -1,0 +1,228 @@
+"""A throwaway PostgreSQL server from the real binaries, for tests and benchmarks.
+
+``initdb`` into a temporary folder, run on a free loopback port (its unix
+socket in that folder too), ``fsync=off`` since nothing here must survive a
+power cut, and ``pg_ctl stop -m fast`` at the end. PostgreSQL refuses to run
+as root: as root the server runs as the ``postgres`` system user when there is
+one, else as a ``dejaq-pg`` user created for the purpose.
+
+The session fixture ``postgres_server`` yields the running server; each test
+gets a clean state through ``PostgresServer.reset`` (TRUNCATE of the dejaq
+tables) or a database of its own (``create_database``).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dejaq.storage_plugins.postgres_sql import DATA_TABLES
+from tests.servers import in_ci, require_binary
+
+DATABASE = "dejaq"
+SUPERUSER = "dejaq"
+START_TIMEOUT_S = 30.0
+DEDICATED_USER = "dejaq-pg"
+SETTINGS = {
+    "listen_addresses": "'127.0.0.1'",
+    "fsync": "off",  # speed: a test server never has to survive a power cut
+    "full_page_writes": "off",
+    "max_connections": "200",
+}
+
+
+def bin_dir() -> Path:
+    """The folder of ``pg_ctl``, ``initdb`` and ``postgres``: on PATH, or where
+    Debian keeps them (``/usr/lib/postgresql/<version>/bin``); skipped locally
+    (failed under ``CI=true``) when there is none."""
+    found = shutil.which("pg_ctl")
+    if found is None:
+        debian = [p for p in Path("/usr/lib/postgresql").glob("*/bin/pg_ctl") if p.is_file()]
+        debian.sort(key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+        found = str(debian[-1]) if debian else require_binary("pg_ctl")
+    return Path(found).resolve().parent
+
+
+def require_driver() -> None:
+    """Skip (fail under ``CI=true``) when psycopg is not installed. This module
+    imports it inside its methods, so a missing driver spoils only the
+    PostgreSQL cases, not the conftest every backend shares."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = "psycopg is not installed (pip install 'dejaq-timeline[postgres]')"
+        if in_ci():
+            pytest.fail(f"{reason}; CI=true runs every backend", pytrace=False)
+        pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _server_account() -> tuple[int, int] | None:
+    """(uid, gid) to run the server as, or None to run as ourselves (not root)."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", DEDICATED_USER):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return entry.pw_uid, entry.pw_gid
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", DEDICATED_USER],
+        check=True,
+        capture_output=True,
+    )
+    entry = pwd.getpwnam(DEDICATED_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+@dataclass
+class PostgresServer:
+    """One server: its data folder, port and the account it runs as."""
+
+    bin_dir: Path
+    root: Path
+    port: int
+    account: tuple[int, int] | None
+
+    @classmethod
+    def create(cls, bin_dir: Path, **settings: str) -> PostgresServer:
+        """initdb a new cluster in a fresh temporary folder (not started);
+        ``settings`` override the test defaults (``fsync="on"``)."""
+        account = _server_account()
+        # Not under pytest's tmp_path: its parents are private to root.
+        root = Path(tempfile.mkdtemp(prefix="dejaq-pg-"))
+        if account is not None:
+            os.chown(root, *account)
+        server = cls(bin_dir, root, free_port(), account)
+        server._run(
+            "initdb",
+            "--pgdata",
+            str(server.data),
+            "--username",
+            SUPERUSER,
+            "--auth",
+            "trust",
+            "--encoding",
+            "UTF8",
+            "--locale",
+            "C",
+            "--no-sync",
+        )
+        conf = {**SETTINGS, **settings, "port": str(server.port)}
+        conf["unix_socket_directories"] = f"'{root}'"
+        with (server.data / "postgresql.conf").open("a") as file:
+            file.writelines(f"{key} = {value}\n" for key, value in conf.items())
+        return server
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "server.log"
+
+    def url(self, database: str = DATABASE) -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start and wait (bounded) until it accepts connections."""
+        self._run("pg_ctl", "start", "--pgdata", str(self.data), "--log", str(self.log), "-W")
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(self.url("postgres"), connect_timeout=2):
+                    return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"postgres did not accept connections in {timeout} s:\n{self._log_tail()}"
+                    ) from None
+                time.sleep(0.02)  # polling a condition under a deadline
+
+    def stop(self) -> None:
+        """Fast shutdown: connections are cut, nothing waits for clients."""
+        if (self.data / "postmaster.pid").exists():
+            self._run("pg_ctl", "stop", "--pgdata", str(self.data), "-m", "fast", "-w")
+
+    def destroy(self) -> None:
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def create_database(self, name: str) -> str:
+        """A new empty database; its URL."""
+        import psycopg
+
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def reset(self, database: str = DATABASE) -> None:
+        """Empty the dejaq tables (when they exist) for the next test."""
+        import psycopg
+
+        with psycopg.connect(self.url(database), autocommit=True) as conn:
+            conn.execute("SET lock_timeout = '5s'")  # a leaked connection fails the test, not hangs
+            present = [
+                name
+                for name in DATA_TABLES
+                if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() != (None,)
+            ]
+            if present:
+                conn.execute(f"TRUNCATE {', '.join(present)}")
+
+    def _run(self, program: str, *args: str) -> None:
+        proc = subprocess.run(
+            [str(self.bin_dir / program), *args],
+            cwd=self.root,
+            user=self.account[0] if self.account else None,
+            group=self.account[1] if self.account else None,
+            extra_groups=[] if self.account else None,
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT_S,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"{program} failed ({proc.returncode}): {proc.stderr.strip()}\n{self._log_tail()}"
+            )
+
+    def _log_tail(self) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+        except OSError:
+            return "(no server log)"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A running server with an empty database ``dejaq``, for the whole session."""
+    require_driver()
+    server = PostgresServer.create(bin_dir())
+    try:
+        server.start()
+        server.create_database(DATABASE)
+        yield server
+    finally:
+        server.destroy()
