@@ -6,7 +6,9 @@ delivered at least once, none early."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -17,6 +19,7 @@ from dejaq.core.errors import DejaqError
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Delivery
 from dejaq.driver.producer import Outgoing
+from tests.postgres_server import PostgresServer, bin_dir, postgres_server, require_driver  # noqa: F401
 from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
 from tests.servers import require_binary
 
@@ -26,12 +29,15 @@ from .support import ack_all, consuming, create_topic, now_ms, produce, wait_unt
 N = 300
 
 
-@pytest.fixture(params=["redis"])
+@pytest.fixture(params=["redis", "postgres"])
 def served_url(request: pytest.FixtureRequest) -> str:
-    """An empty served backend, shared by the session."""
-    server: RedisServer = request.getfixturevalue("redis_server")
-    server.flush()
-    return server.url
+    """An empty backend on the session's server."""
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        server.flush()
+        return server.url
+    pg: PostgresServer = request.getfixturevalue("postgres_server")
+    return pg.create_database(f"e2e_{uuid.uuid4().hex[:12]}")
 
 
 async def test_broker_kill_9_on_served_storage_loses_nothing(
@@ -55,14 +61,33 @@ async def test_broker_kill_9_on_served_storage_loses_nothing(
     assert all(d.received_at_ms >= d.timestamp_ms for d in got)
 
 
-@pytest.fixture
-def persistent_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(require_binary("redis-server"), tmp_path, persistent=True)
-    server.start()
+@dataclass
+class Restartable:
+    """A storage server of the test's own, to stop hard and start again."""
+
+    url: str
+    stop: Callable[[], None]
+    start: Callable[[], None]
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def restartable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Restartable]:
+    if request.param == "redis":
+        redis = RedisServer(require_binary("redis-server"), tmp_path, persistent=True)
+        redis.start()
+        try:
+            yield Restartable(redis.url, redis.kill, redis.start)
+        finally:
+            redis.kill()
+        return
+    require_driver()
+    pg = PostgresServer.create(bin_dir(), fsync="on")
     try:
-        yield server
+        pg.start()
+        url = pg.create_database("restart")
+        yield Restartable(url, pg.stop, pg.start)
     finally:
-        server.kill()
+        pg.destroy()
 
 
 async def serving(address: str) -> int:
@@ -72,11 +97,11 @@ async def serving(address: str) -> int:
         return int(resp.status)
 
 
-async def test_a_redis_restart_mid_run_is_survived(
-    start_broker: StartBroker, persistent_redis: RedisServer
+async def test_a_storage_server_restart_mid_run_is_survived(
+    start_broker: StartBroker, restartable: Restartable
 ) -> None:
-    # Given a broker on Redis with 300 messages due over the next 3 s, being consumed
-    broker = start_broker(persistent_redis.url)
+    # Given a broker on served storage with 300 messages due over 3 s, being consumed
+    broker = start_broker(restartable.url)
     seen: dict[str, Delivery] = {}
     async with Client(broker.address) as client:
         topic = await create_topic(client, "restart")
@@ -87,16 +112,16 @@ async def test_a_redis_restart_mid_run_is_survived(
             for d in await inbox.take(20, timeout_s=10):
                 seen[d.id] = d
                 await d.ack()
-            # When Redis dies
-            persistent_redis.kill()
+            # When the storage server goes down
+            restartable.stop()
             down = health_pb2.HealthCheckResponse.NOT_SERVING
 
             async def reports_down() -> bool:
                 return await serving(broker.address) == down
 
             await wait_until(reports_down, timeout_s=10, what="NOT_SERVING")
-            # and comes back on the same port with its append-only file
-            persistent_redis.start()
+            # and comes back on the same port with its data
+            restartable.start()
             up = health_pb2.HealthCheckResponse.SERVING
 
             async def reports_up() -> bool:
