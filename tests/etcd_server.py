@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,17 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import require_binary
+from tests.servers import free_port, require_binary
 
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass

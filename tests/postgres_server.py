@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from dejaq.storage_plugins.postgres_sql import DATA_TABLES
-from tests.servers import in_ci, require_binary
+from tests.servers import free_port, in_ci, require_binary
 
 DATABASE = "dejaq"
 SUPERUSER = "dejaq"
@@ -64,13 +63,6 @@ def require_driver() -> None:
         if in_ci():
             pytest.fail(f"{reason}; CI=true runs every backend", pytrace=False)
         pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _server_account() -> tuple[int, int] | None:

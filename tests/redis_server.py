@@ -12,7 +12,6 @@ URL factory calls ``flush`` (FLUSHALL) so each test starts empty.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,17 +22,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.servers import require_binary
+from tests.servers import free_port, require_binary
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass

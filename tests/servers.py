@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 
 import pytest
 
@@ -26,3 +27,11 @@ def require_binary(name: str) -> str:
     if in_ci():
         pytest.fail(f"{reason}; CI=true runs every backend", pytrace=False)
     pytest.skip(reason)
+
+
+def free_port() -> int:
+    """A loopback TCP port free right now (for a server started next)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

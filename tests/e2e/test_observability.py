@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -20,18 +19,12 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from dejaq.core.model import InsertStatus
 from dejaq.driver.client import Client
 from dejaq.driver.producer import Outgoing, Producer
-from tests.servers import require_binary
+from tests.servers import free_port, require_binary
 
 from .broker_process import BrokerProcess, StartBroker
 from .support import consuming, create_topic, now_ms, produce, wait_until
 
 SECRET = "payload-must-not-be-logged-7f3a"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> str:
