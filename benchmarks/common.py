@@ -43,11 +43,14 @@ class BrokerProcess:
 
 
 @contextlib.asynccontextmanager
-async def broker(storage_url: str, cwd: str | None = None) -> AsyncIterator[BrokerProcess]:
+async def broker(
+    storage_url: str, cwd: str | None = None, env: Mapping[str, str] | None = None
+) -> AsyncIterator[BrokerProcess]:
     """Run ``dejaq broker`` on a free loopback port while the block runs.
 
     Stopped with SIGTERM (a graceful shutdown) at the end. ``cwd`` is where
-    relative storage paths (``sqlite:///bench.db``) land.
+    relative storage paths (``sqlite:///bench.db``) land; ``env`` adds
+    variables (``DEJAQ_*`` broker settings) to this process's environment.
     """
     with tempfile.TemporaryFile("w+b") as errors:
         proc = await asyncio.create_subprocess_exec(
@@ -64,6 +67,7 @@ async def broker(storage_url: str, cwd: str | None = None) -> AsyncIterator[Brok
             stdout=asyncio.subprocess.PIPE,
             stderr=errors,
             cwd=cwd,
+            env={**os.environ, **env} if env else None,
         )
         try:
             address = await _address(proc, storage_url, errors)

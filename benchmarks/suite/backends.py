@@ -1,0 +1,109 @@
+"""Storage backends for the broker under test: a URL per name, servers started here.
+
+``memory`` and ``sqlite`` need nothing; ``redis`` and ``postgres`` start a
+throwaway server from the local binaries with the helpers in ``tests/``
+(``redis_server.py``, ``postgres_server.py``: loopback only, temporary folders,
+PostgreSQL as an unprivileged user). A backend that cannot run raises
+``Unavailable`` with the reason, which the run prints and records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = ("memory", "sqlite", "redis", "postgres")
+
+
+class Unavailable(RuntimeError):
+    """This backend cannot run here; the message says why."""
+
+
+def _tests_helpers() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # for tests.redis_server, tests.postgres_server
+
+
+def _postgres_bin() -> Path | None:
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).resolve().parent
+    debian = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return debian[-1].parent if debian else None
+
+
+@contextlib.asynccontextmanager
+async def redis_url() -> AsyncIterator[str]:
+    """A fresh ``redis-server`` (no persistence) on a free loopback port."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise Unavailable("redis-server is not installed (not on PATH)")
+    try:
+        _tests_helpers()
+        from tests.redis_server import RedisServer  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise Unavailable(f"cannot import the Redis helpers: {exc}") from exc
+    server = RedisServer(binary, Path(tempfile.mkdtemp(prefix="dejaq-bench-redis-")))
+    try:
+        await asyncio.to_thread(server.start)
+    except RuntimeError as exc:
+        shutil.rmtree(server.root, ignore_errors=True)
+        raise Unavailable(str(exc).splitlines()[0]) from exc
+    try:
+        yield server.url
+    finally:
+        await asyncio.to_thread(server.kill)
+        shutil.rmtree(server.root, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def postgres_url() -> AsyncIterator[str]:
+    """A fresh PostgreSQL cluster (fsync off, as the tests run it) on a free port."""
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        raise Unavailable("PostgreSQL binaries (pg_ctl) are not installed")
+    try:
+        _tests_helpers()
+        from tests.postgres_server import (  # type: ignore[import-not-found]
+            DATABASE,
+            PostgresServer,
+        )
+    except ImportError as exc:
+        raise Unavailable(f"cannot import the PostgreSQL helpers: {exc}") from exc
+    try:
+        server = await asyncio.to_thread(PostgresServer.create, bin_dir)
+    except (RuntimeError, OSError) as exc:
+        raise Unavailable(f"initdb failed: {str(exc).splitlines()[0]}") from exc
+    try:
+        await asyncio.to_thread(server.start)
+        url = await asyncio.to_thread(server.create_database, DATABASE)
+    except Exception as exc:
+        await asyncio.to_thread(server.destroy)
+        raise Unavailable(f"postgres did not start: {str(exc).splitlines()[0]}") from exc
+    try:
+        yield url
+    finally:
+        await asyncio.to_thread(server.destroy)
+
+
+@contextlib.asynccontextmanager
+async def storage_url(name: str, workdir: str) -> AsyncIterator[str]:
+    """The storage URL of backend ``name``, with its server running while the block runs."""
+    if name == "memory":
+        yield "memory://"
+    elif name == "sqlite":
+        yield f"sqlite:///{workdir}/bench.db"  # workdir is absolute: sqlite:////tmp/...
+    elif name == "redis":
+        async with redis_url() as url:
+            yield url
+    elif name == "postgres":
+        async with postgres_url() as url:
+            yield url
+    else:
+        raise Unavailable(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")

@@ -1,0 +1,82 @@
+"""What a scenario gets: the broker under test, a client, the plan, and helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common import BrokerProcess
+
+from dejaq.core.errors import DejaqError
+from dejaq.core.model import TopicSettings
+from dejaq.driver.admin import Admin
+from dejaq.driver.client import Client
+
+from . import profile
+from .plan import Plan
+from .stats import cpu
+
+DROP_TIMEOUT_S = 30.0
+DEFAULT_PRODUCE_RATE = 20_000.0  # msgs/s, until the produce scenario measured this backend's
+
+
+@dataclass
+class Ctx:
+    backend: str
+    client: Client
+    broker: BrokerProcess
+    plan: Plan
+    profile_dir: Path | None = None
+    # the backend's measured produce rate (batch 1000): how far ahead to schedule
+    produce_rate: float = DEFAULT_PRODUCE_RATE
+    profiles: dict[str, Any] = field(default_factory=dict)
+
+    def log(self, text: str) -> None:
+        print(f"[{self.backend}] {text}", flush=True)
+
+    async def topic(self, label: str, settings: TopicSettings | None = None) -> str:
+        name = f"bench-{label}-{uuid.uuid4().hex[:8]}"
+        await Admin(self.client).create_topic(name, settings)
+        return name
+
+    async def drop(self, name: str) -> None:
+        """Delete a topic after its scenario (bounded; a failure is only reported)."""
+        try:
+            async with asyncio.timeout(DROP_TIMEOUT_S):
+                await Admin(self.client).delete_topic(name)
+        except (TimeoutError, DejaqError) as exc:
+            self.log(f"could not delete topic {name}: {exc or 'timed out'}")
+
+    def lead_s(self, messages: int) -> float:
+        """How far ahead to schedule ``messages`` so producing them ends before the first is due."""
+        return min(60.0, 0.5 + 1.5 * messages / max(self.produce_rate, 1.0))
+
+
+Scenario = Callable[[Ctx], Awaitable[dict[str, Any]]]
+
+
+async def measured(ctx: Ctx, name: str, scenario: Scenario, timeout_s: float) -> dict[str, Any]:
+    """Run one scenario under a time bound, with CPU readings (and py-spy when asked)."""
+    out = ctx.profile_dir / f"{ctx.backend}-{name}.txt" if ctx.profile_dir else None
+    ctx.log(f"{name} ...")
+    started = time.perf_counter()
+    try:
+        async with profile.record(ctx.broker.pid, out):
+            with cpu(ctx.broker.pid) as used:
+                async with asyncio.timeout(timeout_s):
+                    result = await scenario(ctx)
+        result["cpu"] = used.as_dict()
+    except TimeoutError:
+        result = {"error": f"timed out after {timeout_s:.0f} s"}
+    except Exception as exc:  # recorded and reported; the other scenarios still run
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+        ctx.log(f"{name} FAILED: {result['error']}")
+    if out is not None and out.exists():
+        ctx.profiles[name] = profile.hot_spots(out)
+    ctx.log(f"{name} done in {time.perf_counter() - started:.1f} s")
+    return result
