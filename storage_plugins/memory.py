@@ -61,26 +61,71 @@ class _Timeline:
     records: dict[str, _Record] = field(default_factory=dict)
     payloads: dict[str, bytes] = field(default_factory=dict)
     heaps: list[list[Entry]] = field(default_factory=list)
+    # Kept as messages change, so counts() never scans every record.
+    live: int = 0  # records not dead
+    owned: int = 0  # live records with a lease owner (the lease may have run out)
+    dead: int = 0
+
+    def add(self, id: str, rec: _Record, payload: bytes) -> None:
+        self.records[id] = rec
+        self.payloads[id] = payload
+        self.live += 1
+        self.push(id, rec)
+
+    def set_owner(self, rec: _Record, owner: str | None) -> None:
+        if (rec.owner is None) != (owner is None):
+            self.owned += 1 if owner is not None else -1
+        rec.owner = owner
 
     def push(self, id: str, rec: _Record) -> None:
         heapq.heappush(self.heaps[rec.bucket], (rec.timestamp, rec.version, id))
+
+    def current(self, entry: Entry, bucket: int) -> _Record | None:
+        """The record a heap entry stands for, if the entry is still current."""
+        timestamp, version, id = entry
+        rec = self.records.get(id)
+        if (
+            rec is not None
+            and rec.version == version
+            and rec.timestamp == timestamp
+            and rec.bucket == bucket
+            and not rec.dead
+        ):
+            return rec
+        return None
 
     def top(self, bucket: int) -> Entry | None:
         """The live top entry of a bucket heap, dropping stale ones."""
         heap = self.heaps[bucket]
         while heap:
-            timestamp, version, id = heap[0]
-            rec = self.records.get(id)
-            if (
-                rec is not None
-                and rec.version == version
-                and rec.timestamp == timestamp
-                and rec.bucket == bucket
-                and not rec.dead
-            ):
+            if self.current(heap[0], bucket) is not None:
                 return heap[0]
             heapq.heappop(heap)
         return None
+
+    def due(self, now: int) -> tuple[int, int]:
+        """(unleased, lease-expired) live messages with ``timestamp <= now``.
+
+        Walks only heap nodes due by ``now`` (a node's children are never
+        earlier), so the cost follows the due backlog, not the timeline size.
+        Every live record has exactly one current entry, so none counts twice.
+        """
+        free = expired = 0
+        for bucket, heap in enumerate(self.heaps):
+            stack = [0] if heap and heap[0][0] <= now else []
+            size = len(heap)
+            while stack:
+                i = stack.pop()
+                rec = self.current(heap[i], bucket)
+                if rec is not None:
+                    if rec.owner is None:
+                        free += 1
+                    else:
+                        expired += 1
+                for child in (2 * i + 1, 2 * i + 2):
+                    if child < size and heap[child][0] <= now:
+                        stack.append(child)
+        return free, expired
 
     def bucket_ids(self, buckets: Buckets) -> Iterable[int]:
         count = len(self.heaps)
@@ -105,14 +150,26 @@ class _Timeline:
         )
 
     def remove(self, id: str) -> None:
-        del self.records[id]
+        rec = self.records.pop(id)
         del self.payloads[id]
+        if rec.dead:
+            self.dead -= 1
+        else:
+            self.live -= 1
+            self.set_owner(rec, None)
 
     def kill(self, rec: _Record, now: int) -> None:
+        self.set_owner(rec, None)
+        self.live -= 1
+        self.dead += 1
         rec.dead = True
-        rec.owner = None
         rec.timestamp = now
         rec.version += 1
+
+    def revive(self, rec: _Record) -> None:
+        self.dead -= 1
+        self.live += 1
+        rec.dead = False
 
 
 class MemoryStorage(Storage):
@@ -154,10 +211,7 @@ class MemoryStorage(Storage):
             if m.id in tl.records:
                 out.append(InsertStatus.DUPLICATE)
                 continue
-            rec = _Record(m)
-            tl.records[m.id] = rec
-            tl.payloads[m.id] = m.payload
-            tl.push(m.id, rec)
+            tl.add(m.id, _Record(m), m.payload)
             out.append(InsertStatus.ACCEPTED)
         return out
 
@@ -199,7 +253,7 @@ class MemoryStorage(Storage):
                     tl.remove(id)
                 else:
                     rec.timestamp = until
-                    rec.owner = owner
+                    tl.set_owner(rec, owner)
                     tl.push(id, rec)
             entry = tl.top(b)
             if entry is not None and entry[0] <= now:
@@ -270,7 +324,7 @@ class MemoryStorage(Storage):
                 tl.kill(rec, at)
                 out.append(Settled(id, 0, at))
                 continue
-            rec.owner = None
+            tl.set_owner(rec, None)
             rec.timestamp = at
             rec.version += 1
             tl.push(id, rec)
@@ -297,7 +351,7 @@ class MemoryStorage(Storage):
     async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
         tl = self._tl(topic)
         rec = self._movable(tl, id, version, now)
-        rec.owner = None
+        tl.set_owner(rec, None)
         rec.timestamp = at
         rec.version += 1
         tl.push(id, rec)
@@ -321,7 +375,7 @@ class MemoryStorage(Storage):
         released = 0
         for id, rec in tl.records.items():
             if rec.owner == owner and not rec.dead:
-                rec.owner = None
+                tl.set_owner(rec, None)
                 rec.timestamp = now
                 rec.version += 1
                 tl.push(id, rec)
@@ -330,17 +384,9 @@ class MemoryStorage(Storage):
 
     async def _counts(self, topic: str, now: int) -> Counts:
         tl = self._tl(topic)
-        waiting = due = leased = dead = 0
-        for rec in tl.records.values():
-            if rec.dead:
-                dead += 1
-            elif rec.timestamp <= now:
-                due += 1
-            elif rec.owner is not None:
-                leased += 1
-            else:
-                waiting += 1
-        return Counts(waiting, due, leased, dead)
+        free, expired = tl.due(now)
+        leased = tl.owned - expired
+        return Counts(tl.live - free - expired - leased, free + expired, leased, tl.dead)
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         tl = self._tl(topic)
@@ -355,7 +401,7 @@ class MemoryStorage(Storage):
             rec = tl.records.get(id)
             if rec is None or not rec.dead:
                 continue
-            rec.dead = False
+            tl.revive(rec)
             rec.deliveries = 0
             rec.expires_at = 0
             rec.timestamp = at
