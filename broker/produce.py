@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
 
 import grpc
 
 from dejaq.broker import validation
 from dejaq.broker.context import Broker
 from dejaq.broker.ids import bucket_of
-from dejaq.core.batches import decode_messages, encode_results
-from dejaq.core.model import InsertStatus, NewMessage
+from dejaq.core.batches import ProduceBatch, decode_messages, encode_results
+from dejaq.core.model import InsertStatus, NewMessage, TopicSettings
 from dejaq.proto import dejaq_pb2 as pb
 
 PIPELINE = 16
@@ -26,35 +26,15 @@ _INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 async def produce(broker: Broker, req: pb.ProduceRequest) -> pb.ProduceResponse:
     topic = await broker.topics.get(req.topic)
     batch = decode_messages(req.batch)
-    s = topic.settings
-    n = len(batch)
-    ids = list(batch.ids)
-    status = [int(InsertStatus.REJECTED)] * n
-    rejections: list[pb.Rejection] = []
-    new: list[NewMessage] = []
-    positions: list[int] = []
-    for i in range(n):
-        mid = ids[i] or broker.new_id()
-        ids[i] = mid
-        ts = batch.timestamps[i]
-        payload = batch.payloads[i]
-        err = validation.message_id_error(mid) or validation.timestamp_error(ts)
-        if err is None and len(payload) > s.max_payload_bytes:
-            err = f"payload of {len(payload)} bytes is over the topic's {s.max_payload_bytes}"
-        if err is not None:
-            rejections.append(pb.Rejection(index=i, code=_INVALID, reason=err))
-            continue
-        md = batch.max_deliveries[i] if batch.max_deliveries else 0
-        expires = batch.expires_at[i] if batch.expires_at else 0
-        if expires:
-            err = validation.timestamp_error(expires)
-            if err is not None:
-                rejections.append(pb.Rejection(index=i, code=_INVALID, reason=f"expiry: {err}"))
-                continue
-        elif s.expiry_ms:
-            expires = min(ts + s.expiry_ms, validation.MAX_TIMESTAMP)
-        new.append(NewMessage(mid, ts, payload, bucket_of(mid, s.buckets), md, expires))
-        positions.append(i)
+    ids = [i or broker.new_id() for i in batch.ids]
+    positions: Sequence[int]
+    if _all_valid(batch, ids, topic.settings.max_payload_bytes):
+        positions = range(len(ids))
+        rejections: list[pb.Rejection] = []
+    else:
+        positions, rejections = _screen(batch, ids, topic.settings.max_payload_bytes)
+    new = _messages(batch, ids, positions, topic.settings)
+    status = [int(InsertStatus.REJECTED)] * len(ids)
     if new:
         results = await broker.storage.insert(topic.name, new)
         earliest = None
@@ -66,6 +46,65 @@ async def produce(broker: Broker, req: pb.ProduceRequest) -> pb.ProduceResponse:
             broker.hint(topic.name, earliest)
     _count(broker, topic.name, status)
     return pb.ProduceResponse(results=encode_results(status, ids), rejections=rejections)
+
+
+def _all_valid(batch: ProduceBatch, ids: list[str], max_payload: int) -> bool:
+    """The common case, checked a column at a time at C speed."""
+    if not ids:
+        return True
+    ts = batch.timestamps
+    if min(ts) < 0 or max(ts) > validation.MAX_TIMESTAMP:
+        return False
+    if max(map(len, batch.payloads)) > max_payload:
+        return False
+    # UTF-8 takes at most 4 bytes a character, so this bound needs no encoding.
+    if max(map(len, ids)) * 4 > validation.MAX_ID_BYTES or "\x00" in "".join(ids):
+        return False
+    if batch.expires_at is not None:
+        exp = [e for e in batch.expires_at if e]
+        if exp and (min(exp) < 0 or max(exp) > validation.MAX_TIMESTAMP):
+            return False
+    return True
+
+
+def _screen(
+    batch: ProduceBatch, ids: list[str], max_payload: int
+) -> tuple[list[int], list[pb.Rejection]]:
+    """Check message by message: the positions to insert and the rejections."""
+    positions: list[int] = []
+    rejections: list[pb.Rejection] = []
+    for i, mid in enumerate(ids):
+        payload = batch.payloads[i]
+        err = validation.message_id_error(mid) or validation.timestamp_error(batch.timestamps[i])
+        if err is None and len(payload) > max_payload:
+            err = f"payload of {len(payload)} bytes is over the topic's {max_payload}"
+        expires = batch.expires_at[i] if batch.expires_at else 0
+        if err is None and expires:
+            err = validation.timestamp_error(expires)
+            err = f"expiry: {err}" if err else None
+        if err is not None:
+            rejections.append(pb.Rejection(index=i, code=_INVALID, reason=err))
+        else:
+            positions.append(i)
+    return positions, rejections
+
+
+def _messages(
+    batch: ProduceBatch, ids: list[str], positions: Iterable[int], s: TopicSettings
+) -> list[NewMessage]:
+    buckets = s.buckets
+    md = batch.max_deliveries
+    exp = batch.expires_at
+    out = []
+    for i in positions:
+        mid = ids[i]
+        ts = batch.timestamps[i]
+        expires = exp[i] if exp else 0
+        if not expires and s.expiry_ms:
+            expires = min(ts + s.expiry_ms, validation.MAX_TIMESTAMP)
+        bucket = bucket_of(mid, buckets)
+        out.append(NewMessage(mid, ts, batch.payloads[i], bucket, md[i] if md else 0, expires))
+    return out
 
 
 def _count(broker: Broker, topic: str, status: list[int]) -> None:

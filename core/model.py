@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 DEFAULT_BUCKETS = 64
 DEFAULT_LEASE_MS = 30_000
@@ -36,9 +37,11 @@ class Topic:
     created_at_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class NewMessage:
-    """A message as produced; ``bucket`` is computed by the broker."""
+class NewMessage(NamedTuple):
+    """A message as produced; ``bucket`` is computed by the broker.
+
+    A NamedTuple rather than a dataclass: one is built per produced message,
+    and tuple construction is the cheapest immutable record Python has."""
 
     id: str
     timestamp: int
@@ -71,9 +74,8 @@ class Message:
         return State.DUE if self.timestamp <= now else State.WAITING
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """A message just leased: what a consumer receives."""
+class Delivery(NamedTuple):
+    """A message just leased: what a consumer receives (one per delivery, hence a tuple)."""
 
     id: str
     timestamp: int  # due time before the lease
