@@ -282,13 +282,12 @@ class Consumer:
                 self._on_frame(frame)
         except grpc.aio.AioRpcError as exc:
             error = to_error(exc)
-            if self._closing:
-                pass
-            elif isinstance(error, BrokerUnavailable):
+            # While closing, a broken stream is just the end of it.
+            if not self._closing and isinstance(error, BrokerUnavailable):
                 self._fail_waiting(error)
                 await self._reconnect()
                 return
-            else:
+            if not self._closing:
                 self._error = error
         self._fail_waiting(BrokerUnavailable("consume stream ended"))
         self._call = None
