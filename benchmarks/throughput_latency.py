@@ -37,6 +37,7 @@ from typing import Any
 
 from common import BrokerFailed, BrokerProcess, broker, percentile, save
 
+from dejaq.core.clock import now_ms
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer, Delivery
@@ -64,10 +65,6 @@ class Plan:
 
 
 Phase = Callable[[Client, Plan], Awaitable[dict[str, Any]]]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def ids(count: int) -> list[str]:

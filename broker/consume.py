@@ -21,10 +21,10 @@ from typing import Any
 import grpc
 
 from dejaq.broker import validation
-from dejaq.broker.clock import now_ms
 from dejaq.broker.context import Broker
 from dejaq.broker.dispatch import Dispatcher
 from dejaq.core.batches import encode_deliveries
+from dejaq.core.clock import now_ms
 from dejaq.core.convert import topic_to_pb
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import Leases, Topic

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dejaq.broker import validation
-from dejaq.broker.clock import now_ms
 from dejaq.broker.consume import count_settled
 from dejaq.broker.context import Broker
+from dejaq.core.clock import now_ms
 from dejaq.core.convert import (
     counts_to_pb,
     message_to_pb,

@@ -13,7 +13,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from dejaq.broker.clock import now_ms
+from dejaq.core.clock import now_ms
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Buckets
 

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from dejaq.broker.clock import now_ms
 from dejaq.broker.metrics import Metrics
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import NotFound, StorageError
 from dejaq.core.model import Leases, Topic
 from dejaq.storage_plugins.base import Buckets, Storage

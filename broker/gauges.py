@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from dejaq.broker.clock import now_ms
 from dejaq.broker.context import Broker
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError
 
 log = logging.getLogger(__name__)

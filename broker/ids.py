@@ -6,7 +6,7 @@ import itertools
 import secrets
 import zlib
 
-from dejaq.broker.clock import now_ms
+from dejaq.core.clock import now_ms
 
 
 class IdGenerator:

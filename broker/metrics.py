@@ -11,6 +11,7 @@ scrape never waits on storage.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -153,19 +154,10 @@ class Metrics:
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's series so label sets do not pile up."""
-        for metric in (
-            *self.events.values(),
-            self.lateness,
-            self.lag,
-            self.consumers,
-            self.buckets,
-        ):
-            try:
+        per_topic = (*self.events.values(), self.lateness, self.lag, self.consumers, self.buckets)
+        for metric in per_topic:
+            with contextlib.suppress(KeyError):  # never observed: nothing to drop
                 metric.remove(topic)
-            except KeyError:
-                pass
         for state in STATES:
-            try:
+            with contextlib.suppress(KeyError):
                 self.messages.remove(topic, state)
-            except KeyError:
-                pass

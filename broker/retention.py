@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from dejaq.broker.clock import now_ms
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError
 from dejaq.storage_plugins.base import Storage
 

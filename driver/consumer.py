@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from dejaq.core.batches import decode_deliveries
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import AlreadyExists, BrokerUnavailable, DejaqError
 from dejaq.core.status import error_for, status_code
 from dejaq.driver.client import Client, to_error
@@ -56,7 +57,7 @@ class Delivery:
     async def extend(self, lease_ms: int) -> None:
         """Hold it ``lease_ms`` longer from now."""
         await self._consumer._settle(pb.Settle.EXTEND, self, lease_ms)
-        self.lease_until_ms = _now_ms() + lease_ms
+        self.lease_until_ms = now_ms() + lease_ms
 
     @contextlib.asynccontextmanager
     async def keep_alive(self, lease_ms: int | None = None) -> AsyncIterator[Delivery]:
@@ -75,10 +76,6 @@ class Delivery:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, DejaqError):
                 await task
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Consumer:
@@ -296,7 +293,7 @@ class Consumer:
     def _on_frame(self, frame: pb.ConsumeResponse) -> None:
         kind = frame.WhichOneof("frame")
         if kind == "deliveries":
-            received = _now_ms()
+            received = now_ms()
             batch, lease_until = decode_deliveries(frame.deliveries)
             for d in batch:
                 self._buffer.put_nowait(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import grpc
 
 from dejaq.core.batches import decode_results, encode_messages
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.model import InsertStatus
 from dejaq.core.status import error_for
@@ -58,10 +59,6 @@ class _Frame:
         self.future: asyncio.Future[list[ProduceResult]] = (
             asyncio.get_running_loop().create_future()
         )
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Producer:

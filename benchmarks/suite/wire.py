@@ -38,10 +38,6 @@ PAYLOAD = bytes(i % 256 for i in range(PAYLOAD_BYTES))
 F64 = npt.NDArray[np.float64]
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Ids:
     """Distinct 26-character ids: a random 8-hex prefix and a counter."""
 

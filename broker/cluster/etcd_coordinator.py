@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from dejaq.broker.clock import now_ms
 from dejaq.broker.cluster.assignment import assign
 from dejaq.broker.cluster.endpoints import Endpoint, parse_endpoints
 from dejaq.broker.cluster.hints import HintPublisher
@@ -57,6 +56,7 @@ from dejaq.broker.coordination import (
     Coordinator,
     Ownership,
 )
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import CoordinationUnavailable, InvalidArgument
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Buckets

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from dejaq.broker.clock import now_ms
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError, NotFound
 
 if TYPE_CHECKING:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dejaq.broker.clock import now_ms
 from dejaq.broker.cluster.assignment import as_ranges
 from dejaq.broker.context import Broker
+from dejaq.core.clock import now_ms
 from dejaq.proto import dejaq_pb2 as pb
 
 

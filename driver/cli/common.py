@@ -8,11 +8,11 @@ import base64
 import json
 import re
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import InvalidArgument
 from dejaq.driver.client import DEFAULT_BROKER, Client
 
@@ -75,10 +75,6 @@ def when_ms(args: argparse.Namespace) -> int | None:
     if args.in_ is not None:
         return now_ms() + duration_ms(args.in_)
     return None
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def iso(ms: int) -> str:

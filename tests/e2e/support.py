@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
+from dejaq.core.clock import now_ms
 from dejaq.core.model import InsertStatus, TopicSettings
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
@@ -23,11 +24,6 @@ from dejaq.driver.consumer import Consumer, Delivery
 from dejaq.driver.producer import Outgoing, Producer, ProduceResult
 
 POLL_S = 0.02
-
-
-def now_ms() -> int:
-    """Epoch ms: the broker runs on this machine, so this is the broker's clock too."""
-    return time.time_ns() // 1_000_000
 
 
 async def wait_until(

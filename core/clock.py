@@ -1,4 +1,4 @@
-"""The broker's clock: integer epoch milliseconds. "Due" is judged against it."""
+"""The one clock: integer epoch milliseconds, UTC. The broker judges "due" by it."""
 
 from __future__ import annotations
 
