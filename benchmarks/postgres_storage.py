@@ -37,9 +37,10 @@ from common import save
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.postgres_server
 
+from dejaq.core.buckets import Buckets
 from dejaq.core.model import NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins import Storage, storage_from_url
-from dejaq.storage_plugins.base import Buckets
+from dejaq.storage_plugins.base import LeaseRequest
 
 BUCKETS = 64
 INSERT_BATCH = 1_000
@@ -94,7 +95,9 @@ async def lease(
         nonlocal calls
         owner, taken = f"consumer-{k}", 0
         while True:
-            leases = await storage.lease(topic, buckets, NOW, LEASE_BATCH, LEASE_MS, owner, 0)
+            leases = await storage.lease(
+                LeaseRequest.of(topic, buckets, NOW, LEASE_BATCH, LEASE_MS, owner, 0)
+            )
             calls += 1
             if not leases.delivered:
                 return taken

@@ -47,9 +47,10 @@ from common import save
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from dejaq.broker.ids import bucket_of
+from dejaq.core.buckets import bucket_of
 from dejaq.core.model import NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins.redis import RedisStorage
+from dejaq.storage_plugins.base import LeaseRequest
+from dejaq.storage_plugins.redis.storage import RedisStorage
 
 INSERT_BATCH = 1000
 LEASE_BATCH = 100
@@ -206,7 +207,7 @@ async def dejaq(
         leased = 0
         while True:
             leases = await storage.lease(
-                topic.name, None, now, batch, SPREAD_MS, "bench", max_deliveries
+                LeaseRequest.of(topic.name, None, now, batch, SPREAD_MS, "bench", max_deliveries)
             )
             if not leases.delivered:
                 return leased

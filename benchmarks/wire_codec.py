@@ -37,13 +37,13 @@ from common import save
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.internal import api_implementation
 
-from dejaq.core.batches import (
+from dejaq.core.model import Delivery
+from dejaq.core.wire.batches import (
     decode_deliveries,
     decode_messages,
     encode_deliveries,
     encode_messages,
 )
-from dejaq.core.model import Delivery
 
 SIZES = (100, 1000)
 PAYLOAD_BYTES = 100

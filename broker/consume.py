@@ -23,12 +23,12 @@ import grpc
 from dejaq.broker import validation
 from dejaq.broker.context import Broker
 from dejaq.broker.dispatch import Dispatcher
-from dejaq.core.batches import encode_deliveries
 from dejaq.core.clock import now_ms
-from dejaq.core.convert import topic_to_pb
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import Leases, Topic
-from dejaq.core.status import code_for
+from dejaq.core.wire.batches import encode_deliveries
+from dejaq.core.wire.convert import topic_to_pb
+from dejaq.core.wire.status import code_for
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import Outcome
 

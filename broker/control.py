@@ -6,14 +6,14 @@ from dejaq.broker import validation
 from dejaq.broker.consume import count_settled
 from dejaq.broker.context import Broker
 from dejaq.core.clock import now_ms
-from dejaq.core.convert import (
+from dejaq.core.errors import DejaqError, NotFound
+from dejaq.core.model import Settled, Topic
+from dejaq.core.wire.convert import (
     counts_to_pb,
     message_to_pb,
     settings_from_pb,
     topic_to_pb,
 )
-from dejaq.core.errors import DejaqError, NotFound
-from dejaq.core.model import Settled, Topic
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import Outcome
 

@@ -13,9 +13,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
 from dejaq.core.model import Topic
-from dejaq.storage_plugins.base import Buckets
 
 if TYPE_CHECKING:
     from dejaq.broker.config import BrokerConfig

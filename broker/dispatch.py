@@ -23,10 +23,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 from dejaq.broker.metrics import Metrics
+from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import NotFound, StorageError
 from dejaq.core.model import Leases, Topic
-from dejaq.storage_plugins.base import Buckets, Storage
+from dejaq.storage_plugins.base import LeaseRequest, Storage
 
 log = logging.getLogger(__name__)
 
@@ -150,13 +151,15 @@ class Dispatcher:
                 continue  # left while we awaited storage
             limit = min(r.credit, self._max_frame)
             leases = await self._storage.lease(
-                self.topic.name,
-                buckets,
-                now,
-                limit,
-                r.lease_ms,
-                r.consumer_id,
-                self.topic.settings.max_deliveries,
+                LeaseRequest.of(
+                    self.topic.name,
+                    buckets,
+                    now,
+                    limit,
+                    r.lease_ms,
+                    r.consumer_id,
+                    self.topic.settings.max_deliveries,
+                )
             )
             if leases.delivered:
                 r.credit -= len(leases.delivered)

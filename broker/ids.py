@@ -1,10 +1,9 @@
-"""Message ids the broker generates, and the id -> bucket hash."""
+"""Message ids the broker generates."""
 
 from __future__ import annotations
 
 import itertools
 import secrets
-import zlib
 
 from dejaq.core.clock import now_ms
 
@@ -19,8 +18,3 @@ class IdGenerator:
 
     def __call__(self) -> str:
         return f"{now_ms():011x}-{self._prefix}-{next(self._counter):06x}"
-
-
-def bucket_of(message_id: str, buckets: int) -> int:
-    """``crc32(id) mod buckets``: stable across processes and languages."""
-    return zlib.crc32(message_id.encode()) % buckets

@@ -14,9 +14,9 @@ import grpc
 
 from dejaq.broker import validation
 from dejaq.broker.context import Broker
-from dejaq.broker.ids import bucket_of
-from dejaq.core.batches import ProduceBatch, decode_messages, encode_results
+from dejaq.core.buckets import bucket_of
 from dejaq.core.model import InsertStatus, NewMessage, TopicSettings
+from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
 from dejaq.proto import dejaq_pb2 as pb
 
 PIPELINE = 16

@@ -19,7 +19,7 @@ from dejaq.broker.consume import consume_stream
 from dejaq.broker.context import Broker
 from dejaq.broker.produce import produce_stream
 from dejaq.core.errors import DejaqError
-from dejaq.core.status import code_for
+from dejaq.core.wire.status import code_for
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dejaq.core.convert import settings_to_pb, topic_from_pb
 from dejaq.core.model import Counts, Message, Topic, TopicSettings
+from dejaq.core.wire.convert import settings_to_pb, topic_from_pb
 from dejaq.driver.client import Client
 from dejaq.proto import dejaq_pb2 as pb
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import grpc
 
 from dejaq.core.errors import BrokerUnavailable, DejaqError
-from dejaq.core.status import error_for
+from dejaq.core.wire.status import error_for
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 DEFAULT_BROKER = "127.0.0.1:7700"

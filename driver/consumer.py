@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from dejaq.core.batches import decode_deliveries
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import AlreadyExists, BrokerUnavailable, DejaqError
-from dejaq.core.status import error_for, status_code
+from dejaq.core.wire.batches import decode_deliveries
+from dejaq.core.wire.status import error_for, status_code
 from dejaq.driver.client import Client, to_error
 from dejaq.proto import dejaq_pb2 as pb
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import grpc
 
-from dejaq.core.batches import decode_results, encode_messages
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.model import InsertStatus
-from dejaq.core.status import error_for
+from dejaq.core.wire.batches import decode_results, encode_messages
+from dejaq.core.wire.status import error_for
 from dejaq.driver.client import Client, to_error
 from dejaq.proto import dejaq_pb2 as pb
 

@@ -14,11 +14,11 @@ from dejaq.storage_plugins.base import Storage
 
 # scheme -> (module, class, pip extra or None)
 BACKENDS: dict[str, tuple[str, str, str | None]] = {
-    "memory": ("dejaq.storage_plugins.memory", "MemoryStorage", None),
-    "sqlite": ("dejaq.storage_plugins.sqlite", "SqliteStorage", None),
-    "redis": ("dejaq.storage_plugins.redis", "RedisStorage", "redis"),
-    "postgresql": ("dejaq.storage_plugins.postgres", "PostgresStorage", "postgres"),
-    "postgres": ("dejaq.storage_plugins.postgres", "PostgresStorage", "postgres"),
+    "memory": ("dejaq.storage_plugins.memory.storage", "MemoryStorage", None),
+    "sqlite": ("dejaq.storage_plugins.sqlite.storage", "SqliteStorage", None),
+    "redis": ("dejaq.storage_plugins.redis.storage", "RedisStorage", "redis"),
+    "postgresql": ("dejaq.storage_plugins.postgres.storage", "PostgresStorage", "postgres"),
+    "postgres": ("dejaq.storage_plugins.postgres.storage", "PostgresStorage", "postgres"),
 }
 
 

@@ -35,16 +35,58 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
+from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
 
-Buckets = Collection[int] | None  # None = every bucket of the topic
 Outcome = Settled | DejaqError
 SettleItem = tuple[str, int]  # (message id, expected version)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRequest:
+    """One lease pass: up to ``limit`` due messages of ``buckets`` of ``topic``
+    to ``owner`` for ``lease_ms``. Built once per pass; checked when built.
+
+    ``buckets`` is normalised to a sorted tuple of distinct ints (None = every
+    bucket of the topic), so backends never see a set, a range or duplicates.
+    ``max_deliveries`` is the topic's setting (a message's own one wins)."""
+
+    topic: str
+    buckets: tuple[int, ...] | None
+    now: int
+    limit: int
+    lease_ms: int
+    owner: str
+    max_deliveries: int = 0
+
+    def __post_init__(self) -> None:
+        if self.limit <= 0 or self.lease_ms <= 0 or not self.owner:
+            raise InvalidArgument("lease needs limit > 0, lease_ms > 0 and an owner")
+
+    @classmethod
+    def of(
+        cls,
+        topic: str,
+        buckets: Buckets,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        owner: str,
+        max_deliveries: int = 0,
+    ) -> LeaseRequest:
+        normal = None if buckets is None else tuple(sorted({int(b) for b in buckets}))
+        return cls(topic, normal, now, limit, lease_ms, owner, max_deliveries)
+
+    @property
+    def until(self) -> int:
+        """When the leases it grants run out."""
+        return self.now + self.lease_ms
 
 
 class Storage(abc.ABC):
@@ -110,22 +152,9 @@ class Storage(abc.ABC):
             return []
         return await self._timed("insert", self._insert(topic, messages))
 
-    async def lease(
-        self,
-        topic: str,
-        buckets: Buckets,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        owner: str,
-        max_deliveries: int,
-    ) -> Leases:
-        """Lease up to ``limit`` due messages of ``buckets`` to ``owner`` (see the contract)."""
-        if limit <= 0 or lease_ms <= 0 or not owner:
-            raise InvalidArgument("lease needs limit > 0, lease_ms > 0 and an owner")
-        return await self._timed(
-            "lease", self._lease(topic, buckets, now, limit, lease_ms, owner, max_deliveries)
-        )
+    async def lease(self, request: LeaseRequest) -> Leases:
+        """Lease up to ``request.limit`` due messages (see the contract)."""
+        return await self._timed("lease", self._lease(request))
 
     async def next_due(self, topic: str, buckets: Buckets) -> int | None:
         """The smallest timestamp among live messages of ``buckets`` (leased ones
@@ -203,16 +232,7 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]: ...
     @abc.abstractmethod
-    async def _lease(
-        self,
-        topic: str,
-        buckets: Buckets,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        owner: str,
-        max_deliveries: int,
-    ) -> Leases: ...
+    async def _lease(self, request: LeaseRequest) -> Leases: ...
     @abc.abstractmethod
     async def _next_due(self, topic: str, buckets: Buckets) -> int | None: ...
     @abc.abstractmethod

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from dejaq.storage_plugins.postgres_sql import DATA_TABLES
+from dejaq.storage_plugins.postgres.sql import DATA_TABLES
 from tests.servers import free_port, in_ci, require_binary
 
 DATABASE = "dejaq"

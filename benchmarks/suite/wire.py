@@ -27,7 +27,7 @@ import grpc
 import numpy as np
 import numpy.typing as npt
 
-from dejaq.core.batches import encode_messages
+from dejaq.core.wire.batches import encode_messages
 from dejaq.driver.client import Client
 from dejaq.fbs.batch import DeliveryBatch, ProduceResults
 from dejaq.proto import dejaq_pb2 as pb

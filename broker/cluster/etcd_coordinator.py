@@ -56,10 +56,10 @@ from dejaq.broker.coordination import (
     Coordinator,
     Ownership,
 )
+from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import CoordinationUnavailable, InvalidArgument
 from dejaq.core.model import Topic
-from dejaq.storage_plugins.base import Buckets
 
 log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 2.0  # one etcd call taking longer means etcd is away

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from dejaq.broker.ids import bucket_of
+from dejaq.core.buckets import bucket_of
 from dejaq.core.model import InsertStatus, TopicSettings
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client

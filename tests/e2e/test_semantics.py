@@ -12,9 +12,9 @@ import contextlib
 import grpc
 import pytest
 
-from dejaq.core.batches import decode_deliveries, decode_results, encode_messages
 from dejaq.core.errors import AlreadyExists, Leased, NotFound, StaleVersion
 from dejaq.core.model import InsertStatus
+from dejaq.core.wire.batches import decode_deliveries, decode_results, encode_messages
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer, Delivery

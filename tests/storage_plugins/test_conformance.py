@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from dejaq.core.buckets import Buckets
 from dejaq.core.errors import (
     AlreadyExists,
     DejaqError,
@@ -21,7 +22,7 @@ from dejaq.core.errors import (
 )
 from dejaq.core.model import Counts, InsertStatus, Leases, NewMessage, Settled, Topic, TopicSettings
 from dejaq.storage_plugins import Storage
-from dejaq.storage_plugins.base import Buckets
+from dejaq.storage_plugins.base import LeaseRequest
 
 T = "timeline"
 NOW = 1_000_000
@@ -61,7 +62,8 @@ async def lease(
     buckets: Buckets = None,
     max_deliveries: int = 0,
 ) -> Leases:
-    return await storage.lease(T, buckets, now, limit, LEASE, owner, max_deliveries)
+    request = LeaseRequest.of(T, buckets, now, limit, LEASE, owner, max_deliveries)
+    return await storage.lease(request)
 
 
 def ids(leases: Leases) -> list[str]:
@@ -182,7 +184,7 @@ async def test_a_payload_comes_back_byte_for_byte(storage: Storage, payload: byt
 
 CALLS: dict[str, Callable[[Storage], Awaitable[object]]] = {
     "insert": lambda s: s.insert(T, [msg("m")]),
-    "lease": lambda s: s.lease(T, None, NOW, 1, LEASE, C1, 0),
+    "lease": lambda s: s.lease(LeaseRequest.of(T, None, NOW, 1, LEASE, C1, 0)),
     "get": lambda s: s.get(T, "m"),
     "next_due": lambda s: s.next_due(T, None),
     "counts": lambda s: s.counts(T, NOW),

@@ -7,6 +7,7 @@ import random
 
 from dejaq.core.errors import DejaqError
 from dejaq.core.model import Counts, NewMessage, Topic, TopicSettings
+from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.memory import MemoryStorage
 
 T = "walk"
@@ -45,7 +46,9 @@ async def test_counts_match_a_full_scan_through_a_random_walk() -> None:
                 ts = now + rng.randint(-20, 200)
                 await storage.insert(T, [NewMessage(mid, ts, b"p", hash(mid) % BUCKETS, md)])
             elif op == 1:
-                await storage.lease(T, None, now, rng.randint(1, 5), rng.randint(10, 100), owner, 3)
+                await storage.lease(
+                    LeaseRequest.of(T, None, now, rng.randint(1, 5), rng.randint(10, 100), owner, 3)
+                )
             elif op in (2, 3, 4):
                 msg = await storage.get(T, mid)
                 item = [(mid, msg.version)]
@@ -68,7 +71,9 @@ async def test_counts_match_a_full_scan_through_a_random_walk() -> None:
             elif op == 9:
                 await storage.purge_dead(T, now - rng.randint(0, 100))
             else:
-                await storage.lease(T, {rng.randrange(BUCKETS)}, now, 3, 30, owner, 0)
+                await storage.lease(
+                    LeaseRequest.of(T, {rng.randrange(BUCKETS)}, now, 3, 30, owner, 0)
+                )
         except DejaqError:
             pass  # refused mutations change nothing; the counts must agree still
         probe = now + rng.choice((0, 10, 100))

@@ -16,9 +16,10 @@ import pytest
 
 from dejaq.core.errors import InvalidArgument, NotFound, StorageError, StorageUnavailable
 from dejaq.core.model import Counts, InsertStatus, NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins import postgres_sql as sql
 from dejaq.storage_plugins import storage_from_url
-from dejaq.storage_plugins.postgres import PostgresStorage
+from dejaq.storage_plugins.base import LeaseRequest
+from dejaq.storage_plugins.postgres import sql
+from dejaq.storage_plugins.postgres.storage import PostgresStorage
 from tests.postgres_server import PostgresServer, bin_dir
 
 T = "timeline"
@@ -81,7 +82,7 @@ async def test_two_brokers_never_lease_the_same_message(
         # when both lease at once, six consumers each
         results = await asyncio.gather(
             *(
-                storage.lease(T, buckets, NOW, 100, LEASE, f"c{k}", 0)
+                storage.lease(LeaseRequest.of(T, buckets, NOW, 100, LEASE, f"c{k}", 0))
                 for k in range(6)
                 for storage in (one, two)
             )
@@ -207,7 +208,12 @@ async def test_a_stopped_server_is_unavailable_then_recovers(own_server: Postgre
             assert time.monotonic() < deadline, "no recovery after the restart"
             await asyncio.sleep(0.05)  # polling a condition under a deadline
         assert await storage.insert(T, [msg("after")]) == [InsertStatus.ACCEPTED]
-        assert [d.id for d in (await storage.lease(T, None, NOW, 10, LEASE, "c", 0)).delivered] == [
+        assert [
+            d.id
+            for d in (
+                await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c", 0))
+            ).delivered
+        ] == [
             "before",
             "after",
         ]

@@ -16,11 +16,14 @@ from pathlib import Path
 import pytest
 from redis.crc import key_slot
 
-from dejaq.broker.ids import bucket_of
+from dejaq.core.buckets import bucket_of
 from dejaq.core.errors import InvalidArgument, NotFound, StorageUnavailable
 from dejaq.core.model import Counts, InsertStatus, NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins import redis_keys, redis_scripts, storage_from_url
-from dejaq.storage_plugins.redis import RedisStorage, parse_url
+from dejaq.storage_plugins import storage_from_url
+from dejaq.storage_plugins.base import LeaseRequest
+from dejaq.storage_plugins.redis import keys as redis_keys
+from dejaq.storage_plugins.redis import scripts as redis_scripts
+from dejaq.storage_plugins.redis.storage import RedisStorage, parse_url
 from tests.redis_server import RedisServer
 from tests.servers import require_binary
 
@@ -96,7 +99,7 @@ async def test_every_key_of_a_bucket_is_in_that_buckets_cluster_slot(server: Red
         ids = [f"m{i}" for i in range(200)]
         await storage.insert(T, [msg(i, NOW + 1) for i in ids[:2]])  # waiting
         await storage.insert(T, [msg("dies", NOW - 1, expires_at=1), *map(msg, ids[2:])])
-        leases = await storage.lease(T, None, NOW, 50, LEASE, "c1", 0)
+        leases = await storage.lease(LeaseRequest.of(T, None, NOW, 50, LEASE, "c1", 0))
         assert (len(leases.delivered), leases.dead_lettered) == (50, 1)
     # when every key is listed
     with server.client() as client:
@@ -128,7 +131,7 @@ async def test_calls_work_after_the_server_forgets_its_scripts(server: RedisServ
         assert await storage.insert(T, batch) == [ACCEPTED] * 40
         with server.client() as client:
             client.script_flush()
-        leases = await storage.lease(T, None, NOW, 100, LEASE, "c1", 0)
+        leases = await storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, "c1", 0))
         assert sorted(d.id for d in leases.delivered) == sorted(m.id for m in batch)
         with server.client() as client:
             assert all(client.script_exists(*(s.sha for s in redis_scripts.ALL)))
@@ -164,7 +167,7 @@ async def test_a_killed_server_is_unavailable_and_a_restarted_one_serves(
             with pytest.raises(StorageUnavailable):
                 await storage.insert(T, [msg("b")])
             with pytest.raises(StorageUnavailable):
-                await storage.lease(T, None, NOW, 10, LEASE, "c1", 0)
+                await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1", 0))
             assert not await storage.healthy()
         # when it is back on the same port (empty: it kept nothing)
         own_server.start()
@@ -204,7 +207,7 @@ async def test_a_topic_deleted_and_recreated_elsewhere_is_not_written_stale(
         # when broker B deletes it and creates it again with 16 buckets
         await b.delete_topic(T)
         with pytest.raises(NotFound):
-            await a.lease(T, None, NOW, 10, LEASE, "c1", 0)
+            await a.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1", 0))
         await given_topic(b, buckets=16)
         # then A's next produce lands in the new topic, in the slot of 16 buckets
         assert await a.insert(T, [msg("y", buckets=16)]) == [ACCEPTED]
@@ -236,7 +239,7 @@ async def test_a_lease_over_many_buckets_takes_exactly_the_earliest(
         got: list[str] = []
         while len(got) < len(expected):
             limit = rng.choice([1, 7, 100, 450, 1000])
-            leases = await storage.lease(T, None, NOW, limit, LEASE, "c1", 0)
+            leases = await storage.lease(LeaseRequest.of(T, None, NOW, limit, LEASE, "c1", 0))
             assert 0 < len(leases.delivered) <= limit
             got += [d.id for d in leases.delivered]
             # then each batch is the next earliest, in order

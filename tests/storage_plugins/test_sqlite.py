@@ -14,9 +14,10 @@ import pytest
 
 from dejaq.core.errors import InvalidArgument, NotFound, StorageError, StorageUnavailable
 from dejaq.core.model import Counts, InsertStatus, NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins import sqlite_sql as sql
 from dejaq.storage_plugins import storage_from_url
-from dejaq.storage_plugins.sqlite import SqliteStorage
+from dejaq.storage_plugins.base import LeaseRequest
+from dejaq.storage_plugins.sqlite import sql
+from dejaq.storage_plugins.sqlite.storage import SqliteStorage
 
 T = "timeline"
 NOW = 1_000_000
@@ -58,7 +59,7 @@ async def test_data_survives_close_and_reopen(db: Path) -> None:
     async with opened(url_of(db)) as storage:
         topic = await given_topic(storage)
         await storage.insert(T, [msg("leased"), msg("dead", expires_at=1), msg("waiting", NOW + 9)])
-        await storage.lease(T, None, NOW, 10, LEASE, "c1", 0)
+        await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1", 0))
         before = [await storage.get(T, id) for id in ("leased", "dead", "waiting")]
     # when the file is opened again
     async with opened(url_of(db)) as storage:
@@ -117,7 +118,7 @@ async def test_two_brokers_on_one_file_never_lease_the_same_message(db: Path) ->
         # when both lease concurrently
         results = await asyncio.gather(
             *(
-                storage.lease(T, None, NOW, 100, LEASE, f"c{k}", 0)
+                storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, f"c{k}", 0))
                 for k in range(12)
                 for storage in (one, two)
             )

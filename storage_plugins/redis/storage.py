@@ -16,9 +16,9 @@ Durability is the server's: ``appendonly yes`` with ``appendfsync always``
 keeps every acknowledged call through a crash of the server, ``everysec`` may
 lose the last second, no persistence loses everything on restart.
 
-Layout and Redis Cluster slotting: ``redis_keys`` (every key of one topic
+Layout and Redis Cluster slotting: ``keys`` (every key of one topic
 bucket shares the hash tag ``{topic:bucket}``). Each call is one Lua script
-per bucket (``redis_scripts``), atomic in that bucket. A call over several
+per bucket (``scripts``), atomic in that bucket. A call over several
 buckets is atomic per bucket, except ``insert``, whose per-bucket scripts go
 in one MULTI / EXEC: a batch is stored whole or (connection lost) not at all.
 
@@ -62,7 +62,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from dejaq.broker.ids import bucket_of
+from dejaq.core.buckets import Buckets, bucket_of
 from dejaq.core.errors import (
     AlreadyExists,
     DejaqError,
@@ -81,11 +81,11 @@ from dejaq.core.model import (
     Topic,
     TopicSettings,
 )
-from dejaq.storage_plugins import redis_keys as keys
-from dejaq.storage_plugins import redis_scripts as lua
-from dejaq.storage_plugins.base import Buckets, Outcome, SettleItem, Storage
-from dejaq.storage_plugins.redis_keys import Slot
-from dejaq.storage_plugins.redis_scripts import Call, Runner
+from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.redis import keys
+from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.keys import Slot
+from dejaq.storage_plugins.redis.scripts import Call, Runner
 from dejaq.storage_plugins.rules import check_holder, check_movable
 
 T = TypeVar("T")
@@ -372,16 +372,9 @@ class RedisStorage(Storage):
 
     # -- lease ----------------------------------------------------------------
 
-    async def _lease(
-        self,
-        topic: str,
-        buckets: Buckets,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        owner: str,
-        max_deliveries: int,
-    ) -> Leases:
+    async def _lease(self, request: LeaseRequest) -> Leases:
+        topic, buckets, now, limit = request.topic, request.buckets, request.now, request.limit
+        lease_ms, owner, max_deliveries = request.lease_ms, request.owner, request.max_deliveries
         job = _LeaseArgs(now, now + lease_ms, owner, max_deliveries)
         return await self._on_topic(topic, lambda info: self._lease_in(info, buckets, limit, job))
 

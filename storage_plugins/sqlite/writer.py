@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dejaq.core.errors import StorageError, StorageUnavailable
-from dejaq.storage_plugins import sqlite_sql as sql
+from dejaq.storage_plugins.sqlite import sql
 
 T = TypeVar("T")
 

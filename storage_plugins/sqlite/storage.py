@@ -16,8 +16,8 @@ path is what follows the third slash, as in SQLAlchemy), with options:
 The parent directory is created. Several processes (brokers) may share one
 file: each call takes the write lock (``BEGIN IMMEDIATE``), so leases stay
 exclusive. One writer thread per instance owns the connection and commits
-concurrent calls in groups (``sqlite_writer``); what each call does is in
-``sqlite_ops``, its SQL in ``sqlite_sql``.
+concurrent calls in groups (``writer``); what each call does is in
+``ops``, its SQL in ``sql``.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from dejaq.core.buckets import Buckets
 from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
-from dejaq.storage_plugins import sqlite_ops as ops
-from dejaq.storage_plugins import sqlite_sql as sql
-from dejaq.storage_plugins.base import Buckets, Outcome, SettleItem, Storage
-from dejaq.storage_plugins.sqlite_writer import Writer, storage_error
+from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.sqlite import ops, sql
+from dejaq.storage_plugins.sqlite.writer import Writer, storage_error
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -165,16 +165,9 @@ class SqliteStorage(Storage):
     async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
         return await self._run(ops.insert, topic, messages)
 
-    async def _lease(
-        self,
-        topic: str,
-        buckets: Buckets,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        owner: str,
-        max_deliveries: int,
-    ) -> Leases:
+    async def _lease(self, request: LeaseRequest) -> Leases:
+        topic, buckets, now, limit = request.topic, request.buckets, request.now, request.limit
+        lease_ms, owner, max_deliveries = request.lease_ms, request.owner, request.max_deliveries
         return await self._run(
             ops.lease, topic, buckets, now, limit, lease_ms, owner, max_deliveries
         )

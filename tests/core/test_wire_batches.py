@@ -6,7 +6,9 @@ import flatbuffers
 import numpy as np
 import pytest
 
-from dejaq.core.batches import (
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import Delivery
+from dejaq.core.wire.batches import (
     decode_deliveries,
     decode_messages,
     decode_results,
@@ -14,8 +16,6 @@ from dejaq.core.batches import (
     encode_messages,
     encode_results,
 )
-from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import Delivery
 from dejaq.fbs.batch import MessageBatch
 
 

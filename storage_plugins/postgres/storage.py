@@ -39,7 +39,7 @@ perhaps, a call whose connection broke during its ``COMMIT``: it fails as
 reported ``DUPLICATE`` and left untouched).
 
 Schema: created and migrated by ``open`` (``dejaq_schema`` records the
-migrations applied, in ``postgres_sql.MIGRATIONS`` order), under an advisory
+migrations applied, in ``sql.MIGRATIONS`` order), under an advisory
 lock so brokers starting together migrate one at a time. Each call reads the
 rows it changes ``FOR UPDATE`` (lease: ``FOR UPDATE SKIP LOCKED``), decides
 with ``sql_base`` (the planners shared with ``sqlite://``) and writes in batch
@@ -59,6 +59,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from dejaq.core.buckets import Buckets
 from dejaq.core.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -76,9 +77,9 @@ from dejaq.core.model import (
     Settled,
     Topic,
 )
-from dejaq.storage_plugins import postgres_sql as sql
 from dejaq.storage_plugins import sql_base as base
-from dejaq.storage_plugins.base import Buckets, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.postgres import sql
 from dejaq.storage_plugins.sql_base import SettlePlan, State
 
 Conn = psycopg.AsyncConnection[Any]
@@ -384,16 +385,9 @@ class PostgresStorage(Storage):
             for s, m in zip(statuses, messages, strict=True)
         ]
 
-    async def _lease(
-        self,
-        topic: str,
-        buckets: Buckets,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        owner: str,
-        max_deliveries: int,
-    ) -> Leases:
+    async def _lease(self, request: LeaseRequest) -> Leases:
+        topic, buckets, now, limit = request.topic, request.buckets, request.now, request.limit
+        lease_ms, owner, max_deliveries = request.lease_ms, request.owner, request.max_deliveries
         until = now + lease_ms
         wanted = None if buckets is None else sorted({int(b) for b in buckets})
         out: list[Delivery] = []

@@ -1,7 +1,7 @@
 """The Lua scripts of the ``redis://`` backend, and how they are called.
 
-Each script (``redis_lua/<name>.lua``) is one storage call made atomic on one
-(topic, home bucket) slot (see ``redis_keys`` for the layout); its header
+Each script (``lua/<name>.lua``) is one storage call made atomic on one
+(topic, home bucket) slot (see ``keys`` for the layout); its header
 comment lists its KEYS, ARGV and reply.
 
 Conventions. ``KEYS[1]`` is always the slot's ``alive`` key and ``ARGV[1]`` the
@@ -42,7 +42,7 @@ from redis import exceptions as rex
 from redis.asyncio import Redis
 
 from dejaq.core.errors import StorageError, StorageUnavailable
-from dejaq.storage_plugins import redis_keys as keys
+from dejaq.storage_plugins.redis import keys
 
 # Reply status and refusal codes, shared with the Lua constants below.
 OK = 0
@@ -61,7 +61,7 @@ local OK, GONE, STRAYS = {OK}, {GONE}, {STRAYS}
 local NOT_FOUND, NOT_HOLDER, STALE, LEASED = {NOT_FOUND}, {NOT_HOLDER}, {STALE}, {LEASED}
 """
 
-_LUA = resources.files(__package__) / "redis_lua"
+_LUA = resources.files(__package__) / "lua"
 
 
 def _source(name: str) -> str:
@@ -93,7 +93,7 @@ def _prelude(body: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Script:
-    """``redis_lua/<name>.lua`` with the helpers it needs, called by SHA1 (EVALSHA)."""
+    """``lua/<name>.lua`` with the helpers it needs, called by SHA1 (EVALSHA)."""
 
     name: str
     source: str = field(init=False)

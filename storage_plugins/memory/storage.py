@@ -15,6 +15,7 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from dejaq.core.buckets import Buckets
 from dejaq.core.errors import AlreadyExists, DejaqError, NotFound
 from dejaq.core.model import (
     Counts,
@@ -26,7 +27,7 @@ from dejaq.core.model import (
     Settled,
     Topic,
 )
-from dejaq.storage_plugins.base import Buckets, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
 from dejaq.storage_plugins.rules import check_holder, check_movable, dies_on_lease
 
 Entry = tuple[int, int, str]  # (timestamp, version, id)
@@ -215,16 +216,9 @@ class MemoryStorage(Storage):
             out.append(InsertStatus.ACCEPTED)
         return out
 
-    async def _lease(
-        self,
-        topic: str,
-        buckets: Buckets,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        owner: str,
-        max_deliveries: int,
-    ) -> Leases:
+    async def _lease(self, request: LeaseRequest) -> Leases:
+        topic, buckets, now, limit = request.topic, request.buckets, request.now, request.limit
+        lease_ms, owner, max_deliveries = request.lease_ms, request.owner, request.max_deliveries
         tl = self._tl(topic)
         until = now + lease_ms
         # A small heap over the due bucket tops merges the buckets in time order.

@@ -18,7 +18,7 @@ in one Redis Cluster hash slot, so every Lua script touches one slot only:
 - ``dead-ids``         sorted set, every score 0: the same ids in byte order,
                        for ``list_dead`` paging with ZRANGE ... BYLEX.
 - ``m:<id>``           hash: the message's metadata record (ts, v, n, o, b, md,
-                       ex, dead — see ``redis_scripts``).
+                       ex, dead — see ``scripts``).
 - ``p:<id>``           string: the payload, apart from the record, so no
                        mutation ever rewrites it.
 

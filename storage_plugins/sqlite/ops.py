@@ -1,7 +1,7 @@
 """What each storage call does on a SQLite connection.
 
 Plain functions of a connection, run by the writer thread inside a savepoint
-of a group transaction (see ``sqlite_writer``), so each one is atomic: they
+of a group transaction (see ``writer``), so each one is atomic: they
 read, let ``sql_base`` decide (the planners shared with postgresql://), and
 write, with no locking of their own.
 """
@@ -13,6 +13,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+from dejaq.core.buckets import Buckets
 from dejaq.core.errors import AlreadyExists, NotFound
 from dejaq.core.model import (
     Counts,
@@ -25,9 +26,9 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins import sql_base as base
-from dejaq.storage_plugins import sqlite_sql as sql
-from dejaq.storage_plugins.base import Buckets, Outcome, SettleItem
+from dejaq.storage_plugins.base import Outcome, SettleItem
 from dejaq.storage_plugins.sql_base import State
+from dejaq.storage_plugins.sqlite import sql
 
 Conn = sqlite3.Connection
 

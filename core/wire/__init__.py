@@ -1,0 +1,3 @@
+"""Wire conversion: protobuf and FlatBuffers <-> the model, errors <-> gRPC status.
+
+Kept apart from the pure model so that storage never sees the wire."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL backend (``postgresql://``): options, SQL, migrations, storage."""

@@ -1,0 +1,1 @@
+"""The Redis backend (``redis://``): options, key names, Lua scripts, storage."""

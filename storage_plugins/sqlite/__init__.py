@@ -1,0 +1,1 @@
+"""The SQLite backend (``sqlite:///path``): options, SQL, writer thread, storage."""
