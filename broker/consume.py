@@ -23,6 +23,7 @@ import grpc
 from dejaq.broker import validation
 from dejaq.broker.context import Broker
 from dejaq.broker.dispatch import Dispatcher
+from dejaq.broker.settle import Kind, settle
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import Leases, Topic
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 30.0
 MAX_WINDOW = 10 * validation.MAX_CREDITS
 
-Outgoing = pb.ConsumeResponse | Exception | None  # None = end the stream cleanly
+OutboxItem = pb.ConsumeResponse | Exception | None  # None = end the stream cleanly
 
 
 class Session:
@@ -47,7 +48,7 @@ class Session:
         self.consumer_id = consumer_id
         self.lease_ms = lease_ms
         self.credit = credit
-        self.outbox: asyncio.Queue[Outgoing] = asyncio.Queue()
+        self.outbox: asyncio.Queue[OutboxItem] = asyncio.Queue()
 
     def deliver(self, leases: Leases) -> None:
         frame = encode_deliveries(leases.delivered, leases.lease_until)
@@ -82,9 +83,11 @@ async def consume_stream(
         )
         dispatcher.add(session)
         reader = asyncio.create_task(_read(broker, session, dispatcher, requests))
+        frames_out = broker.metrics.frame_counter("consume", "out")
         while (item := await session.outbox.get()) is not None:
             if isinstance(item, Exception):
                 raise item
+            frames_out.inc()
             yield item
     finally:
         if reader is not None:
@@ -110,15 +113,16 @@ async def _read(
     dispatcher: Dispatcher,
     requests: AsyncIterator[pb.ConsumeRequest],
 ) -> None:
+    frames_in = broker.metrics.frame_counter("consume", "in")
     try:
         async for req in requests:
+            frames_in.inc()
             kind = req.WhichOneof("frame")
             if kind == "credits":
-                session.credit += validation.credits(req.credits)
-                if session.credit > MAX_WINDOW:
-                    raise InvalidArgument(f"credit window over {MAX_WINDOW} messages")
-                dispatcher.poke()
+                _add_credits(session, dispatcher, validation.credits(req.credits))
             elif kind == "settle":
+                if req.settle.credits:
+                    _add_credits(session, dispatcher, req.settle.credits)
                 session.outbox.put_nowait(await _settle(broker, session, req.settle))
             elif kind == "goodbye":
                 await _goodbye(broker, session, dispatcher)
@@ -136,6 +140,13 @@ async def _read(
     session.outbox.put_nowait(None)
 
 
+def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
+    session.credit += n
+    if session.credit > MAX_WINDOW:
+        raise InvalidArgument(f"credit window over {MAX_WINDOW} messages")
+    dispatcher.poke()
+
+
 async def _goodbye(broker: Broker, session: Session, dispatcher: Dispatcher) -> None:
     """Stop dispatching to the consumer first, then hand its leases back."""
     dispatcher.remove(session)
@@ -151,40 +162,19 @@ async def _goodbye(broker: Broker, session: Session, dispatcher: Dispatcher) -> 
     session.outbox.put_nowait(None)
 
 
+_KINDS = {pb.Settle.ACK: Kind.ACK, pb.Settle.EXTEND: Kind.EXTEND, pb.Settle.NACK: Kind.NACK}
+
+
 async def _settle(broker: Broker, session: Session, s: pb.Settle) -> pb.ConsumeResponse:
+    """One Settle frame: its ids in one storage call, answered by one SettleResult."""
     if len(s.ids) != len(s.versions):
         raise InvalidArgument("a Settle frame needs one version per id")
-    items = list(zip(s.ids, s.versions, strict=True))
-    topic, owner = session.topic.name, session.consumer_id
-    now = now_ms()
-    outcomes: list[Outcome]
-    if s.kind == pb.Settle.ACK:
-        outcomes = await broker.storage.ack(topic, items, owner, now)
-        count_settled(broker, topic, "acked", outcomes)
-    elif s.kind == pb.Settle.EXTEND:
-        until = now + validation.lease_ms(s.ms)
-        outcomes = await broker.storage.extend(topic, items, owner, until)
-        count_settled(broker, topic, "extended", outcomes)
-    elif s.kind == pb.Settle.NACK:
-        at = now + validation.delay_ms(s.ms)
-        md = session.topic.settings.max_deliveries
-        outcomes = await broker.storage.nack(topic, items, owner, at, md)
-        count_settled(broker, topic, "nacked", outcomes)
-        broker.hint(topic, at)
-    else:
+    kind = _KINDS.get(s.kind)
+    if kind is None:
         raise InvalidArgument(f"unknown settle kind {s.kind}")
+    items = list(zip(s.ids, s.versions, strict=True))
+    outcomes = await settle(broker, session.topic, kind, items, session.consumer_id, s.ms)
     return pb.ConsumeResponse(settled=settle_result(s.token, outcomes))
-
-
-def count_settled(broker: Broker, topic: str, event: str, outcomes: list[Outcome]) -> None:
-    """Count what a settle did; a nack that returns version 0 dead-lettered the message."""
-    done = [o for o in outcomes if not isinstance(o, DejaqError)]
-    if event == "nacked":
-        dead = sum(1 for o in done if o.version == 0)
-        broker.metrics.count("dead_lettered", topic, dead)
-        broker.metrics.count("nacked", topic, len(done) - dead)
-    else:
-        broker.metrics.count(event, topic, len(done))
 
 
 def settle_result(token: int, outcomes: list[Outcome]) -> pb.SettleResult:

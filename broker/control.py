@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dejaq.broker import validation
-from dejaq.broker.consume import count_settled
 from dejaq.broker.context import Broker
+from dejaq.broker.metrics import Event
+from dejaq.broker.settle import Kind, settle
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError, NotFound
 from dejaq.core.model import Settled, Topic
@@ -15,7 +16,6 @@ from dejaq.core.wire.convert import (
     topic_to_pb,
 )
 from dejaq.proto import dejaq_pb2 as pb
-from dejaq.storage_plugins.base import Outcome
 
 MAX_DEAD_PAGE = 1000
 
@@ -70,13 +70,6 @@ def _result(s: Settled) -> pb.MutationResult:
     return pb.MutationResult(id=s.id, version=s.version, timestamp_ms=s.timestamp)
 
 
-def _single(outcomes: list[Outcome]) -> pb.MutationResult:
-    (outcome,) = outcomes
-    if isinstance(outcome, DejaqError):
-        raise outcome
-    return _result(outcome)
-
-
 async def move(broker: Broker, req: pb.MoveRequest) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     at = validation.timestamp(req.timestamp_ms)
@@ -84,7 +77,7 @@ async def move(broker: Broker, req: pb.MoveRequest) -> pb.MutationResult:
         topic.name, validation.message_id(req.id), req.version, at, now_ms()
     )
     broker.hint(topic.name, at)
-    broker.metrics.count("moved", topic.name)
+    broker.metrics.count(Event.MOVED, topic.name)
     return _result(s)
 
 
@@ -92,40 +85,32 @@ async def cancel(broker: Broker, req: pb.CancelRequest) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     mid = validation.message_id(req.id)
     result = _result(await broker.storage.cancel(topic.name, mid, req.version, now_ms()))
-    broker.metrics.count("cancelled", topic.name)
+    broker.metrics.count(Event.CANCELLED, topic.name)
     return result
 
 
 async def ack(broker: Broker, req: pb.AckRequest) -> pb.MutationResult:
-    topic = await broker.topics.get(req.topic)
-    item = (validation.message_id(req.id), req.version)
-    owner = validation.consumer_id(req.consumer_id)
-    outcomes = await broker.storage.ack(topic.name, [item], owner, now_ms())
-    count_settled(broker, topic.name, "acked", outcomes)
-    return _single(outcomes)
+    return await _settle_one(broker, Kind.ACK, req, 0)
 
 
 async def extend(broker: Broker, req: pb.ExtendRequest) -> pb.MutationResult:
-    topic = await broker.topics.get(req.topic)
-    item = (validation.message_id(req.id), req.version)
-    owner = validation.consumer_id(req.consumer_id)
-    until = now_ms() + validation.lease_ms(req.lease_ms)
-    outcomes = await broker.storage.extend(topic.name, [item], owner, until)
-    count_settled(broker, topic.name, "extended", outcomes)
-    return _single(outcomes)
+    return await _settle_one(broker, Kind.EXTEND, req, req.lease_ms)
 
 
 async def nack(broker: Broker, req: pb.NackRequest) -> pb.MutationResult:
+    return await _settle_one(broker, Kind.NACK, req, req.delay_ms)
+
+
+async def _settle_one(
+    broker: Broker, kind: Kind, req: pb.AckRequest | pb.ExtendRequest | pb.NackRequest, ms: int
+) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     item = (validation.message_id(req.id), req.version)
     owner = validation.consumer_id(req.consumer_id)
-    at = now_ms() + validation.delay_ms(req.delay_ms)
-    md = topic.settings.max_deliveries
-    outcomes = await broker.storage.nack(topic.name, [item], owner, at, md)
-    count_settled(broker, topic.name, "nacked", outcomes)
-    result = _single(outcomes)
-    broker.hint(topic.name, at)
-    return result
+    (outcome,) = await settle(broker, topic, kind, [item], owner, ms)
+    if isinstance(outcome, DejaqError):
+        raise outcome
+    return _result(outcome)
 
 
 async def list_dead(broker: Broker, req: pb.ListDeadRequest) -> pb.ListDeadResponse:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from dejaq.broker.metrics import Metrics
+from dejaq.broker.metrics import Event, Metrics
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import NotFound, StorageError
@@ -176,7 +176,7 @@ class Dispatcher:
         delivered = leases.delivered
         again = sum(1 for d in delivered if d.deliveries > 1)
         self._metrics.delivered(name, now_ms(), (d.timestamp for d in delivered), again)
-        self._metrics.count("dead_lettered", name, leases.dead_lettered)
+        self._metrics.count(Event.DEAD_LETTERED, name, leases.dead_lettered)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers

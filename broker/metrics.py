@@ -12,6 +12,7 @@ scrape never waits on storage.
 from __future__ import annotations
 
 import contextlib
+import enum
 from collections.abc import Iterable
 from typing import Any
 
@@ -51,18 +52,36 @@ STORAGE_BUCKETS = (
     1.0,
     5.0,
 )
+
+
+class Event(enum.Enum):
+    """What happens to messages, each counted as ``dejaq_<value>_total{topic}``."""
+
+    PRODUCED = "produced"
+    DUPLICATES = "duplicates"
+    REJECTED = "rejected"
+    DELIVERED = "delivered"
+    REDELIVERED = "redelivered"
+    ACKED = "acked"
+    NACKED = "nacked"
+    EXTENDED = "extended"
+    DEAD_LETTERED = "dead_lettered"
+    MOVED = "moved"
+    CANCELLED = "cancelled"
+
+
 MESSAGE_EVENTS = {
-    "produced": "Messages accepted by produce",
-    "duplicates": "Produced messages whose id already existed",
-    "rejected": "Produced messages refused as invalid",
-    "delivered": "Messages pushed to consumers",
-    "redelivered": "Deliveries after an expired lease (lease expirations)",
-    "acked": "Messages acknowledged",
-    "nacked": "Messages given back with a delay",
-    "extended": "Lease extensions",
-    "dead_lettered": "Messages moved to the dead timeline",
-    "moved": "Messages rescheduled by a producer",
-    "cancelled": "Messages cancelled by a producer",
+    Event.PRODUCED: "Messages accepted by produce",
+    Event.DUPLICATES: "Produced messages whose id already existed",
+    Event.REJECTED: "Produced messages refused as invalid",
+    Event.DELIVERED: "Messages pushed to consumers",
+    Event.REDELIVERED: "Deliveries after an expired lease (lease expirations)",
+    Event.ACKED: "Messages acknowledged",
+    Event.NACKED: "Messages given back with a delay",
+    Event.EXTENDED: "Lease extensions",
+    Event.DEAD_LETTERED: "Messages moved to the dead timeline",
+    Event.MOVED: "Messages rescheduled by a producer",
+    Event.CANCELLED: "Messages cancelled by a producer",
 }
 STATES = ("waiting", "due", "leased", "dead")
 
@@ -72,9 +91,16 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.events = {
-            name: Counter(f"dejaq_{name}", doc, ["topic"], registry=r)
-            for name, doc in MESSAGE_EVENTS.items()
+            event: Counter(f"dejaq_{event.value}", doc, ["topic"], registry=r)
+            for event, doc in MESSAGE_EVENTS.items()
         }
+        self.frames = Counter(
+            "dejaq_stream_frames",
+            "Frames on the hot-path streams, by stream (produce, consume) and direction"
+            " (in: from the client, out: to it)",
+            ["stream", "direction"],
+            registry=r,
+        )
         self.lateness = Histogram(
             "dejaq_delivery_lateness_seconds",
             "Push time minus due time of each delivery",
@@ -126,7 +152,11 @@ class Metrics:
         self.storage_up.set(1)
         self.coordinator_up.set(1)
 
-    def count(self, event: str, topic: str, n: int = 1) -> None:
+    def frame_counter(self, stream: str, direction: str) -> Any:
+        """The counter child of one (stream, direction): resolved once, bumped per frame."""
+        return self.frames.labels(stream, direction)
+
+    def count(self, event: Event, topic: str, n: int = 1) -> None:
         if n:
             self.events[event].labels(topic).inc(n)
 
@@ -136,8 +166,8 @@ class Metrics:
         for due in due_ms:
             hist.observe(max(0, now_ms - due) / 1000)
             n += 1
-        self.count("delivered", topic, n)
-        self.count("redelivered", topic, redelivered)
+        self.count(Event.DELIVERED, topic, n)
+        self.count(Event.REDELIVERED, topic, redelivered)
 
     def storage_op(self, operation: str, seconds: float, ok: bool) -> None:
         self.storage_seconds.labels(operation, "ok" if ok else "error").observe(seconds)

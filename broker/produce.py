@@ -14,6 +14,7 @@ import grpc
 
 from dejaq.broker import validation
 from dejaq.broker.context import Broker
+from dejaq.broker.metrics import Event
 from dejaq.core.buckets import bucket_of
 from dejaq.core.model import InsertStatus, NewMessage, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
@@ -110,9 +111,9 @@ def _messages(
 def _count(broker: Broker, topic: str, status: list[int]) -> None:
     accepted = status.count(InsertStatus.ACCEPTED)
     duplicates = status.count(InsertStatus.DUPLICATE)
-    broker.metrics.count("produced", topic, accepted)
-    broker.metrics.count("duplicates", topic, duplicates)
-    broker.metrics.count("rejected", topic, len(status) - accepted - duplicates)
+    broker.metrics.count(Event.PRODUCED, topic, accepted)
+    broker.metrics.count(Event.DUPLICATES, topic, duplicates)
+    broker.metrics.count(Event.REJECTED, topic, len(status) - accepted - duplicates)
 
 
 async def produce_stream(
@@ -120,10 +121,14 @@ async def produce_stream(
 ) -> AsyncIterator[pb.ProduceResponse]:
     pending: asyncio.Queue[asyncio.Task[pb.ProduceResponse] | None] = asyncio.Queue(PIPELINE)
 
+    frames_in = broker.metrics.frame_counter("produce", "in")
+    frames_out = broker.metrics.frame_counter("produce", "out")
+
     async def read() -> None:
         # A broken request stream ends the response stream the same way (None).
         with contextlib.suppress(grpc.RpcError, ConnectionError):
             async for req in requests:
+                frames_in.inc()
                 await pending.put(asyncio.create_task(produce(broker, req)))
         await pending.put(None)
 
@@ -131,7 +136,9 @@ async def produce_stream(
     broker.metrics.producers.inc()
     try:
         while (task := await pending.get()) is not None:
-            yield await task
+            response = await task
+            frames_out.inc()
+            yield response
     finally:
         broker.metrics.producers.dec()
         reader.cancel()

@@ -24,6 +24,7 @@ from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.core.wire.status import error_for
+from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import Client, to_error
 from dejaq.proto import dejaq_pb2 as pb
 
@@ -218,19 +219,17 @@ class Producer:
                 self._call = None
             if unavailable:
                 await self.client.failover()
-            deadline = time.monotonic() + self.retry_timeout_s
-            attempt = 0
+            backoff = Backoff(self.retry_timeout_s)
             while self._inflight:
                 try:
                     call = self.client.stub().Produce()
                     for frame in list(self._inflight):
                         await call.write(frame.request)
                 except grpc.RpcError:
-                    if time.monotonic() > deadline:
+                    if backoff.expired():
                         self._fail_all(BrokerUnavailable("no broker accepted the produce stream"))
                         return
-                    await asyncio.sleep(min(1.0, 0.05 * 2**attempt))
-                    attempt += 1
+                    await backoff.wait()
                     await self.client.failover()
                     continue
                 self._call = call

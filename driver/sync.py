@@ -8,8 +8,9 @@ waited for. The objects behave like their async counterparts with plain calls::
         client.producer("jobs").send(b"hello", delay_ms=1000)
         consumer = client.consumer("jobs")
         for delivery in consumer:
-            delivery.ack()
+            delivery.ack()      # queued, grouped: returns at once
             break
+        consumer.flush()        # waits for the broker's answers, raises refusals
         consumer.close()
 """
 
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
-from dejaq.driver.consumer import Consumer, Delivery
+from dejaq.driver.consumer import Consumer
+from dejaq.driver.delivery import Delivery
 from dejaq.driver.producer import Producer
 
 T = TypeVar("T")
@@ -64,23 +67,71 @@ class _Proxy:
         return call
 
 
+class SyncDelivery:
+    """A delivery for synchronous code. ``ack`` and ``nack`` queue the settle on
+    the driver's loop and return at once (``confirm=True`` waits for the
+    broker's answer and raises a refusal); ``extend`` always waits."""
+
+    def __init__(self, loop: _Loop, delivery: Delivery) -> None:
+        self._loop = loop
+        self._delivery = delivery
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._delivery, name)
+
+    def __repr__(self) -> str:
+        return repr(self._delivery)
+
+    def ack(self, *, confirm: bool = False) -> None:
+        self._settle(self._delivery.ack(confirm=confirm), confirm)
+
+    def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
+        self._settle(self._delivery.nack(delay_ms, confirm=confirm), confirm)
+
+    def extend(self, lease_ms: int) -> None:
+        self._loop.run(self._delivery.extend(lease_ms))
+
+    def _settle(self, coro: Coroutine[Any, Any, None], confirm: bool) -> None:
+        if confirm:
+            self._loop.run(coro)
+        else:
+            # Refusals reach the consumer's on_settle_error and its next flush().
+            asyncio.run_coroutine_threadsafe(coro, self._loop.loop)
+
+
 class SyncConsumer(_Proxy):
-    def __iter__(self) -> Iterator[_Proxy]:
-        it = aiter(self._target)
+    """Iterate for deliveries; each trip to the driver's loop takes every delivery
+    already buffered, so a plain ``for d in consumer: d.ack()`` loop is not one
+    thread hop per message."""
+
+    def __init__(self, loop: _Loop, target: Consumer) -> None:
+        super().__init__(loop, target)
+        self._ready: deque[Delivery] = deque()
+
+    def __iter__(self) -> Iterator[SyncDelivery]:
         while True:
             try:
-                delivery: Delivery = self._loop.run(anext(it))
-            except StopAsyncIteration:
+                yield self.receive()
+            except StopIteration:
                 return
-            yield _Proxy(self._loop, delivery)
 
-    def receive(self, timeout: float | None = None) -> _Proxy:
-        """The next delivery; ``TimeoutError`` if none arrives in ``timeout`` seconds."""
+    def receive(self, timeout: float | None = None) -> SyncDelivery:
+        """The next delivery; ``TimeoutError`` if none arrives in ``timeout`` seconds,
+        ``StopIteration`` once the consumer is closed."""
+        if not self._ready:
+            consumer: Consumer = self._target
 
-        async def next_one() -> Delivery:
-            return await asyncio.wait_for(anext(aiter(self._target)), timeout)
+            async def take() -> list[Delivery]:
+                got = consumer.ready()
+                if got:
+                    return got
+                first = await asyncio.wait_for(consumer.receive(), timeout)
+                return [] if first is None else [first, *consumer.ready()]
 
-        return _Proxy(self._loop, self._loop.run(next_one()))
+            self._ready.extend(self._loop.run(take()))
+            if not self._ready:
+                raise StopIteration
+        return SyncDelivery(self._loop, self._ready.popleft())
 
 
 class SyncClient:

@@ -266,7 +266,7 @@ class Hello(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., consumer_id: _Optional[str] = ..., lease_ms: _Optional[int] = ..., credits: _Optional[int] = ...) -> None: ...
 
 class Settle(_message.Message):
-    __slots__ = ("kind", "ids", "versions", "ms", "token")
+    __slots__ = ("kind", "ids", "versions", "ms", "token", "credits")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         ACK: _ClassVar[Settle.Kind]
@@ -280,12 +280,14 @@ class Settle(_message.Message):
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
     MS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
     kind: Settle.Kind
     ids: _containers.RepeatedScalarFieldContainer[str]
     versions: _containers.RepeatedScalarFieldContainer[int]
     ms: int
     token: int
-    def __init__(self, kind: _Optional[_Union[Settle.Kind, str]] = ..., ids: _Optional[_Iterable[str]] = ..., versions: _Optional[_Iterable[int]] = ..., ms: _Optional[int] = ..., token: _Optional[int] = ...) -> None: ...
+    credits: int
+    def __init__(self, kind: _Optional[_Union[Settle.Kind, str]] = ..., ids: _Optional[_Iterable[str]] = ..., versions: _Optional[_Iterable[int]] = ..., ms: _Optional[int] = ..., token: _Optional[int] = ..., credits: _Optional[int] = ...) -> None: ...
 
 class Goodbye(_message.Message):
     __slots__ = ()

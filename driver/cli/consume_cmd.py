@@ -1,63 +1,90 @@
-"""``dejaq consume``: receive, ack, and print one JSON line per delivery."""
+"""``dejaq consume``: print one JSON line per delivery as it arrives, ack in groups.
+
+Each delivery is printed (and stdout flushed) the moment it is taken; its ack
+is queued and leaves grouped with the others (``dejaq.driver.settle``), so the
+command never waits a broker round trip per message. On the way out (``--count``
+reached, ``--idle`` passed, SIGINT or SIGTERM) the queued acks are flushed
+before the goodbye; a refused ack is reported on stderr and exits 1.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import signal
+import sys
 from typing import Any
 
 from dejaq.driver.cli.common import add_broker, client_command, duration_ms, emit, payload_fields
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer
+from dejaq.driver.settle import SettleFailure
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "consume",
         help="receive and ack messages",
-        description="Receive due messages, ack each, and print one JSON line per delivery"
-        " (id, timestamp_ms, received_at_ms, deliveries, payload).",
+        description="Receive due messages, print one JSON line per delivery"
+        " (id, timestamp_ms, received_at_ms, deliveries, payload) and ack each.",
     )
     p.add_argument("topic")
     p.add_argument("--count", type=int, default=0, help="stop after N messages (default: run on)")
     p.add_argument("--json", action="store_true", help="JSON lines (the default output)")
     p.add_argument("--consumer-id", default="", help="consumer id (default: generated)")
     p.add_argument("--lease", help="lease per delivery, e.g. 30s (default: the topic's)")
-    p.add_argument("--credits", type=int, default=100, help="credit window (default 100)")
+    p.add_argument("--credits", type=int, default=256, help="credit window (default 256)")
     p.add_argument("--idle", help="stop after this long without a delivery, e.g. 5s")
     add_broker(p)
     p.set_defaults(run=client_command(consume))
 
 
 async def consume(client: Client, args: argparse.Namespace) -> int:
+    refused: list[SettleFailure] = []
+
+    def report(failure: SettleFailure) -> None:
+        refused.append(failure)
+        print(f"{failure.kind} of {failure.id} refused: {failure.error}", file=sys.stderr)
+
     consumer = Consumer(
         client,
         args.topic,
         consumer_id=args.consumer_id,
         lease_ms=duration_ms(args.lease) if args.lease else 0,
         credits=args.credits,
+        on_settle_error=report,
     )
     idle_s = duration_ms(args.idle) / 1000 if args.idle else None
-    received = 0
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    # SIGINT already cancels the main task (asyncio.run); SIGTERM does the same.
+    loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    interrupted = False
     async with consumer:
-        it = aiter(consumer)
-        while not args.count or received < args.count:
-            try:
-                d = await asyncio.wait_for(anext(it), idle_s)
-            except (StopAsyncIteration, TimeoutError):
-                break
-            await d.ack()
-            received += 1
-            emit(
-                {
-                    "id": d.id,
-                    "timestamp_ms": d.timestamp_ms,
-                    "received_at_ms": d.received_at_ms,
-                    "deliveries": d.deliveries,
-                    **payload_fields(d.payload),
-                }
-            )
-        with contextlib.suppress(Exception):
-            await it.aclose()  # type: ignore[attr-defined]
-    return 0
+        received = 0
+        try:
+            while not args.count or received < args.count:
+                d = await consumer.receive(idle_s)
+                if d is None:
+                    break
+                emit(
+                    {
+                        "id": d.id,
+                        "timestamp_ms": d.timestamp_ms,
+                        "received_at_ms": d.received_at_ms,
+                        "deliveries": d.deliveries,
+                        **payload_fields(d.payload),
+                    }
+                )
+                await d.ack()
+                received += 1
+        except TimeoutError:
+            pass  # --idle passed
+        except asyncio.CancelledError:
+            interrupted = True  # leave through the flush and goodbye below
+        # Leaving the block flushes the queued acks, then says goodbye.
+    loop.remove_signal_handler(signal.SIGTERM)
+    if interrupted:
+        raise KeyboardInterrupt
+    return 1 if refused else 0

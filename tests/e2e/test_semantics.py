@@ -64,7 +64,7 @@ async def test_an_unacked_message_is_redelivered_when_its_lease_expires(
         assert second.received_at_ms >= first.lease_until_ms
         # and the first delivery's version is stale: only the current one acks
         with pytest.raises(StaleVersion):
-            await first.ack()
+            await first.ack(confirm=True)
         await second.ack()
 
 

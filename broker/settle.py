@@ -1,0 +1,55 @@
+"""Settling leased messages (ack, extend, nack): one statement for the Consume
+stream's Settle frames and the unary Ack / Extend / Nack calls.
+
+A settle of many ids is one storage call. Each id gets its own outcome, so one
+stale ack does not spoil the others.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+from dejaq.broker import validation
+from dejaq.broker.context import Broker
+from dejaq.broker.metrics import Event
+from dejaq.core.clock import now_ms
+from dejaq.core.errors import DejaqError
+from dejaq.core.model import Topic
+from dejaq.storage_plugins.base import Outcome, SettleItem
+
+
+class Kind(enum.Enum):
+    ACK = "ack"
+    EXTEND = "extend"  # ms: the new lease from now
+    NACK = "nack"  # ms: the delay before it is due again
+
+
+async def settle(
+    broker: Broker, topic: Topic, kind: Kind, items: Sequence[SettleItem], owner: str, ms: int
+) -> list[Outcome]:
+    """Apply one settle to ``items`` held by ``owner``; one outcome per item."""
+    name = topic.name
+    now = now_ms()
+    outcomes: list[Outcome]
+    if kind is Kind.ACK:
+        outcomes = await broker.storage.ack(name, items, owner, now)
+        broker.metrics.count(Event.ACKED, name, _done(outcomes))
+    elif kind is Kind.EXTEND:
+        until = now + validation.lease_ms(ms)
+        outcomes = await broker.storage.extend(name, items, owner, until)
+        broker.metrics.count(Event.EXTENDED, name, _done(outcomes))
+    else:
+        at = now + validation.delay_ms(ms)
+        md = topic.settings.max_deliveries
+        outcomes = await broker.storage.nack(name, items, owner, at, md)
+        # A nack answered with version 0 dead-lettered the message.
+        dead = sum(1 for o in outcomes if not isinstance(o, DejaqError) and o.version == 0)
+        broker.metrics.count(Event.DEAD_LETTERED, name, dead)
+        broker.metrics.count(Event.NACKED, name, _done(outcomes) - dead)
+        broker.hint(name, at)
+    return outcomes
+
+
+def _done(outcomes: list[Outcome]) -> int:
+    return sum(1 for o in outcomes if not isinstance(o, DejaqError))

@@ -1,0 +1,99 @@
+"""The handle a consumer gets for each leased message."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from dejaq.core.clock import now_ms
+from dejaq.core.errors import DejaqError
+from dejaq.proto import dejaq_pb2 as pb
+
+if TYPE_CHECKING:
+    from dejaq.driver.settle import SettleBatcher
+
+
+class Delivery:
+    """One leased message: settle it with ``ack``, ``nack`` or ``extend``.
+
+    ``ack`` and ``nack`` return as soon as the settle is queued: settles travel
+    grouped, so a loop of ``await delivery.ack()`` runs at full speed. Pass
+    ``confirm=True`` to wait for the broker's answer (and get its refusal as an
+    exception); otherwise a refusal reaches the consumer's ``on_settle_error``
+    and its next ``flush()``. See ``dejaq.driver.settle``.
+    """
+
+    __slots__ = (
+        "_lease_ms",
+        "_settler",
+        "deliveries",
+        "id",
+        "lease_until_ms",
+        "payload",
+        "received_at_ms",
+        "timestamp_ms",
+        "version",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        timestamp_ms: int,
+        payload: bytes,
+        version: int,
+        deliveries: int,
+        lease_until_ms: int,
+        received_at_ms: int,
+        settler: SettleBatcher,
+        lease_ms: int,
+    ) -> None:
+        self.id = id
+        self.timestamp_ms = timestamp_ms  # when it was due
+        self.payload = payload
+        self.version = version  # the version this consumer holds (extend bumps it)
+        self.deliveries = deliveries  # 1 on the first delivery
+        self.lease_until_ms = lease_until_ms
+        self.received_at_ms = received_at_ms
+        self._settler = settler
+        self._lease_ms = lease_ms  # the consumer's lease: keep_alive's default
+
+    def __repr__(self) -> str:
+        return (
+            f"Delivery(id={self.id!r}, timestamp_ms={self.timestamp_ms}, "
+            f"version={self.version}, deliveries={self.deliveries})"
+        )
+
+    async def ack(self, *, confirm: bool = False) -> None:
+        """Done with it: the message is deleted."""
+        await self._settler.settle(pb.Settle.ACK, self, 0, confirm)
+
+    async def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
+        """Give it back, due again in ``delay_ms`` (dead-lettered after max deliveries)."""
+        await self._settler.settle(pb.Settle.NACK, self, delay_ms, confirm)
+
+    async def extend(self, lease_ms: int) -> None:
+        """Hold it ``lease_ms`` longer from now. Waits for the broker's answer: the
+        next settle must quote the version the extend produced."""
+        await self._settler.settle(pb.Settle.EXTEND, self, lease_ms, True)
+        self.lease_until_ms = now_ms() + lease_ms
+
+    @contextlib.asynccontextmanager
+    async def keep_alive(self, lease_ms: int | None = None) -> AsyncIterator[Delivery]:
+        """Extend the lease (by ``lease_ms``, default the consumer's lease) every half
+        lease while the block runs."""
+        lease = lease_ms or self._lease_ms
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(lease / 2000)
+                await self.extend(lease)
+
+        task = asyncio.create_task(renew())
+        try:
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, DejaqError):
+                await task
