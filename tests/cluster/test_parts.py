@@ -1,8 +1,9 @@
-"""The etcd coordinator's pure parts: key layout, endpoints, hints, skew."""
+"""The etcd coordinator's pure parts: key layout, endpoints, hints, registrar, skew."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from dejaq.broker.cluster.endpoints import Endpoint, parse_endpoints
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Key, Keys, Kind
+from dejaq.broker.cluster.registrar import Registrar
 from dejaq.broker.cluster.skew import SkewTracker
 from dejaq.broker.config import BrokerConfig
 from dejaq.core.errors import InvalidArgument
@@ -66,16 +68,18 @@ def test_hints_only_when_they_can_matter() -> None:
 async def test_hints_coalesce_and_skip_what_a_pending_one_covers() -> None:
     hints = HintPublisher(horizon_ms=1000)
     written: list[tuple[str, int]] = []
+    two_written = asyncio.Event()
 
     async def publish(topic: str, ts: int) -> None:
         written.append((topic, ts))
+        if len(written) == 2:
+            two_written.set()
 
     task = asyncio.create_task(hints.run(publish))
     hints.offer("t", NOW + 300, NOW)
     hints.offer("t", NOW + 100, NOW)
     hints.offer("u", NOW, NOW)
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    await asyncio.wait_for(two_written.wait(), timeout=5)
     assert sorted(written) == [("t", NOW + 100), ("u", NOW)]  # one write per topic
     # A later message while the published hint is still ahead: the receiver looks
     # at storage at NOW + 100 anyway, so no write.
@@ -84,6 +88,28 @@ async def test_hints_coalesce_and_skip_what_a_pending_one_covers() -> None:
     assert hints.offer("t", NOW + 400, NOW + 150)
     assert hints.offer("u", NOW - 5, NOW + 150)
     task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_the_registrar_writes_only_the_difference() -> None:
+    # Given a registrar that wants two consumers, and one of them already registered
+    registrar = Registrar()
+    registrar.want({("t", "a"), ("t", "b")})
+    registered = {("t", "a"), ("t", "gone")}
+    writes: list[tuple[str, str, str]] = []
+
+    async def put(topic: str, consumer: str) -> None:
+        writes.append(("put", topic, consumer))
+
+    async def delete(topic: str, consumer: str) -> None:
+        writes.append(("delete", topic, consumer))
+
+    # When a round runs
+    await registrar.sync(registered, put, delete)
+    # Then it puts what is missing, deletes what is no longer wanted, and nothing else
+    assert writes == [("put", "t", "b"), ("delete", "t", "gone")]
+    assert registered == {("t", "a"), ("t", "b")}
 
 
 def test_skew_is_the_least_delayed_sample_and_warns_once(
