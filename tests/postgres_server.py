@@ -17,8 +17,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,14 @@ from pathlib import Path
 import pytest
 
 from dejaq.storage_plugins.postgres.sql import DATA_TABLES
-from tests.servers import free_port, in_ci, require_binary
+from tests.servers import (
+    LocalServer,
+    free_port,
+    require_binary,
+    running,
+    temporary_root,
+    unavailable,
+)
 
 DATABASE = "dejaq"
 SUPERUSER = "dejaq"
@@ -59,10 +64,7 @@ def require_driver() -> None:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        reason = "psycopg is not installed (pip install 'dejaq-timeline[postgres]')"
-        if in_ci():
-            pytest.fail(f"{reason}; CI=true runs every backend", pytrace=False)
-        pytest.skip(reason)
+        unavailable("psycopg is not installed (pip install 'dejaq-timeline[postgres]')")
 
 
 def _server_account() -> tuple[int, int] | None:
@@ -85,9 +87,12 @@ def _server_account() -> tuple[int, int] | None:
 
 
 @dataclass
-class PostgresServer:
-    """One server: its data folder, port and the account it runs as."""
+class PostgresServer(LocalServer):
+    """One server: its data folder, port and the account it runs as. ``pg_ctl``
+    runs it as a daemon, not as our child."""
 
+    name = "postgres"
+    start_timeout_s = START_TIMEOUT_S
     bin_dir: Path
     root: Path
     port: int
@@ -98,8 +103,7 @@ class PostgresServer:
         """initdb a new cluster in a fresh temporary folder (not started);
         ``settings`` override the test defaults (``fsync="on"``)."""
         account = _server_account()
-        # Not under pytest's tmp_path: its parents are private to root.
-        root = Path(tempfile.mkdtemp(prefix="dejaq-pg-"))
+        root = temporary_root("pg")
         if account is not None:
             os.chown(root, *account)
         server = cls(bin_dir, root, free_port(), account)
@@ -134,29 +138,29 @@ class PostgresServer:
     def url(self, database: str = DATABASE) -> str:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> None:
-        """Start and wait (bounded) until it accepts connections."""
+    def _launch(self) -> None:
         self._run("pg_ctl", "start", "--pgdata", str(self.data), "--log", str(self.log), "-W")
+
+    def ready(self) -> bool:
+        """It accepts a connection."""
         import psycopg
 
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with psycopg.connect(self.url("postgres"), connect_timeout=2):
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"postgres did not accept connections in {timeout} s:\n{self._log_tail()}"
-                    ) from None
-                time.sleep(0.02)  # polling a condition under a deadline
+        try:
+            with psycopg.connect(self.url("postgres"), connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            return False
 
     def stop(self) -> None:
         """Fast shutdown: connections are cut, nothing waits for clients."""
-        if (self.data / "postmaster.pid").exists():
-            self._run("pg_ctl", "stop", "--pgdata", str(self.data), "-m", "fast", "-w")
+        self._stop("fast")
+
+    def kill(self) -> None:
+        """Immediate shutdown: no checkpoint, as close to SIGKILL as pg_ctl goes."""
+        self._stop("immediate")
 
     def destroy(self) -> None:
+        """Stop (fast) and delete its files."""
         try:
             self.stop()
         finally:
@@ -197,24 +201,18 @@ class PostgresServer:
         )
         if proc.returncode != 0:
             raise RuntimeError(
-                f"{program} failed ({proc.returncode}): {proc.stderr.strip()}\n{self._log_tail()}"
+                f"{program} failed ({proc.returncode}): {proc.stderr.strip()}\n{self.log_tail()}"
             )
 
-    def _log_tail(self) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
-        except OSError:
-            return "(no server log)"
+    def _stop(self, mode: str) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._run("pg_ctl", "stop", "--pgdata", str(self.data), "-m", mode, "-w")
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A running server with an empty database ``dejaq``, for the whole session."""
     require_driver()
-    server = PostgresServer.create(bin_dir())
-    try:
-        server.start()
+    with running(PostgresServer.create(bin_dir())) as server:
         server.create_database(DATABASE)
         yield server
-    finally:
-        server.destroy()

@@ -5,10 +5,8 @@ to start, readably."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,20 +25,15 @@ from tests.cluster.support import (
     wait_converged,
 )
 from tests.e2e.support import produce, wait_until
-from tests.etcd_server import EtcdServer, free_port
-from tests.servers import require_binary
+from tests.etcd_server import EtcdServer
+from tests.servers import free_port, require_binary, running, temporary_root
 
 
 @pytest.fixture
 def own_etcd() -> Iterator[EtcdServer]:
     """An etcd of this test's own: it is killed and restarted."""
-    server = EtcdServer(require_binary("etcd"), Path(tempfile.mkdtemp(prefix="dejaq-etcd-")))
-    try:
-        server.start()
+    with running(EtcdServer(require_binary("etcd"), temporary_root("etcd"))) as server:
         yield server
-    finally:
-        server.kill()
-        shutil.rmtree(server.root, ignore_errors=True)
 
 
 async def test_brokers_ride_out_an_etcd_restart(own_etcd: EtcdServer, tmp_path: Path) -> None:
