@@ -1,0 +1,207 @@
+"""Layers point one way (STYLE.md), checked by reading every module's imports.
+
+    core (model, errors, clock, buckets)  <-  storage_plugins  <-  broker
+    core  <-  core.wire (+ proto, fbs)  <-  broker, driver
+
+Every import counts: module level, inside functions, under ``TYPE_CHECKING``,
+relative, and ``importlib.import_module("dejaq...")`` with a literal name.
+A module may import only its own layer and the layers listed for it in
+``MAY_IMPORT``; a deliberate exception is named, with its reason, in
+``EXCEPTIONS``.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKED = ("dejaq.core", "dejaq.storage_plugins", "dejaq.broker", "dejaq.driver")
+WIRE = ("dejaq.core.wire", "dejaq.proto", "dejaq.fbs")
+
+# Each layer, and what its modules may import besides themselves.
+MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "dejaq.core": (),  # the pure model imports nothing of dejaq but itself
+    "dejaq.core.wire": ("dejaq.core", "dejaq.proto", "dejaq.fbs"),
+    "dejaq.proto": (),
+    "dejaq.fbs": (),
+    "dejaq.storage_plugins": ("dejaq.core",),  # storage sees bytes: no wire
+    "dejaq.broker": ("dejaq.core", *WIRE, "dejaq.storage_plugins"),
+    "dejaq.driver": ("dejaq.core", *WIRE),
+}
+
+# (importing module, layer it may import although its own layer may not): why.
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("dejaq.driver.cli.broker_cmd", "dejaq.broker"): (
+        "`dejaq broker` is a command of the one CLI: it runs the broker in-process"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # what it imports, absolute (``from a import b`` reads as ``a.b``)
+    path: Path
+    line: int
+
+
+def layer_of(name: str) -> str | None:
+    """The most specific layer ``name`` belongs to (None: not a dejaq layer)."""
+    found = [layer for layer in MAY_IMPORT if name == layer or name.startswith(layer + ".")]
+    return max(found, key=len, default=None)
+
+
+def package_folders() -> dict[str, Path]:
+    """The source folder of each checked package, from pyproject's package-dir."""
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        package_dir = tomllib.load(file)["tool"]["setuptools"]["package-dir"]
+    return {package: ROOT / package_dir[package] for package in CHECKED}
+
+
+def module_name(package: str, folder: Path, path: Path) -> str:
+    parts = path.relative_to(folder).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join((package, *parts))
+
+
+def imports_of(source: str, module: str, path: Path, is_package: bool = False) -> Iterator[Import]:
+    """Every dejaq import in ``source``, the source of ``module``."""
+    home = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source, str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = home.split(".")[: len(home.split(".")) - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            targets = [base if a.name == "*" else f"{base}.{a.name}" for a in node.names]
+        elif _is_import_module_call(node):
+            assert isinstance(node, ast.Call)
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                targets = [first.value]
+        for target in targets:
+            if target == "dejaq" or target.startswith("dejaq."):
+                yield Import(module, target, path, getattr(node, "lineno", 0))
+
+
+def _is_import_module_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in ("import_module", "__import__")
+
+
+def all_imports() -> list[Import]:
+    found: list[Import] = []
+    for package, folder in package_folders().items():
+        for path in sorted(folder.rglob("*.py")):
+            module = module_name(package, folder, path)
+            source = path.read_text()
+            found += imports_of(source, module, path, is_package=path.name == "__init__.py")
+    return found
+
+
+def wrong_way(imp: Import) -> str | None:
+    """Why ``imp`` points the wrong way, or None when it is allowed."""
+    importer, imported = layer_of(imp.module), layer_of(imp.target)
+    assert importer is not None, imp
+    if imported == importer or imported in MAY_IMPORT[importer]:
+        return None
+    if imported is not None and (imp.module, imported) in EXCEPTIONS:
+        return None
+    allowed = ", ".join(MAY_IMPORT[importer]) or "nothing of dejaq"
+    return f"{importer} may import only itself and {allowed}"
+
+
+def test_every_import_points_down_the_layers() -> None:
+    # Given every import of every module under core/, storage_plugins/, broker/, driver/
+    imports = all_imports()
+    # Then none points the wrong way
+    wrong = [
+        f"{imp.path.relative_to(ROOT)}:{imp.line}: {imp.module} imports {imp.target} ({why})"
+        for imp in imports
+        if (why := wrong_way(imp)) is not None
+    ]
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def test_every_exception_is_still_needed() -> None:
+    used = {(imp.module, layer_of(imp.target)) for imp in all_imports()}
+    stale = [exception for exception in EXCEPTIONS if exception not in used]
+    assert not stale, f"allowed exceptions no import needs any more, remove them: {stale}"
+
+
+def test_every_package_folder_has_modules() -> None:
+    # A wrong folder would make the layer test pass by reading nothing.
+    for package, folder in package_folders().items():
+        modules = {module_name(package, folder, p) for p in folder.rglob("*.py")}
+        assert package in modules, (package, folder)
+        assert len(modules) > 1, (package, folder)
+
+
+# -- the reader itself, on made-up sources -------------------------------------
+
+SOURCE = """
+from __future__ import annotations
+import importlib
+from typing import TYPE_CHECKING
+from dejaq.core import errors
+from . import rules
+from ...broker import context
+
+if TYPE_CHECKING:
+    from dejaq.driver.client import Client
+
+def later():
+    import dejaq.proto.dejaq_pb2 as pb
+    return importlib.import_module("dejaq.fbs.batch")
+"""
+
+
+def test_the_reader_finds_every_kind_of_import() -> None:
+    module = "dejaq.storage_plugins.memory.storage"
+    found = {i.target for i in imports_of(SOURCE, module, Path("storage.py"))}
+    assert found == {
+        "dejaq.core.errors",
+        "dejaq.storage_plugins.memory.rules",
+        "dejaq.broker.context",
+        "dejaq.driver.client.Client",
+        "dejaq.proto.dejaq_pb2",
+        "dejaq.fbs.batch",
+    }
+
+
+def test_the_rules_catch_each_wrong_direction() -> None:
+    def wrong(module: str, target: str) -> bool:
+        return wrong_way(Import(module, target, Path("x.py"), 1)) is not None
+
+    # the pure core imports only itself
+    assert not wrong("dejaq.core.model", "dejaq.core.errors.NotFound")
+    assert wrong("dejaq.core.model", "dejaq.core.wire.convert")
+    assert wrong("dejaq.core.model", "dejaq.proto.dejaq_pb2")
+    # wire: core, proto, fbs
+    assert not wrong("dejaq.core.wire.convert", "dejaq.proto.dejaq_pb2")
+    assert not wrong("dejaq.core.wire.batches", "dejaq.fbs.batch")
+    assert wrong("dejaq.core.wire.convert", "dejaq.storage_plugins.base")
+    # storage: never broker, driver or wire
+    for target in ("dejaq.broker.config", "dejaq.driver.client", "dejaq.core.wire.convert"):
+        assert wrong("dejaq.storage_plugins.base", target)
+    assert wrong("dejaq.storage_plugins.base", "dejaq.proto.dejaq_pb2")
+    assert wrong("dejaq.storage_plugins.base", "dejaq.fbs.batch")
+    # broker: never the driver
+    assert wrong("dejaq.broker.server", "dejaq.driver.client")
+    assert not wrong("dejaq.broker.server", "dejaq.storage_plugins.base")
+    # driver: never storage or broker, except the command that runs a broker
+    assert wrong("dejaq.driver.client", "dejaq.storage_plugins.base")
+    assert wrong("dejaq.driver.cli.main", "dejaq.broker.server")
+    assert not wrong("dejaq.driver.cli.broker_cmd", "dejaq.broker.server")
+    assert wrong("dejaq.driver.cli.broker_cmd", "dejaq.storage_plugins.base")
