@@ -31,7 +31,14 @@ from dejaq.core.model import (
     TopicSettings,
 )
 from dejaq.storage_plugins.base import Outcome, SettleItem
-from dejaq.storage_plugins.rules import check_holder, check_movable, dies_on_lease
+from dejaq.storage_plugins.rules import (
+    Fate,
+    dies_on_nack,
+    effective_max_deliveries,
+    lease_fate,
+    move_refusal,
+    settle_refusal,
+)
 
 # -- rows <-> model -----------------------------------------------------------
 
@@ -64,6 +71,11 @@ class State(NamedTuple):
     owner: str | None
     max_deliveries: int
     dead: bool  # or 0/1 from SQLite: only its truth is used
+
+    @property
+    def timestamp(self) -> int:
+        """``ts`` under the name ``rules.Stored`` reads."""
+        return self.ts
 
 
 class Due(NamedTuple):
@@ -112,15 +124,15 @@ class LeasePlan:
 
 
 def plan_lease(rows: Iterable[Due], now: int, max_deliveries: int) -> LeasePlan:
-    """Split due rows by fate, as the contract's lease pass says."""
+    """Split due rows by fate (``rules.lease_fate``), as the contract's lease pass says."""
     plan = LeasePlan()
     for row in rows:
-        md = row.max_deliveries or max_deliveries
-        if dies_on_lease(row.deliveries, md, row.expires_at, now):
+        fate = lease_fate(row.deliveries, row.max_deliveries, max_deliveries, row.expires_at, now)
+        if fate is Fate.KILL:
             plan.kill.append(row.id)
             continue
         plan.deliver.append(row)
-        (plan.drop if md == 1 else plan.keep).append(row.id)
+        (plan.drop if fate is Fate.DROP else plan.keep).append(row.id)
     return plan
 
 
@@ -152,10 +164,7 @@ def _plan_settle(
     now = dict(states)
     for id, version in items:
         st = now.get(id)
-        live = st is not None and not st.dead
-        err = check_holder(
-            id, live, st.owner if st else None, st.version if st else 0, owner, version
-        )
+        err = settle_refusal(id, st, owner, version)
         if err is not None:
             plan.outcomes.append(err)
             continue
@@ -200,8 +209,7 @@ def plan_nack(
     """Release ``owner``'s messages to be due at ``at``, or kill those out of deliveries."""
 
     def step(id: str, st: State) -> tuple[Settled, State]:
-        md = st.max_deliveries or max_deliveries
-        if md and st.deliveries >= md:
+        if dies_on_nack(st.deliveries, effective_max_deliveries(st.max_deliveries, max_deliveries)):
             return Settled(id, 0, at), killed(st, at)
         new = st._replace(ts=at, owner=None, version=st.version + 1)
         return Settled(id, new.version, at), new
@@ -218,16 +226,7 @@ def killed(st: State, at: int) -> State:
 
 
 def _check_movable(id: str, st: State | None, version: int, now: int) -> State:
-    live = st is not None and not st.dead
-    err = check_movable(
-        id,
-        live,
-        st.owner if st else None,
-        st.ts if st else 0,
-        st.version if st else 0,
-        version,
-        now,
-    )
+    err = move_refusal(id, st, version, now)
     if err is not None:
         raise err
     assert st is not None
