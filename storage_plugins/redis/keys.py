@@ -1,17 +1,26 @@
 """Every Redis key of the ``redis://`` backend, built in one place (as arq's ``constants``).
 
 Layout. One global hash, ``dejaq:topics`` (topic name -> JSON of its settings,
-creation time and *generation*, a random token per incarnation of the name).
-Everything else belongs to one (topic, home bucket) *slot* and starts with
-``dejaq:{<topic>:<home>}:``, whose ``{...}`` hash tag puts all keys of a slot
-in one Redis Cluster hash slot, so every Lua script touches one slot only:
+creation time, *generation* — a random token per incarnation of the name — and
+its number of *slots*). Everything else belongs to one (topic, slot) and starts
+with ``dejaq:{<topic>:<slot>}:``, whose ``{...}`` hash tag puts all keys of a
+slot in one Redis Cluster hash slot, so every Lua script touches one slot only.
+
+A topic has ``slots`` of them (the URL option ``topic_slots`` when it was
+created; 1 by default), each holding a contiguous range of its buckets:
+bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
 
 - ``alive``            string: the topic's generation. Written by create_topic,
                        removed by delete_topic; every script checks it first, so
                        a process with a stale topic cache never writes into a
                        deleted (or deleted and re-created) topic.
-- ``tl:<bucket>``      sorted set: the live timeline, member = message id,
+- ``tl:<bucket>``      sorted set: a bucket's live timeline, member = message id,
                        score = timestamp (leased ones at their lease expiry).
+- ``heads``            sorted set: member = a bucket with a non-empty timeline in
+                       this slot, score = that timeline's earliest score. Every
+                       script that changes a timeline keeps it exact, in the same
+                       atomic step; a lease walks it to merge the slot's
+                       timelines in time order, next_due reads its first entry.
 - ``owned``            sorted set: the live messages that have a lease owner,
                        score = timestamp (so ``leased`` is one ZCOUNT).
 - ``dead``             sorted set: dead messages scored by time of death (purge).
@@ -22,17 +31,15 @@ in one Redis Cluster hash slot, so every Lua script touches one slot only:
 - ``p:<id>``           string: the payload, apart from the record, so no
                        mutation ever rewrites it.
 
-The *home* of a message is ``bucket_of(id, buckets)`` (crc32, as the broker
-computes buckets): storage finds a message from its id alone. The broker always
-produces ``bucket == home``, so each slot holds exactly one timeline,
-``tl:<home>``. A caller may pass another bucket (the conformance suite does);
-such a *stray* still lives in its home slot, on a timeline ``tl:<bucket>`` of
-that slot, and two small add-only sets make it findable:
-
-- ``stray-timelines``  (in the home slot) buckets with a timeline in this slot
-                       besides ``tl:<home>`` (for counts and delete_topic);
-- ``stray-homes``      (in the bucket's own slot) home slots holding strays of
-                       this bucket (for lease and next_due).
+The *home* of a message is the slot of ``bucket_of(id, buckets)`` (crc32, as
+the broker computes buckets): storage finds a message from its id alone. The
+broker always produces ``bucket == bucket_of(id)``, so a message's timeline is
+in its home slot. A caller may pass another bucket (the conformance suite does);
+when that bucket belongs to another slot, such a *stray* still lives in its
+home slot, on ``tl:<bucket>`` there (listed in that slot's ``heads``), and
+``stray-homes`` (in the bucket's own slot: other slots holding timelines of
+this slot's buckets) makes it findable for lease and next_due. With one slot
+there are no strays.
 
 Lua scripts receive a slot's fixed keys in KEYS and build the per-message and
 per-timeline keys from the slot prefix and the suffixes below (``RECORD``, ...),
@@ -49,10 +56,10 @@ TOPICS = f"{NAMESPACE}:topics"
 # Suffixes after a slot prefix. The Lua scripts get them from here too.
 ALIVE = "alive"
 TIMELINE = "tl:"
+HEADS = "heads"
 OWNED = "owned"
 DEAD = "dead"
 DEAD_IDS = "dead-ids"
-STRAY_TIMELINES = "stray-timelines"
 STRAY_HOMES = "stray-homes"
 RECORD = "m:"
 PAYLOAD = "p:"
@@ -60,22 +67,26 @@ PAYLOAD = "p:"
 
 @dataclass(frozen=True, slots=True)
 class Slot:
-    """The keys of one (topic, home bucket) slot."""
+    """The keys of one (topic, slot)."""
 
     topic: str
-    home: int
+    index: int
 
     @property
     def prefix(self) -> str:
-        return f"{NAMESPACE}:{{{self.topic}:{self.home}}}:"
+        return f"{NAMESPACE}:{{{self.topic}:{self.index}}}:"
 
     @property
     def alive(self) -> str:
         return self.prefix + ALIVE
 
-    def timeline(self, bucket: int | None = None) -> str:
-        """The timeline of ``bucket`` stored in this slot (default: the slot's own)."""
-        return f"{self.prefix}{TIMELINE}{self.home if bucket is None else bucket}"
+    def timeline(self, bucket: int) -> str:
+        """The timeline of ``bucket`` stored in this slot."""
+        return f"{self.prefix}{TIMELINE}{bucket}"
+
+    @property
+    def heads(self) -> str:
+        return self.prefix + HEADS
 
     @property
     def owned(self) -> str:
@@ -88,10 +99,6 @@ class Slot:
     @property
     def dead_ids(self) -> str:
         return self.prefix + DEAD_IDS
-
-    @property
-    def stray_timelines(self) -> str:
-        return self.prefix + STRAY_TIMELINES
 
     @property
     def stray_homes(self) -> str:

@@ -1,8 +1,8 @@
 """The Lua scripts of the ``redis://`` backend, and how they are called.
 
 Each script (``lua/<name>.lua``) is one storage call made atomic on one
-(topic, home bucket) slot (see ``keys`` for the layout); its header
-comment lists its KEYS, ARGV and reply.
+(topic, slot) (see ``keys`` for the layout); its header comment lists its
+KEYS, ARGV and reply.
 
 Conventions. ``KEYS[1]`` is always the slot's ``alive`` key and ``ARGV[1]`` the
 topic generation the caller believes in: a script whose topic is gone (or
@@ -23,10 +23,13 @@ The message record is a hash (small: a listpack in Redis) with fields
 absent when none), ``b`` (bucket), ``md`` (max deliveries), ``ex`` (expires
 at), ``dead`` (0 / 1).
 
-The checks before a mutation mirror ``rules.py`` in the same order
-(``helpers.lua``); a refused item returns its code with the record's
-(version, timestamp, owner) so the Python side builds the exception with
-``rules`` itself: same class, same text.
+The rules of ``rules.py`` that must run next to the data (who may settle or
+move, the effective max deliveries, a lease pass's fate for a message, when a
+nack dead-letters) are repeated in ``helpers.lua`` under the same names;
+``tests/storage_plugins/test_redis.py`` runs a table of cases through both
+(``program`` builds the Lua for such a probe). A refused item returns its code
+with the record's (version, timestamp, owner) so the Python side builds the
+exception with ``rules`` itself: same class, same text.
 """
 
 from __future__ import annotations
@@ -47,11 +50,11 @@ from dejaq.storage_plugins.redis import keys
 # Reply status and refusal codes, shared with the Lua constants below.
 OK = 0
 GONE = -1  # the topic generation in the slot is not the caller's
-STRAYS = -2  # lease refused a solo call: strays of the bucket live in other slots
+STRAYS = -2  # lease refused a solo call: strays of the slot's buckets live in other slots
 NOT_FOUND, NOT_HOLDER, STALE, LEASED = 1, 2, 3, 4
 
 # Widths of the per-item groups in replies.
-LEASED_ITEM = 5  # numbers: due timestamp, version, deliveries, id length, payload length
+LEASED_ITEM = 6  # numbers: bucket, due timestamp, version, deliveries, id length, payload length
 SETTLED_ITEM = 3  # numbers: code, version, timestamp
 READ_ITEM = 10  # elements: found, ts, v, n, o, b, md, ex, dead, payload
 
@@ -80,6 +83,11 @@ def _helpers() -> dict[str, str]:
 HELPERS = _helpers()
 
 
+def program(body: str) -> str:
+    """A Lua script: ``body`` after the constants and the helpers it calls."""
+    return _prelude(body) + body
+
+
 def _prelude(body: str) -> str:
     """The constants and the helpers ``body`` calls, directly or through another helper."""
     needed: set[str] = set()
@@ -100,14 +108,14 @@ class Script:
     sha: str = field(init=False)
 
     def __post_init__(self) -> None:
-        body = _source(self.name)
-        source = _prelude(body) + body
+        source = program(_source(self.name))
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "sha", hashlib.sha1(source.encode()).hexdigest())
 
 
 INSERT = Script("insert")
 PEEK = Script("peek")
+NEXT_DUE = Script("next_due")
 LEASE = Script("lease")
 SETTLE = Script("settle")
 MUTATE = Script("mutate")
@@ -121,7 +129,7 @@ DROP = Script("drop")
 FORGET = Script("forget")
 
 # Loaded together when the backend opens and after a NOSCRIPT.
-ALL: tuple[Script, ...] = (INSERT, PEEK, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
+ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
 ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET)
 
 
@@ -188,6 +196,11 @@ class Runner:
                 raise StorageError(
                     f"redis: script {script.name} loaded as {sha!r}, not {script.sha}"
                 )
+
+    async def command(self, *args: Arg) -> Any:
+        """One plain command's reply."""
+        [reply] = await self.run([Call(None, (), args)])
+        return reply
 
     async def run(
         self,

@@ -1,14 +1,13 @@
--- KEYS: alive, owned, dead, stray-timelines. ARGV: gen, prefix, home, now.
--- Reply {OK, live, due, leased, dead}: a few ZCARD / ZCOUNT, no record is read.
+-- KEYS: alive, heads, owned, dead. ARGV: gen, prefix, now.
+-- Reply {OK, live, due, leased, dead}: a few ZCARD / ZCOUNT per timeline of the
+-- slot (the members of `heads`), no record is read.
 if not alive() then return {GONE} end
-local prefix, now = ARGV[2], ARGV[4]
-local buckets = redis.call('SMEMBERS', KEYS[4])
-buckets[#buckets + 1] = ARGV[3]
+local prefix, now = ARGV[2], ARGV[3]
 local live, due = 0, 0
-for _, bucket in ipairs(buckets) do
+for _, bucket in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local tl = timeline(prefix, bucket)
   live = live + redis.call('ZCARD', tl)
   due = due + redis.call('ZCOUNT', tl, '-inf', now)
 end
-local leased = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
-return {OK, live, due, leased, redis.call('ZCARD', KEYS[3])}
+local leased = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
+return {OK, live, due, leased, redis.call('ZCARD', KEYS[4])}

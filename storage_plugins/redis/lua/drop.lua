@@ -1,13 +1,12 @@
--- KEYS: alive, owned, dead, dead-ids, stray-timelines, stray-homes. ARGV: gen, prefix, home.
+-- KEYS: alive, heads, owned, dead, dead-ids, stray-homes. ARGV: gen, prefix.
 -- Deletes every key of the slot, `alive` included. Idempotent: a slot already
 -- dropped (or of another incarnation of the name) is left alone. Reply {OK, messages}.
 if not alive() then return {OK, 0} end
 local prefix = ARGV[2]
-local sets = {KEYS[3]}
-for _, bucket in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+local sets = {KEYS[4]}
+for _, bucket in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   sets[#sets + 1] = timeline(prefix, bucket)
 end
-sets[#sets + 1] = timeline(prefix, ARGV[3])
 local dropped = 0
 for _, set in ipairs(sets) do
   for _, id in ipairs(redis.call('ZRANGE', set, 0, -1)) do
@@ -16,5 +15,5 @@ for _, set in ipairs(sets) do
   end
   redis.call('UNLINK', set)
 end
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6])
 return {OK, dropped}

@@ -1,6 +1,6 @@
 -- Helpers shared by the scripts. Each script gets only those it calls (and
 -- what they call), in this order: define a helper after the helpers it calls.
--- Constants (K_*, OK, GONE, ...) come first, from redis_scripts.py.
+-- Constants (K_*, OK, GONE, ...) come first, from scripts.py.
 
 local function alive()
   return redis.call('GET', KEYS[1]) == ARGV[1]
@@ -45,15 +45,45 @@ local function load(prefix, id)
           md = tonumber(r[6]), ex = tonumber(r[7]), dead = r[8] == '1'}
 end
 
+-- The heads index (keys.HEADS: bucket -> earliest score of its timeline) is
+-- kept exact in two moves. A member added or moved earlier lowers its head at
+-- once (ZADD LT). A member removed or moved later is noted with `left`; at the
+-- end `fix_heads` re-reads a timeline's first member only when a noted score
+-- was at or below its head (otherwise the head member is still in place).
+local function lowered(heads, bucket, score)
+  redis.call('ZADD', heads, 'LT', score, bucket)
+end
+
+local function left(changed, bucket, score)
+  bucket = tonumber(bucket)  -- records hold it as text, walks as a number: one key
+  local low = changed[bucket]
+  if not low or score < low then changed[bucket] = score end
+end
+
+local function fix_heads(prefix, heads, changed)
+  for bucket, low in pairs(changed) do
+    local head = tonumber(redis.call('ZSCORE', heads, bucket))
+    if not head or low <= head then
+      local first = redis.call('ZRANGE', timeline(prefix, bucket), 0, 0, 'WITHSCORES')
+      if first[1] then
+        redis.call('ZADD', heads, first[2], bucket)
+      else
+        redis.call('ZREM', heads, bucket)
+      end
+    end
+  end
+end
+
 -- Delete a live message (ack, cancel, at-most-once delivery).
-local function drop(prefix, id, rec, owned)
+local function drop(prefix, id, rec, owned, changed)
   redis.call('UNLINK', prefix .. K_RECORD .. id, prefix .. K_PAYLOAD .. id)
   redis.call('ZREM', timeline(prefix, rec.b), id)
   redis.call('ZREM', owned, id)
+  left(changed, rec.b, rec.ts)
 end
 
 -- Move a live message to the dead timeline at `at` (a decimal string).
-local function kill(prefix, id, rec, at, owned, dead, dead_ids)
+local function kill(prefix, id, rec, at, owned, dead, dead_ids, changed)
   local key = prefix .. K_RECORD .. id
   redis.call('HSET', key, 'dead', 1, 'ts', at, 'v', rec.v + 1)
   redis.call('HDEL', key, 'o')
@@ -61,9 +91,18 @@ local function kill(prefix, id, rec, at, owned, dead, dead_ids)
   redis.call('ZREM', owned, id)
   redis.call('ZADD', dead, at, id)
   redis.call('ZADD', dead_ids, 0, id)
+  left(changed, rec.b, rec.ts)
 end
 
--- rules.check_holder
+-- Put a live message at `at` (a decimal string) on its timeline, version + 1.
+local function reschedule(prefix, heads, id, rec, at, changed)
+  redis.call('HSET', prefix .. K_RECORD .. id, 'ts', at, 'v', rec.v + 1)
+  redis.call('ZADD', timeline(prefix, rec.b), at, id)
+  left(changed, rec.b, rec.ts)
+  lowered(heads, rec.b, at)
+end
+
+-- rules.check_holder (over a record: rules.settle_refusal)
 local function check_holder(rec, owner, version)
   if not rec or rec.dead then return NOT_FOUND end
   if rec.o ~= owner then return NOT_HOLDER end
@@ -71,7 +110,7 @@ local function check_holder(rec, owner, version)
   return OK
 end
 
--- rules.check_movable
+-- rules.check_movable (over a record: rules.move_refusal)
 local function check_movable(rec, version, now)
   if not rec or rec.dead then return NOT_FOUND end
   if rec.v ~= version then return STALE end
@@ -79,14 +118,138 @@ local function check_movable(rec, version, now)
   return OK
 end
 
+-- rules.effective_max_deliveries
+local function effective_max_deliveries(own, topic)
+  if own ~= 0 then return own end
+  return topic
+end
+
+-- rules.at_most_once
+local function at_most_once(max_deliveries)
+  return max_deliveries == 1
+end
+
+-- rules.dies_on_nack
+local function dies_on_nack(deliveries, max_deliveries)
+  return max_deliveries ~= 0 and deliveries >= max_deliveries
+end
+
 -- rules.dies_on_lease
 local function dies_on_lease(deliveries, max_deliveries, expires_at, now)
-  if max_deliveries ~= 0 and deliveries >= max_deliveries then return true end
+  if dies_on_nack(deliveries, max_deliveries) then return true end
   return expires_at ~= 0 and expires_at <= now
+end
+
+-- rules.lease_fate: 'kill', 'drop' or 'keep' (rules.Fate values).
+local function lease_fate(deliveries, own_max, topic_max, expires_at, now)
+  local md = effective_max_deliveries(own_max, topic_max)
+  if dies_on_lease(deliveries, md, expires_at, now) then return 'kill' end
+  if at_most_once(md) then return 'drop' end
+  return 'keep'
 end
 
 -- A refused item: its code and the record's state, for rules.py to phrase.
 local function refusal(numbers, owners, code, rec)
   push(numbers, int(code), int(rec and rec.v or 0), int(rec and rec.ts or 0))
   owners[#owners + 1] = rec and rec.o or ''
+end
+
+-- The asked buckets: '*' (all) or sorted 'lo-hi,lo-hi,...' ranges; nil means all.
+local function asked(spec)
+  if spec == '*' then return nil end
+  local ranges = {}
+  for lo, hi in string.gmatch(spec, '(%d+)-(%d+)') do
+    ranges[#ranges + 1] = {tonumber(lo), tonumber(hi)}
+  end
+  return ranges
+end
+
+local function is_asked(ranges, bucket)
+  if not ranges then return true end
+  local lo, hi = 1, #ranges
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    local r = ranges[mid]
+    if bucket < r[1] then
+      hi = mid - 1
+    elseif bucket > r[2] then
+      lo = mid + 1
+    else
+      return true
+    end
+  end
+  return false
+end
+
+-- A min-heap of {score, bucket} by score (ties in any order).
+local function heap_push(h, item)
+  local i = #h + 1
+  h[i] = item
+  while i > 1 do
+    local parent = math.floor(i / 2)
+    if h[parent][1] <= h[i][1] then break end
+    h[parent], h[i] = h[i], h[parent]
+    i = parent
+  end
+end
+
+local function heap_pop(h)
+  local top, n = h[1], #h
+  h[1] = h[n]
+  h[n] = nil
+  n = n - 1
+  local i = 1
+  while true do
+    local l, r, least = 2 * i, 2 * i + 1, i
+    if l <= n and h[l][1] < h[least][1] then least = l end
+    if r <= n and h[r][1] < h[least][1] then least = r end
+    if least == i then break end
+    h[i], h[least] = h[least], h[i]
+    i = least
+  end
+  return top
+end
+
+-- The asked timelines of the slot with a head <= bound: a heap, and its
+-- buckets in a list. ZRANGE's score order is already a heap.
+local function due_heads(heads, ranges, bound)
+  local r = redis.call('ZRANGE', heads, '-inf', bound, 'BYSCORE', 'WITHSCORES')
+  local heap, buckets = {}, {}
+  for i = 1, #r, 2 do
+    local bucket = tonumber(r[i])
+    if is_asked(ranges, bucket) then
+      heap[#heap + 1] = {tonumber(r[i + 1]), bucket}
+      buckets[#buckets + 1] = bucket
+    end
+  end
+  return heap, buckets
+end
+
+-- Merge the heap's timelines in score order up to `bound`: take a run from the
+-- timeline with the earliest head, up to the next head, then look again.
+-- visit(bucket, reply) gets each run (ids, or id/score pairs `with_scores`) and
+-- returns (kept, counted): how many stay in place on their timeline (later runs
+-- skip them by offset) and how many count towards `want`.
+local function walk(prefix, heap, bound, want, with_scores, visit)
+  local offsets, got, limit = {}, 0, tonumber(bound)
+  local extra = with_scores and 'WITHSCORES' or nil
+  while got < want and #heap > 0 do
+    local bucket = heap_pop(heap)[2]
+    local run = limit
+    if #heap > 0 and heap[1][1] < run then run = heap[1][1] end
+    local tl = timeline(prefix, bucket)
+    local offset = offsets[bucket] or 0
+    local reply
+    if extra then
+      reply = redis.call('ZRANGE', tl, '-inf', int(run), 'BYSCORE', 'LIMIT', offset, want - got, extra)
+    else
+      reply = redis.call('ZRANGE', tl, '-inf', int(run), 'BYSCORE', 'LIMIT', offset, want - got)
+    end
+    local kept, counted = visit(bucket, reply)
+    offset = offset + kept
+    offsets[bucket] = offset
+    got = got + counted
+    local nxt = redis.call('ZRANGE', tl, '-inf', bound, 'BYSCORE', 'LIMIT', offset, 1, 'WITHSCORES')
+    if nxt[1] then heap_push(heap, {tonumber(nxt[2]), bucket}) end
+  end
 end

@@ -1,12 +1,12 @@
--- KEYS: alive, stray-timelines. ARGV: gen, prefix, home, then per message:
+-- KEYS: alive, heads. ARGV: gen, prefix, then per message:
 -- id, ts, bucket, max_deliveries, expires_at, payload.
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
-local prefix, home = ARGV[2], ARGV[3]
+local prefix = ARGV[2]
 local out = {OK}
-local payloads, timelines = {}, {}
-for i = 4, #ARGV, 6 do
+local payloads, timelines, earliest = {}, {}, {}
+for i = 3, #ARGV, 6 do
   local id, ts, bucket = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local key = prefix .. K_RECORD .. id
   if redis.call('EXISTS', key) == 1 then
@@ -22,12 +22,14 @@ for i = 4, #ARGV, 6 do
       timelines[bucket] = entries
     end
     push(entries, ts, id)
+    local n = tonumber(ts)
+    if not earliest[bucket] or n < tonumber(earliest[bucket]) then earliest[bucket] = ts end
     out[#out + 1] = 0
   end
 end
 bulk('MSET', nil, payloads)
 for bucket, entries in pairs(timelines) do
   bulk('ZADD', timeline(prefix, bucket), entries)
-  if bucket ~= home then redis.call('SADD', KEYS[2], bucket) end
+  lowered(KEYS[2], bucket, earliest[bucket])
 end
 return out

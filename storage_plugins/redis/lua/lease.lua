@@ -1,50 +1,65 @@
--- KEYS: alive, timeline, owned, dead, dead-ids, stray-homes.
+-- KEYS: alive, heads, owned, dead, dead-ids, stray-homes.
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
--- topic's), solo ('1': refuse with STRAYS when strays of the bucket live elsewhere).
--- Takes due messages with timestamp <= bound (<= now), earliest first, until
+-- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
+-- in other slots), asked buckets ('*' or 'lo-hi,...').
+-- Takes the slot's due messages of the asked buckets with timestamp <= bound
+-- (<= now), earliest first across its timelines (walking `heads`), until
 -- `quota` are delivered; dead letters do not count against the quota.
--- Reply {OK, dead lettered, numbers, blob}: per delivery the numbers (due
--- timestamp, version, deliveries, id length, payload length), and the id then
--- the payload in the blob.
+-- Reply {OK, dead lettered, numbers, blob}: per delivery the numbers (bucket,
+-- due timestamp, version, deliveries, id length, payload length), and the id
+-- then the payload in the blob.
 if not alive() then return {GONE} end
 if ARGV[9] == '1' and redis.call('SCARD', KEYS[6]) > 0 then return {STRAYS} end
 local prefix, now_s, quota, bound = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local lease_until, owner, topic_max = ARGV[6], ARGV[7], tonumber(ARGV[8])
 local now = tonumber(now_s)
-local numbers, blob, leased = {}, {}, {}
-local taken, dead = 0, 0
-while taken < quota do
-  -- Dead and deleted ids leave the range at once; leased ones move to their
-  -- lease expiry at the end (one ZADD), so until then skip them by offset.
-  local ids = redis.call('ZRANGE', KEYS[2], '-inf', bound, 'BYSCORE',
-                         'LIMIT', #leased / 2, quota - taken)
-  if #ids == 0 then break end
+local numbers, blob, leased, owned, changed = {}, {}, {}, {}, {}
+local dead = 0
+
+local function visit(bucket, ids)
+  local kept, counted = 0, 0
   for _, id in ipairs(ids) do
     local rec = load(prefix, id)
     if not rec then
-      redis.call('ZREM', KEYS[2], id)  -- an index entry without a record: drop it
+      redis.call('ZREM', timeline(prefix, bucket), id)  -- an index entry without a record
+      left(changed, bucket, 0)
     else
-      local max = rec.md ~= 0 and rec.md or topic_max
-      if dies_on_lease(rec.n, max, rec.ex, now) then
-        kill(prefix, id, rec, now_s, KEYS[3], KEYS[4], KEYS[5])
+      local fate = lease_fate(rec.n, rec.md, topic_max, rec.ex, now)
+      if fate == 'kill' then
+        kill(prefix, id, rec, now_s, KEYS[3], KEYS[4], KEYS[5], changed)
         dead = dead + 1
       else
         local version, deliveries = rec.v + 1, rec.n + 1
         local payload = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''
-        push(numbers, int(rec.ts), int(version), int(deliveries), int(#id), int(#payload))
+        push(numbers, bucket, int(rec.ts), int(version), int(deliveries), int(#id), int(#payload))
         push(blob, id, payload)
-        if max == 1 then
-          drop(prefix, id, rec, KEYS[3])  -- at-most-once: gone once delivered
+        if fate == 'drop' then
+          drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
         else
           redis.call('HSET', prefix .. K_RECORD .. id, 'ts', lease_until, 'o', owner,
                      'v', version, 'n', deliveries)
-          push(leased, lease_until, id)
+          -- Moved to the lease expiry at the end (one ZADD per timeline); until
+          -- then it stays in range, skipped by the walk's offset.
+          local entries = leased[bucket]
+          if not entries then
+            entries = {}
+            leased[bucket] = entries
+          end
+          push(entries, lease_until, id)
+          push(owned, lease_until, id)
+          left(changed, bucket, rec.ts)
+          kept = kept + 1
         end
-        taken = taken + 1
+        counted = counted + 1
       end
     end
   end
+  return kept, counted
 end
-bulk('ZADD', KEYS[2], leased)
-bulk('ZADD', KEYS[3], leased)
+
+local heap = due_heads(KEYS[2], asked(ARGV[10]), bound)
+walk(prefix, heap, bound, quota, false, visit)
+for bucket, entries in pairs(leased) do bulk('ZADD', timeline(prefix, bucket), entries) end
+bulk('ZADD', KEYS[3], owned)
+fix_heads(prefix, KEYS[2], changed)
 return {OK, dead, table.concat(numbers, ','), table.concat(blob)}

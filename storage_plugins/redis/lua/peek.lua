@@ -1,11 +1,20 @@
--- KEYS: alive, timeline, stray-homes. ARGV: gen, max score, sample, with homes ('1' / '0').
--- Reply {OK, count of scores <= max, 'home,...', 'score,...' (the first `sample`)}.
+-- KEYS: alive, heads, stray-homes. ARGV: gen, prefix, max score, sample, with
+-- homes ('1' / '0'), asked buckets ('*' or 'lo-hi,...').
+-- Reply {OK, count of scores <= max, 'home,...', 'score,...'}: over the asked
+-- timelines of the slot, how many are due and the first `sample` due scores
+-- in order (merged along `heads`, as a lease would take them).
 if not alive() then return {GONE} end
 local homes = {}
-if ARGV[4] == '1' then homes = redis.call('SMEMBERS', KEYS[3]) end
+if ARGV[5] == '1' then homes = redis.call('SMEMBERS', KEYS[3]) end
+local prefix, bound = ARGV[2], ARGV[3]
+local heap, buckets = due_heads(KEYS[2], asked(ARGV[6]), bound)
+local due = 0
+for _, bucket in ipairs(buckets) do
+  due = due + redis.call('ZCOUNT', timeline(prefix, bucket), '-inf', bound)
+end
 local scores = {}
-local r = redis.call('ZRANGE', KEYS[2], '-inf', ARGV[2], 'BYSCORE',
-                     'LIMIT', 0, ARGV[3], 'WITHSCORES')
-for i = 2, #r, 2 do scores[#scores + 1] = int(tonumber(r[i])) end
-local due = redis.call('ZCOUNT', KEYS[2], '-inf', ARGV[2])
+walk(prefix, heap, bound, tonumber(ARGV[4]), true, function(_, reply)
+  for i = 2, #reply, 2 do scores[#scores + 1] = int(tonumber(reply[i])) end
+  return #reply / 2, #reply / 2
+end)
 return {OK, due, table.concat(homes, ','), table.concat(scores, ',')}

@@ -1,11 +1,11 @@
--- KEYS: alive, dead, dead-ids. ARGV: gen, prefix, at, 'all' | 'ids', ids...
+-- KEYS: alive, heads, dead, dead-ids. ARGV: gen, prefix, at, 'all' | 'ids', ids...
 -- Puts dead messages back on their timeline with no deliveries and no expiry.
 -- Reply {OK, redriven}; an id that is not dead is skipped.
 if not alive() then return {GONE} end
 local prefix, at = ARGV[2], ARGV[3]
 local ids = {}
 if ARGV[4] == 'all' then
-  ids = redis.call('ZRANGE', KEYS[2], 0, -1)
+  ids = redis.call('ZRANGE', KEYS[3], 0, -1)
 else
   for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
 end
@@ -15,9 +15,10 @@ for _, id in ipairs(ids) do
   if rec and rec.dead then
     redis.call('HSET', prefix .. K_RECORD .. id,
                'dead', 0, 'n', 0, 'ex', 0, 'ts', at, 'v', rec.v + 1)
-    redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[3], id)
+    redis.call('ZREM', KEYS[4], id)
     redis.call('ZADD', timeline(prefix, rec.b), at, id)
+    lowered(KEYS[2], rec.b, at)
     redriven = redriven + 1
   end
 end

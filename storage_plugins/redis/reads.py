@@ -1,0 +1,54 @@
+"""Reading messages and counting them: get, counts."""
+
+from __future__ import annotations
+
+from dejaq.core.model import Counts, Message
+from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.registry import TopicEntry, per_slot
+from dejaq.storage_plugins.redis.replies import body, text
+from dejaq.storage_plugins.redis.scripts import Call, Runner
+
+
+async def read(
+    runner: Runner, info: TopicEntry, ids_by_home: dict[int, list[str]]
+) -> list[Message | None]:
+    """Messages by id (grouped by home slot), in the order given."""
+    calls = []
+    for home, ids in ids_by_home.items():
+        s = info.slot(home)
+        calls.append(Call(lua.READ, (s.alive,), (info.gen, s.prefix, *ids)))
+    out: list[Message | None] = []
+    replies = await runner.run(calls)
+    for ids, reply in zip(ids_by_home.values(), replies, strict=True):
+        found = body(reply)
+        for k, id in enumerate(ids):
+            item = found[k * lua.READ_ITEM : (k + 1) * lua.READ_ITEM]
+            exists, ts, v, n, owner, bucket, md, ex, dead, payload = item
+            if not exists:
+                out.append(None)
+                continue
+            out.append(
+                Message(
+                    id,
+                    int(ts),
+                    payload or b"",
+                    int(v),
+                    int(n),
+                    text(owner),
+                    int(bucket),
+                    int(md),
+                    int(ex),
+                    dead == b"1",
+                )
+            )
+    return out
+
+
+async def counts(runner: Runner, info: TopicEntry, now: int) -> Counts:
+    replies = await per_slot(
+        runner,
+        info,
+        lambda s: Call(lua.COUNTS, (s.alive, s.heads, s.owned, s.dead), (info.gen, s.prefix, now)),
+    )
+    live, due, leased, dead = (sum(column) for column in zip(*replies, strict=True))
+    return Counts(waiting=live - due - leased, due=due, leased=leased, dead=dead)
