@@ -174,18 +174,22 @@ async def _settle(broker: Broker, session: Session, s: pb.Settle) -> pb.ConsumeR
         raise InvalidArgument(f"unknown settle kind {s.kind}")
     items = list(zip(s.ids, s.versions, strict=True))
     outcomes = await settle(broker, session.topic, kind, items, session.consumer_id, s.ms)
-    return pb.ConsumeResponse(settled=settle_result(s.token, outcomes))
+    return pb.ConsumeResponse(settled=settle_result(s.token, kind, outcomes))
 
 
-def settle_result(token: int, outcomes: list[Outcome]) -> pb.SettleResult:
-    versions: list[int] = []
-    rejections: list[pb.Rejection] = []
-    for i, o in enumerate(outcomes):
-        if isinstance(o, DejaqError):
-            versions.append(0)
-            rejections.append(pb.Rejection(index=i, code=code_for(o).value[0], reason=str(o)))
-        else:
-            versions.append(o.version)
+def settle_result(token: int, kind: Kind, outcomes: list[Outcome]) -> pb.SettleResult:
+    """The refusals by index; the new versions only for an extend (an acked or
+    nacked message is no longer the consumer's, so its version is of no use)."""
+    rejections = [
+        pb.Rejection(index=i, code=code_for(o).value[0], reason=str(o))
+        for i, o in enumerate(outcomes)
+        if isinstance(o, DejaqError)
+    ]
+    versions = (
+        [0 if isinstance(o, DejaqError) else o.version for o in outcomes]
+        if kind is Kind.EXTEND
+        else []
+    )
     return pb.SettleResult(token=token, versions=versions, rejections=rejections)
 
 

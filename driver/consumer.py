@@ -15,6 +15,7 @@ holds stay ackable; settles queued meanwhile wait for the new stream.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,7 +24,7 @@ import grpc
 
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import AlreadyExists, BrokerUnavailable, DejaqError
-from dejaq.core.wire.batches import decode_deliveries
+from dejaq.core.wire.batches import decode_delivery_columns
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import Client, to_error
 from dejaq.driver.delivery import Delivery
@@ -31,7 +32,6 @@ from dejaq.driver.settle import OnError, SettleBatcher
 from dejaq.proto import dejaq_pb2 as pb
 
 log = logging.getLogger(__name__)
-_END = object()
 
 Handler = Callable[[Delivery], Awaitable[None]]
 
@@ -47,6 +47,8 @@ class Consumer:
         on_settle_error: called with a ``SettleFailure`` for each unconfirmed
             settle the broker refused; default a warning in the log.
         max_settle_batch: ids per settle frame at most (default 1000).
+        settle_linger_ms: how long a settle may wait for others to share its
+            frame (default 5 ms); a settle with ``confirm=True`` leaves at once.
 
     Use ``async with Consumer(...) as c: async for d in c: ...; await d.ack()``,
     or ``await c.run(handler, concurrency=N)``.
@@ -63,6 +65,7 @@ class Consumer:
         retry_timeout_s: float = 30.0,
         on_settle_error: OnError | None = None,
         max_settle_batch: int = 1000,
+        settle_linger_ms: float = 5.0,
     ) -> None:
         self.client = client
         self.topic = topic
@@ -70,15 +73,23 @@ class Consumer:
         self.lease_ms = lease_ms
         self.window = credits
         self.retry_timeout_s = retry_timeout_s
-        self._buffer: asyncio.Queue[Delivery | object] = asyncio.Queue()
+        # Deliveries taken from the stream, not yet by the application. A deque
+        # and one waiter: an asyncio.Queue costs several microseconds a message.
+        self._buffer: collections.deque[Delivery] = collections.deque()
+        self._ended = False
+        self._waiter: asyncio.Future[None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._reader: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
         # Frames to write, in order; None means "half-close the stream".
         self._outbox: asyncio.Queue[pb.ConsumeRequest | None] = asyncio.Queue()
         self._settler = SettleBatcher(
-            self._send, max_batch=max_settle_batch, on_error=on_settle_error
+            self._send,
+            max_batch=max_settle_batch,
+            linger_ms=settle_linger_ms,
+            on_error=on_settle_error,
         )
+        self._settler.set_window(credits)
         self._closing = False
         self._error: DejaqError | None = None
 
@@ -122,7 +133,8 @@ class Consumer:
                     await asyncio.wait_for(asyncio.shield(self._reader), self.client.timeout_s)
                 self._reader.cancel()
         self._settler.abandon(BrokerUnavailable("the consumer is closed"))
-        self._buffer.put_nowait(_END)
+        self._buffer.clear()  # their leases were handed back with the goodbye
+        self._end()
 
     # -- receiving ------------------------------------------------------------
 
@@ -139,32 +151,38 @@ class Consumer:
         """The next delivery, or None once the consumer is closed (raises the
         error that ended the stream, if any); ``TimeoutError`` when ``timeout_s``
         passes without one."""
-        if timeout_s is not None and self._buffer.empty():
-            item = await asyncio.wait_for(self._buffer.get(), timeout_s)
-        else:
-            item = await self._buffer.get()
-        if item is _END:
-            self._buffer.put_nowait(_END)  # later readers end too
-            if self._error is not None:
-                raise self._error
-            return None
-        assert isinstance(item, Delivery)
-        self._credit_back(1)
-        return item
+        while not self._buffer:
+            if self._ended:
+                if self._error is not None:
+                    raise self._error
+                return None
+            waiter = self._waiter
+            if waiter is None or waiter.done():
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            if timeout_s is None:
+                await asyncio.shield(waiter)
+            else:
+                await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
+        d = self._buffer.popleft()
+        self._settler.credit(1)
+        return d
 
     def ready(self) -> list[Delivery]:
         """Take every delivery already buffered, without waiting (maybe none)."""
-        out: list[Delivery] = []
-        while not self._buffer.empty():
-            item = self._buffer.get_nowait()
-            if item is _END:
-                self._buffer.put_nowait(_END)
-                break
-            assert isinstance(item, Delivery)
-            out.append(item)
+        out = list(self._buffer)
+        self._buffer.clear()
         if out:
-            self._credit_back(len(out))
+            self._settler.credit(len(out))
         return out
+
+    def _arrived(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _end(self) -> None:
+        self._ended = True
+        self._arrived()
 
     async def run(self, handler: Handler, *, auto_ack: bool = True, concurrency: int = 1) -> None:
         """Call ``handler`` for each delivery, ``concurrency`` at a time (for handlers
@@ -193,12 +211,6 @@ class Consumer:
             await self._settler.flush(self.client.timeout_s)
 
     # -- sending --------------------------------------------------------------
-
-    def _credit_back(self, n: int) -> None:
-        # Credits wait for a settle frame to ride on; alone they leave once a
-        # quarter window has gathered, or at once when the buffer ran dry.
-        threshold = 0 if self._buffer.empty() else max(1, self.window // 4)
-        self._settler.credit(n, threshold)
 
     def _send(self, req: pb.ConsumeRequest) -> bool:
         if self._call is None:
@@ -265,28 +277,21 @@ class Consumer:
                 self._error = error
         self._call = None
         self._settler.abandon(BrokerUnavailable("consume stream ended"))
-        self._buffer.put_nowait(_END)
+        self._end()
 
     def _on_frame(self, frame: pb.ConsumeResponse) -> None:
         kind = frame.WhichOneof("frame")
         if kind == "deliveries":
             received = now_ms()
-            batch, lease_until = decode_deliveries(frame.deliveries)
-            put, settler, lease = self._buffer.put_nowait, self._settler, self.lease_ms
-            for d in batch:
-                put(
-                    Delivery(
-                        d.id,
-                        d.timestamp,
-                        d.payload,
-                        d.version,
-                        d.deliveries,
-                        lease_until,
-                        received,
-                        settler,
-                        lease,
-                    )
+            c = decode_delivery_columns(frame.deliveries)
+            settler, lease, until = self._settler, self.lease_ms, c.lease_until
+            self._buffer.extend(
+                Delivery(i, t, p, v, n, until, received, settler, lease)
+                for i, t, p, v, n in zip(
+                    c.ids, c.timestamps, c.payloads, c.versions, c.deliveries, strict=True
                 )
+            )
+            self._arrived()
         elif kind == "settled":
             self._settler.answered(frame.settled)
 
@@ -298,7 +303,7 @@ class Consumer:
         while not self._closing:
             await self.client.failover()
             try:
-                await self._connect(self.window - self._buffer.qsize())
+                await self._connect(self.window - len(self._buffer))
                 log.info("consumer %s reconnected to %s", self.consumer_id, self.client.address)
                 return
             except (BrokerUnavailable, AlreadyExists) as exc:
@@ -311,4 +316,4 @@ class Consumer:
             await backoff.wait()
         self._settler.holding = False
         self._settler.abandon(self._error or BrokerUnavailable("the consumer is closed"))
-        self._buffer.put_nowait(_END)
+        self._end()

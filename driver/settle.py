@@ -1,9 +1,12 @@
 """Settle grouping: acks, nacks and extends leave in frames, never one by one.
 
-A settle is queued and the caller goes on; everything queued in one event-loop
-turn (or up to ``max_batch`` ids of one kind) leaves as one Settle frame, with
-the credits the consumer returns riding along. The broker answers each frame
-with one SettleResult: new versions and the refusals.
+A settle is queued and the caller goes on. Queued settles leave together
+``linger_ms`` after the first of them (5 ms by default, as Pulsar groups acks
+for 100 ms), at once when ``max_batch`` ids of one kind have gathered or when a
+caller waits for confirmation, as one Settle frame per kind, with the credits
+the consumer returns riding along. So a consumer sends a bounded number of
+frames per second however many messages it settles. The broker answers each
+frame with one SettleResult: the refusals, and for extends the new versions.
 
 Confirmation is the caller's choice, as with Pulsar's ack receipts or Kafka's
 ``commitAsync`` / ``commitSync``:
@@ -12,14 +15,16 @@ Confirmation is the caller's choice, as with Pulsar's ack receipts or Kafka's
   settle is queued. A refusal (stale version, lease lost to another consumer)
   goes to ``on_error`` (by default a warning in the log) and is kept for the
   next ``flush()``, which raises it as ``SettleRejected``.
-- ``confirm=True``: the call waits for the broker's answer and raises the
-  refusal itself (extend always confirms: the next settle needs its version).
+- ``confirm=True``: the frame leaves at the end of this event-loop turn; the
+  call waits for the broker's answer and raises the refusal itself (extend
+  always confirms: the next settle needs the version it produced).
 - ``flush()`` sends what is queued and waits until every settle sent so far is
   answered; the consumer's ``close()`` flushes before saying goodbye.
 
 A settle whose frame was lost with its stream is reported as failed with
-``BrokerUnavailable``: it may or may not have been applied. An unacked message
-is redelivered when its lease runs out, so nothing is ever lost (at-least-once).
+``BrokerUnavailable``: it may or may not have been applied. A consumer that
+dies loses at most its unsent settles: those messages are redelivered when
+their lease runs out, so nothing is ever lost (at-least-once).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -75,16 +81,14 @@ OnError = Callable[[SettleFailure], None]
 Send = Callable[[pb.ConsumeRequest], bool]  # False: not connected, nothing sent
 
 
-@dataclass(slots=True)
-class _Item:
-    held: Held
-    receipt: asyncio.Future[None] | None  # set when the caller waits for the answer
+class _Group:
+    """Settles of one (kind, ms), as columns."""
 
+    __slots__ = ("helds", "receipts")
 
-@dataclass(slots=True)
-class _Frame:
-    kind: int
-    items: list[_Item]
+    def __init__(self) -> None:
+        self.helds: list[Held] = []
+        self.receipts: dict[int, asyncio.Future[None]] = {}  # index -> a waiting caller
 
 
 class SettleBatcher:
@@ -95,23 +99,26 @@ class SettleBatcher:
         send: Send,
         *,
         max_batch: int = 1000,
+        linger_ms: float = 5.0,
         max_unanswered: int = 20_000,
         on_error: OnError | None = None,
     ) -> None:
         self._send = send
         self.max_batch = max_batch
+        self.linger_s = linger_ms / 1000
         self.max_unanswered = max_unanswered
         self.on_error = on_error
-        self._pending: dict[tuple[int, int], list[_Item]] = {}
+        self._pending: dict[tuple[int, int], _Group] = {}
         self._credits = 0
-        self._flush_scheduled = False
+        self._credit_urge = 1 << 62  # credits that make a frame leave this turn
+        self._soon: asyncio.Handle | None = None
+        self._later: asyncio.TimerHandle | None = None
         self._tokens = itertools.count(1)
-        self._sent: dict[int, _Frame] = {}
+        self._last_token = 0
+        self._sent: dict[int, tuple[int, _Group]] = {}  # token -> (kind, group)
         self._unanswered = 0  # ids queued or sent, not yet answered
-        self._room = asyncio.Event()
-        self._room.set()
-        self._answered = asyncio.Event()
-        self._answered.set()
+        self._room: list[asyncio.Future[None]] = []  # callers held by back-pressure
+        self._flushes: list[tuple[int, asyncio.Future[None]]] = []  # (token, waiter)
         self._failures: list[SettleFailure] = []
         # While the consumer reconnects, queued settles wait for the new stream.
         self.holding = False
@@ -125,107 +132,145 @@ class SettleBatcher:
     async def settle(self, kind: int, held: Held, ms: int, confirm: bool) -> None:
         """Queue one settle; with ``confirm`` wait for the broker's answer."""
         if self._unanswered >= self.max_unanswered:
-            await self._room.wait()  # back-pressure: the broker is behind
-        receipt = asyncio.get_running_loop().create_future() if confirm else None
-        item = _Item(held, receipt)
-        group = self._pending.setdefault((kind, ms), [])
-        group.append(item)
-        self._count(1)
-        if len(group) >= self.max_batch:
-            self.send_now()
-        else:
-            self._schedule()
-        if receipt is not None:
-            await receipt
+            await self._wait_for_room()
+        group = self._pending.get((kind, ms))
+        if group is None:
+            group = self._pending[(kind, ms)] = _Group()
+        group.helds.append(held)
+        self._unanswered += 1
+        if not confirm:
+            if len(group.helds) >= self.max_batch:
+                self.send_now()
+            elif self._later is None:
+                self._later = asyncio.get_running_loop().call_later(self.linger_s, self.send_now)
+            return
+        receipt = asyncio.get_running_loop().create_future()
+        group.receipts[len(group.helds) - 1] = receipt
+        self._send_soon()
+        await receipt
 
-    def credit(self, n: int, threshold: int) -> None:
-        """Return ``n`` credits: they ride with the next settle frame, or leave alone
-        at the end of this turn once ``threshold`` have gathered (0: at once)."""
+    def credit(self, n: int) -> None:
+        """Return ``n`` credits: they ride with the next settle frame, and leave
+        this turn once ``urge_credits`` (see ``set_window``) have gathered."""
         self._credits += n
-        if self._credits >= threshold:
-            self._schedule()
+        if self._credits >= self._credit_urge:
+            self._send_soon()
+        elif self._later is None:
+            self._later = asyncio.get_running_loop().call_later(self.linger_s, self.send_now)
+
+    def set_window(self, window: int) -> None:
+        """Credits are urgent once half the consumer's window waits to go back."""
+        self._credit_urge = max(1, window // 2)
 
     def forget_credits(self) -> None:
         """A new stream's Hello states the whole window: credits not yet sent are moot."""
         self._credits = 0
 
-    def _schedule(self) -> None:
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self.send_now)
+    def _send_soon(self) -> None:
+        if self._soon is None:
+            self._soon = asyncio.get_running_loop().call_soon(self.send_now)
 
     def send_now(self) -> None:
         """Send everything queued: one frame per (kind, ms) group, credits on the first."""
-        self._flush_scheduled = False
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         if self.holding:
             return
         pending, self._pending = self._pending, {}
-        for (kind, ms), items in pending.items():
-            for start in range(0, len(items), self.max_batch):
-                self._send_frame(kind, ms, items[start : start + self.max_batch])
+        for (kind, ms), group in pending.items():
+            helds = group.helds
+            if len(helds) <= self.max_batch:
+                self._send_frame(kind, ms, group)
+                continue
+            for start in range(0, len(helds), self.max_batch):
+                part = _Group()
+                part.helds = helds[start : start + self.max_batch]
+                part.receipts = {
+                    i - start: r
+                    for i, r in group.receipts.items()
+                    if start <= i < start + self.max_batch
+                }
+                self._send_frame(kind, ms, part)
         if self._credits:
             credits, self._credits = self._credits, 0
             if not self._send(pb.ConsumeRequest(credits=credits)):
                 self._credits += credits  # returned when connected again
 
-    def _send_frame(self, kind: int, ms: int, items: list[_Item]) -> None:
+    def _send_frame(self, kind: int, ms: int, group: _Group) -> None:
         token = next(self._tokens)
         credits, self._credits = self._credits, 0
+        helds = group.helds
         frame = pb.Settle(
             kind=kind,  # type: ignore[arg-type]
-            ids=[i.held.id for i in items],
-            versions=[i.held.version for i in items],
+            ids=[h.id for h in helds],
+            versions=[h.version for h in helds],
             ms=ms,
             token=token,
             credits=credits,
         )
-        self._sent[token] = _Frame(kind, items)
-        if not self._send(pb.ConsumeRequest(settle=frame)):
+        if self._send(pb.ConsumeRequest(settle=frame)):
+            self._sent[token] = (kind, group)
+            self._last_token = token
+        else:
             self._credits += credits
-            del self._sent[token]
-            self._finish(kind, items, [BrokerUnavailable("consumer is not connected")] * len(items))
+            self._finish(kind, group, {}, BrokerUnavailable("consumer is not connected"))
 
     # -- answers --------------------------------------------------------------
 
     def answered(self, result: pb.SettleResult) -> None:
         """The broker's answer to one frame."""
-        frame = self._sent.pop(result.token, None)
-        if frame is None:
+        entry = self._sent.pop(result.token, None)
+        if entry is None:
             return
+        kind, group = entry
         refused = {r.index: error_for(status_code(r.code), r.reason) for r in result.rejections}
-        outcomes: list[DejaqError | None] = []
-        for n, item in enumerate(frame.items):
-            error = refused.get(n)
-            if error is None and n < len(result.versions):
-                item.held.version = result.versions[n]
-            outcomes.append(error)
-        self._finish(frame.kind, frame.items, outcomes)
+        if kind == pb.Settle.EXTEND:
+            for n, version in enumerate(result.versions):
+                if n not in refused:
+                    group.helds[n].version = version
+        self._finish(kind, group, refused, None)
 
     def lost(self, error: DejaqError) -> None:
         """The stream broke: frames sent on it may or may not have been applied."""
         sent, self._sent = self._sent, {}
-        for frame in sent.values():
-            self._finish(frame.kind, frame.items, [error] * len(frame.items))
+        for kind, group in sent.values():
+            self._finish(kind, group, {}, error)
 
     def abandon(self, error: DejaqError) -> None:
         """The consumer is gone for good: fail what is queued and what is sent."""
         self.lost(error)
         pending, self._pending = self._pending, {}
-        for (kind, _), items in pending.items():
-            self._finish(kind, items, [error] * len(items))
+        for (kind, _), group in pending.items():
+            self._finish(kind, group, {}, error)
 
-    def _finish(self, kind: int, items: list[_Item], outcomes: list[DejaqError | None]) -> None:
-        for item, error in zip(items, outcomes, strict=True):
-            if item.receipt is not None:
-                if item.receipt.done():
-                    pass
-                elif error is None:
-                    item.receipt.set_result(None)
-                else:
-                    item.receipt.set_exception(error)
-            elif error is not None:
-                self._report(SettleFailure(item.held.id, KIND_NAMES.get(kind, "?"), error))
-        self._count(-len(items))
+    def _finish(
+        self,
+        kind: int,
+        group: _Group,
+        refused: dict[int, DejaqError],
+        all_failed: DejaqError | None,
+    ) -> None:
+        """Settle the receipts of a group: ``refused`` by index, or all with ``all_failed``."""
+        receipts = group.receipts
+        if all_failed is not None:
+            refused = dict.fromkeys(range(len(group.helds)), all_failed)
+        for n, receipt in receipts.items():
+            if receipt.done():
+                continue
+            error = refused.get(n)
+            if error is None:
+                receipt.set_result(None)
+            else:
+                receipt.set_exception(error)
+        for n, error in refused.items():
+            if n not in receipts:
+                self._report(SettleFailure(group.helds[n].id, KIND_NAMES.get(kind, "?"), error))
+        self._unanswered -= len(group.helds)
+        self._wake()
 
     def _report(self, failure: SettleFailure) -> None:
         self._failures.append(failure)
@@ -237,24 +282,44 @@ class SettleBatcher:
         else:
             log.warning("%s of %s refused: %s", failure.kind, failure.id, failure.error)
 
-    def _count(self, delta: int) -> None:
-        self._unanswered += delta
-        if self._unanswered < self.max_unanswered:
-            self._room.set()
-        else:
-            self._room.clear()
-        if self._unanswered == 0:
-            self._answered.set()
-        else:
-            self._answered.clear()
+    def _wake(self) -> None:
+        if self._room and self._unanswered < self.max_unanswered:
+            room, self._room = self._room, []
+            for waiter in room:
+                if not waiter.done():
+                    waiter.set_result(None)
+        if self._flushes:
+            oldest = min(self._sent, default=self._last_token + 1)
+            still: list[tuple[int, asyncio.Future[None]]] = []
+            for token, waiter in self._flushes:
+                if token < oldest:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                else:
+                    still.append((token, waiter))
+            self._flushes = still
+
+    async def _wait_for_room(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._room.append(waiter)
+        await waiter
 
     # -- flushing -------------------------------------------------------------
 
     async def flush(self, timeout_s: float | None = None) -> None:
-        """Send what is queued, wait for every answer, raise what was refused."""
+        """Send what is queued, wait for the answers to every settle made so far,
+        and raise what was refused."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while self.holding and self._pending:  # reconnecting: wait for the new stream
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError("settles are waiting for a reconnect")
+            await asyncio.sleep(0.02)
         self.send_now()
-        if self._unanswered:
-            await asyncio.wait_for(self._answered.wait(), timeout_s)
+        if self._sent:
+            waiter = asyncio.get_running_loop().create_future()
+            self._flushes.append((self._last_token, waiter))
+            self._wake()
+            await asyncio.wait_for(waiter, timeout_s)
         self.raise_failures()
 
     def raise_failures(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import flatbuffers
 import numpy as np
@@ -213,23 +213,37 @@ def encode_deliveries(deliveries: Sequence[Delivery], lease_until: int) -> bytes
     return bytes(builder.Output())
 
 
-def decode_deliveries(buf: bytes) -> tuple[list[Delivery], int]:
+class DeliveryColumns(NamedTuple):
+    """A DeliveryBatch as columns (one list per field), for readers that build
+    their own object per delivery."""
+
+    ids: list[str]
+    timestamps: list[int]
+    payloads: list[bytes]
+    versions: list[int]
+    deliveries: list[int]
+    lease_until: int
+
+
+def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
     batch = DeliveryBatch.DeliveryBatch.GetRootAs(buf, 0)
     ts_col = batch.TimestampsAsNumpy()
     if not isinstance(ts_col, np.ndarray):
-        return [], batch.LeaseUntil()
+        return DeliveryColumns([], [], [], [], [], batch.LeaseUntil())
     n = len(ts_col)
     ids = _split_text(_blob(batch.IdsAsNumpy()), batch.IdOffsetsAsNumpy(), n, "id")
     payloads = _split(_blob(batch.PayloadsAsNumpy()), batch.PayloadOffsetsAsNumpy(), n, "payload")
+    versions = _column(batch.VersionsAsNumpy(), n, "versions")
+    deliveries = _column(batch.DeliveriesAsNumpy(), n, "deliveries")
+    if versions is None or deliveries is None:
+        raise InvalidArgument("malformed batch: versions or deliveries missing")
+    return DeliveryColumns(ids, ts_col.tolist(), payloads, versions, deliveries, batch.LeaseUntil())
+
+
+def decode_deliveries(buf: bytes) -> tuple[list[Delivery], int]:
+    c = decode_delivery_columns(buf)
     out = [
-        Delivery(i, t, p, v, d)
-        for i, t, p, v, d in zip(
-            ids,
-            ts_col.tolist(),
-            payloads,
-            batch.VersionsAsNumpy().tolist(),
-            batch.DeliveriesAsNumpy().tolist(),
-            strict=True,
-        )
+        Delivery(*row)
+        for row in zip(c.ids, c.timestamps, c.payloads, c.versions, c.deliveries, strict=True)
     ]
-    return out, batch.LeaseUntil()
+    return out, c.lease_until

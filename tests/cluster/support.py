@@ -147,7 +147,7 @@ class Recorder:
 
     async def _ack(self, seen: Seen, delivery: Delivery) -> None:
         try:
-            await delivery.ack()
+            await delivery.ack(confirm=True)
             seen.acked = True
         except DejaqError as exc:
             self.ack_failures.append((seen.consumer, seen.id, exc))

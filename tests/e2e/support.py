@@ -167,7 +167,7 @@ def dead_includes(client: Client, topic: str, *ids: str) -> Callable[[], Awaitab
 
 
 async def ack_all(deliveries: Sequence[Delivery]) -> None:
-    await asyncio.gather(*(d.ack() for d in deliveries))
+    await asyncio.gather(*(d.ack(confirm=True) for d in deliveries))
 
 
 async def assert_serves(address: str) -> None:
@@ -178,7 +178,7 @@ async def assert_serves(address: str) -> None:
         async with consuming(client, topic, credits=1) as inbox:
             d = await inbox.next(10)
             assert (d.id, d.payload) == (mid, b"still here")
-            await d.ack()
+            await d.ack(confirm=True)
 
 
 CHILD_CONSUMER = """

@@ -492,7 +492,7 @@ async def test_settling_a_message_one_does_not_hold_is_refused(
         # Then nothing changed: the holder still holds it and can ack it
         after = (await admin.get(topic, mid)).message
         assert after == before
-        await d.ack()
+        await d.ack(confirm=True)
     await assert_serves(broker.address)
 
 

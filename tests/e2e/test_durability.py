@@ -41,7 +41,7 @@ async def test_kill_9_loses_no_acknowledged_produce_and_undoes_no_ack(
         async with consuming(client, topic) as inbox:
             d = await inbox.next()
             assert d.id == "acked"
-            await d.ack()
+            await d.ack(confirm=True)
         # and a message held under a 2 s lease by a consumer process
         await produce_one(client, topic, now_ms(), b"held", id="held")
         holder = await ChildConsumer.start(first.address, topic, count=1, lease_ms=2_000)

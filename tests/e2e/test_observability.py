@@ -69,8 +69,8 @@ async def traffic(observed: tuple[BrokerProcess, int]) -> AsyncIterator[str]:
         assert {r.status for r in again} == {InsertStatus.DUPLICATE}
         async with consuming(client, topic, credits=20) as inbox:
             got = await inbox.take(10)
-            await got[0].nack(60_000)
-            await asyncio.gather(*(d.ack() for d in got[1:]))
+            await got[0].nack(60_000, confirm=True)
+            await asyncio.gather(*(d.ack(confirm=True) for d in got[1:]))
         yield topic
 
 

@@ -111,7 +111,7 @@ async def test_a_storage_server_restart_mid_run_is_survived(
         async with consuming(client, topic, credits=50, lease_ms=2_000) as inbox:
             for d in await inbox.take(20, timeout_s=10):
                 seen[d.id] = d
-                await d.ack()
+                await d.ack(confirm=True)
             # When the storage server goes down
             restartable.stop()
             down = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -134,7 +134,7 @@ async def test_a_storage_server_restart_mid_run_is_survived(
                 for d in await inbox.take(1, timeout_s=deadline - time.monotonic()):
                     seen.setdefault(d.id, d)
                     try:
-                        await d.ack()
+                        await d.ack(confirm=True)
                     except DejaqError:
                         pass  # acked during the outage: it comes back after its lease
     assert sorted(seen) == [m.id for m in messages]
