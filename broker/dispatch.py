@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+import numpy as np
+
 from dejaq.broker.metrics import Event, Metrics
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
@@ -174,8 +176,9 @@ class Dispatcher:
         assert self._metrics is not None
         name = self.topic.name
         delivered = leases.delivered
+        due = np.fromiter((d.timestamp for d in delivered), np.int64, len(delivered))
         again = sum(1 for d in delivered if d.deliveries > 1)
-        self._metrics.delivered(name, now_ms(), (d.timestamp for d in delivered), again)
+        self._metrics.delivered(name, now_ms(), due, again)
         self._metrics.count(Event.DEAD_LETTERED, name, leases.dead_lettered)
 
     def _rotated(self) -> list[Receiver]:
