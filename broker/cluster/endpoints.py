@@ -12,6 +12,8 @@ DEFAULT_PORT = 2379
 
 @dataclass(frozen=True)
 class Endpoint:
+    """One etcd member's client address (plain HTTP)."""
+
     host: str
     port: int
 

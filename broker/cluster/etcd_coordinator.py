@@ -14,8 +14,8 @@ At start-up the first session must open within ``etcd_timeout_s``, or the broker
 refuses to start with ``CoordinationUnavailable``. Key layout: ``keys.py``;
 assignment scheme: ``assignment.py``; hints: ``hints.py``.
 
-etcd load: a heartbeat (two writes) per broker per second, one write per
-consumer join or leave, and hints (at most one write in flight per broker).
+etcd load: a heartbeat (a lease refresh and a put) per broker per second, one
+write per consumer join or leave, and hints (at most one write in flight per broker).
 etcd keeps every revision until it is compacted, so run it with
 auto-compaction (``--auto-compaction-mode revision
 --auto-compaction-retention 10000``, as ``deploy/local-cluster.sh`` does).
@@ -125,14 +125,18 @@ class EtcdCoordinator(Coordinator):
     # -- what the broker asks -------------------------------------------------
 
     def buckets(self, topic: str) -> Buckets:
+        """The union of the shares of this broker's consumers of ``topic``."""
         return self._view.buckets(topic)
 
     async def consumer_joined(self, topic: str, consumer_id: str) -> None:
+        """A stream opened here: register the consumer in etcd (in the background);
+        its share comes when the watch shows the registration."""
         key = (topic, consumer_id)
         self._local[key] = self._local.get(key, 0) + 1
         self._registrar.want(self._local.keys())
 
     async def consumer_left(self, topic: str, consumer_id: str) -> None:
+        """A stream closed here: unregister the consumer once its last stream is gone."""
         key = (topic, consumer_id)
         left = self._local.get(key, 0) - 1
         if left > 0:
@@ -142,6 +146,8 @@ class EtcdCoordinator(Coordinator):
         self._registrar.want(self._local.keys())
 
     def announce(self, topic: str, timestamp: int) -> None:
+        """Queue a hint for the other brokers, if one of them has a consumer of
+        ``topic`` and the hint can matter (``hints.py``)."""
         if self.healthy and self._view.members.has_consumers_elsewhere(topic, self._id):
             self._hints.offer(topic, timestamp, now_ms())
 

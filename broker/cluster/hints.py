@@ -34,6 +34,9 @@ Publish = Callable[[str, int], Awaitable[None]]
 
 
 class HintPublisher:
+    """The hints this broker still has to write, one per topic, and the loop that
+    writes them (through ``publish``, so it knows nothing of etcd)."""
+
     def __init__(self, horizon_ms: int) -> None:
         self.horizon_ms = horizon_ms
         self._pending: dict[str, int] = {}
@@ -41,7 +44,9 @@ class HintPublisher:
         self._ready = asyncio.Event()
 
     def offer(self, topic: str, timestamp: int, now: int) -> bool:
-        """Queue a hint unless it cannot help; True when it was queued."""
+        """Offer a hint for a message of ``topic`` due at ``timestamp``: True when a
+        queued hint covers it (this one, or an earlier one already queued), False
+        when it cannot help and was dropped."""
         if timestamp > now + self.horizon_ms:
             return False
         last = self._published.get(topic)
@@ -54,6 +59,7 @@ class HintPublisher:
         return True
 
     def forget(self, topic: str) -> None:
+        """The topic was deleted: drop its queued and published hints."""
         self._pending.pop(topic, None)
         self._published.pop(topic, None)
 

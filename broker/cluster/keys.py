@@ -25,6 +25,8 @@ ROOT = "/dejaq/"
 
 
 class Kind(enum.Enum):
+    """The key families; the value is the key's first path segment."""
+
     BROKER = "brokers"
     CONSUMER = "consumers"
     TOPIC = "topics"

@@ -1,7 +1,7 @@
 """The cluster as the etcd watch shows it: live brokers and each topic's consumers.
 
 Kept apart from etcd so it can be reasoned about (and tested) as plain data:
-the coordinator feeds it the snapshot and then every watch event.
+``view.py`` feeds it the snapshot and then every watch event.
 
 A consumer id is one client. If it shows up under two brokers (it reconnected
 to another broker while the first one's keys wait for their lease to
@@ -29,12 +29,15 @@ class BrokerInfo:
 
 
 class Membership:
+    """Live brokers (by heartbeat) and the consumers registered under each topic."""
+
     def __init__(self) -> None:
         self.brokers: dict[str, BrokerInfo] = {}
         # topic -> (broker, consumer) -> create revision of its key
         self._consumers: dict[str, dict[Member, int]] = {}
 
     def clear(self) -> None:
+        """Forget everything (a new snapshot follows)."""
         self.brokers.clear()
         self._consumers.clear()
 
@@ -45,12 +48,15 @@ class Membership:
         return joined
 
     def remove_broker(self, broker: str) -> bool:
+        """Its key is gone (lease expired or revoked); True when it was known."""
         return self.brokers.pop(broker, None) is not None
 
     def put_consumer(self, topic: str, broker: str, consumer: str, revision: int) -> None:
+        """Record a consumer registration; ``revision`` is its key's create revision."""
         self._consumers.setdefault(topic, {})[(broker, consumer)] = revision
 
     def remove_consumer(self, topic: str, broker: str, consumer: str) -> None:
+        """Its registration under ``broker`` is gone (others of the same id stay)."""
         registered = self._consumers.get(topic)
         if registered is not None:
             registered.pop((broker, consumer), None)
@@ -58,6 +64,7 @@ class Membership:
                 del self._consumers[topic]
 
     def topics(self) -> list[str]:
+        """The topics with at least one registered consumer, sorted."""
         return sorted(self._consumers)
 
     def members(self, topic: str) -> list[Member]:
@@ -76,5 +83,6 @@ class Membership:
         return owned_by(self.members(topic), broker, bucket_count)
 
     def has_consumers_elsewhere(self, topic: str, broker: str) -> bool:
-        """Whether a broker other than ``broker`` may have consumers of ``topic``."""
+        """Whether a broker other than ``broker`` may have consumers of ``topic``
+        (a registration counts even while its broker's heartbeat is missing)."""
         return any(b != broker for b, _ in self._consumers.get(topic, {}))

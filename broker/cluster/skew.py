@@ -19,6 +19,9 @@ WINDOW = 10  # heartbeats kept per broker
 
 
 class SkewTracker:
+    """Each other broker's clock minus ours, from its last ``WINDOW`` heartbeats;
+    warns once when it goes beyond ``warn_ms`` (and notes when it is back)."""
+
     def __init__(self, warn_ms: int) -> None:
         self.warn_ms = warn_ms
         self._samples: dict[str, deque[int]] = {}
@@ -46,12 +49,15 @@ class SkewTracker:
         return skew
 
     def skew_ms(self, broker: str) -> int | None:
+        """The estimate for ``broker``, or None before its first heartbeat."""
         samples = self._samples.get(broker)
         return max(samples) if samples else None
 
     def all(self) -> dict[str, int]:
+        """The estimate for every broker heard from."""
         return {b: max(s) for b, s in self._samples.items() if s}
 
     def forget(self, broker: str) -> None:
+        """The broker left: drop its samples."""
         self._samples.pop(broker, None)
         self._warned.discard(broker)

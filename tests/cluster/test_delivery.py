@@ -27,7 +27,7 @@ FRAME = 20
 RESCAN_MS = "600000"
 
 
-async def test_every_message_once_on_time_and_never_early_across_brokers(
+async def test_every_message_once_and_never_early_across_brokers(
     cluster: Cluster,
 ) -> None:
     # Given three brokers, a topic, and one consumer attached to each broker
