@@ -52,7 +52,7 @@ async def test_a_topic_deleted_or_recreated_on_one_broker_changes_on_all(
         async def recreated() -> bool:
             return (await Admin(c1).describe_topic("t")).topic.settings.buckets == 16
 
-        await wait_until(recreated, 2, "the new settings on the other broker")
+        await wait_until(recreated, 10, "the new settings on the other broker")
 
 
 async def test_a_resent_frame_is_idempotent_on_any_broker(cluster: Cluster) -> None:
@@ -89,7 +89,9 @@ async def test_cluster_status_shows_brokers_consumers_and_buckets(cluster: Clust
     # Then both brokers, their clock skew, and who owns which buckets are shown
     assert (report["mode"], report["cluster"], report["healthy"]) == ("etcd", cluster.name, True)
     assert sorted(b["address"] for b in report["brokers"]) == sorted(brokers)
-    assert all(abs(b["skew_ms"]) < 50 for b in report["brokers"])  # one machine, one clock
+    # One machine, one clock: a heartbeat is received after it was written, so no
+    # broker seems ahead (how far behind is the etcd transit time, a benchmark figure)
+    assert all(b["skew_ms"] <= 0 for b in report["brokers"])
     (jobs,) = report["topics"]
     owners = sorted((c["broker"], c["id"], c["buckets"]) for c in jobs["consumers"])
     consumer_on = {brokers[0]: "a", brokers[1]: "b"}
