@@ -1,27 +1,32 @@
-"""The benchmark suite: one entry point for every scenario, backend and the Redis baseline.
+"""The benchmark suite: every figure through the public API (driver, CLI), against the rival.
 
-    python benchmarks/run.py [--quick] [--backends memory,sqlite,redis,postgres]
-        [--scenarios produce,end_to_end,lateness,scale,baseline] [--profile]
+    python benchmarks/run.py --smoke          # CI: tiny sizes, checks, no speed verdicts
+    python benchmarks/run.py                  # the full run (about an hour)
+    python benchmarks/run.py --backends memory,redis,poller --scenarios steady --step-s 5
 
-Per backend (a broker process on loopback, the backend's server started here
-when its binary exists, else the backend is skipped with the reason):
+Per backend (memory, sqlite, redis, postgres): the backend's server when it
+has one, a broker process (``dejaq broker``), and these scenarios:
 
-- produce      throughput by batch size (1, 10, 100, 1000 a frame, 8 in flight)
-- end_to_end   produce -> due -> deliver -> ack for a large batch due now
-- lateness     p50 / p99 / p99.9 / max and early count at steady due rates
-               (1k, 10k, 20k, 50k per second) and for a burst at one millisecond
+- steady    a producer process and N consumer processes (the plain
+            ``async for d in consumer: await d.ack()`` loop); the due rate
+            steps up, each step held --step-s, until p99 lateness passes
+            --p99-ms, or anything is early or left behind. The figure: the
+            highest rate that held, and its ratio to the rival's.
+- cli       3 x ``dejaq consume`` at 1k due/s (p50 / p99); one
+            ``dejaq consume`` at rising rates until it no longer keeps up
+- bulk      produce -> deliver -> ack, all due now (memory only)
+- produce   msgs/s by batch size through ``Producer.send_batch``
+- wire      WIRE LIMIT, a private client, reported apart (memory only)
+- scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
 
-Once (memory backend):
+and the rival, ``poller`` in --backends: a hand-rolled Redis sorted-set queue
+(Lua pop-due every 1 ms in as many processes, ZREM + HDEL acks), on the
+same producer schedule and step plan.
 
-- scale        broker memory per waiting message and produce rate at 1M
-               (and 10M unless --quick, bounded), idle CPU with 1M waiting
-
-And the hand-rolled Redis sorted-set delay queue on the same workloads
-(``baseline``), so figures also read as ratios that survive a noisy machine.
-
-Figures print as tables with the issue's targets (met / MISSED); everything is
-saved to ``benchmarks/results/suite[_quick].json`` with PNG plots beside it.
-Exit status 1 on an early delivery, a lost message, an error or a timeout.
+Figures print as tables; everything is saved to benchmarks/results/NAME.json.
+Exit status 1 on an error, an early delivery or a lost message (in a smoke
+run also on a step that did not hold or a missing figure). A backend whose
+server is not installed is skipped, or fails the run under CI=true.
 """
 
 from __future__ import annotations
@@ -34,61 +39,67 @@ import sys
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
-from common import RESULTS_DIR, machine
-from scenarios import baseline, scale
-from scenarios.per_backend import SCENARIOS, run_backend
-from suite import plots, profile, report
-from suite.backends import BACKENDS
-from suite.plan import FULL, QUICK, Plan
-from suite.stats import load_average
+from scenarios import poller, scale
+from scenarios.per_backend import SCENARIOS, run_backend, unavailable
+from suite import profile, report
+from suite.backends import BACKENDS, RIVAL, Unavailable
+from suite.plan import FULL, SMOKE, Plan
+from suite.procstat import load_average, machine
 from suite.targets import evaluate
 
-ALL_SCENARIOS = (*SCENARIOS, "scale", "baseline")
-QUICK_BACKENDS = ("memory", "sqlite", "redis")
-BASELINE_BOUND_S = 600.0
-SCALE_BOUND_S = 900.0  # the 10M stage is capped at 300 s of producing, see scenarios/scale.py
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ALL_SCENARIOS = ("steady", "cli", "bulk", "produce", "wire", "scale")
+ALL_BACKENDS = (*BACKENDS, RIVAL)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="smaller counts: the run takes ~2-3 min")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, every scenario, 1 s steps: checks figures come out and nothing"
+        " is lost or early; no speed verdicts (what CI runs)",
+    )
     p.add_argument(
         "--backends",
-        help=f"comma-separated, of {','.join(BACKENDS)}"
-        f" (default: all; with --quick {','.join(QUICK_BACKENDS)})",
+        help=f"comma-separated, of {','.join(ALL_BACKENDS)} (default: all)",
     )
     p.add_argument(
         "--scenarios",
-        default=",".join(ALL_SCENARIOS),
         help=f"comma-separated, of {','.join(ALL_SCENARIOS)} (default: all)",
     )
-    p.add_argument(
-        "--poll-ms", type=float, default=1.0, help="the baseline poller's period (default 1 ms)"
-    )
+    p.add_argument("--rates", help="steady: the due rates to step through, msgs/s, comma-separated")
+    p.add_argument("--step-s", type=float, help="steady: seconds each step is held (full: 20)")
+    p.add_argument("--consumers", type=int, help="steady: consumer (and poller) processes (3)")
+    p.add_argument("--p99-ms", type=float, help="steady: a step holds at p99 <= this (10)")
+    p.add_argument("--drain-s", type=float, help="how long stragglers may take after a step")
+    p.add_argument("--cli-rates", help="cli: rates one `dejaq consume` is stepped through")
+    p.add_argument("--cli-step-s", type=float, help="cli: seconds each step is held")
+    p.add_argument("--bulk-messages", type=int, help="bulk: messages (full: 200,000)")
+    p.add_argument("--poll-ms", type=float, help="the rival's poll period (default 1 ms)")
     p.add_argument(
         "--broker-env",
         action="append",
         default=[],
         metavar="DEJAQ_NAME=VALUE",
-        help="a broker setting for every broker started (repeatable), e.g."
-        " DEJAQ_MAX_FRAME_MESSAGES=500",
+        help="a broker setting for every broker started (repeatable)",
     )
     p.add_argument(
         "--name",
-        help="results name: benchmarks/results/NAME.json and NAME_*.png (default suite,"
-        " suite_quick; with a partial --backends / --scenarios selection suite_partial,"
-        " suite_quick_partial, so a partial run does not overwrite a whole one)",
+        help="results file benchmarks/results/NAME.json (default: suite, smoke, or"
+        " suite_partial for a partial selection)",
     )
     p.add_argument(
         "--profile",
         action="store_true",
-        help="sample the broker with py-spy during each scenario; hot spots in the JSON",
+        help="sample each broker with py-spy during each scenario; hot spots in the JSON",
     )
     a = p.parse_args(argv)
-    a.backends = _names(a.backends, QUICK_BACKENDS if a.quick else BACKENDS, BACKENDS, p)
-    a.scenarios = _names(a.scenarios, ALL_SCENARIOS, ALL_SCENARIOS, p)
+    a.backends = _names(a.backends, ALL_BACKENDS, p)
+    a.scenarios = _names(a.scenarios, ALL_SCENARIOS, p)
     pairs = [item.partition("=") for item in a.broker_env]
     if any(not k.startswith("DEJAQ_") or not sep for k, sep, _ in pairs):
         p.error("--broker-env takes DEJAQ_NAME=VALUE")
@@ -96,19 +107,42 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return a
 
 
-def _names(
-    text: str | None, default: Sequence[str], known: Sequence[str], p: argparse.ArgumentParser
-) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()] if text else list(default)
+def _names(text: str | None, known: Sequence[str], p: argparse.ArgumentParser) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()] if text else list(known)
     unknown = [n for n in names if n not in known]
     if unknown:
         p.error(f"unknown {', '.join(unknown)} (known: {', '.join(known)})")
     return names
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x.replace("_", "")) for x in text.split(",") if x.strip())
+
+
+def plan_of(args: argparse.Namespace) -> Plan:
+    plan = SMOKE if args.smoke else FULL
+    changes: dict[str, Any] = {"broker_env": args.broker_env}
+    for flag, name in (
+        ("step_s", "step_s"),
+        ("consumers", "consumers"),
+        ("p99_ms", "p99_ms"),
+        ("drain_s", "drain_s"),
+        ("cli_step_s", "cli_step_s"),
+        ("bulk_messages", "bulk_messages"),
+        ("poll_ms", "poll_ms"),
+    ):
+        if getattr(args, flag) is not None:
+            changes[name] = getattr(args, flag)
+    if args.rates:
+        changes["rates"] = _ints(args.rates)
+    if args.cli_rates:
+        changes["cli_rates"] = _ints(args.cli_rates)
+    return replace(plan, **changes)
+
+
 async def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    plan = replace(QUICK if args.quick else FULL, poll_ms=args.poll_ms, broker_env=args.broker_env)
+    plan = plan_of(args)
     name = args.name or _default_name(args)
     profile_dir = RESULTS_DIR / f"{name}_profiles" if args.profile else None
     if args.profile and profile.available() is None:
@@ -125,37 +159,49 @@ async def main(argv: Sequence[str] | None = None) -> int:
         "backends": {},
     }
     per_backend = [s for s in args.scenarios if s in SCENARIOS]
-    if per_backend:
-        for backend in args.backends:
+    for backend in args.backends:
+        if backend in BACKENDS and per_backend:
             results["backends"][backend] = await run_backend(
                 backend, plan, per_backend, profile_dir
             )
-    if "baseline" in args.scenarios:
-        parts = [*per_backend, "idle"] if "scale" in args.scenarios else per_backend
-        print("[baseline] redis sorted-set delay queue ...", flush=True)
-        results["baseline"] = await bounded(baseline.run(plan, parts), BASELINE_BOUND_S)
-    if "scale" in args.scenarios:
-        results["scale"] = await bounded(scale.run(plan, profile_dir), SCALE_BOUND_S)
+    if RIVAL in args.backends and "steady" in args.scenarios:
+        print(
+            "[poller] the rival: Redis sorted set, Lua pop-due every"
+            f" {plan.poll_ms:g} ms in {plan.consumers} processes",
+            flush=True,
+        )
+        results["poller"] = await rival(plan)
+    if "scale" in args.scenarios and "memory" in args.backends:
+        results["scale"] = await bounded(scale.run(plan, profile_dir), scale.bound_s(plan))
     results["config"]["load_average_1min_after"] = load_average()
     results["config"]["seconds"] = round(time.perf_counter() - started, 1)
 
-    print(report.render(results, plan.batch_sizes, plan.rates))
+    print(report.render(results, plan))
     results["targets"] = evaluate(results)
-    found = report.problems(results)
+    found = report.problems(results, plan)
     for line in found:
         print(f"PROBLEM {line}")
     print(f"\nran in {results['config']['seconds']:.0f} s")
-    save(name, results, plan)
-    ran = [b for b, r in results["backends"].items() if "skipped" not in r]
-    return 1 if found or (per_backend and not ran) else 0
+    save(name, results)
+    return 1 if found else 0
+
+
+async def rival(plan: Plan) -> dict[str, Any]:
+    try:
+        from scenarios.steady import bound_s
+
+        return {"steady": await bounded(poller.run(plan), bound_s(plan))}
+    except Unavailable as exc:
+        return unavailable(RIVAL, str(exc))
 
 
 def _default_name(args: argparse.Namespace) -> str:
-    name = "suite_quick" if args.quick else "suite"
-    whole = list(QUICK_BACKENDS if args.quick else BACKENDS)
-    if args.backends != whole or args.scenarios != list(ALL_SCENARIOS) or args.broker_env:
-        name += "_partial"
-    return name
+    if args.smoke:
+        return "smoke"
+    whole = list(args.backends) == list(ALL_BACKENDS) and list(args.scenarios) == list(
+        ALL_SCENARIOS
+    )
+    return "suite" if whole and not args.broker_env else "suite_partial"
 
 
 async def bounded(work: Coroutine[Any, Any, dict[str, Any]], seconds: float) -> dict[str, Any]:
@@ -164,9 +210,13 @@ async def bounded(work: Coroutine[Any, Any, dict[str, Any]], seconds: float) -> 
             return await work
     except TimeoutError:
         return {"error": f"timed out after {seconds:.0f} s"}
+    except Unavailable:
+        raise
+    except Exception as exc:  # recorded and reported; the run still prints what it has
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def save(name: str, results: dict[str, Any], plan: Plan) -> None:
+def save(name: str, results: dict[str, Any]) -> None:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     document = {
         "benchmark": name,
@@ -177,8 +227,6 @@ def save(name: str, results: dict[str, Any], plan: Plan) -> None:
     path = RESULTS_DIR / f"{name}.json"
     path.write_text(json.dumps(document, indent=1, default=str) + "\n")
     print(f"saved {path}")
-    for png in plots.save_all(results, plan.batch_sizes, plan.rates, RESULTS_DIR / name):
-        print(f"saved {png}")
 
 
 if __name__ == "__main__":

@@ -1,27 +1,39 @@
-"""The scenarios every backend runs, in order, against one broker per backend."""
+"""The scenarios each backend runs, in order, against one broker per backend."""
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import BrokerFailed, broker
-from suite.backends import Unavailable, storage_url
+from suite.backends import Unavailable, in_ci, storage_url
+from suite.broker import BrokerFailed, broker
 from suite.harness import Ctx, Scenario, measured
 from suite.plan import Plan
-from suite.stats import rss_bytes
+from suite.procstat import rss_bytes
 
 from dejaq.driver.client import Client
 
-from . import end_to_end, lateness, produce
+from . import bulk, cli, produce, steady, wire_limit
 
-SCENARIOS: dict[str, tuple[Scenario, float]] = {  # name -> (scenario, time bound in s)
-    "produce": (produce.run, 300.0),
-    "end_to_end": (end_to_end.run, 300.0),
-    "lateness": (lateness.run, 600.0),
+# name -> (scenario, its time bound from the plan, the backends it runs on (None: all))
+SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | None]] = {
+    "steady": (steady.run, steady.bound_s, None),
+    "cli": (cli.run, cli.bound_s, None),
+    "bulk": (bulk.run, bulk.bound_s, ("memory",)),
+    "produce": (produce.run, produce.bound_s, None),
+    "wire": (wire_limit.run, wire_limit.bound_s, ("memory",)),
 }
+
+
+def unavailable(name: str, reason: str) -> dict[str, Any]:
+    """A backend that cannot run: skipped here, an error under CI=true."""
+    if in_ci():
+        print(f"[{name}] ERROR (CI=true runs every backend): {reason}", flush=True)
+        return {"error": f"unavailable under CI=true: {reason}"}
+    print(f"[{name}] skipped: {reason}", flush=True)
+    return {"skipped": reason}
 
 
 async def run_backend(
@@ -37,16 +49,18 @@ async def run_backend(
                 Client(proc.address) as client,
             ):
                 print(f"[{name}] broker pid {proc.pid} on {proc.address}, storage {url}")
-                ctx = Ctx(name, client, proc, plan, profile_dir)
+                ctx = Ctx(name, client, proc, plan, Path(workdir), profile_dir)
                 results["storage"] = url
-                for scenario in scenarios:
-                    if scenario in SCENARIOS:
-                        run, bound = SCENARIOS[scenario]
-                        results[scenario] = await measured(ctx, scenario, run, bound)
+                try:
+                    for scenario in scenarios:
+                        run, bound, only = SCENARIOS[scenario]
+                        if only is None or name in only:
+                            results[scenario] = await measured(ctx, scenario, run, bound(plan))
+                finally:
+                    await ctx.close()
                 results["broker_rss_end_bytes"] = rss_bytes(proc.pid)
                 if ctx.profiles:
                     results["profile"] = ctx.profiles
         except (Unavailable, BrokerFailed) as exc:
-            print(f"[{name}] skipped: {exc}")
-            return {"skipped": str(exc)}
+            return unavailable(name, str(exc))
     return results

@@ -1,26 +1,21 @@
 """Memory backend at scale: broker memory per waiting message, produce rate, idle CPU.
 
-A fresh ``memory://`` broker, one topic (64 buckets), one consumer connected
-(the dispatcher is running, as in production). Messages are due uniformly at
-random between one hour and 90 days ahead (the reminders workload), so none is
-delivered. In stages up to each count of ``scale_counts`` (1M; 10M unless
-``--quick``):
+A fresh ``memory://`` broker, one topic (default buckets) with a consumer
+connected through the driver (its dispatcher runs, as in production).
+Messages due uniformly at random between one hour and 90 days ahead (the
+reminders workload) are produced with ``Producer.send_batch`` (frames of
+1,000, ``in_flight`` at once, built on the fly) in stages up to each count of
+``scale_counts``. Per stage:
 
-- produce rate of the stage (frames of 1,000, ``in_flight`` pipelined, built
-  on the fly by the client so its memory stays flat);
-- broker RSS (``psutil``: resident set) before the first message and after
-  each stage; ``bytes_per_message`` = growth / messages stored;
+- produce msgs/s;
+- broker RSS growth / messages stored = bytes per waiting message;
 - idle CPU: the broker's user + system CPU over ``idle_s`` while nothing is
-  due, as a percent of one core;
-- lateness of a steady 1k due/s on another topic of the same broker while
-  the stage's messages wait (the reminders workload: a trickle due among
-  millions waiting; garbage collection and O(n) scans show here).
+  due, as % of one core;
+- a steady 1k due/s on another topic meanwhile (one step, consumer
+  processes): lateness while millions wait.
 
-Before a stage starts, its time and memory are estimated from the previous
-one; a stage that would take over ``SCALE_CAP_S`` or need more than
-``SCALE_CAP_BYTES`` (or more than 80% of the memory available) is skipped, with
-the reason recorded. A stage that runs over its time bound anyway stops early
-and reports what it stored.
+A stage that would take over ``SCALE_CAP_S`` or need more memory than is
+available (estimated from the previous one) is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -28,39 +23,77 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from common import BrokerFailed, broker
-from suite import profile, wire
+from suite.broker import broker
+from suite.fleets import WorkerFleet
 from suite.harness import Ctx
-from suite.plan import SCALE_CAP_BYTES, SCALE_CAP_S, Plan
-from suite.stats import available_bytes, process_cpu_s, rate, rss_bytes, without_cdf
+from suite.messages import PAYLOAD, Ids
+from suite.plan import Plan
+from suite.procstat import available_bytes, cpu_s, rss_bytes
+from suite.ramp import Rig, step
+from suite.stats import rate
+from suite.workers import consumer_main
 
+from dejaq.core.clock import now_ms
 from dejaq.driver.client import Client
-
-from . import lateness
+from dejaq.driver.consumer import Consumer
+from dejaq.driver.producer import Outgoing, Producer
 
 BATCH = 1000
 HOUR_MS = 3600 * 1000
 SPREAD_MS = 90 * 24 * HOUR_MS
 SETTLE_S = 1.0
 GIB = 1 << 30
-WHILE_WAITING_RATE = 1_000  # due/s on another topic while the stage's messages wait
+SCALE_CAP_S = 240.0  # a stage estimated to take longer is skipped
+SCALE_CAP_BYTES = 12 << 30
+WHILE_WAITING_RATE = 1_000
 
 
-def _due(seed: int) -> Any:
+def bound_s(plan: Plan) -> float:
+    return 120 + len(plan.scale_counts) * (SCALE_CAP_S * 1.25 + plan.idle_s + 30)
+
+
+async def fill(ctx: Ctx, topic: str, count: int, seed: int, cap_s: float) -> tuple[int, float]:
+    """Produce ``count`` waiting messages (stops at ``cap_s``); (accepted, seconds)."""
     rng = random.Random(seed)
-    base = wire.now_ms() + HOUR_MS
-    return lambda _start, n: [base + rng.randrange(SPREAD_MS) for _ in range(n)]
+    ids = Ids()
+    base = now_ms() + HOUR_MS
+    producer = Producer(ctx.client, topic, max_batch=BATCH, max_in_flight=ctx.plan.in_flight)
+    slots = asyncio.Semaphore(ctx.plan.in_flight)
+    accepted = 0
+    start = time.perf_counter()
+    deadline = start + cap_s
+
+    async def send(n: int) -> None:
+        nonlocal accepted
+        async with slots:
+            if time.perf_counter() > deadline:
+                return
+            batch = [Outgoing(PAYLOAD, base + rng.randrange(SPREAD_MS), id=i) for i in ids.take(n)]
+            results = await producer.send_batch(batch)
+            accepted += sum(r.accepted for r in results)
+
+    pending: set[asyncio.Task[None]] = set()
+    try:
+        for offset in range(0, count, BATCH):
+            while len(pending) >= 2 * ctx.plan.in_flight:  # keep the client's memory flat
+                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            pending.add(asyncio.create_task(send(min(BATCH, count - offset))))
+        await asyncio.gather(*pending)
+    finally:
+        await producer.close()
+    return accepted, time.perf_counter() - start
 
 
 async def idle_cpu(pid: int, seconds: float) -> dict[str, Any]:
     await asyncio.sleep(SETTLE_S)  # let the last frames and the dispatcher settle
-    before = process_cpu_s(pid)
-    # Waiting is the measurement: nothing is due for an hour.
-    await asyncio.sleep(seconds)
-    used = process_cpu_s(pid) - before
+    before = cpu_s(pid)
+    await asyncio.sleep(seconds)  # waiting is the measurement: nothing is due for an hour
+    used = cpu_s(pid) - before
     return {
         "seconds": seconds,
         "cpu_s": round(used, 3),
@@ -68,100 +101,84 @@ async def idle_cpu(pid: int, seconds: float) -> dict[str, Any]:
     }
 
 
+async def while_waiting(ctx: Ctx) -> dict[str, Any]:
+    """One steady step at 1k due/s on another topic, consumer processes as in ``steady``."""
+    plan = ctx.plan
+    topic = await ctx.topic("scale-trickle")
+    try:
+        fleet = await WorkerFleet(
+            "scale-consumer", plan.consumers, consumer_main, ctx.broker.address, topic
+        ).start()
+        try:
+            rig = Rig("memory scale", await ctx.producer(), fleet, ctx.probe(), topic)
+            seconds = min(plan.step_s, 10.0)
+            s, _ = await step(rig, WHILE_WAITING_RATE, seconds, plan.lead_ms, plan.drain_s, 0)
+        finally:
+            await fleet.stop()
+    finally:
+        await ctx.drop(topic)
+    keep = ("rate", "produced", "delivered", "left_behind", "early", "delivered_per_s", "lateness")
+    return {k: s[k] for k in keep}
+
+
 def _skip_reason(stored: int, target: int, seconds: float, rss: int, base: int) -> str | None:
     more = target - stored
-    per_msg = (rss - base) / stored
     est_s = seconds / stored * more
-    est_bytes = rss + per_msg * more
+    est_bytes = rss + (rss - base) / stored * more
     if est_s > SCALE_CAP_S:
-        return (
-            f"{target:,} would take ~{est_s:.0f} s at the {stored:,} stage's rate"
-            f" (over the {SCALE_CAP_S:.0f} s cap)"
-        )
+        return f"{target:,} would take ~{est_s:.0f} s (over the {SCALE_CAP_S:.0f} s cap)"
     if est_bytes > SCALE_CAP_BYTES:
         return f"{target:,} would need ~{est_bytes / GIB:.1f} GiB of broker memory (cap 12 GiB)"
     if est_bytes - rss > 0.8 * available_bytes():
-        return (
-            f"{target:,} would need ~{(est_bytes - rss) / GIB:.1f} GiB more;"
-            f" only {available_bytes() / GIB:.1f} GiB is available"
-        )
+        return f"{target:,} would need ~{(est_bytes - rss) / GIB:.1f} GiB more than is free"
     return None
-
-
-async def _stage(
-    ctx: Ctx, topic: str, target: int, stored: int, seed: int, base: int
-) -> dict[str, Any]:
-    """Produce up to ``target`` waiting messages, then read memory, idle CPU and lateness."""
-    pid, plan = ctx.broker.pid, ctx.plan
-    print(f"[memory] scale: producing up to {target:,} waiting messages ...", flush=True)
-    source = wire.frames(topic, _due(seed), target - stored, BATCH)
-    prof = _profile_path(ctx, f"scale-{target}")
-    async with profile.record(pid, prof):
-        done = await wire.produce(ctx.client, source, plan.in_flight, SCALE_CAP_S * 1.25)
-    stored += done.accepted
-    rss = rss_bytes(pid)
-    stage: dict[str, Any] = {
-        "stored": stored,
-        "capped": done.capped,
-        "produce_s": round(done.seconds, 2),
-        "produce_msgs_per_s": rate(done.accepted, done.seconds),
-        "rss_bytes": rss,
-        "bytes_per_message": round((rss - base) / max(stored, 1), 1),
-    }
-    if prof is not None and prof.exists():
-        stage["profile"] = profile.hot_spots(prof)
-    prof = _profile_path(ctx, f"scale-{target}-idle")
-    async with profile.record(pid, prof):
-        stage["idle"] = await idle_cpu(pid, plan.idle_s)
-    if prof is not None and prof.exists():
-        stage["idle"]["profile"] = profile.hot_spots(prof)
-    # The reminders workload: a trickle due while millions wait (another topic).
-    steady = await lateness.steady(ctx, WHILE_WAITING_RATE)
-    stage["lateness_1k_per_s_while_waiting"] = {
-        k: steady[k] for k in ("messages", "delivered", "early", "kept_up", "achieved_per_s")
-    } | {"lateness": without_cdf(steady["lateness"])}
-    late = stage["lateness_1k_per_s_while_waiting"]["lateness"]
-    print(
-        f"[memory] scale {stored:,}: {stage['produce_msgs_per_s']:,} msgs/s,"
-        f" {stage['bytes_per_message']} B/msg (RSS {rss / GIB:.2f} GiB),"
-        f" idle CPU {stage['idle']['cpu_percent']}%, 1k due/s meanwhile:"
-        f" p99 {late.get('p99_ms')} ms, max {late.get('max_ms')} ms",
-        flush=True,
-    )
-    return stage
-
-
-def _profile_path(ctx: Ctx, name: str) -> Path | None:
-    return ctx.profile_dir / f"memory-{name}.txt" if ctx.profile_dir else None
 
 
 async def run(plan: Plan, profile_dir: Path | None) -> dict[str, Any]:
     out: dict[str, Any] = {"stages": {}}
-    try:
+    with tempfile.TemporaryDirectory(prefix="dejaq-bench-scale-") as workdir:
         async with (
             broker("memory://", env=plan.broker_env) as proc,
             Client(proc.address) as client,
         ):
-            ctx = Ctx("memory-scale", client, proc, plan, profile_dir)
-            topic = await ctx.topic("scale")
-            tally = wire.Tally(1)
-            async with wire.LeanConsumer(client, topic, plan.credits, tally):
-                await asyncio.sleep(SETTLE_S)
-                gc.collect()
-                base = out["rss_before_bytes"] = rss_bytes(proc.pid)
-                stored, produce_s = 0, 0.0
-                for seed, target in enumerate(plan.scale_counts):
-                    if stored:
-                        reason = _skip_reason(stored, target, produce_s, rss_bytes(proc.pid), base)
-                        if reason:
-                            print(f"[memory] scale {target:,}: skipped: {reason}", flush=True)
-                            out["stages"][str(target)] = {"skipped": reason}
-                            continue
-                    stage = await _stage(ctx, topic, target, stored, seed, base)
-                    out["stages"][str(target)] = stage
-                    stored, produce_s = stage["stored"], produce_s + stage["produce_s"]
-                    ctx.produce_rate = float(stage["produce_msgs_per_s"])
-                out["delivered_from_waiting"] = tally.delivered  # must be 0: none was due
-    except BrokerFailed as exc:
-        return {"skipped": str(exc)}
+            ctx = Ctx("memory-scale", client, proc, plan, Path(workdir), profile_dir)
+            try:
+                topic = await ctx.topic("scale")
+                async with Consumer(client, topic):
+                    await asyncio.sleep(SETTLE_S)
+                    gc.collect()
+                    base = out["rss_before_bytes"] = rss_bytes(proc.pid)
+                    stored, produce_s = 0, 0.0
+                    for seed, target in enumerate(plan.scale_counts):
+                        if stored:
+                            rss = rss_bytes(proc.pid)
+                            reason = _skip_reason(stored, target, produce_s, rss, base)
+                            if reason:
+                                ctx.log(f"scale {target:,}: skipped: {reason}")
+                                out["stages"][str(target)] = {"skipped": reason}
+                                continue
+                        ctx.log(f"scale: producing up to {target:,} waiting messages ...")
+                        added, seconds = await fill(
+                            ctx, topic, target - stored, seed, SCALE_CAP_S * 1.25
+                        )
+                        stored, produce_s = stored + added, produce_s + seconds
+                        rss = rss_bytes(proc.pid)
+                        stage: dict[str, Any] = {
+                            "stored": stored,
+                            "produce_msgs_per_s": rate(added, seconds),
+                            "rss_bytes": rss,
+                            "bytes_per_message": round((rss - base) / max(stored, 1), 1),
+                            "idle": await idle_cpu(proc.pid, plan.idle_s),
+                            "while_waiting_1k_per_s": await while_waiting(ctx),
+                        }
+                        out["stages"][str(target)] = stage
+                        late = stage["while_waiting_1k_per_s"]["lateness"]
+                        ctx.log(
+                            f"scale {stored:,}: {stage['produce_msgs_per_s']:,} msgs/s,"
+                            f" {stage['bytes_per_message']} B/msg, idle CPU"
+                            f" {stage['idle']['cpu_percent']}%, 1k due/s meanwhile:"
+                            f" p99 {late.get('p99_ms')} ms"
+                        )
+            finally:
+                await ctx.close()
     return out

@@ -4,13 +4,15 @@
 throwaway server from the local binaries with the helpers in ``tests/``
 (``redis_server.py``, ``postgres_server.py``: loopback only, temporary folders,
 PostgreSQL as an unprivileged user). A backend that cannot run raises
-``Unavailable`` with the reason, which the run prints and records.
+``Unavailable`` with the reason, which the run prints and records: skipped
+on a developer's machine, a failure under ``CI=true`` (as in the tests).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import sys
 import tempfile
@@ -19,6 +21,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("memory", "sqlite", "redis", "postgres")
+RIVAL = "poller"  # the hand-rolled Redis sorted-set queue, run as a backend of its own
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
 
 
 class Unavailable(RuntimeError):

@@ -10,19 +10,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import BrokerProcess
-
 from dejaq.core.errors import DejaqError
 from dejaq.core.model import TopicSettings
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 
 from . import profile
+from .broker import BrokerProcess
 from .plan import Plan
+from .probes import BrokerProbe
 from .stats import cpu
+from .workers import Worker, producer_main
 
 DROP_TIMEOUT_S = 30.0
-DEFAULT_PRODUCE_RATE = 20_000.0  # msgs/s, until the produce scenario measured this backend's
 
 
 @dataclass
@@ -31,13 +31,35 @@ class Ctx:
     client: Client
     broker: BrokerProcess
     plan: Plan
+    workdir: Path
     profile_dir: Path | None = None
-    # the backend's measured produce rate (batch 1000): how far ahead to schedule
-    produce_rate: float = DEFAULT_PRODUCE_RATE
     profiles: dict[str, Any] = field(default_factory=dict)
+    _producer: Worker | None = None
 
     def log(self, text: str) -> None:
         print(f"[{self.backend}] {text}", flush=True)
+
+    def probe(self) -> BrokerProbe:
+        return BrokerProbe(self.broker.metrics, self.broker.pid)
+
+    async def producer(self) -> Worker:
+        """The producer process for this broker (started on first use)."""
+        if self._producer is None:
+            worker = Worker(
+                f"{self.backend}-producer",
+                producer_main,
+                "dejaq",
+                self.broker.address,
+                self.plan.in_flight,
+            )
+            await worker.ready()
+            self._producer = worker
+        return self._producer
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
 
     async def topic(self, label: str, settings: TopicSettings | None = None) -> str:
         name = f"bench-{label}-{uuid.uuid4().hex[:8]}"
@@ -51,10 +73,6 @@ class Ctx:
                 await Admin(self.client).delete_topic(name)
         except (TimeoutError, DejaqError) as exc:
             self.log(f"could not delete topic {name}: {exc or 'timed out'}")
-
-    def lead_s(self, messages: int) -> float:
-        """How far ahead to schedule ``messages`` so producing them ends before the first is due."""
-        return min(60.0, 0.5 + 1.5 * messages / max(self.produce_rate, 1.0))
 
 
 Scenario = Callable[[Ctx], Awaitable[dict[str, Any]]]

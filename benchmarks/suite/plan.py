@@ -1,73 +1,95 @@
-"""How big each scenario is: one plan for ``--quick``, one for the full run.
+"""How big each scenario is: the full plan, and the smoke plan CI runs.
 
-Every load loop takes its count from here and also stops at a time cap, so a
-slow backend makes a figure smaller, never a run endless.
+Every load loop takes its count from here and also stops at a time bound, so a
+slow backend makes a figure smaller, never a run endless. ``--step-s``,
+``--rates`` and friends on the command line replace single fields.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-BATCH_SIZES = (1, 10, 100, 1000)
-RATES = (1_000, 10_000, 20_000, 50_000)  # steady due rates, messages per second
 PAYLOAD_BYTES = 100
-SCALE_CAP_S = 240.0  # the 10M stage is skipped when it would take longer than this
-SCALE_CAP_BYTES = 12 << 30  # ... or need more broker memory than this
+BATCH_SIZES = (1, 10, 100, 1000)
 
 
 @dataclass(frozen=True)
 class Plan:
-    quick: bool
-    # produce throughput by batch size: messages per point, and a time cap per point
+    smoke: bool
+    # steady: due rates stepped up (msgs/s), each held step_s seconds
+    rates: tuple[int, ...]
+    step_s: float
+    consumers: int  # consumer processes (the poller runs as many)
+    p99_ms: float  # a step holds when p99 lateness <= this (and 0 early, 0 left behind)
+    lead_ms: int  # the producer schedules this far ahead of due
+    drain_s: float  # after the last due time, how long stragglers may take
+    # cli: 3 x `dejaq consume` at cli_rate; one `dejaq consume` at cli_rates
+    cli_rate: int
+    cli_consumers: int
+    cli_rates: tuple[int, ...]
+    cli_step_s: float
+    # bulk: messages due now, produce -> deliver -> ack through the driver (memory)
+    bulk_messages: int
+    bulk_consumers: int
+    # produce: msgs/s by batch size through Producer.send_batch
     produce_counts: dict[int, int]
     produce_cap_s: float
-    in_flight: int  # frames in flight on the one Produce stream
-    # end-to-end: a batch due now, produced and consumed at once
-    e2e_messages: int
-    e2e_driver_messages: int  # the same through the driver's Producer / Consumer
-    # steady due rates: the schedule spans this long at each rate
-    rates: tuple[int, ...]
-    steady_s: float
-    burst: int  # messages due at the same millisecond
-    credits: int  # consumer window
-    drain_timeout_s: float  # after the last due time, how long to wait for stragglers
-    # memory backend at scale
+    in_flight: int
+    # scale (memory): waiting messages, idle CPU
     scale_counts: tuple[int, ...]
     idle_s: float
-    # the hand-rolled baseline's poller period
-    poll_ms: float = 1.0
-    batch_sizes: tuple[int, ...] = field(default=BATCH_SIZES)
+    # wire limit (private client, not a product figure)
+    wire_messages: int
+    poll_ms: float = 1.0  # the Redis poller's period
+    credits: int = 10_000  # the private client's window
     broker_env: dict[str, str] = field(default_factory=dict)  # DEJAQ_* settings for brokers
 
+    @property
+    def enforce_speed(self) -> bool:
+        """Smoke runs check that figures exist and nothing is lost or early, not speed."""
+        return not self.smoke
 
-QUICK = Plan(
-    quick=True,
-    produce_counts={1: 2_000, 10: 10_000, 100: 40_000, 1000: 100_000},
-    produce_cap_s=2.0,
-    in_flight=8,
-    e2e_messages=50_000,
-    e2e_driver_messages=20_000,
-    rates=RATES,
-    steady_s=1.5,
-    burst=50_000,
-    credits=10_000,
-    drain_timeout_s=15.0,
-    scale_counts=(1_000_000,),
-    idle_s=5.0,
-)
 
 FULL = Plan(
-    quick=False,
+    smoke=False,
+    rates=(5_000, 10_000, 20_000, 30_000, 40_000, 60_000, 80_000, 100_000),
+    step_s=20.0,
+    consumers=3,
+    p99_ms=10.0,
+    lead_ms=1000,
+    drain_s=15.0,
+    cli_rate=1_000,
+    cli_consumers=3,
+    cli_rates=(1_000, 5_000, 10_000, 20_000, 30_000, 40_000),
+    cli_step_s=10.0,
+    bulk_messages=200_000,
+    bulk_consumers=1,
     produce_counts={1: 10_000, 10: 60_000, 100: 200_000, 1000: 400_000},
     produce_cap_s=10.0,
     in_flight=8,
-    e2e_messages=200_000,
-    e2e_driver_messages=100_000,
-    rates=RATES,
-    steady_s=5.0,
-    burst=100_000,
-    credits=10_000,
-    drain_timeout_s=30.0,
     scale_counts=(1_000_000, 10_000_000),
     idle_s=10.0,
+    wire_messages=200_000,
+)
+
+SMOKE = Plan(
+    smoke=True,
+    rates=(1_000, 3_000),
+    step_s=1.0,
+    consumers=3,
+    p99_ms=10.0,
+    lead_ms=500,
+    drain_s=8.0,
+    cli_rate=1_000,
+    cli_consumers=3,
+    cli_rates=(2_000,),
+    cli_step_s=1.0,
+    bulk_messages=5_000,
+    bulk_consumers=1,
+    produce_counts={1: 200, 10: 1_000, 100: 5_000, 1000: 10_000},
+    produce_cap_s=1.0,
+    in_flight=8,
+    scale_counts=(20_000,),
+    idle_s=1.0,
+    wire_messages=5_000,
 )

@@ -1,14 +1,15 @@
-"""Plain-text tables of a run: per scenario, then the targets (met / missed)."""
+"""Plain-text tables of a run, the targets (met / missed), and what must fail it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from .plan import BATCH_SIZES, Plan
 from .targets import dig, evaluate
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -16,7 +17,7 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, int) or (isinstance(value, float) and abs(value) >= 1000):
         return f"{value:,.0f}"
     if isinstance(value, float):
-        return f"{value:.{digits}g}"
+        return f"{value:.3g}"
     return str(value)
 
 
@@ -39,139 +40,176 @@ def table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> s
 
 
 def _ran(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [(n, r) for n, r in (results.get("backends") or {}).items() if "skipped" not in r]
+    out = [
+        (n, r)
+        for n, r in (results.get("backends") or {}).items()
+        if "skipped" not in r and "error" not in r
+    ]
+    return out
 
 
-def produce_table(results: dict[str, Any], batches: Sequence[int]) -> str:
-    rows: list[list[Any]] = []
-    base = results.get("baseline") or {}
-    for name, r in _ran(results):
-        for mode in ("lean", "driver"):
-            rows.append(
+def _ramps(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    found = [(n, r.get("steady")) for n, r in _ran(results)]
+    found.append(("redis poller (rival)", dig(results, "poller", "steady")))
+    return [(n, r) for n, r in found if isinstance(r, dict) and "steps" in r]
+
+
+def _step_row(name: str, s: dict[str, Any]) -> list[Any]:
+    late, server = s.get("lateness") or {}, s.get("server") or {}
+    frames = server.get("frames_per_s")
+    if frames is None:
+        frames = server.get("redis_commands_per_s")
+    return [
+        name,
+        s["rate"],
+        s["delivered_per_s"],
+        late.get("p50_ms"),
+        late.get("p99_ms"),
+        late.get("max_ms"),
+        s["early"],
+        s["left_behind"],
+        frames,
+        server.get("storage_calls_per_s"),
+        server.get("cpu_percent"),
+        "holds" if s.get("holds") else f"FAILS: {s.get('why')}",
+    ]
+
+
+def steady_tables(results: dict[str, Any], plan: Plan) -> str:
+    ramps = _ramps(results)
+    steps = [_step_row(name, s) for name, r in ramps for s in r["steps"]]
+    rival = dig(results, "poller", "steady", "best_rate")
+    summary = []
+    for name, r in ramps:
+        best = r.get("best_rate")
+        ratio = round(best / rival, 2) if best and rival else None
+        summary.append([name, best, ratio, r.get("lost"), r.get("stopped_at") or "-"])
+    return "\n".join(
+        [
+            table(
+                f"steady: {plan.consumers} consumer processes (plain loop), {plan.step_s:g} s"
+                " steps; lateness ms = received - due; frames/s = broker stream frames"
+                " (rival: Redis commands/s); CPU = the server's",
                 [
-                    f"{name} ({mode})",
-                    *(dig(r, "produce", mode, str(b), "msgs_per_s") for b in batches),
-                ]
-            )
-    if dig(base, "produce"):
-        rows.append(
-            ["redis sorted set", *(dig(base, "produce", str(b), "msgs_per_s") for b in batches)]
-        )
-        for name, r in _ran(results):
-            ratios = []
-            for b in batches:
-                ours, theirs = (
-                    dig(r, "produce", "lean", str(b), "msgs_per_s"),
-                    dig(base, "produce", str(b), "msgs_per_s"),
-                )
-                ratios.append(round(ours / theirs, 2) if ours and theirs else None)
-            rows.append([f"{name} lean / baseline", *ratios])
-    return table(
-        "produce msgs/s by batch size (100-byte payloads)",
-        ["", *(f"batch {b}" for b in batches)],
-        rows,
+                    "",
+                    "asked/s",
+                    "delivered/s",
+                    "p50",
+                    "p99",
+                    "max",
+                    "early",
+                    "left",
+                    "frames/s",
+                    "storage/s",
+                    "CPU %",
+                    "",
+                ],
+                steps,
+            ),
+            table(
+                f"steady: highest rate holding p99 <= {plan.p99_ms:g} ms, 0 early, 0 left behind"
+                " (ratio = / the Redis poller's)",
+                ["", "best msgs/s", "ratio", "lost", "stopped at"],
+                summary,
+            ),
+        ]
     )
 
 
-def e2e_table(results: dict[str, Any]) -> str:
-    base = results.get("baseline") or {}
-    base_e2e = dig(base, "end_to_end", "msgs_per_s")
-    rows: list[list[Any]] = []
+def cli_table(results: dict[str, Any]) -> str:
+    rows = []
     for name, r in _ran(results):
-        lean = dig(r, "end_to_end", "lean", "msgs_per_s")
+        cli = r.get("cli")
+        if not isinstance(cli, dict) or "at_rate" not in cli:
+            continue
+        at = dig(cli, "at_rate", "steps", 0) or {}
+        late = at.get("lateness") or {}
+        one = cli.get("one_process") or {}
         rows.append(
             [
                 name,
-                lean,
-                dig(r, "end_to_end", "driver", "msgs_per_s"),
-                dig(r, "end_to_end", "lean", "early"),
-                round(lean / base_e2e, 2) if lean and base_e2e else None,
+                at.get("rate"),
+                late.get("p50_ms"),
+                late.get("p99_ms"),
+                late.get("max_ms"),
+                at.get("early"),
+                at.get("left_behind"),
+                one.get("best_rate"),
+                one.get("stopped_at") or "-",
             ]
         )
-    if base_e2e:
-        rows.append(["redis sorted set (poller)", base_e2e, None, None, None])
-        rows.append(
-            ["redis sorted set (pop loop)", dig(base, "pop", "msgs_per_s"), None, None, None]
-        )
     return table(
-        "end-to-end: produce -> due -> deliver -> ack, batch due now",
-        ["", "lean msgs/s", "driver msgs/s", "early", "lean / baseline"],
+        "cli: 3 x `dejaq consume` at a steady rate (lateness ms from its JSON lines);"
+        " one `dejaq consume` stepped up (kept up = all delivered at >= 95% of the rate)",
+        ["", "due/s", "p50", "p99", "max", "early", "left", "one keeps up/s", "stopped at"],
         rows,
     )
 
 
-def lateness_table(results: dict[str, Any], rates: Sequence[int]) -> str:
-    rows: list[list[Any]] = []
-    sources = [(n, r.get("lateness")) for n, r in _ran(results)]
-    base = results.get("baseline") or {}
-    if base.get("lateness"):
-        sources.append((f"redis poller {base.get('poll_ms')} ms", base["lateness"]))
-    for name, late in sources:
-        if not isinstance(late, dict):
-            continue
-        for key in [str(x) for x in rates] + ["burst"]:
-            r = late.get(key)
-            if not isinstance(r, dict):
-                continue
-            s = r.get("lateness") or {}
-            if key == "burst":
-                label, achieved, verdict = (
-                    f"burst {r['messages']:,}",
-                    r.get("drain_msgs_per_s"),
-                    f"drain {r.get('drain_s')} s",
-                )
-            else:
-                label, achieved = f"{int(key):,}/s", r.get("achieved_per_s")
-                verdict = "kept up" if r.get("kept_up") else "CANNOT KEEP UP"
-            rows.append(
-                [
-                    name,
-                    label,
-                    s.get("p50_ms"),
-                    s.get("p99_ms"),
-                    s.get("p999_ms"),
-                    s.get("max_ms"),
-                    r.get("early"),
-                    achieved,
-                    r.get("lag_at_end_ms") if key != "burst" else None,
-                    verdict,
-                ]
-            )
+def bulk_table(results: dict[str, Any]) -> str:
+    rows = []
+    for name, r in _ran(results):
+        b = r.get("bulk")
+        if isinstance(b, dict) and "msgs_per_s" in b:
+            rows.append([name, b["messages"], b["msgs_per_s"], b["early"], b["left_behind"]])
     return table(
-        "lateness (ms, received - due) at steady due rates and for a burst;"
-        " kept up = all delivered at >= 95% of the rate",
-        ["", "due", "p50", "p99", "p99.9", "max", "early", "achieved/s", "lag at end", ""],
+        "bulk: produce -> deliver -> ack, all due now, through the driver",
+        ["", "messages", "msgs/s", "early", "left"],
+        rows,
+    )
+
+
+def produce_table(results: dict[str, Any]) -> str:
+    rows = [
+        [name, *(dig(r, "produce", str(b), "msgs_per_s") for b in BATCH_SIZES)]
+        for name, r in _ran(results)
+        if isinstance(r.get("produce"), dict) and "error" not in r["produce"]
+    ]
+    return table(
+        "produce msgs/s by batch size (Producer.send_batch, 100-byte payloads)",
+        ["", *(f"batch {b}" for b in BATCH_SIZES)],
+        rows,
+    )
+
+
+def wire_table(results: dict[str, Any]) -> str:
+    rows = [
+        [name, dig(r, "wire", "msgs_per_s"), dig(r, "bulk", "msgs_per_s")]
+        for name, r in _ran(results)
+        if dig(r, "wire", "msgs_per_s") is not None
+    ]
+    return table(
+        "WIRE LIMIT (private client, not a product figure): bulk end to end",
+        ["", "private client msgs/s", "driver (bulk) msgs/s"],
         rows,
     )
 
 
 def scale_table(results: dict[str, Any]) -> str:
-    if "scale" not in results:
+    scale = results.get("scale")
+    if not isinstance(scale, dict):
         return ""
-    scale = results["scale"] or {}
-    if "skipped" in scale or not scale.get("stages"):
-        return f"\n== memory backend at scale ==\n  skipped: {scale.get('skipped', 'not run')}"
+    if not scale.get("stages"):
+        why = scale.get("skipped") or scale.get("error") or "not run"
+        return f"\n== memory backend at scale ==\n  {why}"
     rows: list[list[Any]] = []
     for target, s in scale["stages"].items():
         if "skipped" in s:
-            rows.append([f"{int(target):,}", *([None] * 6), f"skipped: {s['skipped']}"])
+            rows.append([f"{int(target):,}", None, None, None, None, f"skipped: {s['skipped']}"])
             continue
         rows.append(
             [
                 f"{s['stored']:,}",
                 s["produce_msgs_per_s"],
                 s["bytes_per_message"],
-                round(s["rss_bytes"] / 2**20),
                 dig(s, "idle", "cpu_percent"),
-                dig(s, "lateness_1k_per_s_while_waiting", "lateness", "p99_ms"),
-                dig(s, "lateness_1k_per_s_while_waiting", "lateness", "max_ms"),
-                "time cap hit" if s.get("capped") else "",
+                dig(s, "while_waiting_1k_per_s", "lateness", "p99_ms"),
+                "",
             ]
         )
     return table(
-        "memory backend at scale (waiting messages, 1 h - 90 days ahead;"
-        " lateness ms of 1k due/s on another topic meanwhile)",
-        ["waiting", "produce msgs/s", "B/msg", "RSS MiB", "idle CPU %", "1k/s p99", "max", ""],
+        "memory backend at scale (waiting 1 h - 90 days ahead)",
+        ["waiting", "produce msgs/s", "B/msg", "idle CPU %", "1k/s p99 meanwhile", ""],
         rows,
     )
 
@@ -187,60 +225,101 @@ def targets_table(results: dict[str, Any]) -> str:
                 row["measured"],
                 row["unit"],
                 met,
-                row["baseline"],
-                row["ratio_vs_baseline"],
+                row["rival"],
+                row["ratio_vs_rival"],
             ]
         )
     return table(
-        "targets (2 cores, 100-byte payloads); ratio = dejaq / redis sorted-set baseline",
-        ["target", "backend", "measured", "unit", "", "baseline", "ratio"],
+        "targets (2 cores, 100-byte payloads); rival = the Redis sorted-set poller",
+        ["target", "backend", "measured", "unit", "", "rival", "ratio"],
         rows,
     )
 
 
 def skipped(results: dict[str, Any]) -> str:
-    lines = [
-        f"  {n}: skipped: {r['skipped']}"
-        for n, r in (results.get("backends") or {}).items()
-        if "skipped" in r
-    ]
-    base = results.get("baseline") or {}
-    if "skipped" in base:
-        lines.append(f"  baseline: skipped: {base['skipped']}")
+    found = dict(results.get("backends") or {})
+    if "poller" in results:
+        found["poller"] = results["poller"]
+    lines = [f"  {n}: skipped: {r['skipped']}" for n, r in found.items() if "skipped" in r]
     return "\n== skipped ==\n" + "\n".join(lines) if lines else ""
 
 
-def problems(results: dict[str, Any]) -> list[str]:
-    """What must fail the run: early deliveries, lost messages, errors, timeouts."""
-    found: list[str] = []
-
-    def visit(path: str, data: Any) -> None:
-        if not isinstance(data, dict):
-            return
-        if data.get("error"):
-            found.append(f"{path}: {data['error']}")
-        if data.get("early") and path.split("/")[-1] != "lateness":
-            found.append(f"{path}: {data['early']} messages delivered EARLY")
-        if data.get("timed_out"):
-            found.append(
-                f"{path}: timed out ({data.get('delivered')} of {data.get('messages')} delivered)"
-            )
-        if data.get("failed_acks"):
-            found.append(f"{path}: {data['failed_acks']} failed acks")
-        for key, value in data.items():
-            visit(f"{path}/{key}", value)
-
-    visit("", {k: v for k, v in results.items() if k in ("backends", "baseline", "scale")})
-    return found
-
-
-def render(results: dict[str, Any], batches: Sequence[int], rates: Sequence[int]) -> str:
+def render(results: dict[str, Any], plan: Plan) -> str:
     parts = [
-        produce_table(results, batches),
-        e2e_table(results),
-        lateness_table(results, rates),
+        steady_tables(results, plan),
+        cli_table(results),
+        bulk_table(results),
+        produce_table(results),
+        wire_table(results),
         scale_table(results),
         targets_table(results),
         skipped(results),
     ]
     return "\n".join(p for p in parts if p)
+
+
+def problems(results: dict[str, Any], plan: Plan) -> list[str]:
+    """What must fail the run: errors, early deliveries, lost messages; in a smoke
+    run also a ramp step that did not hold (it checks correctness only) and a
+    figure that is missing."""
+    found: list[str] = []
+
+    def visit(path: str, data: Any) -> None:
+        if isinstance(data, list):
+            for n, item in enumerate(data):
+                visit(f"{path}[{n}]", item)
+            return
+        if not isinstance(data, dict):
+            return
+        if data.get("error"):
+            found.append(f"{path}: {data['error']}")
+        if data.get("early") and not path.endswith("/lateness"):
+            found.append(f"{path}: {data['early']} messages delivered EARLY")
+        if data.get("lost"):
+            found.append(f"{path}: {data['lost']} messages LOST (never delivered)")
+        if data.get("timed_out"):
+            found.append(f"{path}: timed out")
+        if data.get("failed_acks"):
+            found.append(f"{path}: {data['failed_acks']} failed acks")
+        if "msgs_per_s" in data and data.get("left_behind"):
+            found.append(f"{path}: {data['left_behind']} left behind")
+        if plan.smoke and "steps" in data and data.get("stopped_at"):
+            found.append(f"{path}: a step failed: {data['stopped_at']}")
+        for key, value in data.items():
+            visit(f"{path}/{key}", value)
+
+    visit("", {k: v for k, v in results.items() if k in ("backends", "poller", "scale")})
+    if plan.smoke:
+        found += missing_figures(results)
+    return found
+
+
+# Where every scenario's headline figure sits (a smoke run checks each was produced).
+FIGURES: dict[str, tuple[str | int, ...]] = {
+    "steady": ("steady", "steps", -1, "lateness", "p99_ms"),
+    "cli": ("cli", "at_rate", "steps", 0, "lateness", "p99_ms"),
+    "cli one process": ("cli", "one_process", "steps", 0, "delivered_per_s"),
+    "bulk": ("bulk", "msgs_per_s"),
+    "produce": ("produce", "1000", "msgs_per_s"),
+    "wire": ("wire", "msgs_per_s"),
+}
+SCENARIO_OF = {"cli one process": "cli"}
+
+
+def missing_figures(results: dict[str, Any]) -> list[str]:
+    scenarios = dig(results, "config", "scenarios") or []
+    found = []
+    for name, r in _ran(results):
+        for figure, path in FIGURES.items():
+            scenario = SCENARIO_OF.get(figure, figure)
+            if scenario in scenarios and scenario in r and dig(r, *path) is None:
+                found.append(f"{name}: no {figure} figure")
+    poller = results.get("poller")
+    if isinstance(poller, dict) and "skipped" not in poller:
+        if dig(poller, *FIGURES["steady"]) is None:
+            found.append("poller: no steady figure")
+    scale = results.get("scale")
+    if isinstance(scale, dict) and "skipped" not in scale:
+        if not any(s.get("bytes_per_message") for s in (scale.get("stages") or {}).values()):
+            found.append("scale: no bytes-per-message figure")
+    return found

@@ -1,4 +1,9 @@
-"""A lean load client: the broker's own wire protocol, without the driver's per-message work.
+"""WIRE LIMIT ONLY: a private client on the broker's wire protocol. Never a product figure.
+
+Product figures come from ``dejaq.driver`` and the CLI (DESIGN.md). This
+client shows how far the broker's wire goes when the client does no
+per-message Python work, so a reader can tell the driver's cost from the
+broker's; ``scenarios/wire_limit.py`` is its only user, reported apart.
 
 The driver (``dejaq.driver``) builds an object and a future per message and per
 ack; at 100k+ messages a second that Python work in the one client process
@@ -18,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -32,22 +36,9 @@ from dejaq.driver.client import Client
 from dejaq.fbs.batch import DeliveryBatch, ProduceResults
 from dejaq.proto import dejaq_pb2 as pb
 
-from .plan import PAYLOAD_BYTES
+from .messages import PAYLOAD, Ids
 
-PAYLOAD = bytes(i % 256 for i in range(PAYLOAD_BYTES))
 F64 = npt.NDArray[np.float64]
-
-
-class Ids:
-    """Distinct 26-character ids: a random 8-hex prefix and a counter."""
-
-    def __init__(self) -> None:
-        self.prefix = secrets.token_hex(4)
-        self._next = itertools.count()
-
-    def take(self, n: int) -> list[str]:
-        p = self.prefix
-        return [f"{p}-{next(self._next):017d}" for _ in range(n)]
 
 
 @dataclass(frozen=True, slots=True)

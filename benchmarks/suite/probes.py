@@ -1,0 +1,119 @@
+"""Server-side counters read at the start and end of a step: what it cost the server.
+
+- ``BrokerProbe``: the broker's Prometheus endpoint (``--metrics``) and its CPU.
+  gRPC frames per second on the hot-path streams come from
+  ``dejaq_stream_frames_total{stream, direction}`` (None when the broker does
+  not export it); storage calls per second from
+  ``dejaq_storage_operation_seconds_count``; gRPC calls (streams opened, not
+  frames) from ``dejaq_grpc_requests_total``.
+- ``RedisProbe``: the rival's server: ``INFO`` commands processed and CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prometheus_client.parser import text_string_to_metric_families
+from redis.asyncio import Redis
+
+from . import procstat
+
+FRAMES = "dejaq_stream_frames_total"
+STORAGE_CALLS = "dejaq_storage_operation_seconds_count"
+GRPC_CALLS = "dejaq_grpc_requests_total"
+DELIVERED = "dejaq_delivered_total"
+SCRAPE_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Sample:
+    at: float  # monotonic seconds
+    cpu_s: float
+    counters: dict[str, float] = field(default_factory=dict)  # "name{labels}" -> value
+
+
+class Probe(Protocol):
+    async def sample(self) -> Sample: ...
+    def rates(self, a: Sample, b: Sample) -> dict[str, Any]: ...
+
+
+def _key(name: str, labels: dict[str, str], keep: tuple[str, ...]) -> str:
+    inner = ",".join(f"{k}={labels[k]}" for k in keep if k in labels)
+    return f"{name}{{{inner}}}" if inner else name
+
+
+class BrokerProbe:
+    def __init__(self, metrics: str, pid: int) -> None:
+        self.url = f"http://{metrics}/metrics"
+        self.pid = pid
+
+    def _scrape(self) -> str:
+        with urllib.request.urlopen(self.url, timeout=SCRAPE_TIMEOUT_S) as response:
+            text: str = response.read().decode()
+            return text
+
+    async def sample(self) -> Sample:
+        text = await asyncio.to_thread(self._scrape)
+        counters: dict[str, float] = defaultdict(float)
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == FRAMES:
+                    counters[_key(s.name, s.labels, ("stream", "direction"))] += s.value
+                elif s.name == STORAGE_CALLS:
+                    counters[_key(s.name, s.labels, ("operation",))] += s.value
+                elif s.name in (GRPC_CALLS, DELIVERED):
+                    counters[s.name] += s.value
+        return Sample(time.monotonic(), procstat.cpu_s(self.pid), dict(counters))
+
+    def rates(self, a: Sample, b: Sample) -> dict[str, Any]:
+        span = max(b.at - a.at, 1e-9)
+
+        def per_s(prefix: str) -> dict[str, float]:
+            return {
+                k.removeprefix(prefix).strip("{}") or "all": round(
+                    (v - a.counters.get(k, 0)) / span
+                )
+                for k, v in b.counters.items()
+                if k.startswith(prefix)
+            }
+
+        frames = per_s(FRAMES)
+        return {
+            "cpu_percent": round(100 * (b.cpu_s - a.cpu_s) / span, 1),
+            # None when the broker exports no frame counter (see the README)
+            "frames_per_s": sum(frames.values()) if frames else None,
+            "frames_per_s_by_stream": frames or None,
+            "storage_calls_per_s": sum(per_s(STORAGE_CALLS).values()),
+            "storage_calls_per_s_by_op": per_s(STORAGE_CALLS),
+            "grpc_calls_per_s": per_s(GRPC_CALLS).get("all"),
+            "delivered_per_s": per_s(DELIVERED).get("all"),
+        }
+
+
+class RedisProbe:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def sample(self) -> Sample:
+        r = Redis.from_url(self.url)
+        try:
+            stats = await r.info("stats")
+            cpu = await r.info("cpu")
+        finally:
+            await r.aclose()
+        used = float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+        return Sample(
+            time.monotonic(), used, {"commands": float(stats["total_commands_processed"])}
+        )
+
+    def rates(self, a: Sample, b: Sample) -> dict[str, Any]:
+        span = max(b.at - a.at, 1e-9)
+        return {
+            "cpu_percent": round(100 * (b.cpu_s - a.cpu_s) / span, 1),
+            "redis_commands_per_s": round((b.counters["commands"] - a.counters["commands"]) / span),
+        }
