@@ -21,10 +21,9 @@ from typing import Any
 import grpc
 
 from dejaq.broker import validation
-from dejaq.broker.context import Broker
+from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch import Dispatcher
 from dejaq.broker.settle import Kind, settle
-from dejaq.core.clock import now_ms
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import Leases, Topic
 from dejaq.core.wire.batches import encode_deliveries
@@ -59,7 +58,7 @@ class Session:
 
 
 async def consume_stream(
-    broker: Broker, requests: AsyncIterator[pb.ConsumeRequest]
+    broker: BrokerContext, requests: AsyncIterator[pb.ConsumeRequest]
 ) -> AsyncIterator[pb.ConsumeResponse]:
     try:
         first = await asyncio.wait_for(anext(requests), HELLO_TIMEOUT_S)
@@ -98,7 +97,7 @@ async def consume_stream(
         _background(broker.coordinator.consumer_left(*key))
 
 
-async def _open(broker: Broker, hello: pb.Hello) -> Session:
+async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
     topic = await broker.topics.get(hello.topic)
     cid = validation.consumer_id(hello.consumer_id) if hello.consumer_id else broker.new_id()
     if (topic.name, cid) in broker.consumer_ids:
@@ -108,7 +107,7 @@ async def _open(broker: Broker, hello: pb.Hello) -> Session:
 
 
 async def _read(
-    broker: Broker,
+    broker: BrokerContext,
     session: Session,
     dispatcher: Dispatcher,
     requests: AsyncIterator[pb.ConsumeRequest],
@@ -147,10 +146,12 @@ def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
     dispatcher.poke()
 
 
-async def _goodbye(broker: Broker, session: Session, dispatcher: Dispatcher) -> None:
+async def _goodbye(broker: BrokerContext, session: Session, dispatcher: Dispatcher) -> None:
     """Stop dispatching to the consumer first, then hand its leases back."""
     dispatcher.remove(session)
-    released = await broker.storage.release(session.topic.name, session.consumer_id, now_ms())
+    released = await broker.storage.release(
+        session.topic.name, session.consumer_id, broker.clock.now_ms()
+    )
     if released:
         dispatcher.hint(0)
         log.info(
@@ -165,7 +166,7 @@ async def _goodbye(broker: Broker, session: Session, dispatcher: Dispatcher) -> 
 _KINDS = {pb.Settle.ACK: Kind.ACK, pb.Settle.EXTEND: Kind.EXTEND, pb.Settle.NACK: Kind.NACK}
 
 
-async def _settle(broker: Broker, session: Session, s: pb.Settle) -> pb.ConsumeResponse:
+async def _settle(broker: BrokerContext, session: Session, s: pb.Settle) -> pb.ConsumeResponse:
     """One Settle frame: its ids in one storage call, answered by one SettleResult."""
     if len(s.ids) != len(s.versions):
         raise InvalidArgument("a Settle frame needs one version per id")

@@ -10,12 +10,16 @@ from dejaq.broker.dispatch import Dispatcher
 from dejaq.broker.ids import IdGenerator
 from dejaq.broker.metrics import Metrics
 from dejaq.broker.topics import TopicCache
+from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
 
 
 @dataclass
-class Broker:
+class BrokerContext:
+    """One broker's shared state: its config, storage, coordinator, topic cache,
+    metrics, clock, and the dispatcher of each topic its consumers read."""
+
     config: BrokerConfig
     storage: Storage
     coordinator: Coordinator
@@ -24,6 +28,7 @@ class Broker:
     new_id: IdGenerator = field(default_factory=IdGenerator)
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
     consumer_ids: set[tuple[str, str]] = field(default_factory=set)  # (topic, consumer)
+    clock: Clock = field(default_factory=WallClock)
 
     def dispatcher(self, topic: Topic) -> Dispatcher:
         """The topic's dispatcher, started on first use."""
@@ -36,6 +41,7 @@ class Broker:
                 self.config.max_frame_messages,
                 self.config.rescan_ms,
                 self.metrics,
+                self.clock,
             )
             d.start()
             self.dispatchers[topic.name] = d

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dejaq.broker import validation
-from dejaq.broker.context import Broker
+from dejaq.broker.context import BrokerContext
 from dejaq.broker.metrics import Event
 from dejaq.broker.settle import Kind, settle
-from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError, NotFound
 from dejaq.core.model import Settled, Topic
 from dejaq.core.wire.convert import (
@@ -20,16 +19,16 @@ from dejaq.proto import dejaq_pb2 as pb
 MAX_DEAD_PAGE = 1000
 
 
-async def create_topic(broker: Broker, req: pb.CreateTopicRequest) -> pb.Topic:
+async def create_topic(broker: BrokerContext, req: pb.CreateTopicRequest) -> pb.Topic:
     name = validation.topic_name(req.name)
     settings = validation.settings(settings_from_pb(req.settings))
-    topic = Topic(name, settings, now_ms())
+    topic = Topic(name, settings, broker.clock.now_ms())
     await broker.storage.create_topic(topic)
     await broker.coordinator.topic_created(topic)  # other brokers drop cached copies
     return topic_to_pb(topic)
 
 
-async def delete_topic(broker: Broker, req: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
+async def delete_topic(broker: BrokerContext, req: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
     name = validation.topic_name(req.name)
     await broker.storage.delete_topic(name)
     broker.topics.forget(name)
@@ -41,15 +40,17 @@ async def delete_topic(broker: Broker, req: pb.DeleteTopicRequest) -> pb.DeleteT
     return pb.DeleteTopicResponse()
 
 
-async def list_topics(broker: Broker, req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
+async def list_topics(broker: BrokerContext, req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
     return pb.ListTopicsResponse(
         topics=[topic_to_pb(t) for t in await broker.storage.list_topics()]
     )
 
 
-async def describe_topic(broker: Broker, req: pb.DescribeTopicRequest) -> pb.TopicDescription:
+async def describe_topic(
+    broker: BrokerContext, req: pb.DescribeTopicRequest
+) -> pb.TopicDescription:
     topic = await broker.topics.get(req.name)
-    counts = await broker.storage.counts(topic.name, now_ms())
+    counts = await broker.storage.counts(topic.name, broker.clock.now_ms())
     next_due = await broker.storage.next_due(topic.name, None)
     d = broker.dispatchers.get(topic.name)
     return pb.TopicDescription(
@@ -60,49 +61,54 @@ async def describe_topic(broker: Broker, req: pb.DescribeTopicRequest) -> pb.Top
     )
 
 
-async def get_message(broker: Broker, req: pb.GetMessageRequest) -> pb.Message:
+async def get_message(broker: BrokerContext, req: pb.GetMessageRequest) -> pb.Message:
     topic = await broker.topics.get(req.topic)
     msg = await broker.storage.get(topic.name, validation.message_id(req.id))
-    return message_to_pb(topic.name, msg, now_ms())
+    return message_to_pb(topic.name, msg, broker.clock.now_ms())
 
 
 def _result(s: Settled) -> pb.MutationResult:
     return pb.MutationResult(id=s.id, version=s.version, timestamp_ms=s.timestamp)
 
 
-async def move(broker: Broker, req: pb.MoveRequest) -> pb.MutationResult:
+async def move(broker: BrokerContext, req: pb.MoveRequest) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     at = validation.timestamp(req.timestamp_ms)
     s = await broker.storage.move(
-        topic.name, validation.message_id(req.id), req.version, at, now_ms()
+        topic.name, validation.message_id(req.id), req.version, at, broker.clock.now_ms()
     )
     broker.hint(topic.name, at)
     broker.metrics.count(Event.MOVED, topic.name)
     return _result(s)
 
 
-async def cancel(broker: Broker, req: pb.CancelRequest) -> pb.MutationResult:
+async def cancel(broker: BrokerContext, req: pb.CancelRequest) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     mid = validation.message_id(req.id)
-    result = _result(await broker.storage.cancel(topic.name, mid, req.version, now_ms()))
+    result = _result(
+        await broker.storage.cancel(topic.name, mid, req.version, broker.clock.now_ms())
+    )
     broker.metrics.count(Event.CANCELLED, topic.name)
     return result
 
 
-async def ack(broker: Broker, req: pb.AckRequest) -> pb.MutationResult:
+async def ack(broker: BrokerContext, req: pb.AckRequest) -> pb.MutationResult:
     return await _settle_one(broker, Kind.ACK, req, 0)
 
 
-async def extend(broker: Broker, req: pb.ExtendRequest) -> pb.MutationResult:
+async def extend(broker: BrokerContext, req: pb.ExtendRequest) -> pb.MutationResult:
     return await _settle_one(broker, Kind.EXTEND, req, req.lease_ms)
 
 
-async def nack(broker: Broker, req: pb.NackRequest) -> pb.MutationResult:
+async def nack(broker: BrokerContext, req: pb.NackRequest) -> pb.MutationResult:
     return await _settle_one(broker, Kind.NACK, req, req.delay_ms)
 
 
 async def _settle_one(
-    broker: Broker, kind: Kind, req: pb.AckRequest | pb.ExtendRequest | pb.NackRequest, ms: int
+    broker: BrokerContext,
+    kind: Kind,
+    req: pb.AckRequest | pb.ExtendRequest | pb.NackRequest,
+    ms: int,
 ) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     item = (validation.message_id(req.id), req.version)
@@ -113,17 +119,17 @@ async def _settle_one(
     return _result(outcome)
 
 
-async def list_dead(broker: Broker, req: pb.ListDeadRequest) -> pb.ListDeadResponse:
+async def list_dead(broker: BrokerContext, req: pb.ListDeadRequest) -> pb.ListDeadResponse:
     topic = await broker.topics.get(req.topic)
     limit = min(req.limit or 100, MAX_DEAD_PAGE)
     msgs = await broker.storage.list_dead(topic.name, req.after_id, limit)
-    now = now_ms()
+    now = broker.clock.now_ms()
     return pb.ListDeadResponse(messages=[message_to_pb(topic.name, m, now) for m in msgs])
 
 
-async def redrive(broker: Broker, req: pb.RedriveRequest) -> pb.RedriveResponse:
+async def redrive(broker: BrokerContext, req: pb.RedriveRequest) -> pb.RedriveResponse:
     topic = await broker.topics.get(req.topic)
-    at = validation.timestamp(req.timestamp_ms) if req.timestamp_ms else now_ms()
+    at = validation.timestamp(req.timestamp_ms) if req.timestamp_ms else broker.clock.now_ms()
     ids = [validation.message_id(i) for i in req.ids] or None
     count = await broker.storage.redrive(topic.name, ids, at)
     broker.hint(topic.name, at)

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import enum
 import logging
-import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -26,7 +25,7 @@ import numpy as np
 
 from dejaq.broker.metrics import Event, Metrics
 from dejaq.core.buckets import Buckets
-from dejaq.core.clock import now_ms
+from dejaq.core.clock import Clock, WallClock
 from dejaq.core.errors import NotFound, StorageError
 from dejaq.core.model import Leases, Topic
 from dejaq.storage_plugins.base import LeaseRequest, Storage
@@ -66,6 +65,7 @@ class Dispatcher:
         max_frame: int,
         rescan_ms: int,
         metrics: Metrics | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.topic = topic
         self._storage = storage
@@ -73,6 +73,7 @@ class Dispatcher:
         self._max_frame = max_frame
         self._rescan_ms = rescan_ms
         self._metrics = metrics
+        self._clock: Clock = clock or WallClock()
         self._receivers: list[Receiver] = []
         self._turn = 0
         self._wake = asyncio.Event()
@@ -144,7 +145,7 @@ class Dispatcher:
         ready = [r for r in self._rotated() if r.credit > 0]
         if not ready:
             return _Pass.NO_CREDIT
-        now = now_ms()
+        now = self._clock.now_ms()
         buckets = self._buckets()
         if buckets is not None and not buckets:
             return _Pass.NO_BUCKETS  # no storage call: a rebalance pokes us
@@ -178,7 +179,7 @@ class Dispatcher:
         delivered = leases.delivered
         due = np.fromiter((d.timestamp for d in delivered), np.int64, len(delivered))
         again = sum(1 for d in delivered if d.deliveries > 1)
-        self._metrics.delivered(name, now_ms(), due, again)
+        self._metrics.delivered(name, self._clock.now_ms(), due, again)
         self._metrics.count(Event.DEAD_LETTERED, name, leases.dead_lettered)
 
     def _rotated(self) -> list[Receiver]:
@@ -197,14 +198,10 @@ class Dispatcher:
 
     async def _sleep(self, next_due: int | None) -> None:
         """Sleep until ``next_due`` (or the re-scan interval) unless woken."""
-        now = now_ms()
+        now = self._clock.now_ms()
         horizon = now + self._rescan_ms
         until = horizon if next_due is None else min(next_due, horizon)
         self._sleeping_until = until
         if self._wake.is_set() or until <= now:
             return
-        # Aim at the due millisecond itself: wall clock, not the loop's clock.
-        delay = until / 1000 - time.time()
-        if delay > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+        await self._clock.wait_until(until, self._wake)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from dejaq.broker.context import Broker
-from dejaq.core.clock import now_ms
+from dejaq.broker.context import BrokerContext
 from dejaq.core.errors import DejaqError
 
 log = logging.getLogger(__name__)
 
 
-async def refresh_forever(broker: Broker, interval_ms: int) -> None:
+async def refresh_forever(broker: BrokerContext, interval_ms: int) -> None:
     while True:
         try:
             await refresh(broker)
@@ -23,7 +22,7 @@ async def refresh_forever(broker: Broker, interval_ms: int) -> None:
         await asyncio.sleep(interval_ms / 1000)
 
 
-async def refresh(broker: Broker) -> None:
+async def refresh(broker: BrokerContext) -> None:
     m = broker.metrics
     # Cluster gauges first: they do not need storage.
     m.coordinator_up.set(1 if broker.coordinator.healthy else 0)
@@ -32,7 +31,7 @@ async def refresh(broker: Broker) -> None:
     for topic in await broker.storage.list_topics():
         name = topic.name
         m.touch_topic(name)
-        now = now_ms()
+        now = broker.clock.now_ms()
         counts = await broker.storage.counts(name, now)
         for state in ("waiting", "due", "leased", "dead"):
             m.messages.labels(name, state).set(getattr(counts, state))

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 import grpc
 
 from dejaq.broker import validation
-from dejaq.broker.context import Broker
+from dejaq.broker.context import BrokerContext
 from dejaq.broker.metrics import Event
 from dejaq.core.buckets import bucket_of
 from dejaq.core.model import InsertStatus, NewMessage, TopicSettings
@@ -24,7 +24,7 @@ PIPELINE = 16
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 
 
-async def produce(broker: Broker, req: pb.ProduceRequest) -> pb.ProduceResponse:
+async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceResponse:
     topic = await broker.topics.get(req.topic)
     batch = decode_messages(req.batch)
     ids = [i or broker.new_id() for i in batch.ids]
@@ -108,7 +108,7 @@ def _messages(
     return out
 
 
-def _count(broker: Broker, topic: str, status: list[int]) -> None:
+def _count(broker: BrokerContext, topic: str, status: list[int]) -> None:
     accepted = status.count(InsertStatus.ACCEPTED)
     duplicates = status.count(InsertStatus.DUPLICATE)
     broker.metrics.count(Event.PRODUCED, topic, accepted)
@@ -117,7 +117,7 @@ def _count(broker: Broker, topic: str, status: list[int]) -> None:
 
 
 async def produce_stream(
-    broker: Broker, requests: AsyncIterator[pb.ProduceRequest]
+    broker: BrokerContext, requests: AsyncIterator[pb.ProduceRequest]
 ) -> AsyncIterator[pb.ProduceResponse]:
     pending: asyncio.Queue[asyncio.Task[pb.ProduceResponse] | None] = asyncio.Queue(PIPELINE)
 

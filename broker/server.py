@@ -17,7 +17,7 @@ from prometheus_client import start_http_server
 from dejaq.broker import health
 from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
-from dejaq.broker.context import Broker
+from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
@@ -40,7 +40,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
 
     storage = storage_from_url(config.storage)
     await storage.open()
-    broker = Broker(config, storage, coordinator_for(config), TopicCache(storage))
+    broker = BrokerContext(config, storage, coordinator_for(config), TopicCache(storage))
     storage.on_operation = broker.metrics.storage_op
     server = grpc.aio.server(
         options=[

@@ -16,7 +16,7 @@ import grpc
 from dejaq.broker import control
 from dejaq.broker.cluster.status import cluster_status
 from dejaq.broker.consume import consume_stream
-from dejaq.broker.context import Broker
+from dejaq.broker.context import BrokerContext
 from dejaq.broker.produce import produce_stream
 from dejaq.core.errors import DejaqError
 from dejaq.core.wire.status import code_for
@@ -29,7 +29,10 @@ Resp = TypeVar("Resp")
 
 
 async def _abort(
-    broker: Broker, method: str, context: grpc.aio.ServicerContext[Any, Any], exc: BaseException
+    broker: BrokerContext,
+    method: str,
+    context: grpc.aio.ServicerContext[Any, Any],
+    exc: BaseException,
 ) -> None:
     if isinstance(exc, DejaqError):
         broker.metrics.request(method, code_for(exc))
@@ -43,7 +46,7 @@ async def _abort(
 
 
 def _unary(
-    method: str, handler: Callable[[Broker, Req], Awaitable[Resp]]
+    method: str, handler: Callable[[BrokerContext, Req], Awaitable[Resp]]
 ) -> Callable[[TimelineService, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
     async def rpc(self: TimelineService, request: Req, context: Any) -> Resp:
         try:
@@ -58,7 +61,7 @@ def _unary(
 
 
 def _stream(
-    method: str, handler: Callable[[Broker, AsyncIterator[Req]], AsyncIterator[Resp]]
+    method: str, handler: Callable[[BrokerContext, AsyncIterator[Req]], AsyncIterator[Resp]]
 ) -> Callable[[TimelineService, AsyncIterator[Req], Any], AsyncIterator[Resp]]:
     async def rpc(self: TimelineService, requests: AsyncIterator[Req], context: Any) -> Any:
         try:
@@ -73,7 +76,7 @@ def _stream(
 
 
 class TimelineService(pb_grpc.TimelineServicer):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
 
     CreateTopic = _unary("CreateTopic", control.create_topic)

@@ -11,9 +11,8 @@ import enum
 from collections.abc import Sequence
 
 from dejaq.broker import validation
-from dejaq.broker.context import Broker
+from dejaq.broker.context import BrokerContext
 from dejaq.broker.metrics import Event
-from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Outcome, SettleItem
@@ -26,11 +25,16 @@ class Kind(enum.Enum):
 
 
 async def settle(
-    broker: Broker, topic: Topic, kind: Kind, items: Sequence[SettleItem], owner: str, ms: int
+    broker: BrokerContext,
+    topic: Topic,
+    kind: Kind,
+    items: Sequence[SettleItem],
+    owner: str,
+    ms: int,
 ) -> list[Outcome]:
     """Apply one settle to ``items`` held by ``owner``; one outcome per item."""
     name = topic.name
-    now = now_ms()
+    now = broker.clock.now_ms()
     outcomes: list[Outcome]
     if kind is Kind.ACK:
         outcomes = await broker.storage.ack(name, items, owner, now)

@@ -10,15 +10,15 @@ from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError, NotFound
 
 if TYPE_CHECKING:
-    from dejaq.broker.context import Broker
+    from dejaq.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
 
 class BrokerEvents:
-    """Implements ``ClusterListener`` over a ``Broker``."""
+    """Implements ``ClusterListener`` over a ``BrokerContext``."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self._broker = broker
 
     def bucket_count(self, topic: str) -> int | None:

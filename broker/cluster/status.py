@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dejaq.broker.cluster.assignment import as_ranges
-from dejaq.broker.context import Broker
+from dejaq.broker.context import BrokerContext
 from dejaq.core.clock import now_ms
 from dejaq.proto import dejaq_pb2 as pb
 
 
-async def cluster_status(broker: Broker, req: pb.ClusterStatusRequest) -> pb.ClusterStatusResponse:
+async def cluster_status(
+    broker: BrokerContext, req: pb.ClusterStatusRequest
+) -> pb.ClusterStatusResponse:
     coordinator = broker.coordinator
     view = coordinator.view()
     resp = pb.ClusterStatusResponse(
