@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator
 
 import grpc
 
@@ -24,6 +23,7 @@ from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch import Dispatcher
 from dejaq.broker.settle import Kind, settle
+from dejaq.broker.tasks import Background
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import Leases, Topic
 from dejaq.core.wire.batches import encode_deliveries
@@ -33,6 +33,7 @@ from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import Outcome
 
 log = logging.getLogger(__name__)
+_cleanup = Background("consumer cleanup")
 HELLO_TIMEOUT_S = 30.0
 MAX_WINDOW = 10 * validation.MAX_CREDITS
 
@@ -94,7 +95,7 @@ async def consume_stream(
         dispatcher.remove(session)
         broker.consumer_ids.discard(key)
         # Cleanup must not await here: this may run while the stream is cancelled.
-        _background(broker.coordinator.consumer_left(*key))
+        _cleanup.spawn(broker.coordinator.consumer_left(*key))
 
 
 async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
@@ -192,18 +193,3 @@ def settle_result(token: int, kind: Kind, outcomes: list[Outcome]) -> pb.SettleR
         else []
     )
     return pb.SettleResult(token=token, versions=versions, rejections=rejections)
-
-
-_tasks: set[asyncio.Task[None]] = set()
-
-
-def _background(coro: Coroutine[Any, Any, None]) -> None:
-    task = asyncio.ensure_future(coro)
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
-    task.add_done_callback(_log_failure)
-
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("background cleanup failed: %s", task.exception())

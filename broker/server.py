@@ -23,11 +23,11 @@ from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
+from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from dejaq.storage_plugins import storage_from_url
 
 log = logging.getLogger("dejaq.broker")
-MAX_FRAME_BYTES = 64 << 20
 
 
 async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None:

@@ -9,11 +9,11 @@ from typing import Any, TypeVar
 import grpc
 
 from dejaq.core.errors import BrokerUnavailable, DejaqError
+from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.core.wire.status import error_for
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 DEFAULT_BROKER = "127.0.0.1:7700"
-MAX_FRAME_BYTES = 64 << 20
 T = TypeVar("T")
 # A broker that is gone or going: try the next one.
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE}
