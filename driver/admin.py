@@ -53,6 +53,10 @@ def _mutation(r: pb.MutationResult) -> Mutation:
 
 
 class Admin:
+    """Control calls over a ``Client``: topics (create, delete, list, describe),
+    messages by id (get, move, cancel), the dead timeline (list, redrive) and
+    the cluster status. Errors arrive as ``dejaq.core.errors`` classes."""
+
     def __init__(self, client: Client) -> None:
         self.client = client
 

@@ -63,6 +63,19 @@ class _Frame:
 
 
 class Producer:
+    """Puts messages on a topic's timeline through one Produce stream.
+
+    ``send`` queues one message and returns its ``ProduceResult`` (ACCEPTED, or
+    DUPLICATE when the id exists: produce is idempotent by id); messages sent in
+    the same event-loop turn share a frame. ``send_batch`` sends many at once.
+
+    Options:
+        max_batch: messages per frame at most (default 1000).
+        max_in_flight: frames awaiting their answer at once (default 16).
+        retry_timeout_s: how long to keep resending in-flight frames to the next
+            broker of the client's list after a broker is lost.
+    """
+
     def __init__(
         self,
         client: Client,

@@ -135,6 +135,15 @@ class SyncConsumer(_Proxy):
 
 
 class SyncClient:
+    """The driver for synchronous code: ``admin``, ``producer(topic, **options)``
+    and ``consumer(topic, **options)`` take the options of ``Admin``, ``Producer``
+    and ``Consumer``; calls run on one background event loop and wait.
+
+    Options:
+        brokers: ``"h1:7700,h2:7700"`` (default ``DEJAQ_BROKER`` or 127.0.0.1:7700).
+        timeout_s: per-call deadline (default 30 s).
+    """
+
     def __init__(self, brokers: str | None = None, timeout_s: float = 30.0) -> None:
         self._loop = _Loop()
 
