@@ -22,18 +22,30 @@ Names and ids use the ``"C"`` collation whatever the database's: dead messages
 page by id in code-point order, as in every other backend, and comparisons
 are plain byte compares.
 
-Plans. Every hot statement is an ordered index scan that stops at its
-``LIMIT``. Without statistics (a new table; a topic grown since the last
-``ANALYZE``) the planner underestimates the due rows and prefers a bitmap
-scan, which loses the index order and sorts every due row: 45 ms instead of
-0.8 ms a lease of 100 out of 100k due. Our sessions therefore run with
-``enable_bitmapscan = off``: none of these statements gains from one.
-tests/storage_plugins/test_postgres.py checks the plans on such a table.
+Plans. Every hot statement seeks its rows: an ordered index scan that stops
+at its ``LIMIT``, a key lookup per id, or a ``ctid``. Two planner traps make
+the settings every session runs with (``SESSION_SETUP``):
+
+- Without statistics (a new table; a topic grown since the last
+  ``ANALYZE``) the planner underestimates the due rows and prefers a bitmap
+  scan, which loses the index order and sorts every due row: 45 ms instead of
+  0.8 ms a lease of 100 out of 100k due. Hence ``enable_bitmapscan = off``:
+  none of these statements gains from one.
+- With statistics gathered before a topic existed (every new topic), a
+  custom plan for that topic's name estimates it at one row, so reading all
+  of it through the primary key and sorting looks as cheap as seeking: each
+  lease, ``next_due`` and settle then read every row of the topic (the
+  420 ms lateness at 1k msgs/s of issue 8). Hence ``plan_cache_mode =
+  force_generic_plan`` with every statement prepared (``pool``): a generic
+  plan cannot look the name up, and estimates a topic at its share of the
+  table (1 / the number of topics).
+
+tests/storage_plugins/test_postgres.py checks the plans on both such tables.
 
 Rows are claimed with ``FOR UPDATE SKIP LOCKED``: two brokers leasing the same
 buckets at once each take rows the other has not locked, instead of queueing
 behind each other. Batches travel as arrays (``unnest``), so every statement's
-text is constant and psycopg prepares it once per connection.
+text is constant and prepared once per connection.
 """
 
 from __future__ import annotations
@@ -92,7 +104,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 PING = "SELECT 1"
 # Run on every new connection: see "Plans" above.
-SESSION_SETUP = "SET enable_bitmapscan = off"
+SESSION_SETUP = """SELECT set_config('enable_bitmapscan', 'off', false),
+    set_config('plan_cache_mode', 'force_generic_plan', false)"""
 # (value): the session's commit durability, validated by the URL reader
 SET_SYNCHRONOUS_COMMIT = "SELECT set_config('synchronous_commit', %s, false)"
 
@@ -143,80 +156,143 @@ INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(top
             USING (id))
     SELECT EXISTS (SELECT FROM t), array(SELECT id FROM new)"""
 
-# Column order of DUE rows follows sql_base.Due, then the payload. A payload is
-# fetched by a subquery per row: with a join the planner may prefer hashing
-# the whole payload table to the few (at most limit) index lookups needed.
-_DUE_COLUMNS = "m.id, m.ts, m.version, m.deliveries, m.max_deliveries, m.expires_at"
-_PAYLOAD_OF = """(SELECT p.payload FROM dejaq_payloads AS p
-    WHERE p.topic = %(topic)s AND p.id = {row}.id)"""
-# (topic, now, limit): the earliest due rows of the whole topic, locked.
-CLAIM_DUE = f"""SELECT c.*, {_PAYLOAD_OF.format(row="c")} FROM (
-        SELECT {_DUE_COLUMNS} FROM dejaq_messages AS m
-        WHERE m.topic = %(topic)s AND NOT m.dead AND m.ts <= %(now)s
-        ORDER BY m.ts LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED) AS c
-    ORDER BY c.ts"""
-# (topic, buckets, now, window, seen): the ids of the earliest due rows of some
-# buckets, not locked (one bounded seek per bucket), minus those already tried.
-DUE_IN_BUCKETS = """SELECT c.id FROM unnest(%(buckets)s::int[]) AS b (bucket)
-    CROSS JOIN LATERAL (
-        SELECT id, ts FROM dejaq_messages
-        WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead AND ts <= %(now)s
-            AND id <> ALL (%(seen)s::text[])
-        ORDER BY ts LIMIT %(window)s) AS c
-    ORDER BY c.ts LIMIT %(window)s"""
-# (topic, ids, now, limit): lock those still due (rechecked under the lock).
-CLAIM_IDS = f"""SELECT c.*, {_PAYLOAD_OF.format(row="c")} FROM (
-        SELECT {_DUE_COLUMNS} FROM dejaq_messages AS m
-        WHERE m.topic = %(topic)s AND m.id = ANY (%(ids)s::text[])
-            AND NOT m.dead AND m.ts <= %(now)s
-        ORDER BY m.ts LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED) AS c
-    ORDER BY c.ts"""
-# (topic, keep, until, owner, kill, now, drop): one lease pass's writes
-APPLY_LEASE = """WITH kept AS (
-        UPDATE dejaq_messages SET ts = %(until)s, owner = %(owner)s,
-            deliveries = deliveries + 1, version = version + 1
-        WHERE topic = %(topic)s AND id = ANY (%(keep)s::text[])),
-    killed AS (
-        UPDATE dejaq_messages SET dead = true, owner = NULL, ts = %(now)s, version = version + 1
-        WHERE topic = %(topic)s AND id = ANY (%(kill)s::text[])),
+# -- lease ----------------------------------------------------------------------
+#
+# One pass is ONE statement, whatever the number of buckets and messages:
+#
+# 1. ``candidates``: the ids of the earliest ``window`` due rows, unlocked —
+#    from the whole topic (an ordered scan of ``(topic, ts)``) or from a set
+#    of buckets (a bounded seek per bucket on ``(topic, bucket, ts)``, merged).
+# 2. ``claimed``: each candidate looked up again by its key and locked
+#    ``FOR UPDATE SKIP LOCKED`` (the due check is redone under the lock), at
+#    most ``limit`` of them; the fate of each is decided here (below).
+# 3. ``moved`` / ``dropped``: the writes, addressed by the ``ctid`` of the row
+#    just locked (a TID scan: no plan can turn them into a scan of the topic).
+#    A row another transaction changed after our snapshot is not written, and
+#    so not returned: it stays for the next pass.
+# 4. One row per written message (with its payload, also by ``ctid``), each
+#    carrying the number of candidates and whether the topic exists; at least
+#    one row, so an empty pass needs no second round trip.
+#
+# The fate is rules.lease_fate spelled in SQL (tests/storage_plugins/
+# test_postgres.py pins the two together): with md the message's own
+# max_deliveries, else the topic's (rules.effective_max_deliveries), a message
+# delivered md times already or past its expires_at is killed
+# (rules.dies_on_lease), one with md = 1 is dropped on delivery
+# (rules.at_most_once), any other is kept under a lease.
+
+_CANDIDATES_OF_TOPIC = """SELECT id, ts FROM dejaq_messages
+        WHERE topic = %(topic)s AND NOT dead AND ts <= %(now)s
+        ORDER BY ts LIMIT %(window)s"""
+_CANDIDATES_OF_BUCKETS = """SELECT c.id, c.ts FROM unnest(%(buckets)s::int[]) AS b (bucket)
+        CROSS JOIN LATERAL (
+            SELECT id, ts FROM dejaq_messages
+            WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead AND ts <= %(now)s
+            ORDER BY ts LIMIT %(window)s) AS c
+        ORDER BY c.ts LIMIT %(window)s"""
+_LEASE = """WITH candidates AS MATERIALIZED (
+        SELECT c.id, c.ts, row_number() OVER () AS n FROM ({candidates}) AS c),
+    locked AS MATERIALIZED (
+        SELECT c.n, m.* FROM candidates AS c CROSS JOIN LATERAL (
+            SELECT m.ctid AS tid, m.id, m.ts, m.version, m.deliveries, m.expires_at,
+                CASE WHEN m.max_deliveries <> 0 THEN m.max_deliveries
+                    ELSE %(max_deliveries)s::int END AS md,
+                (SELECT p.ctid FROM dejaq_payloads AS p
+                    WHERE p.topic = %(topic)s AND p.id = m.id) AS payload_tid
+            FROM dejaq_messages AS m
+            WHERE m.topic = %(topic)s AND m.id = c.id AND NOT m.dead AND m.ts <= %(now)s
+            FOR UPDATE SKIP LOCKED) AS m
+        LIMIT %(limit)s),
+    claimed AS MATERIALIZED (
+        SELECT l.*, CASE
+                WHEN (l.md <> 0 AND l.deliveries >= l.md)
+                    OR (l.expires_at <> 0 AND l.expires_at <= %(now)s) THEN 'kill'
+                WHEN l.md = 1 THEN 'drop'
+                ELSE 'keep' END AS fate
+        FROM locked AS l),
+    moved AS (
+        UPDATE dejaq_messages AS m SET
+            dead = c.fate = 'kill',
+            ts = CASE WHEN c.fate = 'kill' THEN %(now)s ELSE %(until)s END,
+            owner = CASE WHEN c.fate = 'kill' THEN NULL ELSE %(owner)s END,
+            deliveries = m.deliveries + CASE WHEN c.fate = 'kill' THEN 0 ELSE 1 END,
+            version = m.version + 1
+        FROM claimed AS c WHERE m.ctid = c.tid AND c.fate <> 'drop'
+        RETURNING c.n, c.fate, m.id, c.ts, m.version, m.deliveries, c.payload_tid),
     dropped AS (
-        DELETE FROM dejaq_messages WHERE topic = %(topic)s AND id = ANY (%(drop)s::text[])),
+        DELETE FROM dejaq_messages AS m USING claimed AS c
+        WHERE m.ctid = c.tid AND c.fate = 'drop'
+        RETURNING c.n, c.fate, m.id, c.ts, m.version + 1, m.deliveries + 1, c.payload_tid),
     dropped_payloads AS (
-        DELETE FROM dejaq_payloads WHERE topic = %(topic)s AND id = ANY (%(drop)s::text[]))
-    SELECT 1"""
+        DELETE FROM dejaq_payloads AS p USING dropped AS d WHERE p.ctid = d.payload_tid),
+    written AS (SELECT * FROM moved UNION ALL SELECT * FROM dropped)
+    SELECT s.candidates, s.topic_exists, w.n, w.fate, w.id, w.ts, w.version, w.deliveries,
+        CASE WHEN w.fate <> 'kill' THEN
+            (SELECT p.payload FROM dejaq_payloads AS p WHERE p.ctid = w.payload_tid) END
+    FROM (SELECT (SELECT count(*) FROM candidates) AS candidates,
+            EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s) AS topic_exists) AS s
+        LEFT JOIN written AS w ON true"""
+# (topic, now, window, limit, until, owner, max_deliveries [, buckets]):
+# rows (candidates, topic exists, then per message written: its rank among the
+# candidates, fate, id, due ts, version, deliveries, payload)
+LEASE_TOPIC = _LEASE.format(candidates=_CANDIDATES_OF_TOPIC)
+LEASE_BUCKETS = _LEASE.format(candidates=_CANDIDATES_OF_BUCKETS)
 
-# (topic)
-NEXT_DUE = """SELECT ts FROM dejaq_messages WHERE topic = %(topic)s AND NOT dead
-    ORDER BY ts LIMIT 1"""
-# (topic, buckets)
-NEXT_DUE_IN_BUCKETS = """SELECT min(c.ts) FROM unnest(%(buckets)s::int[]) AS b (bucket)
+# (topic [, buckets]): (topic exists, the smallest live timestamp or NULL)
+NEXT_DUE = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
+    (SELECT ts FROM dejaq_messages WHERE topic = %(topic)s AND NOT dead
+        ORDER BY ts LIMIT 1)"""
+NEXT_DUE_IN_BUCKETS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
+    (SELECT min(c.ts) FROM unnest(%(buckets)s::int[]) AS b (bucket)
+        CROSS JOIN LATERAL (
+            SELECT ts FROM dejaq_messages
+            WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead
+            ORDER BY ts LIMIT 1) AS c)"""
+
+# -- settle, move, cancel -------------------------------------------------------
+#
+# Read and lock the rows (one statement), plan in Python (sql_base, rules),
+# write the plan (one statement). Rows are found one key lookup per id
+# (LATERAL): ``id = ANY (...)`` lets PostgreSQL 15 settle for the topic's
+# range of the primary key and filter every row of the topic by id, which it
+# does whenever its statistics miss the topic (a new one) — 40 ms a call at
+# 100k messages. The writes address the locked rows by ``ctid``.
+
+# (topic, ids): rows (ctid, payload ctid, id, then the columns of
+# sql_base.State), locked in the order of ids (sorted by the caller, so two
+# settles of overlapping batches cannot deadlock); then one row of NULLs when
+# the topic does not exist.
+LOCK_STATES = """SELECT m.* FROM unnest(%(ids)s::text[]) AS u (id)
     CROSS JOIN LATERAL (
-        SELECT ts FROM dejaq_messages
-        WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead
-        ORDER BY ts LIMIT 1) AS c"""
-
-# (topic, ids): column order follows sql_base.State after the id. Locked in
-# id order, so two settles of overlapping batches cannot deadlock.
-LOCK_STATES = """SELECT id, ts, version, deliveries, owner, max_deliveries, dead
-    FROM dejaq_messages WHERE topic = %(topic)s AND id = ANY (%(ids)s::text[])
-    ORDER BY id FOR UPDATE"""
-# (topic, deleted, ids, ts, versions, owners, deads): a plan of sql_base
+        SELECT m.ctid::text,
+            (SELECT p.ctid::text FROM dejaq_payloads AS p
+                WHERE p.topic = %(topic)s AND p.id = m.id),
+            m.id, m.ts, m.version, m.deliveries, m.owner, m.max_deliveries, m.dead
+        FROM dejaq_messages AS m WHERE m.topic = %(topic)s AND m.id = u.id
+        FOR UPDATE) AS m
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    WHERE NOT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s)"""
+# (deleted, deleted_payloads, tids, ts, versions, owners, deads): a plan of
+# sql_base over rows LOCK_STATES locked in this transaction, by ctid
 APPLY_STATES = """WITH gone AS (
-        DELETE FROM dejaq_messages WHERE topic = %(topic)s AND id = ANY (%(deleted)s::text[])),
+        DELETE FROM dejaq_messages WHERE ctid = ANY (%(deleted)s::text[]::tid[])),
     gone_payloads AS (
-        DELETE FROM dejaq_payloads WHERE topic = %(topic)s AND id = ANY (%(deleted)s::text[])),
+        DELETE FROM dejaq_payloads WHERE ctid = ANY (%(deleted_payloads)s::text[]::tid[])),
     changed AS (
         UPDATE dejaq_messages AS m
         SET ts = u.ts, version = u.version, owner = u.owner, dead = u.dead
-        FROM unnest(%(ids)s::text[], %(ts)s::int8[], %(versions)s::int8[], %(owners)s::text[],
-                    %(deads)s::bool[]) AS u (id, ts, version, owner, dead)
-        WHERE m.topic = %(topic)s AND m.id = u.id)
+        FROM unnest(%(tids)s::text[]::tid[], %(ts)s::int8[], %(versions)s::int8[],
+                    %(owners)s::text[], %(deads)s::bool[]) AS u (tid, ts, version, owner, dead)
+        WHERE m.ctid = u.tid)
     SELECT 1"""
 
-# Column order of MESSAGE rows follows core.model.Message.
-_MESSAGE_COLUMNS = f"""m.id, m.ts, {_PAYLOAD_OF.format(row="m")}, m.version, m.deliveries,
+# Column order of MESSAGE rows follows core.model.Message. A payload is
+# fetched by a subquery per row (one key lookup): with a join the planner may
+# prefer hashing the topic's payloads to the few lookups needed.
+_MESSAGE_COLUMNS = """m.id, m.ts,
+    (SELECT p.payload FROM dejaq_payloads AS p WHERE p.topic = m.topic AND p.id = m.id),
+    m.version, m.deliveries,
     m.owner, m.bucket, m.max_deliveries, m.expires_at, m.dead"""
 # (topic, id)
 GET_MESSAGE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
