@@ -19,7 +19,6 @@ its cached topics (``topics_reset``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -28,6 +27,7 @@ from dejaq.broker.cluster.keys import Key, Keys, Kind, decode
 from dejaq.broker.cluster.membership import BrokerInfo, Membership
 from dejaq.broker.cluster.skew import SkewTracker
 from dejaq.broker.coordination import ClusterListener
+from dejaq.broker.tasks import Background
 from dejaq.core.clock import now_ms
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class WatchedView:
         self._owned: dict[str, frozenset[int]] = {}  # topic -> buckets of our consumers
         self._id = ""  # set by start
         self._listener: ClusterListener | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = Background("handling a topic change")
 
     def start(self, broker_id: str, listener: ClusterListener) -> None:
         """Apply events as broker ``broker_id``, telling ``listener`` what they change."""
@@ -135,10 +135,7 @@ class WatchedView:
     def _topic_changed(self, topic: str) -> None:
         # In the background: it reads storage, which must not hold up the watch.
         assert self._listener is not None
-        task = asyncio.create_task(self._listener.topic_changed(topic))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        task.add_done_callback(_log_failure)
+        self._background.spawn(self._listener.topic_changed(topic))
 
     def _rebalance(self) -> None:
         """Recompute this broker's share of each topic it serves; tell what changed."""
@@ -159,11 +156,6 @@ class WatchedView:
                 count,
             )
             self._listener.owners_changed(topic)
-
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("handling a topic change failed", exc_info=task.exception())
 
 
 def _int(value: Any) -> int:
