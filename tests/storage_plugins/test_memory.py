@@ -1,32 +1,53 @@
-"""The memory backend keeps its counts as messages change; a random walk of
-operations checks them against a full scan after every step."""
+"""The memory backend beyond the shared contract.
+
+- its counts are kept as messages change: a random walk of operations checks
+  them against a full scan after every step;
+- its columnar index (id table, per-bucket time wheel, reused slots) agrees
+  with a naive model, operation by operation, through walks that jump across
+  the wheel's windows;
+- the id table survives hash collisions, growth and mass deletion.
+"""
 
 from __future__ import annotations
 
+import heapq
 import random
+from dataclasses import dataclass
 
-from dejaq.core.errors import DejaqError
-from dejaq.core.model import Counts, NewMessage, Topic, TopicSettings
+import numpy as np
+import pytest
+
+from dejaq.core.errors import DejaqError, NotFound
+from dejaq.core.model import (
+    Counts,
+    Delivery,
+    Message,
+    NewMessage,
+    Settled,
+    State,
+    Topic,
+    TopicSettings,
+)
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.memory import MemoryStorage
+from dejaq.storage_plugins.memory.columns import LIVE, Columns
+from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
+from dejaq.storage_plugins.memory.time_index import COARSE_BITS, FINE_BITS, TimeIndex
+from dejaq.storage_plugins.rules import dies_on_lease
 
 T = "walk"
 BUCKETS = 4
 
 
-def scanned(storage: MemoryStorage, now: int) -> Counts:
-    """Counts the slow way: every record looked at."""
-    waiting = due = leased = dead = 0
-    for rec in storage._timelines[T].records.values():
-        if rec.dead:
-            dead += 1
-        elif rec.timestamp <= now:
-            due += 1
-        elif rec.owner is not None:
-            leased += 1
-        else:
-            waiting += 1
-    return Counts(waiting, due, leased, dead)
+async def scanned(storage: MemoryStorage, ids: list[str], now: int) -> Counts:
+    """Counts the slow way: every message read back and classified."""
+    tally = dict.fromkeys(State, 0)
+    for mid in ids:
+        try:
+            tally[(await storage.get(T, mid)).state(now)] += 1
+        except NotFound:
+            pass
+    return Counts(tally[State.WAITING], tally[State.DUE], tally[State.LEASED], tally[State.DEAD])
 
 
 async def test_counts_match_a_full_scan_through_a_random_walk() -> None:
@@ -36,7 +57,7 @@ async def test_counts_match_a_full_scan_through_a_random_walk() -> None:
     now = 1_000
     ids = [f"m{i}" for i in range(40)]
     for _ in range(1_500):
-        now += rng.choice((0, 1, 5, 50))
+        now += rng.choice((0, 1, 5, 50, 5_000))
         mid = rng.choice(ids)
         owner = rng.choice(("a", "b"))
         op = rng.randrange(11)
@@ -77,4 +98,328 @@ async def test_counts_match_a_full_scan_through_a_random_walk() -> None:
         except DejaqError:
             pass  # refused mutations change nothing; the counts must agree still
         probe = now + rng.choice((0, 10, 100))
-        assert await storage.counts(T, probe) == scanned(storage, probe)
+        assert await storage.counts(T, probe) == await scanned(storage, ids, probe)
+
+
+# -- against a model ------------------------------------------------------------
+
+
+@dataclass
+class Rec:
+    ts: int
+    payload: bytes
+    bucket: int
+    md: int
+    exp: int
+    version: int = 1
+    deliveries: int = 0
+    owner: str | None = None
+    dead: bool = False
+
+
+class Model:
+    """The contract the slow, obvious way: a dict, scanned and sorted."""
+
+    def __init__(self) -> None:
+        self.recs: dict[str, Rec] = {}
+
+    def message(self, mid: str) -> Message:
+        r = self.recs[mid]
+        return Message(
+            mid, r.ts, r.payload, r.version, r.deliveries, r.owner, r.bucket, r.md, r.exp, r.dead
+        )
+
+    def due(self, buckets: tuple[int, ...] | None, now: int) -> list[str]:
+        live = [
+            (r.ts, mid)
+            for mid, r in self.recs.items()
+            if not r.dead and r.ts <= now and (buckets is None or r.bucket in buckets)
+        ]
+        return [mid for _, mid in sorted(live)]
+
+    def next_due(self, buckets: tuple[int, ...] | None) -> int | None:
+        live = [
+            r.ts
+            for r in self.recs.values()
+            if not r.dead and (buckets is None or r.bucket in buckets)
+        ]
+        return min(live, default=None)
+
+    def kill(self, mid: str, now: int) -> None:
+        r = self.recs[mid]
+        r.dead, r.owner, r.ts, r.version = True, None, now, r.version + 1
+
+    def deliver(self, mid: str, request: LeaseRequest) -> Delivery:
+        r = self.recs[mid]
+        due = r.ts
+        r.deliveries += 1
+        r.version += 1
+        delivery = Delivery(mid, due, r.payload, r.version, r.deliveries)
+        if (r.md or request.max_deliveries) == 1:
+            del self.recs[mid]
+        else:
+            r.ts, r.owner = request.until, request.owner
+        return delivery
+
+
+def lease_checked(model: Model, request: LeaseRequest, got: list[Delivery], died: set[str]) -> None:
+    """Check a lease against the model, then apply the same choice to it.
+
+    Messages due at one instant may be taken in any order, so where the limit
+    cuts through such a group the backend's choice is checked, not predicted.
+    """
+    due = model.due(request.buckets, request.now)
+    taken = {d.id for d in got} | died
+    assert [d.timestamp for d in got] == sorted(d.timestamp for d in got)
+    cut = max((model.recs[m].ts for m in taken), default=None)
+    for mid in due:
+        r = model.recs[mid]
+        if cut is not None and r.ts < cut:
+            assert mid in taken, f"{mid} due at {r.ts} was skipped for one due at {cut}"
+        if mid in died:
+            md = r.md or request.max_deliveries
+            assert dies_on_lease(r.deliveries, md, r.exp, request.now)
+    if len(got) < request.limit:
+        assert taken == set(due)
+    expected = []
+    for mid in due:
+        if mid in died:
+            model.kill(mid, request.now)
+        elif mid in taken:
+            expected.append(model.deliver(mid, request))
+    assert sorted(got) == sorted(expected)
+
+
+async def test_the_columnar_index_agrees_with_a_model_through_long_walks() -> None:
+    for seed in range(6):
+        await walk_against_the_model(seed, steps=700)
+
+
+async def walk_against_the_model(seed: int, steps: int) -> None:
+    rng = random.Random(seed)
+    storage, model = MemoryStorage(), Model()
+    await storage.create_topic(Topic(T, TopicSettings(buckets=BUCKETS)))
+    ids = [f"id-{i}-é" if i % 7 == 0 else f"id-{i}" for i in range(60)]
+    now = rng.randrange(1 << 40)
+    jumps = (0, 1, 40, 1 << FINE_BITS, 1 << COARSE_BITS, 3 << COARSE_BITS, 1 << 33)
+    spreads = (50, 1 << FINE_BITS, 1 << COARSE_BITS, 1 << 34)
+    for _ in range(steps):
+        now += rng.choice(jumps) + rng.randrange(3)
+        owner = rng.choice(("a", "b", "c"))
+        some = rng.sample(ids, rng.randint(1, 8))
+        buckets = rng.choice((None, (0,), (1, 3), (0, 1, 2, 3)))
+        op = rng.randrange(12)
+        if op <= 1:
+            batch = [
+                NewMessage(
+                    m,
+                    max(0, now + rng.randint(-100, rng.choice(spreads))),
+                    rng.randbytes(rng.randrange(4)),
+                    rng.randrange(BUCKETS),
+                    rng.choice((0, 0, 0, 1, 2)),
+                    rng.choice((0, 0, 0, now + rng.randint(-10, 1 << 20))),
+                )
+                for m in rng.choices(ids, k=rng.randint(1, 10))
+            ]
+            statuses = await storage.insert(T, batch)
+            expected = []
+            for m in batch:
+                if m.id in model.recs:
+                    expected.append(1)
+                else:
+                    expected.append(0)
+                    model.recs[m.id] = Rec(m.timestamp, m.payload, m.bucket, *m[4:])
+            assert [int(s) for s in statuses] == expected
+        elif op <= 3:
+            limit = rng.choice((1, 2, 5, 1_000))
+            md = rng.choice((0, 3))
+            request = LeaseRequest.of(T, buckets, now, limit, rng.randint(10, 1 << 25), owner, md)
+            before = {m: r.dead for m, r in model.recs.items()}
+            got = (await storage.lease(request)).delivered
+            died = set()
+            for m, was_dead in before.items():
+                try:
+                    if not was_dead and (await storage.get(T, m)).dead:
+                        died.add(m)
+                except NotFound:
+                    pass
+            lease_checked(model, request, got, died)
+        elif op <= 6:
+            held = [m for m in some if m in model.recs]
+            items = [(m, model.recs[m].version + rng.choice((0, 0, 0, 1))) for m in held]
+            items += [(m, 1) for m in some if m not in model.recs][:1]
+            if rng.random() < 0.1 and items:
+                items.append(items[0])  # an id twice in one batch
+            if op == 4:
+                outs = await storage.ack(T, items, owner, now)
+            elif op == 5:
+                outs = await storage.extend(T, items, owner, now + rng.randint(1, 1 << 22))
+            else:
+                outs = await storage.nack(T, items, owner, now + rng.randint(0, 1 << 22), 2)
+            for (mid, version), out in zip(items, outs, strict=True):
+                r = model.recs.get(mid)
+                ok = r and not r.dead and r.owner == owner and r.version == version
+                assert isinstance(out, Settled) == bool(ok), (mid, out)
+                if ok and op == 4:
+                    assert out == Settled(mid, 0, r.ts)
+                    del model.recs[mid]
+                elif ok and op == 5:
+                    r.ts, r.version = out.timestamp, r.version + 1
+                    assert out == Settled(mid, r.version, r.ts)
+                elif ok:
+                    if (r.md or 2) <= r.deliveries:
+                        model.kill(mid, out.timestamp)
+                        assert out.version == 0
+                    else:
+                        r.ts, r.owner, r.version = out.timestamp, None, r.version + 1
+                        assert out.version == r.version
+        elif op == 7:
+            mid = some[0]
+            r = model.recs.get(mid)
+            version = r.version if r else 1
+            movable = r and not r.dead and (r.owner is None or r.ts <= now)
+            at = now + rng.randint(-50, 1 << 25)
+            try:
+                if rng.random() < 0.5:
+                    out = await storage.move(T, mid, version, at, now)
+                    assert r and movable
+                    r.ts, r.owner, r.version = at, None, r.version + 1
+                    assert out == Settled(mid, r.version, at)
+                else:
+                    out = await storage.cancel(T, mid, version, now)
+                    assert r and movable
+                    assert out == Settled(mid, 0, r.ts)
+                    del model.recs[mid]
+            except DejaqError:
+                assert not movable
+        elif op == 8:
+            released = await storage.release(T, owner, now)
+            mine = [r for r in model.recs.values() if r.owner == owner and not r.dead]
+            for r in mine:
+                r.ts, r.owner, r.version = now, None, r.version + 1
+            assert released == len(mine)
+        elif op == 9:
+            chosen = rng.choice((None, some))
+            at = now + rng.randint(0, 1 << 23)
+            count = await storage.redrive(T, chosen, at)
+            names = model.recs if chosen is None else dict.fromkeys(chosen)
+            back = [m for m in names if m in model.recs and model.recs[m].dead]
+            for m in back:
+                r = model.recs[m]
+                r.dead, r.deliveries, r.exp, r.ts, r.version = False, 0, 0, at, r.version + 1
+            assert count == len(back)
+        elif op == 10:
+            before = now - rng.choice((0, 100, 1 << 24))
+            purged = await storage.purge_dead(T, before)
+            gone = [m for m, r in model.recs.items() if r.dead and r.ts < before]
+            for m in gone:
+                del model.recs[m]
+            assert purged == len(gone)
+        else:
+            after = rng.choice(("", "id-3", "id-40"))
+            page = await storage.list_dead(T, after, 5)
+            dead = sorted(m for m, r in model.recs.items() if r.dead and m > after)[:5]
+            assert page == [model.message(m) for m in dead]
+        assert await storage.next_due(T, buckets) == model.next_due(buckets)
+        probe = now + rng.choice((0, 10, 1 << 24))
+        assert await storage.counts(T, probe) == await scanned(storage, ids, probe)
+        for mid in some:
+            try:
+                assert await storage.get(T, mid) == model.message(mid)
+            except NotFound:
+                assert mid not in model.recs
+        storage._timelines[T].ids.check()
+
+
+# -- the id table ---------------------------------------------------------------
+
+
+def table_with(ids: list[str], hashes: list[int]) -> tuple[Columns, IdTable]:
+    cols = Columns()
+    table = IdTable(cols)
+    add(cols, table, ids, hashes)
+    return cols, table
+
+
+def add(cols: Columns, table: IdTable, ids: list[str], hashes: list[int]) -> np.ndarray:
+    slots = cols.allocate(len(ids))
+    cols.state[slots] = LIVE
+    cols.id_hash[slots] = hashes
+    cols.id_len[slots] = [len(i.encode()) for i in ids]
+    cols.records[slots] = [i.encode() + b"payload" for i in ids]
+    table.add(np.array(hashes, np.int64), slots)
+    return slots
+
+
+def test_ids_that_share_a_hash_are_told_apart() -> None:
+    # given three ids entered under one hash, and a prefix of one of them
+    ids = ["alpha", "beta", "alphabet"]
+    cols, table = table_with(ids, [42, 42, 42])
+    # then each is found at its own slot and the unknown ones are not
+    found = table.find([*ids, "alp", "gamma"], np.array([42] * 5, np.int64))
+    assert found.tolist() == [0, 1, 2, -1, -1]
+    # and after one is removed the others still are
+    table.remove(np.array([1], np.int64))
+    cols.state[1] = 0
+    assert table.find(ids, np.array([42] * 3, np.int64)).tolist() == [0, -1, 2]
+    table.check()
+
+
+def test_the_table_grows_and_rebuilds_without_losing_an_id() -> None:
+    # given many ids entered in batches, so the table grows several times
+    ids = [f"k{i}" for i in range(20_000)]
+    cols = Columns()
+    table = IdTable(cols)
+    for start in range(0, len(ids), 3_000):
+        part = ids[start : start + 3_000]
+        add(cols, table, part, hashes_of(part).tolist())
+    assert table.capacity >= len(ids) / 0.7
+    # when most are removed, leaving deleted positions behind
+    gone = np.arange(0, 18_000, dtype=np.int64)
+    table.remove(gone)
+    cols.release(gone)
+    # then the rest are found and the removed ones are not
+    table.check()
+    found = table.find(ids, hashes_of(ids))
+    assert (found[:18_000] == -1).all()
+    assert found[18_000:].tolist() == list(range(18_000, 20_000))
+    # and freed slots are reused by the next inserts
+    again = add(cols, table, ["new"], [hash("new")])
+    assert int(again[0]) < 18_000
+    table.check()
+
+
+# -- the time index -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_time_index_gives_entries_back_in_time_order_across_windows(seed: int) -> None:
+    # given entries spread from milliseconds to years ahead, pushed while time moves
+    rng = random.Random(seed)
+    cols = Columns()
+    lane = TimeIndex(0, cols)
+    slots = cols.allocate(3_000)
+    cols.state[slots] = LIVE
+    now = rng.randrange(1 << 41)
+    expected: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = []
+    for slot in slots.tolist():
+        ts = now + rng.choice((0, 5, 1 << 12, 1 << 24, 1 << 35)) * rng.random()
+        cols.timestamp[slot] = int(ts)
+        lane.push(int(ts), slot)
+        expected.append((int(ts), slot))
+        if rng.random() < 0.1:
+            # when time moves and everything due is popped
+            now += rng.choice((1, 1 << 12, 1 << 25))
+            lane.advance(now)
+            first = lane.first()
+            while lane.near and lane.near[0] >> 32 <= now:
+                key = lane.near[0]
+                taken.append((key >> 32, key & 0xFFFFFFFF))
+                heapq.heappop(lane.near)
+            assert first is None or first == min(expected)[0]
+            expected = [e for e in expected if e[0] > now]
+            assert lane.first() == (min(expected)[0] if expected else None)
+    # then they came out in time order, each once
+    assert taken == sorted(taken)
+    assert len(set(taken)) == len(taken)

@@ -1,0 +1,278 @@
+"""Timeline: one topic's messages, and the changes every operation is built from.
+
+It ties the parts together: ``Columns`` (the fields, by slot), ``IdTable``
+(id -> slot), one ``TimeIndex`` per bucket and ``Owners``; and it keeps the
+live / owned / dead counts as messages change, so ``counts`` never scans.
+The semantic rules (who may settle, when a message dies) are applied by the
+caller, ``MemoryStorage``; this module only carries out their verdicts, a
+batch of slots at a time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+import numpy as np
+
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import InsertStatus, Message, NewMessage, Topic
+from dejaq.storage_plugins.memory.columns import DEAD, I64, LIVE, Columns
+from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
+from dejaq.storage_plugins.memory.owners import Owners
+from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex
+
+ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
+
+
+class Timeline:
+    """One topic: its messages in columns, found by id and by time."""
+
+    def __init__(self, topic: Topic) -> None:
+        self.topic = topic
+        self.cols = Columns()
+        self.ids = IdTable(self.cols)
+        self.lanes = [TimeIndex(b, self.cols) for b in range(topic.settings.buckets)]
+        self.owners = Owners()
+        # Kept as messages change, so counts() never scans every message.
+        self.live = 0  # messages not dead
+        self.owned = 0  # live messages with a lease owner (the lease may have run out)
+        self.dead = 0
+
+    # -- finding --------------------------------------------------------------
+
+    def find(self, ids: Sequence[str]) -> I64:
+        """The slot of each id (live or dead), -1 where there is none."""
+        return self.ids.find(ids, hashes_of(ids))
+
+    def find_one(self, id: str) -> int:
+        return int(self.find([id])[0])
+
+    def message(self, slot: int) -> Message:
+        c = self.cols
+        id, payload = c.record(slot)
+        return Message(
+            id,
+            int(c.timestamp[slot]),
+            payload,
+            int(c.version[slot]),
+            int(c.deliveries[slot]),
+            self.owners.names[int(c.owner[slot])],
+            int(c.bucket[slot]),
+            int(c.max_deliveries[slot]),
+            int(c.expires_at[slot]),
+            bool(c.state[slot] == DEAD),
+        )
+
+    # -- by time --------------------------------------------------------------
+
+    def _lanes(self, buckets: tuple[int, ...] | None) -> list[TimeIndex]:
+        if buckets is None:
+            return self.lanes
+        # One the topic lacks is empty (LeaseRequest already made them distinct).
+        return [self.lanes[b] for b in buckets if 0 <= b < len(self.lanes)]
+
+    def select(
+        self, buckets: tuple[int, ...] | None, now: int, limit: int
+    ) -> tuple[list[int], list[int]]:
+        """Up to ``limit`` distinct due messages of ``buckets``, earliest first.
+
+        Returns their slots and timestamps.
+
+        Their entries leave the index: the caller must reschedule, kill or
+        remove every slot returned.
+        """
+        lanes = self._lanes(buckets)
+        for lane in lanes:
+            lane.advance(now)
+        bound = (now << SLOT_BITS) | SLOT_MASK
+        # A small heap over the due lane tops merges the buckets in time order.
+        tops = [
+            (lane.near[0], lane.bucket) for lane in lanes if lane.near and lane.near[0] <= bound
+        ]
+        heapq.heapify(tops)
+        slots: list[int] = []
+        dues: list[int] = []
+        seen: set[int] = set()
+        everything = self.lanes
+        while tops and len(slots) < limit:
+            keys: list[int] = []
+            lanes_of: list[int] = []
+            while tops and len(keys) < limit - len(slots):
+                key, b = tops[0]
+                near = everything[b].near
+                heapq.heappop(near)
+                keys.append(key)
+                lanes_of.append(b)
+                if near and near[0] <= bound:
+                    heapq.heapreplace(tops, (near[0], b))
+                else:
+                    heapq.heappop(tops)
+            # Stale entries are dropped here, a batch at a time.
+            ts = np.array([k >> SLOT_BITS for k in keys], np.int64)
+            at = np.array([k & SLOT_MASK for k in keys], np.int64)
+            c = self.cols
+            ok = (
+                (c.state[at] == LIVE)
+                & (c.timestamp[at] == ts)
+                & (c.bucket[at] == np.array(lanes_of, np.uint16))
+            )
+            for slot, due in zip(at[ok].tolist(), ts[ok].tolist(), strict=True):
+                if slot not in seen:
+                    seen.add(slot)
+                    slots.append(slot)
+                    dues.append(due)
+        return slots, dues
+
+    def next_due(self, buckets: tuple[int, ...] | None) -> int | None:
+        firsts = [t for t in (lane.first() for lane in self._lanes(buckets)) if t is not None]
+        return min(firsts) if firsts else None
+
+    def due(self, now: int) -> tuple[int, int]:
+        """(unleased, lease-expired) live messages with ``timestamp <= now``."""
+        keys: list[int] = []
+        buckets: list[int] = []
+        for lane in self.lanes:
+            lane.advance(now)
+            nodes = lane.due_nodes(now)
+            keys += nodes
+            buckets += [lane.bucket] * len(nodes)
+        if not keys:
+            return 0, 0
+        ts = np.array([k >> SLOT_BITS for k in keys], np.int64)
+        at = np.array([k & SLOT_MASK for k in keys], np.int64)
+        c = self.cols
+        ok = (
+            (c.state[at] == LIVE)
+            & (c.timestamp[at] == ts)
+            & (c.bucket[at] == np.array(buckets, np.uint16))
+        )
+        due = np.unique(at[ok])  # a slot may have two current entries
+        expired = int(np.count_nonzero(c.owner[due]))
+        return len(due) - expired, expired
+
+    # -- changes --------------------------------------------------------------
+
+    def insert(self, messages: Sequence[NewMessage]) -> list[InsertStatus]:
+        """Store the messages whose id is new; the first of a repeated id wins."""
+        ids, timestamps, payloads, buckets, max_deliveries, expires = map(
+            list, zip(*messages, strict=True)
+        )
+        n = len(ids)
+        hashes = hashes_of(ids)
+        new = self.ids.find(ids, hashes) < 0
+        if len(set(ids)) != n:
+            seen: set[str] = set()
+            for i, id in enumerate(ids):
+                if id in seen:
+                    new[i] = False
+                seen.add(id)
+        status = [ACCEPTED if fresh else DUPLICATE for fresh in new.tolist()]
+        pick = np.flatnonzero(new)
+        if not len(pick):
+            return status
+        if len(pick) < n:
+            chosen = pick.tolist()
+            ids = [ids[i] for i in chosen]
+            payloads = [payloads[i] for i in chosen]
+            timestamps, buckets, max_deliveries, expires = (
+                [col[i] for i in chosen] for col in (timestamps, buckets, max_deliveries, expires)
+            )
+        try:  # every check before the first change: a batch is stored whole or not at all
+            ts_col = np.array(timestamps, np.int64)
+            bucket_col = np.array(buckets, np.int64)
+            md_col = np.array(max_deliveries, np.uint32)
+            exp_col = np.array(expires, np.int64)
+        except (OverflowError, TypeError, ValueError) as exc:
+            raise InvalidArgument(f"a message field is out of range: {exc}") from exc
+        if bucket_col.min() < 0 or bucket_col.max() >= len(self.lanes):
+            raise InvalidArgument(f"a bucket is outside the topic's 0..{len(self.lanes) - 1}")
+        keys = [id.encode() for id in ids]
+        slots = self.cols.allocate(len(keys))
+        c = self.cols
+        c.timestamp[slots] = ts_col
+        c.version[slots] = 1
+        c.deliveries[slots] = 0
+        c.max_deliveries[slots] = md_col
+        c.expires_at[slots] = exp_col
+        c.owner[slots] = 0
+        c.bucket[slots] = bucket_col
+        c.state[slots] = LIVE
+        c.id_hash[slots] = hashes[pick]
+        c.id_len[slots] = list(map(len, keys))
+        c.records[slots] = list(map(bytes.__add__, keys, payloads))
+        self.ids.add(hashes[pick], slots)
+        lanes = self.lanes
+        for b, t, s in zip(buckets, timestamps, slots.tolist(), strict=True):
+            lanes[b].push(t, s)
+        self.live += len(keys)
+        return status
+
+    def remove(self, slots: I64) -> None:
+        """Delete messages (live or dead) with their payloads."""
+        if not len(slots):
+            return
+        c = self.cols
+        state = c.state[slots]
+        self.live -= int(np.count_nonzero(state == LIVE))
+        self.dead -= int(np.count_nonzero(state == DEAD))
+        self._set_owner(slots, None)
+        self._touch(slots)
+        self.ids.remove(slots)
+        c.release(slots)
+
+    def kill(self, slots: I64, now: int) -> None:
+        """Move live messages to the dead timeline, dead since ``now``."""
+        if not len(slots):
+            return
+        c = self.cols
+        self._set_owner(slots, None)
+        self._touch(slots)
+        c.state[slots] = DEAD
+        c.timestamp[slots] = now
+        c.version[slots] += 1
+        self.live -= len(slots)
+        self.dead += len(slots)
+
+    def reschedule(self, slots: I64, at: int, owner: str | None) -> None:
+        """Make live messages due at ``at`` with ``owner`` as lease owner; versions move on."""
+        if not len(slots):
+            return
+        c = self.cols
+        self._touch(slots)
+        self._set_owner(slots, owner)
+        c.timestamp[slots] = at
+        c.version[slots] += 1
+        buckets = c.bucket[slots]
+        if (buckets == buckets[0]).all():
+            self.lanes[int(buckets[0])].push_many(at, slots.tolist())
+            return
+        order = np.argsort(buckets, kind="stable")
+        buckets, ordered = buckets[order], slots[order]
+        starts = np.flatnonzero(np.diff(buckets, prepend=-1))
+        for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(ordered)], strict=True):
+            self.lanes[int(buckets[start])].push_many(at, ordered[start:end].tolist())
+
+    def revive(self, slots: I64, at: int) -> None:
+        """Put dead messages back, due at ``at``, with their deliveries and expiry reset."""
+        if not len(slots):
+            return
+        c = self.cols
+        c.state[slots] = LIVE
+        c.deliveries[slots] = 0
+        c.expires_at[slots] = 0
+        self.dead -= len(slots)
+        self.live += len(slots)
+        self.reschedule(slots, at, None)
+
+    def _set_owner(self, slots: I64, owner: str | None) -> None:
+        c = self.cols
+        number = 0 if owner is None else self.owners.hold(owner, len(slots))
+        self.owned -= self.owners.let_go(c.owner[slots].tolist())
+        c.owner[slots] = number
+        if number:
+            self.owned += len(slots)
+
+    def _touch(self, slots: I64) -> None:
+        for b in np.unique(self.cols.bucket[slots]).tolist():
+            self.lanes[b].touch()
