@@ -21,7 +21,14 @@ from dejaq.core.model import (
 from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
 from dejaq.storage_plugins.memory.columns import DEAD, I64, LIVE
 from dejaq.storage_plugins.memory.timeline import Timeline
-from dejaq.storage_plugins.rules import check_holder, check_movable, dies_on_lease
+from dejaq.storage_plugins.rules import (
+    Fate,
+    check_holder,
+    check_movable,
+    dies_on_nack,
+    effective_max_deliveries,
+    lease_fate,
+)
 
 
 class MemoryStorage(Storage):
@@ -79,20 +86,25 @@ class MemoryStorage(Storage):
             chosen, dues = tl.select(request.buckets, now, need)
             slots = np.array(chosen, np.int64)
             c = tl.cols
-            mds = [m or request.max_deliveries for m in c.max_deliveries[slots].tolist()]
             deliveries = c.deliveries[slots].tolist()
-            dies = [
-                dies_on_lease(d, md, e, now)
-                for d, md, e in zip(deliveries, mds, c.expires_at[slots].tolist(), strict=True)
+            fates = [
+                lease_fate(n, own, request.max_deliveries, expires, now)
+                for n, own, expires in zip(
+                    deliveries,
+                    c.max_deliveries[slots].tolist(),
+                    c.expires_at[slots].tolist(),
+                    strict=True,
+                )
             ]
-            if any(dies):  # dead letters do not count against the limit
-                doomed = np.array(dies, np.bool_)
+            if Fate.KILL in fates:  # dead letters do not count against the limit
+                doomed = np.array([f is Fate.KILL for f in fates], np.bool_)
                 tl.kill(slots[doomed], now)
                 dead += int(doomed.sum())
                 slots = slots[~doomed]
-                dues = [t for t, d in zip(dues, dies, strict=True) if not d]
-                mds = [m for m, d in zip(mds, dies, strict=True) if not d]
-                deliveries = [n for n, d in zip(deliveries, dies, strict=True) if not d]
+                kept = [i for i, f in enumerate(fates) if f is not Fate.KILL]
+                dues = [dues[i] for i in kept]
+                deliveries = [deliveries[i] for i in kept]
+                fates = [fates[i] for i in kept]
             versions = (c.version[slots] + 1).tolist()
             for rec, n, due, version, count in zip(
                 c.records[slots].tolist(),
@@ -104,11 +116,11 @@ class MemoryStorage(Storage):
             ):
                 out.append(Delivery(rec[:n].decode(), due, rec[n:], version, count + 1))
             c.deliveries[slots] += 1
-            once = np.array([md == 1 for md in mds], np.bool_)
-            if once.any():  # at-most-once: gone as it is delivered
-                c.version[slots[once]] += 1
-                tl.remove(slots[once])
-                slots = slots[~once]
+            if Fate.DROP in fates:  # at-most-once: gone as it is delivered
+                drop = np.array([f is Fate.DROP for f in fates], np.bool_)
+                c.version[slots[drop]] += 1
+                tl.remove(slots[drop])
+                slots = slots[~drop]
             tl.reschedule(slots, until, request.owner)
             if len(chosen) < need:  # nothing more is due
                 break
@@ -184,9 +196,13 @@ class MemoryStorage(Storage):
             ]
         out, slots, held = self._held(tl, items, owner)
         c = tl.cols
-        mds = [m or max_deliveries for m in c.max_deliveries[slots].tolist()]
         used_up = np.array(
-            [bool(md) and n >= md for md, n in zip(mds, c.deliveries[slots].tolist(), strict=True)],
+            [
+                dies_on_nack(n, effective_max_deliveries(own, max_deliveries))
+                for n, own in zip(
+                    c.deliveries[slots].tolist(), c.max_deliveries[slots].tolist(), strict=True
+                )
+            ],
             np.bool_,
         )
         tl.kill(slots[used_up], at)

@@ -33,7 +33,7 @@ from dejaq.storage_plugins.memory import MemoryStorage
 from dejaq.storage_plugins.memory.columns import LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.time_index import COARSE_BITS, FINE_BITS, TimeIndex
-from dejaq.storage_plugins.rules import dies_on_lease
+from dejaq.storage_plugins.rules import Fate, lease_fate
 
 T = "walk"
 BUCKETS = 4
@@ -155,7 +155,7 @@ class Model:
         r.deliveries += 1
         r.version += 1
         delivery = Delivery(mid, due, r.payload, r.version, r.deliveries)
-        if (r.md or request.max_deliveries) == 1:
+        if (r.md or request.max_deliveries) == 1:  # at-most-once
             del self.recs[mid]
         else:
             r.ts, r.owner = request.until, request.owner
@@ -176,9 +176,9 @@ def lease_checked(model: Model, request: LeaseRequest, got: list[Delivery], died
         r = model.recs[mid]
         if cut is not None and r.ts < cut:
             assert mid in taken, f"{mid} due at {r.ts} was skipped for one due at {cut}"
-        if mid in died:
-            md = r.md or request.max_deliveries
-            assert dies_on_lease(r.deliveries, md, r.exp, request.now)
+        fate = lease_fate(r.deliveries, r.md, request.max_deliveries, r.exp, request.now)
+        if mid in taken:
+            assert (mid in died) == (fate is Fate.KILL)
     if len(got) < request.limit:
         assert taken == set(due)
     expected = []
