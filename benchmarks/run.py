@@ -1,7 +1,7 @@
 """The benchmark suite: every figure through the public API (driver, CLI), against the rival.
 
     python benchmarks/run.py --smoke          # CI: tiny sizes, checks, no speed verdicts
-    python benchmarks/run.py                  # the full run (about an hour)
+    python benchmarks/run.py                  # the full run (20-40 min)
     python benchmarks/run.py --backends memory,redis,poller --scenarios steady --step-s 5
 
 Per backend (memory, sqlite, redis, postgres): the backend's server when it

@@ -15,7 +15,7 @@ from typing import Any
 from suite.fleets import CliFleet
 from suite.harness import Ctx
 from suite.plan import Plan
-from suite.ramp import Rig, Rule, correct, keeps_up, ramp
+from suite.ramp import Rig, Rule, correct, keeps_up, on_schedule, ramp
 
 
 def bound_s(plan: Plan) -> float:
@@ -35,17 +35,19 @@ async def _ramp(
             rig = Rig(f"{ctx.backend} cli x{processes}", producer, fleet, ctx.probe(), topic)
             out = await ramp(rig, rates, plan.cli_step_s, plan.lead_ms, plan.drain_s, rule)
         finally:
-            await fleet.stop()
-            out_bad = fleet.bad_lines
+            await fleet.stop()  # SIGTERM: the CLI flushes its acks and says goodbye
+        out["unreadable_lines"] = fleet.bad_lines
+        out["left_in_topic"] = await ctx.left_in(topic)
     finally:
         await ctx.drop(topic)
-    return {"processes": processes, "unreadable_lines": out_bad, **out}
+    return {"processes": processes, **out}
 
 
 async def run(ctx: Ctx) -> dict[str, Any]:
     plan = ctx.plan
-    at_rate = await _ramp(ctx, "cli", plan.cli_consumers, [plan.cli_rate], correct)
-    one = await _ramp(
-        ctx, "cli-one", 1, plan.cli_rates, keeps_up if plan.enforce_speed else correct
+    fast = plan.enforce_speed
+    at_rate = await _ramp(
+        ctx, "cli", plan.cli_consumers, [plan.cli_rate], on_schedule if fast else correct
     )
+    one = await _ramp(ctx, "cli-one", 1, plan.cli_rates, keeps_up if fast else correct)
     return {"at_rate": at_rate, "one_process": one}

@@ -43,7 +43,8 @@ async def run(ctx: Ctx) -> dict[str, Any]:
             rig = Rig(ctx.backend, producer, fleet, ctx.probe(), topic)
             out = await ramp(rig, plan.rates, plan.step_s, plan.lead_ms, plan.drain_s, rule(plan))
         finally:
-            await fleet.stop()
+            await fleet.stop()  # the consumers close: their acks are flushed
+        out["left_in_topic"] = await ctx.left_in(topic)
     finally:
         await ctx.drop(topic)
     return {"consumers": plan.consumers, "step_s": plan.step_s, **out}

@@ -29,9 +29,10 @@ CONNECT_TIMEOUT_S = 30.0
 class Fleet(Protocol):
     size: int
 
+    def pids(self) -> list[int]: ...
+
     async def take(self) -> list[Record]: ...
     async def stop(self) -> list[Record]: ...
-    def last_ack_ns(self) -> int: ...
 
 
 class WorkerFleet:
@@ -40,7 +41,9 @@ class WorkerFleet:
     def __init__(self, label: str, size: int, target: Callable[..., None], *args: Any) -> None:
         self.size = size
         self.workers = [Worker(f"{label}-{i}", target, *args) for i in range(size)]
-        self._last_ack = [0] * size
+
+    def pids(self) -> list[int]:
+        return [w.pid for w in self.workers]
 
     async def start(self) -> WorkerFleet:
         try:
@@ -54,6 +57,11 @@ class WorkerFleet:
         answers = await asyncio.gather(*(w.ask(("take",), TAKE_TIMEOUT_S) for w in self.workers))
         return self._merge(answers)
 
+    async def flush(self) -> int:
+        """Wait until every consumer's acks so far are confirmed; when the last was (ns)."""
+        answers = await asyncio.gather(*(w.ask(("flush",), TAKE_TIMEOUT_S) for w in self.workers))
+        return max(int(a) for a in answers)
+
     async def stop(self) -> list[Record]:
         answers = await asyncio.gather(*(w.stop() for w in self.workers), return_exceptions=True)
         failures = [a for a in answers if isinstance(a, BaseException)]
@@ -63,15 +71,8 @@ class WorkerFleet:
             [a for a in answers if a is not None and not isinstance(a, BaseException)]
         )
 
-    def _merge(self, answers: Sequence[tuple[list[Record], int]]) -> list[Record]:
-        out: list[Record] = []
-        for i, (got, last_ack) in enumerate(answers):
-            out += got
-            self._last_ack[i] = max(self._last_ack[i], last_ack)
-        return out
-
-    def last_ack_ns(self) -> int:
-        return max(self._last_ack, default=0)
+    def _merge(self, answers: Sequence[list[Record]]) -> list[Record]:
+        return [record for got in answers for record in got]
 
 
 class CliFleet:
@@ -86,6 +87,9 @@ class CliFleet:
         self.outputs: list[IO[bytes]] = []
         self.rests: list[bytes] = []
         self.bad_lines = 0
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
 
     async def start(self, client: Client) -> CliFleet:
         try:
@@ -153,6 +157,3 @@ class CliFleet:
             out.close()
         self.outputs = []
         return got
-
-    def last_ack_ns(self) -> int:
-        return 0  # the CLI does not say when its acks were confirmed

@@ -66,6 +66,11 @@ class Ctx:
         await Admin(self.client).create_topic(name, settings)
         return name
 
+    async def left_in(self, name: str) -> int:
+        """Messages of topic ``name`` not yet acked (waiting, due or leased)."""
+        counts = (await Admin(self.client).describe_topic(name)).counts
+        return counts.waiting + counts.due + counts.leased
+
     async def drop(self, name: str) -> None:
         """Delete a topic after its scenario (bounded; a failure is only reported)."""
         try:

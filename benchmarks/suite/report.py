@@ -281,6 +281,10 @@ def problems(results: dict[str, Any], plan: Plan) -> list[str]:
             found.append(f"{path}: timed out")
         if data.get("failed_acks"):
             found.append(f"{path}: {data['failed_acks']} failed acks")
+        if data.get("left_in_topic"):
+            found.append(f"{path}: {data['left_in_topic']} messages still in the topic at the end")
+        if data.get("unreadable_lines"):
+            found.append(f"{path}: {data['unreadable_lines']} unreadable `dejaq consume` lines")
         if "msgs_per_s" in data and data.get("left_behind"):
             found.append(f"{path}: {data['left_behind']} left behind")
         if plan.smoke and "steps" in data and data.get("stopped_at"):
@@ -315,11 +319,11 @@ def missing_figures(results: dict[str, Any]) -> list[str]:
             if scenario in scenarios and scenario in r and dig(r, *path) is None:
                 found.append(f"{name}: no {figure} figure")
     poller = results.get("poller")
-    if isinstance(poller, dict) and "skipped" not in poller:
+    if isinstance(poller, dict) and not {"skipped", "error"} & poller.keys():
         if dig(poller, *FIGURES["steady"]) is None:
             found.append("poller: no steady figure")
     scale = results.get("scale")
-    if isinstance(scale, dict) and "skipped" not in scale:
+    if isinstance(scale, dict) and not {"skipped", "error"} & scale.keys():
         if not any(s.get("bytes_per_message") for s in (scale.get("stages") or {}).values()):
             found.append("scale: no bytes-per-message figure")
     return found

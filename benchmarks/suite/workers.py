@@ -14,7 +14,9 @@ once it is connected.
                   await d.ack()
 
   recording, for each delivery, its own clock when it took it, the due time
-  and the id: ``take`` hands over what was recorded since the last ``take``.
+  and the id: ``take`` hands over what was recorded since the last ``take``;
+  ``flush`` waits until the broker confirmed every ack made so far
+  (``Consumer.flush``) and answers the time it did.
 - producer: ``Producer.send_batch`` (or the rival's ZADD + HSET pipeline) on a
   schedule: every 100 ms, ``rate / 10`` messages due evenly across a 100 ms
   window ``lead_ms`` ahead, so ``rate`` messages a second become due steadily.
@@ -157,7 +159,6 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.got: list[Record] = []
-        self.last_ack_ns = 0
         self.task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
 
@@ -170,13 +171,13 @@ class _Recorder:
             self.task.result()  # raises what stopped it
             raise RuntimeError("the consume loop ended before it started")
 
-    def take(self) -> tuple[list[Record], int]:
+    def take(self) -> list[Record]:
         if self.task is not None and self.task.done() and not self.task.cancelled():
             self.task.result()  # a loop that died raises here, in the answer to the harness
         got, self.got = self.got, []
-        return got, self.last_ack_ns
+        return got
 
-    async def finish(self, close: Callable[[], Awaitable[None]]) -> tuple[list[Record], int]:
+    async def finish(self, close: Callable[[], Awaitable[None]]) -> list[Record]:
         if self.task is not None and not self.task.done():
             await close()
             try:
@@ -205,11 +206,13 @@ class ConsumerService:
                 async for d in consumer:
                     rec.got.append((time.time_ns(), d.timestamp_ms, d.id))
                     await d.ack()
-                    rec.last_ack_ns = time.time_ns()
 
     async def handle(self, command: tuple[Any, ...]) -> Any:
         if command[0] == "take":
             return self.rec.take()
+        if command[0] == "flush" and self.consumer is not None:
+            await self.consumer.flush()
+            return time.time_ns()
         raise ValueError(f"unknown command {command[0]!r}")
 
     async def stop(self) -> Any:
@@ -257,7 +260,6 @@ class PollerService:
                     for i, score in zip(ids, flat[1::2], strict=True):
                         got.append((at, int(float(score)), i.decode()))
                     await rival.ack(r, ids)
-                    rec.last_ack_ns = time.time_ns()
                     if len(ids) < rival.POP_BATCH:
                         break
                 tick += self.tick_s
