@@ -6,10 +6,15 @@ write a session fixture that starts the server on loopback after
 ``tests.servers.require_binary("redis-server")`` (skipped locally, failed
 under ``CI=true``), then add a URL factory here that asks for it with
 ``request.getfixturevalue(...)`` and flushes it for the test.
+
+``two_storages`` opens two instances on one store, as two brokers would have,
+for every backend whose store can be shared (``SHARED``: not ``memory://``,
+which lives in one process).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -59,3 +64,23 @@ async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield backend
     finally:
         await backend.close()
+
+
+# Backends whose store two Storage instances (two brokers) can share.
+SHARED = ("sqlite", "postgres", "redis")
+
+
+@pytest.fixture(params=SHARED)
+async def two_storages(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[Storage, Storage]]:
+    """Two opened instances of one backend on one empty store; closed after the test."""
+    url = BACKENDS[request.param](request, tmp_path)
+    async with contextlib.AsyncExitStack() as stack:
+        pair = []
+        for _ in range(2):
+            backend = storage_from_url(url)
+            await backend.open()
+            stack.push_async_callback(backend.close)
+            pair.append(backend)
+        yield pair[0], pair[1]

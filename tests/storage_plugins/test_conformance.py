@@ -742,3 +742,61 @@ async def test_a_lease_racing_a_move_resolves_by_version(
     else:
         assert isinstance(moved, Leased | StaleVersion)
         assert (m.timestamp, m.lease_owner) == (NOW + LEASE, C1)
+
+
+# -- many buckets, several instances --------------------------------------------
+
+
+@pytest.mark.parametrize("buckets", [None, range(16, 48)], ids=["all-buckets", "some-buckets"])
+async def test_passes_over_many_buckets_take_the_earliest_first_and_nothing_early(
+    storage: Storage, buckets: range | None
+) -> None:
+    # given 64 buckets holding 1,000 due messages with distinct timestamps, shuffled
+    # across the buckets (i -> i * 7919 mod 5001 is a permutation), and 200 more
+    # due one by one after now
+    await given_topic(storage, buckets=64)
+    stamps = [NOW - 5_000 + i * 7919 % 5001 for i in range(1000)] + list(range(NOW + 1, NOW + 201))
+    messages = [msg(f"m{i:04d}", ts, bucket=i * 37 % 64) for i, ts in enumerate(stamps)]
+    await given_messages(storage, *messages)
+    mine = [m for m in messages if buckets is None or m.bucket in buckets]
+    due = sorted((m for m in mine if m.timestamp <= NOW), key=lambda m: m.timestamp)
+    # when a dispatcher makes passes of 37 until one comes back short
+    got: list[tuple[str, int]] = []
+    while True:
+        leases = await lease(storage, NOW, limit=37, buckets=buckets)
+        got += [(d.id, d.timestamp) for d in leases.delivered]
+        if len(leases.delivered) < 37:
+            break
+    # then every due message came once, earliest first across buckets, none early
+    assert got == [(m.id, m.timestamp) for m in due]
+    later = min(m.timestamp for m in mine if m.timestamp > NOW)
+    assert await storage.next_due(T, buckets) == later
+    # and the later ones come when their time does, one millisecond at a time
+    assert ids(await lease(storage, later - 1, buckets=buckets)) == []
+    assert [d.timestamp for d in (await lease(storage, later, buckets=buckets)).delivered] == [
+        later
+    ]
+
+
+@pytest.mark.parametrize("buckets", [None, list(range(8))], ids=["whole-topic", "buckets"])
+async def test_two_instances_on_one_store_never_lease_the_same_message(
+    two_storages: tuple[Storage, Storage], buckets: list[int] | None
+) -> None:
+    # given two storage instances on one store, as two brokers would have,
+    # and 1,000 due messages over 8 buckets
+    one, two = two_storages
+    await given_topic(one, buckets=8)
+    batch = [msg(f"m{i:04d}", NOW - i, bucket=i % 8) for i in range(1000)]
+    assert await one.insert(T, batch) == [ACCEPTED] * 1000
+    # when both lease at once, six consumers each
+    results = await asyncio.gather(
+        *(
+            lease(storage, limit=100, owner=f"c{k}", buckets=buckets)
+            for k in range(6)
+            for storage in (one, two)
+        )
+    )
+    # then each message went to exactly one consumer, and none was left behind
+    taken = [id for leases in results for id in ids(leases)]
+    assert len(taken) == len(set(taken)) == 1000
+    assert await two.counts(T, NOW) == Counts(leased=1000)

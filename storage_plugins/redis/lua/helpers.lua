@@ -225,31 +225,44 @@ local function due_heads(heads, ranges, bound)
   return heap, buckets
 end
 
--- Merge the heap's timelines in score order up to `bound`: take a run from the
--- timeline with the earliest head, up to the next head, then look again.
--- visit(bucket, reply) gets each run (ids, or id/score pairs `with_scores`) and
--- returns (kept, counted): how many stay in place on their timeline (later runs
--- skip them by offset) and how many count towards `want`.
-local function walk(prefix, heap, bound, want, with_scores, visit)
-  local offsets, got, limit = {}, 0, tonumber(bound)
-  local extra = with_scores and 'WITHSCORES' or nil
+-- Merge the heap's timelines in score order up to `bound`, one member at a
+-- time, until `visit(bucket, id, score)` has counted `want`; it returns
+-- (stays, counts): whether the member stays in range on its timeline (later
+-- reads skip it by offset) and whether it counts towards `want`. Each timeline
+-- is read in chunks of about its fair share, so a merge of many interleaved
+-- timelines costs a ZRANGE per chunk, not per member.
+local function walk(prefix, heap, bound, want, visit)
+  local cursors, got = {}, 0
+  local chunk = math.ceil(want / math.max(#heap, 1)) + 1
   while got < want and #heap > 0 do
     local bucket = heap_pop(heap)[2]
-    local run = limit
-    if #heap > 0 and heap[1][1] < run then run = heap[1][1] end
-    local tl = timeline(prefix, bucket)
-    local offset = offsets[bucket] or 0
-    local reply
-    if extra then
-      reply = redis.call('ZRANGE', tl, '-inf', int(run), 'BYSCORE', 'LIMIT', offset, want - got, extra)
-    else
-      reply = redis.call('ZRANGE', tl, '-inf', int(run), 'BYSCORE', 'LIMIT', offset, want - got)
+    local c = cursors[bucket]
+    if not c then
+      c = {tl = timeline(prefix, bucket), at = 1, kept = 0, reply = {}}
+      cursors[bucket] = c
     end
-    local kept, counted = visit(bucket, reply)
-    offset = offset + kept
-    offsets[bucket] = offset
-    got = got + counted
-    local nxt = redis.call('ZRANGE', tl, '-inf', bound, 'BYSCORE', 'LIMIT', offset, 1, 'WITHSCORES')
-    if nxt[1] then heap_push(heap, {tonumber(nxt[2]), bucket}) end
+    if c.at > #c.reply then
+      -- Every member read before has stayed (counted in `kept`) or left.
+      local count = math.min(chunk, want - got)
+      c.reply = redis.call('ZRANGE', c.tl, '-inf', bound, 'BYSCORE', 'LIMIT', c.kept, count,
+                           'WITHSCORES')
+      c.at, c.full = 1, #c.reply == 2 * count
+    end
+    if c.at <= #c.reply then
+      local score = tonumber(c.reply[c.at + 1])
+      if #heap > 0 and heap[1][1] < score then
+        heap_push(heap, {score, bucket})  -- its key was a lower bound: not its turn yet
+      else
+        local stays, counts = visit(bucket, c.reply[c.at], score)
+        if stays then c.kept = c.kept + 1 end
+        if counts then got = got + 1 end
+        c.at = c.at + 2
+        if c.at <= #c.reply then
+          heap_push(heap, {tonumber(c.reply[c.at + 1]), bucket})
+        elseif c.full then
+          heap_push(heap, {score, bucket})  -- more may follow: a lower bound, read on its turn
+        end
+      end
+    end
   end
 end

@@ -16,49 +16,44 @@ local now = tonumber(now_s)
 local numbers, blob, leased, owned, changed = {}, {}, {}, {}, {}
 local dead = 0
 
-local function visit(bucket, ids)
-  local kept, counted = 0, 0
-  for _, id in ipairs(ids) do
-    local rec = load(prefix, id)
-    if not rec then
-      redis.call('ZREM', timeline(prefix, bucket), id)  -- an index entry without a record
-      left(changed, bucket, 0)
-    else
-      local fate = lease_fate(rec.n, rec.md, topic_max, rec.ex, now)
-      if fate == 'kill' then
-        kill(prefix, id, rec, now_s, KEYS[3], KEYS[4], KEYS[5], changed)
-        dead = dead + 1
-      else
-        local version, deliveries = rec.v + 1, rec.n + 1
-        local payload = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''
-        push(numbers, bucket, int(rec.ts), int(version), int(deliveries), int(#id), int(#payload))
-        push(blob, id, payload)
-        if fate == 'drop' then
-          drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
-        else
-          redis.call('HSET', prefix .. K_RECORD .. id, 'ts', lease_until, 'o', owner,
-                     'v', version, 'n', deliveries)
-          -- Moved to the lease expiry at the end (one ZADD per timeline); until
-          -- then it stays in range, skipped by the walk's offset.
-          local entries = leased[bucket]
-          if not entries then
-            entries = {}
-            leased[bucket] = entries
-          end
-          push(entries, lease_until, id)
-          push(owned, lease_until, id)
-          left(changed, bucket, rec.ts)
-          kept = kept + 1
-        end
-        counted = counted + 1
-      end
-    end
+local function visit(bucket, id)
+  local rec = load(prefix, id)
+  if not rec then
+    redis.call('ZREM', timeline(prefix, bucket), id)  -- an index entry without a record
+    left(changed, bucket, 0)
+    return false, false
   end
-  return kept, counted
+  left(changed, bucket, rec.ts)
+  local fate = lease_fate(rec.n, rec.md, topic_max, rec.ex, now)
+  if fate == 'kill' then
+    kill(prefix, id, rec, now_s, KEYS[3], KEYS[4], KEYS[5], changed)
+    dead = dead + 1
+    return false, false
+  end
+  local version, deliveries = rec.v + 1, rec.n + 1
+  local payload = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''
+  push(numbers, bucket, int(rec.ts), int(version), int(deliveries), int(#id), int(#payload))
+  push(blob, id, payload)
+  if fate == 'drop' then
+    drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
+    return false, true
+  end
+  redis.call('HSET', prefix .. K_RECORD .. id, 'ts', lease_until, 'o', owner,
+             'v', version, 'n', deliveries)
+  -- Moved to the lease expiry at the end (one ZADD per timeline); until then
+  -- it stays in range, skipped by the walk's offset.
+  local entries = leased[bucket]
+  if not entries then
+    entries = {}
+    leased[bucket] = entries
+  end
+  push(entries, lease_until, id)
+  push(owned, lease_until, id)
+  return true, true
 end
 
 local heap = due_heads(KEYS[2], asked(ARGV[10]), bound)
-walk(prefix, heap, bound, quota, false, visit)
+walk(prefix, heap, bound, quota, visit)
 for bucket, entries in pairs(leased) do bulk('ZADD', timeline(prefix, bucket), entries) end
 bulk('ZADD', KEYS[3], owned)
 fix_heads(prefix, KEYS[2], changed)

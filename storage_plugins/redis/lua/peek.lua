@@ -13,8 +13,8 @@ for _, bucket in ipairs(buckets) do
   due = due + redis.call('ZCOUNT', timeline(prefix, bucket), '-inf', bound)
 end
 local scores = {}
-walk(prefix, heap, bound, tonumber(ARGV[4]), true, function(_, reply)
-  for i = 2, #reply, 2 do scores[#scores + 1] = int(tonumber(reply[i])) end
-  return #reply / 2, #reply / 2
+walk(prefix, heap, bound, tonumber(ARGV[4]), function(_, _, score)
+  scores[#scores + 1] = int(score)
+  return true, true
 end)
 return {OK, due, table.concat(homes, ','), table.concat(scores, ',')}
