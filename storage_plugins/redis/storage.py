@@ -78,6 +78,11 @@ class RedisStorage(Storage):
     ``limit`` ids from every slot, then the records of the first ``limit``.
     redrive-all, purge, delete_topic — one script per slot, linear in what they
     change (delete_topic blocks the server while a slot is deleted).
+
+    Measured (loopback, 2 shared cores, 50,000 waiting): with 64 buckets in one
+    slot an idle lease pass and a next_due take ~0.15 ms each, as with one
+    bucket (one script per bucket took ~2.3 ms each); at 1,000 due/s a pass
+    takes ~0.26 ms (was ~2.6 ms) and lateness p50 is 1 ms (was 6-23 ms).
     """
 
     def __init__(self, url: str) -> None:

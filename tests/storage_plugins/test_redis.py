@@ -30,6 +30,7 @@ from dejaq.core.errors import (
     NotFound,
     NotLeaseHolder,
     StaleVersion,
+    StorageError,
     StorageUnavailable,
 )
 from dejaq.core.model import Counts, InsertStatus, Message, NewMessage, Topic, TopicSettings
@@ -256,6 +257,19 @@ async def test_a_topic_deleted_and_recreated_elsewhere_is_not_written_stale(
         assert (await b.get(T, "y")).bucket == bucket_of("y", 16)
         with pytest.raises(NotFound):
             await b.get(T, "x")
+
+
+async def test_a_topic_stored_by_the_per_bucket_layout_is_refused_clearly(
+    server: RedisServer,
+) -> None:
+    # given a registry entry written before topics had slots and a heads index
+    entry = '{"settings": {"buckets": 8}, "created_at_ms": 0, "gen": "g"}'
+    with server.client() as client:
+        client.hset(redis_keys.TOPICS, T, entry)
+    # then it is refused with a way out, not misread
+    async with opened(server.url) as storage:
+        with pytest.raises(StorageError, match="older dejaq"):
+            await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1", 0))
 
 
 # -- lease across buckets -------------------------------------------------------
