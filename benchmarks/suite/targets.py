@@ -59,8 +59,8 @@ class Target:
         if value is None or math.isnan(value):
             return None
         limit = self.limit if self.limit is not None else rival
-        if limit is None:
-            return None
+        if limit is None or (self.limit is None and not limit):
+            return None  # no rival figure to compare with (it held no step)
         return value >= limit if self.higher_is_better else value <= limit
 
 
