@@ -23,6 +23,7 @@ EMPTY, DELETED = 0, -1
 MAX_LOAD = 0.7  # live + deleted positions over capacity before a rebuild
 REBUILD_LOAD = 0.5  # at most this load right after a rebuild
 MIN_CAPACITY = 1024
+TAIL = 24  # ids left probing when a Python loop becomes cheaper than another numpy round
 
 
 def hashes_of(ids: Sequence[str]) -> I64:
@@ -49,13 +50,20 @@ class IdTable:
         """The slot of each id, or -1 where there is none."""
         slots = self._probe(hashes)
         hit = np.flatnonzero(slots >= 0)
-        if len(hit):
-            records = self._cols.records[slots[hit]].tolist()
-            lengths = self._cols.id_len[slots[hit]].tolist()
-            for i, rec, n in zip(hit.tolist(), records, lengths, strict=True):
-                key = ids[i].encode()
-                if n != len(key) or not rec.startswith(key):
-                    slots[i] = self._find_one(int(hashes[i]), key)
+        if not len(hit):
+            return slots
+        # Confirm each hash match against the stored id, in C-level maps.
+        keys = list(
+            map(str.encode, ids if len(hit) == len(ids) else [ids[i] for i in hit.tolist()])
+        )
+        at = slots[hit]
+        same = np.fromiter(
+            map(bytes.startswith, self._cols.records[at].tolist(), keys), np.bool_, len(keys)
+        )
+        same &= self._cols.id_len[at] == np.fromiter(map(len, keys), np.int64, len(keys))
+        if not same.all():
+            for j in np.flatnonzero(~same).tolist():
+                slots[hit[j]] = self._find_one(int(hashes[hit[j]]), keys[j])
         return slots
 
     def add(self, hashes: I64, slots: I64) -> None:
@@ -70,11 +78,15 @@ class IdTable:
         table, mask = self._table, len(self._table) - 1
         pos = self._cols.id_hash[slots] & mask
         want = (slots + 1).astype(np.int32)
-        while len(pos):
+        while len(pos) > TAIL:
             hit = table[pos] == want
             table[pos[hit]] = DELETED
             miss = ~hit
             pos, want = (pos[miss] + 1) & mask, want[miss]
+        for p, w in zip(pos.tolist(), want.tolist(), strict=True):
+            while table[p] != w:
+                p = (p + 1) & mask
+            table[p] = DELETED
         self._live -= len(slots)
         self._deleted += len(slots)
         if self._deleted > max(self._live, MIN_CAPACITY):
@@ -86,14 +98,19 @@ class IdTable:
         out = np.full(len(hashes), -1, np.int64)
         todo = np.arange(len(hashes))
         pos, want = hashes & mask, hashes
-        while len(todo):
-            at = table[pos].astype(np.int64)
-            full = np.flatnonzero(at > 0)
-            match = np.zeros(len(at), np.bool_)
-            match[full] = known[at[full] - 1] == want[full]
+        while len(todo) > TAIL:
+            at = table[pos]
+            # at - 1 is -1 or -2 at an empty or deleted position: in bounds, masked out.
+            match = (at > 0) & (known[at - 1] == want)
             out[todo[match]] = at[match] - 1
             go = (at != EMPTY) & ~match
             todo, pos, want = todo[go], (pos[go] + 1) & mask, want[go]
+        for i, p, w in zip(todo.tolist(), pos.tolist(), want.tolist(), strict=True):
+            while (at := int(table[p])) != EMPTY:
+                if at > 0 and int(known[at - 1]) == w:
+                    out[i] = at - 1
+                    break
+                p = (p + 1) & mask
         return out
 
     def _find_one(self, h: int, key: bytes) -> int:
@@ -112,7 +129,7 @@ class IdTable:
         table, mask = self._table, len(self._table) - 1
         pos = hashes & mask
         want = (slots + 1).astype(np.int32)
-        while len(pos):
+        while len(pos) > TAIL:
             at = table[pos]
             free = np.flatnonzero(at <= 0)
             # Every free candidate writes; where two wrote one position, the
@@ -123,6 +140,12 @@ class IdTable:
             self._deleted -= int(np.count_nonzero(at[won] == DELETED))
             lost = ~won
             pos, want = (pos[lost] + 1) & mask, want[lost]
+        for p, w in zip(pos.tolist(), want.tolist(), strict=True):
+            while table[p] > 0:
+                p = (p + 1) & mask
+            if table[p] == DELETED:
+                self._deleted -= 1
+            table[p] = w
 
     def _rebuild(self, live: int) -> None:
         """A fresh table sized for ``live`` entries, without deleted positions."""

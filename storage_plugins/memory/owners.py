@@ -7,8 +7,8 @@ pile up names.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
+import numpy as np
+import numpy.typing as npt
 
 
 class Owners:
@@ -39,13 +39,17 @@ class Owners:
         self._held[k] += count
         return k
 
-    def let_go(self, numbers: Iterable[int]) -> int:
-        """Each number in ``numbers`` (0s ignored) lets go of one message; how many did."""
-        total = 0
-        for k, n in Counter(numbers).items():
-            if k == 0:
-                continue
-            total += n
+    def let_go(self, numbers: npt.NDArray[np.uint32]) -> None:
+        """Each number in ``numbers`` (0s ignored) lets go of one message."""
+        numbers = numbers[numbers != 0]
+        if not len(numbers):
+            return
+        if (numbers == numbers[0]).all():  # the usual batch: one consumer's messages
+            counts = [(int(numbers[0]), len(numbers))]
+        else:
+            distinct, times = np.unique(numbers, return_counts=True)
+            counts = list(zip(distinct.tolist(), times.tolist(), strict=True))
+        for k, n in counts:
             self._held[k] -= n
             if self._held[k] == 0:
                 name = self.names[k]
@@ -53,4 +57,3 @@ class Owners:
                 del self._numbers[name]
                 self.names[k] = None
                 self._unused.append(k)
-        return total

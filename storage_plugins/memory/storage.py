@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -106,22 +107,29 @@ class MemoryStorage(Storage):
                 deliveries = [deliveries[i] for i in kept]
                 fates = [fates[i] for i in kept]
             versions = (c.version[slots] + 1).tolist()
-            for rec, n, due, version, count in zip(
-                c.records[slots].tolist(),
-                c.id_len[slots].tolist(),
-                dues,
-                versions,
-                deliveries,
-                strict=True,
-            ):
-                out.append(Delivery(rec[:n].decode(), due, rec[n:], version, count + 1))
+            batch = [
+                Delivery(rec[:n].decode(), due, rec[n:], version, count + 1)
+                for rec, n, due, version, count in zip(
+                    c.records[slots].tolist(),
+                    c.id_len[slots].tolist(),
+                    dues,
+                    versions,
+                    deliveries,
+                    strict=True,
+                )
+            ]
+            out += batch
+            ids = [d.id for d in batch]
             c.deliveries[slots] += 1
             if Fate.DROP in fates:  # at-most-once: gone as it is delivered
                 drop = np.array([f is Fate.DROP for f in fates], np.bool_)
                 c.version[slots[drop]] += 1
-                tl.remove(slots[drop])
+                tl.remove(
+                    slots[drop], [i for i, f in zip(ids, fates, strict=True) if f is Fate.DROP]
+                )
                 slots = slots[~drop]
-            tl.reschedule(slots, until, request.owner)
+                ids = [i for i, f in zip(ids, fates, strict=True) if f is not Fate.DROP]
+            tl.reschedule(slots, until, request.owner, ids)
             if len(chosen) < need:  # nothing more is due
                 break
         return Leases(out, until, dead)
@@ -131,70 +139,76 @@ class MemoryStorage(Storage):
         return self._tl(topic).next_due(normal)
 
     def _held(
-        self, tl: Timeline, items: Sequence[SettleItem], owner: str
+        self, tl: Timeline, ids: list[str], items: Sequence[SettleItem], owner: str
     ) -> tuple[list[Outcome | None], I64, list[int]]:
         """Which items ``owner`` holds at the quoted version.
 
         Returns one outcome per item (the refusal, or None where it holds),
         the held slots, and their positions in ``items``.
         """
-        ids = [id for id, _ in items]
-        slots = tl.find(ids)
+        slots = tl.find_held(ids)
         known = slots >= 0
         at = np.where(known, slots, 0)
         c = tl.cols
-        live = (known & (c.state[at] == LIVE)).tolist()
-        holders = c.owner[at].tolist()
-        versions = np.where(known, c.version[at], 0).tolist()
-        names = tl.owners.names
-        out: list[Outcome | None] = []
-        held: list[int] = []
-        for i, (id, version) in enumerate(items):
-            err = check_holder(id, live[i], names[holders[i]], versions[i], owner, version)
-            out.append(err)
-            if err is None:
-                held.append(i)
+        out: list[Outcome | None] = list(
+            map(
+                check_holder,
+                ids,
+                (known & (c.state[at] == LIVE)).tolist(),
+                map(tl.owners.names.__getitem__, c.owner[at].tolist()),
+                np.where(known, c.version[at], 0).tolist(),
+                repeat(owner),
+                [version for _, version in items],
+            )
+        )
+        held = [i for i, err in enumerate(out) if err is None]
         return out, slots[held], held
 
-    def _one_by_one(self, items: Sequence[SettleItem]) -> bool:
-        """An id named twice in a batch: settle in order, each seeing the one before."""
-        return len({id for id, _ in items}) != len(items)
+    @staticmethod
+    def _ids(items: Sequence[SettleItem]) -> list[str] | None:
+        """The ids of a batch; None when one is named twice (then settle one by one,
+        each seeing the one before)."""
+        ids = [id for id, _ in items]
+        return ids if len(set(ids)) == len(ids) else None
 
     async def _ack(
         self, topic: str, items: Sequence[SettleItem], owner: str, now: int
     ) -> list[Outcome]:
         tl = self._tl(topic)
-        if self._one_by_one(items):
+        ids = self._ids(items)
+        if ids is None:
             return [o for item in items for o in await self._ack(topic, [item], owner, now)]
-        out, slots, held = self._held(tl, items, owner)
+        out, slots, held = self._held(tl, ids, items, owner)
         for i, ts in zip(held, tl.cols.timestamp[slots].tolist(), strict=True):
-            out[i] = Settled(items[i][0], 0, ts)
-        tl.remove(slots)
+            out[i] = Settled(ids[i], 0, ts)
+        tl.remove(slots, [ids[i] for i in held])
         return out  # type: ignore[return-value]  # every None was replaced
 
     async def _extend(
         self, topic: str, items: Sequence[SettleItem], owner: str, until: int
     ) -> list[Outcome]:
         tl = self._tl(topic)
-        if self._one_by_one(items):
+        ids = self._ids(items)
+        if ids is None:
             return [o for item in items for o in await self._extend(topic, [item], owner, until)]
-        out, slots, held = self._held(tl, items, owner)
-        tl.reschedule(slots, until, owner)
+        out, slots, held = self._held(tl, ids, items, owner)
+        tl.reschedule(slots, until, owner, [ids[i] for i in held])
         for i, version in zip(held, tl.cols.version[slots].tolist(), strict=True):
-            out[i] = Settled(items[i][0], version, until)
+            out[i] = Settled(ids[i], version, until)
         return out  # type: ignore[return-value]
 
     async def _nack(
         self, topic: str, items: Sequence[SettleItem], owner: str, at: int, max_deliveries: int
     ) -> list[Outcome]:
         tl = self._tl(topic)
-        if self._one_by_one(items):
+        ids = self._ids(items)
+        if ids is None:
             return [
                 o
                 for item in items
                 for o in await self._nack(topic, [item], owner, at, max_deliveries)
             ]
-        out, slots, held = self._held(tl, items, owner)
+        out, slots, held = self._held(tl, ids, items, owner)
         c = tl.cols
         used_up = np.array(
             [
@@ -205,11 +219,14 @@ class MemoryStorage(Storage):
             ],
             np.bool_,
         )
-        tl.kill(slots[used_up], at)
-        tl.reschedule(slots[~used_up], at, None)
+        dying = used_up.tolist()
+        tl.kill(slots[used_up], at, [ids[i] for i, d in zip(held, dying, strict=True) if d])
+        tl.reschedule(
+            slots[~used_up], at, None, [ids[i] for i, d in zip(held, dying, strict=True) if not d]
+        )
         versions = c.version[slots].tolist()
-        for i, dies, version in zip(held, used_up.tolist(), versions, strict=True):
-            out[i] = Settled(items[i][0], 0 if dies else version, at)
+        for i, dies, version in zip(held, dying, versions, strict=True):
+            out[i] = Settled(ids[i], 0 if dies else version, at)
         return out  # type: ignore[return-value]
 
     def _movable(self, tl: Timeline, id: str, version: int, now: int) -> I64:
@@ -232,14 +249,14 @@ class MemoryStorage(Storage):
     async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
         tl = self._tl(topic)
         slot = self._movable(tl, id, version, now)
-        tl.reschedule(slot, at, None)
+        tl.reschedule(slot, at, None, [id])
         return Settled(id, int(tl.cols.version[slot[0]]), at)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         tl = self._tl(topic)
         slot = self._movable(tl, id, version, now)
         timestamp = int(tl.cols.timestamp[slot[0]])
-        tl.remove(slot)
+        tl.remove(slot, [id])
         return Settled(id, 0, timestamp)
 
     async def _get(self, topic: str, id: str) -> Message | None:
@@ -252,10 +269,13 @@ class MemoryStorage(Storage):
         number = tl.owners.number(owner) if tl else None
         if tl is None or number is None:
             return 0
-        c = tl.cols
-        slots = np.flatnonzero((c.owner[: c.used] == number) & (c.state[: c.used] == LIVE))
-        tl.reschedule(slots, now, None)
-        return len(slots)
+        ids = list(tl.held)  # every leased message, not every message
+        slots = np.array(list(tl.held.values()), np.int64)
+        mine = tl.cols.owner[slots] == number
+        tl.reschedule(
+            slots[mine], now, None, [i for i, m in zip(ids, mine.tolist(), strict=True) if m]
+        )
+        return int(mine.sum())
 
     async def _counts(self, topic: str, now: int) -> Counts:
         tl = self._tl(topic)

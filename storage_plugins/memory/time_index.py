@@ -34,7 +34,7 @@ COARSE_BITS = 24
 FINE_MASK = (1 << FINE_BITS) - 1
 COARSE_MASK = (1 << COARSE_BITS) - 1
 FAR_PAST = -(1 << 62)
-_UNKNOWN = object()
+SMALL_WINDOW = 48  # entries; checked one by one, cheaper than a dozen numpy calls
 
 
 class TimeIndex:
@@ -45,6 +45,7 @@ class TimeIndex:
         "_coarse",
         "_coarse_order",
         "_cols",
+        "_exact",
         "_fine",
         "_fine_order",
         "_first",
@@ -63,7 +64,10 @@ class TimeIndex:
         self._fine_order: list[int] = []  # heap of the keys of _fine
         self._coarse: dict[int, array[int]] = {}  # (timestamp >> 24) -> offset << 32 | slot
         self._coarse_order: list[int] = []
-        self._first: object = None  # earliest current timestamp in the windows, or _UNKNOWN
+        # No current entry in the windows is earlier than _first (None: there is
+        # none at all); when _exact, one is due at _first itself.
+        self._first: int | None = None
+        self._exact = True
 
     # -- writing --------------------------------------------------------------
 
@@ -72,8 +76,7 @@ class TimeIndex:
             heapq.heappush(self.near, timestamp << SLOT_BITS | slot)
             return
         self._window(timestamp).append((timestamp & self._mask(timestamp)) << SLOT_BITS | slot)
-        first = self._first
-        if first is not _UNKNOWN and (first is None or timestamp < first):  # type: ignore[operator]
+        if self._first is None or timestamp < self._first:
             self._first = timestamp
 
     def push_many(self, timestamp: int, slots: Iterable[int]) -> None:
@@ -84,13 +87,15 @@ class TimeIndex:
             return
         offset = (timestamp & self._mask(timestamp)) << SLOT_BITS
         self._window(timestamp).extend([offset | s for s in slots])
-        first = self._first
-        if first is not _UNKNOWN and (first is None or timestamp < first):  # type: ignore[operator]
+        if self._first is None or timestamp < self._first:
             self._first = timestamp
 
-    def touch(self) -> None:
-        """A message of this bucket changed: the cached earliest time may be stale."""
-        self._first = _UNKNOWN
+    def touch(self, timestamp: int) -> None:
+        """A message of this bucket due at ``timestamp`` changes: if its entry may be
+        the earliest in the windows, their earliest time is only a bound now."""
+        first = self._first
+        if first is not None and self.horizon <= timestamp <= first:
+            self._exact = False
 
     # -- reading --------------------------------------------------------------
 
@@ -112,6 +117,10 @@ class TimeIndex:
             and c.bucket[slot] == self.bucket
         )
 
+    def bound(self) -> int | None:
+        """No current entry is earlier than this (None: there is no entry at all)."""
+        return self.near[0] >> SLOT_BITS if self.near else self._first
+
     def first(self) -> int | None:
         """The earliest timestamp of a current entry, or None."""
         near = self.near
@@ -119,25 +128,28 @@ class TimeIndex:
             if self.current_one(near[0]):
                 return near[0] >> SLOT_BITS
             heapq.heappop(near)
-        if self._first is _UNKNOWN:
+        if not self._exact:
             self._first = self._windows_first()
-        return self._first  # type: ignore[return-value]
+            self._exact = True
+        return self._first
 
     def advance(self, now: int) -> None:
         """Bring every entry due at or before ``now`` into ``near``."""
         if now < self.horizon:
             return
         top = now >> COARSE_BITS
+        pulled = False
         if top > self._cascaded:
-            self._pull_all(self._fine_order, self._fine, FINE_BITS, None)
-            self._pull_all(self._coarse_order, self._coarse, COARSE_BITS, top - 1)
+            pulled = self._pull_all(self._fine_order, self._fine, FINE_BITS, None)
+            pulled |= self._pull_all(self._coarse_order, self._coarse, COARSE_BITS, top - 1)
             if self._coarse_order and self._coarse_order[0] == top:
                 heapq.heappop(self._coarse_order)
-                self._cascade(top, self._coarse.pop(top))
+                self._cascade(top, self._coarse.pop(top))  # same entries, finer windows
             self._cascaded = top
-        self._pull_all(self._fine_order, self._fine, FINE_BITS, now >> FINE_BITS)
+        pulled |= self._pull_all(self._fine_order, self._fine, FINE_BITS, now >> FINE_BITS)
         self.horizon = ((now >> FINE_BITS) + 1) << FINE_BITS
-        self._first = _UNKNOWN
+        if pulled:  # the earliest windows are gone: what was earliest is a bound
+            self._exact = False
 
     def due_nodes(self, now: int) -> list[int]:
         """Every entry of ``near`` due at ``now`` (after ``advance(now)``), stale ones too.
@@ -180,15 +192,19 @@ class TimeIndex:
 
     def _pull_all(
         self, order: list[int], windows: dict[int, array[int]], bits: int, last: int | None
-    ) -> None:
-        """Move the windows up to index ``last`` (all if None) into ``near``, in order."""
+    ) -> bool:
+        """Move the windows up to index ``last`` (all if None) into ``near``, in order;
+        whether there were any."""
+        pulled = False
         while order and (last is None or order[0] <= last):
+            pulled = True
             index = heapq.heappop(order)
             keys, timestamps, slots = self._entries(index, bits, windows.pop(index))
             keys = keys[self.current(timestamps, slots)]
             base = index << bits << SLOT_BITS
             # Later than every entry of near, and sorted: appended, near stays a heap.
             self.near.extend([base + k for k in keys.tolist()])
+        return pulled
 
     def _cascade(self, index: int, win: array[int]) -> None:
         """Split coarse window ``index`` into the fine windows of its 2**12 ms steps."""
@@ -215,6 +231,15 @@ class TimeIndex:
             while order:
                 index = order[0]
                 win = windows[index]
+                if len(win) <= SMALL_WINDOW:
+                    base = index << bits
+                    kept = array("q", [k for k in win if self.current_one(k + (base << SLOT_BITS))])
+                    if kept:
+                        windows[index] = kept
+                        return base + (min(kept) >> SLOT_BITS)
+                    heapq.heappop(order)
+                    del windows[index]
+                    continue
                 keys = np.frombuffer(win, np.int64)
                 timestamps = (index << bits) + (keys >> SLOT_BITS)
                 ok = self.current(timestamps, keys & SLOT_MASK)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,9 +31,10 @@ from dejaq.core.model import (
 )
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.memory import MemoryStorage
-from dejaq.storage_plugins.memory.columns import LIVE, Columns
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.time_index import COARSE_BITS, FINE_BITS, TimeIndex
+from dejaq.storage_plugins.memory.timeline import Timeline
 from dejaq.storage_plugins.rules import Fate, lease_fate
 
 T = "walk"
@@ -328,7 +330,22 @@ async def walk_against_the_model(seed: int, steps: int) -> None:
                 assert await storage.get(T, mid) == model.message(mid)
             except NotFound:
                 assert mid not in model.recs
-        storage._timelines[T].ids.check()
+        assert_consistent(storage._timelines[T])
+
+
+def assert_consistent(tl: Timeline) -> None:
+    """The redundant parts of a timeline agree with its columns."""
+    c = tl.cols
+    tl.ids.check()
+    state, owner = c.state[: c.used], c.owner[: c.used]
+    assert (tl.live, tl.dead) == (np.count_nonzero(state == LIVE), np.count_nonzero(state == DEAD))
+    owned = np.flatnonzero(owner != 0)
+    assert (state[owned] == LIVE).all()
+    assert tl.held == {c.record(s)[0]: s for s in owned.tolist()}
+    numbers = Counter(owner[owned].tolist())
+    assert {tl.owners.names[k]: n for k, n in numbers.items()} == {
+        name: tl.owners._held[k] for k, name in enumerate(tl.owners.names) if name is not None
+    }
 
 
 # -- the id table ---------------------------------------------------------------
