@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import AlreadyExists, NotFound
@@ -26,7 +26,7 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins import sql_base as base
-from dejaq.storage_plugins.base import Outcome, SettleItem
+from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem
 from dejaq.storage_plugins.sql_base import State
 from dejaq.storage_plugins.sqlite import sql
 
@@ -55,30 +55,31 @@ def _buckets_json(buckets: Buckets, count: int) -> str:
     return json.dumps([int(b) for b in buckets])
 
 
-def _state(conn: Conn, topic: str, id: str) -> State | None:
-    row = conn.execute(sql.STATE, (topic, id)).fetchone()
-    return State(*row) if row is not None else None
+def _ids(ids: Iterable[str]) -> str:
+    return json.dumps(list(ids))
 
 
-def _states(conn: Conn, topic: str, items: Sequence[SettleItem]) -> dict[str, State | None]:
-    return {id: _state(conn, topic, id) for id in {id for id, _ in items}}
+def _states(conn: Conn, topic: str, ids: Iterable[str]) -> dict[str, State]:
+    """The states of the ids that exist, in one statement."""
+    return {row[0]: State(*row[1:]) for row in conn.execute(sql.STATES, (topic, _ids(ids)))}
 
 
-def _delete(conn: Conn, keys: list[tuple[str, str]]) -> None:
-    conn.executemany(sql.DELETE_MESSAGE, keys)
-    conn.executemany(sql.DELETE_PAYLOAD, keys)
+def _delete(conn: Conn, topic: str, ids: Collection[str]) -> None:
+    if ids:
+        keys = (topic, _ids(ids))
+        conn.execute(sql.DELETE_MESSAGES, keys)
+        conn.execute(sql.DELETE_PAYLOADS, keys)
+
+
+def _store(conn: Conn, topic: str, states: Mapping[str, State]) -> None:
+    rows = [(st.ts, st.version, st.owner, int(st.dead), topic, id) for id, st in states.items()]
+    conn.executemany(sql.SET_STATE, rows)
 
 
 def _apply(conn: Conn, topic: str, plan: base.SettlePlan) -> list[Outcome]:
-    _delete(conn, [(topic, id) for id in plan.deleted])
-    _store(conn, topic, plan.updated.items())
+    _delete(conn, topic, plan.deleted)
+    _store(conn, topic, plan.updated)
     return plan.outcomes
-
-
-def _store(conn: Conn, topic: str, states: Iterable[tuple[str, State]]) -> None:
-    conn.executemany(
-        sql.SET_STATE, [(st.ts, st.version, st.owner, int(st.dead), topic, id) for id, st in states]
-    )
 
 
 # -- topics -------------------------------------------------------------------
@@ -124,36 +125,27 @@ def insert(conn: Conn, topic: str, messages: Sequence[NewMessage]) -> list[Inser
     return out
 
 
-def lease(
-    conn: Conn,
-    topic: str,
-    buckets: Buckets,
-    now: int,
-    limit: int,
-    lease_ms: int,
-    owner: str,
-    max_deliveries: int,
-) -> Leases:
-    wanted = _buckets_json(buckets, _topic_buckets(conn, topic))
-    until = now + lease_ms
+def lease(conn: Conn, request: LeaseRequest) -> Leases:
+    topic, now = request.topic, request.now
+    wanted = _buckets_json(request.buckets, _topic_buckets(conn, topic))
     out: list[Delivery] = []
     dead = 0
     # Dead letters do not use up the limit: select again until it is reached
     # or nothing due is left.
-    while len(out) < limit:
-        asked = limit - len(out)
-        rows = [base.Due(*row) for row in conn.execute(sql.DUE, (topic, now, wanted, asked))]
-        plan = base.plan_lease(rows, now, max_deliveries)
-        for row in plan.deliver:
-            payload = conn.execute(sql.GET_PAYLOAD, (topic, row.id)).fetchone()[0]
-            out.append(base.delivery(row, payload))
+    while len(out) < request.limit:
+        asked = request.limit - len(out)
+        rows = conn.execute(sql.DUE, (topic, now, wanted, asked, topic)).fetchall()
+        plan = base.plan_lease((base.Due(*row[:6]) for row in rows), now, request.max_deliveries)
+        payloads = {row[0]: row[6] for row in rows}
+        out += [base.delivery(row, payloads[row.id]) for row in plan.deliver]
         conn.executemany(sql.KILL, [(now, topic, id) for id in plan.kill])
+        until, owner = request.until, request.owner
         conn.executemany(sql.TAKE, [(until, owner, topic, id) for id in plan.keep])
-        _delete(conn, [(topic, id) for id in plan.drop])
+        _delete(conn, topic, plan.drop)
         dead += len(plan.kill)
         if not plan.kill or len(rows) < asked:
             break
-    return Leases(out, until, dead)
+    return Leases(out, request.until, dead)
 
 
 def next_due(conn: Conn, topic: str, buckets: Buckets) -> int | None:
@@ -162,16 +154,20 @@ def next_due(conn: Conn, topic: str, buckets: Buckets) -> int | None:
     return int(row[0]) if row is not None else None
 
 
-def ack(conn: Conn, topic: str, items: Sequence[SettleItem], owner: str) -> list[Outcome]:
+def _held(conn: Conn, topic: str, items: Sequence[SettleItem]) -> dict[str, State]:
     _topic_buckets(conn, topic)
-    return _apply(conn, topic, base.plan_ack(items, _states(conn, topic, items), owner))
+    return _states(conn, topic, {id for id, _ in items})
+
+
+def ack(conn: Conn, topic: str, items: Sequence[SettleItem], owner: str) -> list[Outcome]:
+    states = _held(conn, topic, items)
+    return _apply(conn, topic, base.plan_ack(items, states, owner))
 
 
 def extend(
     conn: Conn, topic: str, items: Sequence[SettleItem], owner: str, until: int
 ) -> list[Outcome]:
-    _topic_buckets(conn, topic)
-    states = _states(conn, topic, items)
+    states = _held(conn, topic, items)
     return _apply(conn, topic, base.plan_extend(items, states, owner, until))
 
 
@@ -183,22 +179,22 @@ def nack(
     at: int,
     max_deliveries: int,
 ) -> list[Outcome]:
-    _topic_buckets(conn, topic)
-    states = _states(conn, topic, items)
+    states = _held(conn, topic, items)
     return _apply(conn, topic, base.plan_nack(items, states, owner, at, max_deliveries))
 
 
 def move(conn: Conn, topic: str, id: str, version: int, at: int, now: int) -> Settled:
     _topic_buckets(conn, topic)
-    settled, new = base.plan_move(id, _state(conn, topic, id), version, at, now)
-    _store(conn, topic, [(id, new)])
+    states = _states(conn, topic, [id])
+    settled, new = base.plan_move(id, states.get(id), version, at, now)
+    _store(conn, topic, {id: new})
     return settled
 
 
 def cancel(conn: Conn, topic: str, id: str, version: int, now: int) -> Settled:
     _topic_buckets(conn, topic)
-    settled = base.plan_cancel(id, _state(conn, topic, id), version, now)
-    _delete(conn, [(topic, id)])
+    settled = base.plan_cancel(id, _states(conn, topic, [id]).get(id), version, now)
+    _delete(conn, topic, [id])
     return settled
 
 
@@ -229,7 +225,7 @@ def redrive(conn: Conn, topic: str, ids: Sequence[str] | None, at: int) -> int:
     _topic_buckets(conn, topic)
     if ids is None:
         return conn.execute(sql.REDRIVE_ALL, (at, topic)).rowcount
-    return conn.executemany(sql.REDRIVE_ONE, [(at, topic, id) for id in ids]).rowcount
+    return conn.execute(sql.REDRIVE_IDS, (at, topic, _ids(ids))).rowcount
 
 
 def purge_dead(conn: Conn, topic: str, died_before: int) -> int:

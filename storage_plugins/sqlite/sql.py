@@ -25,6 +25,12 @@ from __future__ import annotations
 SCHEMA_VERSION = 1  # PRAGMA user_version: bump with a migration step in sqlite.py
 
 JOURNAL_WAL = "PRAGMA journal_mode = WAL"
+# The writer never checkpoints: the checkpointer's own connection does (checkpoint.py).
+NO_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = 0"
+# A WAL grown by a burst is cut back to this size when it restarts.
+JOURNAL_SIZE_LIMIT = f"PRAGMA journal_size_limit = {64 << 20:d}"
+# -> (busy, WAL frames, frames checkpointed)
+CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
 SYNCHRONOUS = {"normal": "PRAGMA synchronous = NORMAL", "full": "PRAGMA synchronous = FULL"}
 GET_USER_VERSION = "PRAGMA user_version"
 SET_USER_VERSION = f"PRAGMA user_version = {SCHEMA_VERSION:d}"
@@ -86,23 +92,30 @@ INSERT_MESSAGE = """INSERT INTO messages
     (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead)
     VALUES (?, ?, ?, ?, 1, 0, NULL, ?, ?, 0)"""
 INSERT_PAYLOAD = "INSERT INTO payloads (topic, id, payload) VALUES (?, ?, ?)"
-GET_PAYLOAD = "SELECT payload FROM payloads WHERE topic = ? AND id = ?"
-DELETE_MESSAGE = "DELETE FROM messages WHERE topic = ? AND id = ?"
-DELETE_PAYLOAD = "DELETE FROM payloads WHERE topic = ? AND id = ?"
+# A set of ids travels as one JSON array parameter: ``_IDS`` is its rows.
+_IDS = "(SELECT value FROM json_each(?))"
+# (topic, ids JSON)
+DELETE_MESSAGES = f"DELETE FROM messages WHERE topic = ? AND id IN {_IDS}"
+DELETE_PAYLOADS = f"DELETE FROM payloads WHERE topic = ? AND id IN {_IDS}"
 
-# (topic, now, buckets JSON, limit)
-DUE = """SELECT id, ts, version, deliveries, max_deliveries, expires_at
-    FROM messages INDEXED BY messages_due
-    WHERE topic = ? AND dead = 0 AND ts <= ? AND bucket IN (SELECT value FROM json_each(?))
-    ORDER BY ts LIMIT ?"""
+# (topic, now, buckets JSON, limit, topic): the earliest due rows with their
+# payloads. The payloads are joined to the ``LIMIT``-ed rows only (a subquery
+# with a LIMIT is not flattened into a join), never to every due row.
+DUE = """SELECT d.id, d.ts, d.version, d.deliveries, d.max_deliveries, d.expires_at, p.payload
+    FROM (
+        SELECT id, ts, version, deliveries, max_deliveries, expires_at
+        FROM messages INDEXED BY messages_due
+        WHERE topic = ? AND dead = 0 AND ts <= ? AND bucket IN (SELECT value FROM json_each(?))
+        ORDER BY ts LIMIT ?) AS d
+    JOIN payloads AS p ON p.topic = ? AND p.id = d.id"""
 # (topic, buckets JSON)
 NEXT_DUE = """SELECT ts FROM messages INDEXED BY messages_due
     WHERE topic = ? AND dead = 0 AND bucket IN (SELECT value FROM json_each(?))
     ORDER BY ts LIMIT 1"""
 
-# Column order of STATE rows: see sql_base.State.
-STATE = """SELECT ts, version, deliveries, owner, max_deliveries, dead FROM messages
-    WHERE topic = ? AND id = ?"""
+# (topic, ids JSON): column order of sql_base.State, after the id.
+STATES = f"""SELECT id, ts, version, deliveries, owner, max_deliveries, dead FROM messages
+    WHERE topic = ? AND id IN {_IDS}"""
 # Column order of MESSAGE rows follows core.model.Message.
 _MESSAGE_COLUMNS = """m.id, m.ts, p.payload, m.version, m.deliveries, m.owner, m.bucket,
     m.max_deliveries, m.expires_at, m.dead"""
@@ -114,6 +127,11 @@ LIST_DEAD = f"""SELECT {_MESSAGE_COLUMNS}
     FROM messages AS m INDEXED BY messages_dead {_WITH_PAYLOAD}
     WHERE m.topic = ? AND m.dead = 1 AND m.id > ? ORDER BY m.id LIMIT ?"""
 
+# Row updates run one row per execution (``executemany``: one prepared
+# statement, looped in C): SQLite updates a row found by its full key in one
+# pass, while one UPDATE of many keys (``id IN json_each``) first collects
+# them — measured 0.4-0.6 ms against 1.1-1.6 ms for 100 leases. Reads and
+# deletes of a set are one statement.
 # (until, owner, topic, id)
 TAKE = """UPDATE messages SET ts = ?, owner = ?, deliveries = deliveries + 1,
     version = version + 1 WHERE topic = ? AND id = ?"""
@@ -138,8 +156,8 @@ COUNTS = """SELECT
 REDRIVE_ALL = """UPDATE messages SET dead = 0, deliveries = 0, expires_at = 0, ts = ?,
     version = version + 1
     WHERE topic = ? AND dead = 1"""
-# (at, topic, id)
-REDRIVE_ONE = REDRIVE_ALL + " AND id = ?"
+# (at, topic, ids JSON)
+REDRIVE_IDS = REDRIVE_ALL + f" AND id IN {_IDS}"
 # (topic, died_before)
 PURGE_DEAD_PAYLOADS = """DELETE FROM payloads WHERE topic = ?1 AND id IN
     (SELECT id FROM messages WHERE topic = ?1 AND dead = 1 AND ts < ?2)"""

@@ -1,23 +1,8 @@
 """``sqlite://`` — the embedded persistent backend: one file, no server.
 
-URL: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (the
-path is what follows the third slash, as in SQLAlchemy), with options:
-
-- ``synchronous=normal`` (default): WAL journal and ``synchronous=NORMAL``.
-  A committed call survives the process being killed (even ``kill -9``): the
-  WAL is in the OS page cache. A power loss or OS crash may lose the last
-  commits (never corrupt the file).
-- ``synchronous=full``: the WAL is synced to disk on every commit, so an
-  acknowledged call also survives power loss. Group commit makes this cheaper:
-  one sync per group of concurrent calls.
-- ``busy_timeout_ms=5000``: how long to wait for another process holding the
-  write lock before failing with ``StorageUnavailable``.
-
-The parent directory is created. Several processes (brokers) may share one
-file: each call takes the write lock (``BEGIN IMMEDIATE``), so leases stay
-exclusive. One writer thread per instance owns the connection and commits
-concurrent calls in groups (``writer``); what each call does is in
-``ops``, its SQL in ``sql``.
+One writer thread per instance owns the connection and commits concurrent
+calls in groups (``writer``); WAL checkpoints run beside it
+(``checkpoint``); what each call does is in ``ops``, its SQL in ``sql``.
 """
 
 from __future__ import annotations
@@ -36,6 +21,7 @@ from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
 from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
 from dejaq.storage_plugins.sqlite import ops, sql
+from dejaq.storage_plugins.sqlite.checkpoint import Checkpointer
 from dejaq.storage_plugins.sqlite.writer import Writer, storage_error
 
 P = ParamSpec("P")
@@ -86,6 +72,8 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
         if mode != "wal":
             raise StorageError(f"sqlite: cannot use WAL journal for {options.path} ({mode})")
         conn.execute(sql.SYNCHRONOUS[options.synchronous])
+        conn.execute(sql.NO_AUTOCHECKPOINT)
+        conn.execute(sql.JOURNAL_SIZE_LIMIT)
         conn.execute(sql.BEGIN)
         version = conn.execute(sql.GET_USER_VERSION).fetchone()[0]
         if version > sql.SCHEMA_VERSION:
@@ -105,10 +93,31 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
 
 
 class SqliteStorage(Storage):
+    """SQLite storage in one file, shared by the brokers on one machine.
+
+    URL: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (the
+    path is what follows the third slash, as in SQLAlchemy), with options:
+
+    - ``synchronous=normal`` (default): WAL journal and ``synchronous=NORMAL``.
+      A committed call survives the process being killed (even ``kill -9``):
+      the WAL is in the OS page cache. A power loss or OS crash may lose the
+      last commits (never corrupt the file).
+    - ``synchronous=full``: the WAL is synced to disk on every commit, so an
+      acknowledged call also survives power loss. Group commit makes this
+      cheaper: one sync per group of concurrent calls.
+    - ``busy_timeout_ms=5000``: how long to wait for another process holding
+      the write lock before failing with ``StorageUnavailable``.
+
+    The parent directory is created; ``sqlite:///:memory:`` is refused (use
+    ``memory://``). Several processes (brokers) may share one file: each call
+    takes the write lock (``BEGIN IMMEDIATE``), so leases stay exclusive.
+    """
+
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.options = parse_url(url)
         self._writer: Writer | None = None
+        self._checkpointer: Checkpointer | None = None
 
     @property
     def transactions(self) -> int:
@@ -122,10 +131,19 @@ class SqliteStorage(Storage):
             raise storage_error(exc) from exc
         except OSError as exc:
             raise StorageError(f"sqlite: cannot open {self.options.path}: {exc}") from exc
-        self._writer = Writer(conn, name=f"dejaq-sqlite {self.options.path}")
+        options = self.options
+        checkpointer = Checkpointer(options.path, options.synchronous, options.busy_timeout_ms)
+        checkpointer.start()
+        self._checkpointer = checkpointer
+        name = f"dejaq-sqlite {options.path}"
+        self._writer = Writer(conn, name=name, on_commit=checkpointer.committed)
         self._writer.start()
 
     async def close(self) -> None:
+        # The checkpointer first: the writer's connection, closed last, then
+        # checkpoints what is left and removes the WAL.
+        if self._checkpointer is not None:
+            await asyncio.to_thread(self._checkpointer.close)
         if self._writer is not None:
             await self._writer.close()
 
@@ -166,11 +184,7 @@ class SqliteStorage(Storage):
         return await self._run(ops.insert, topic, messages)
 
     async def _lease(self, request: LeaseRequest) -> Leases:
-        topic, buckets, now, limit = request.topic, request.buckets, request.now, request.limit
-        lease_ms, owner, max_deliveries = request.lease_ms, request.owner, request.max_deliveries
-        return await self._run(
-            ops.lease, topic, buckets, now, limit, lease_ms, owner, max_deliveries
-        )
+        return await self._run(ops.lease, request)
 
     async def _next_due(self, topic: str, buckets: Buckets) -> int | None:
         return await self._run(ops.next_due, topic, buckets)

@@ -142,6 +142,30 @@ async def test_concurrent_calls_share_commits(db: Path) -> None:
         assert storage.transactions - before < 500
 
 
+def wal_frames(db: Path) -> int:
+    """The length of the WAL in pages, as a checkpoint reports it."""
+    with closing(sqlite3.connect(db)) as raw:
+        _, frames, _ = raw.execute(sql.CHECKPOINT).fetchone()
+    return int(frames)
+
+
+async def test_the_wal_is_checkpointed_beside_the_writer_and_stays_short(db: Path) -> None:
+    async with opened(url_of(db)) as storage:
+        await given_topic(storage)
+        assert storage._checkpointer is not None
+        storage._checkpointer._every = 4  # small thresholds, so a few commits cross them
+        storage._checkpointer._max_frames = 50
+        # when 400 calls commit one after the other (the writer's connection
+        # never checkpoints by itself)
+        for i in range(400):
+            await storage.insert(T, [msg(f"m{i}-{k}", NOW + 1) for k in range(10)])
+        # then the WAL was checkpointed along the way and restarted from its
+        # start, not left to grow (400 commits write well over 1,000 pages)
+        assert storage._checkpointer.checkpoints > 0
+        assert wal_frames(db) < 400
+        assert await storage.counts(T, NOW) == Counts(waiting=4000)
+
+
 async def test_a_failing_call_rolls_back_only_itself(db: Path) -> None:
     async with opened(url_of(db)) as storage:
         await given_topic(storage)
@@ -204,14 +228,31 @@ async def test_a_closed_storage_is_unavailable(db: Path) -> None:
 @pytest.mark.parametrize(
     ("statement", "index", "params"),
     [
-        (sql.DUE, "messages_due", (T, NOW, "[0, 1]", 10)),
+        (sql.DUE, "messages_due", (T, NOW, "[0, 1]", 10, T)),
         (sql.NEXT_DUE, "messages_due", (T, "[0, 1]")),
         (sql.LIST_DEAD, "messages_dead", (T, "", 10)),
         (sql.RELEASE_OWNER, "messages_owner", (NOW, T, "c1")),
-        (sql.STATE, "PRIMARY KEY", (T, "m")),
+        (sql.STATES, "PRIMARY KEY", (T, '["m"]')),
         (sql.EXISTING_IDS, "PRIMARY KEY", (T, '["m"]')),
+        (sql.TAKE, "PRIMARY KEY", (NOW, "c1", T, "m")),
+        (sql.KILL, "PRIMARY KEY", (NOW, T, "m")),
+        (sql.DELETE_MESSAGES, "PRIMARY KEY", (T, '["m"]')),
+        (sql.DELETE_PAYLOADS, "sqlite_autoindex_payloads_1", (T, '["m"]')),
+        (sql.SET_STATE, "PRIMARY KEY", (NOW, 2, None, 0, T, "m")),
     ],
-    ids=["due", "next_due", "list_dead", "release", "state", "existing"],
+    ids=[
+        "due",
+        "next_due",
+        "list_dead",
+        "release",
+        "states",
+        "existing",
+        "take",
+        "kill",
+        "delete_messages",
+        "delete_payloads",
+        "set_state",
+    ],
 )
 async def test_hot_statements_search_their_index(
     db: Path, statement: str, index: str, params: tuple[object, ...]
