@@ -70,32 +70,6 @@ def applied_migrations(url: str) -> list[int]:
         return [row[0] for row in rows]
 
 
-# -- several brokers ------------------------------------------------------------
-
-
-@pytest.mark.parametrize("buckets", [None, list(range(8))], ids=["whole-topic", "buckets"])
-async def test_two_brokers_never_lease_the_same_message(
-    url: str, buckets: list[int] | None
-) -> None:
-    # given two storage instances on one database, as two brokers would have,
-    # and 1,000 due messages
-    pooled = f"{url}?min_size=2&max_size=6"
-    async with opened(pooled) as one, opened(pooled) as two:
-        await given_topic(one)
-        await one.insert(T, [msg(f"m{i:04d}", NOW - i, bucket=i % 8) for i in range(1000)])
-        # when both lease at once, six consumers each
-        results = await asyncio.gather(
-            *(
-                storage.lease(LeaseRequest.of(T, buckets, NOW, 100, LEASE, f"c{k}", 0))
-                for k in range(6)
-                for storage in (one, two)
-            )
-        )
-    # then each message went to exactly one consumer, and none was left behind
-    taken = [d.id for leases in results for d in leases.delivered]
-    assert len(taken) == len(set(taken)) == 1000
-
-
 # -- the lease fate spelled in SQL ------------------------------------------------
 
 

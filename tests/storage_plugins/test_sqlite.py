@@ -110,24 +110,6 @@ async def test_a_file_from_a_newer_version_is_refused(db: Path) -> None:
         await storage.open()
 
 
-async def test_two_brokers_on_one_file_never_lease_the_same_message(db: Path) -> None:
-    # given two storage instances on one file, as two brokers would have
-    async with opened(url_of(db)) as one, opened(url_of(db)) as two:
-        await given_topic(one, buckets=8)
-        await one.insert(T, [msg(f"m{i:04d}", NOW - i, bucket=i % 8) for i in range(1000)])
-        # when both lease concurrently
-        results = await asyncio.gather(
-            *(
-                storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, f"c{k}", 0))
-                for k in range(12)
-                for storage in (one, two)
-            )
-        )
-    # then each message went to exactly one consumer
-    taken = [d.id for leases in results for d in leases.delivered]
-    assert len(taken) == len(set(taken)) == 1000
-
-
 async def test_concurrent_calls_share_commits(db: Path) -> None:
     async with opened(url_of(db)) as storage:
         await given_topic(storage)
