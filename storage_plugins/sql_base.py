@@ -7,10 +7,15 @@ statements select, the mapping of rows to model values, and the planners that
 apply ``rules`` to the rows read. A backend only runs statements (its own SQL
 module) and applies a plan, so the two cannot drift apart in semantics.
 
+One exception: PostgreSQL decides a lease pass inside its one statement (a
+round trip per pass, not three), so ``rules.lease_fate`` is spelled in its
+SQL too; tests/storage_plugins/test_postgres.py pins the two together.
+SQLite, in process, reads and plans here (``plan_lease``).
+
 A settle batch is planned as a whole: items run in order against the states
 read up front, each seeing what the items before it did (an id acked by the
 first item is not found by the second), and the plan carries each touched
-row's final state, so it can be written in one batch statement.
+row's final state, so it can be written in one batch.
 """
 
 from __future__ import annotations
