@@ -2,19 +2,19 @@
 
 A message lives in a *slot*, an index into every column. A deleted message's
 slot is reused by a later insert, so the arrays only grow to the largest count
-the topic has held. Numpy arrays hold no Python object per message, so the
-garbage collector never walks millions of records; only ``records`` holds
-objects (one ``bytes`` per message: the UTF-8 id followed by the payload), in
-an object array, which the collector does not traverse either.
+the topic has held. Its UTF-8 id followed by its payload is one record in
+``blobs``. Nothing here is a Python object per message, so the garbage
+collector never walks millions of them.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
+from collections.abc import Sequence
 
-I64 = npt.NDArray[np.int64]
-Mask = npt.NDArray[np.bool_]
+import numpy as np
+
+from dejaq.storage_plugins.memory.blobs import Blobs
+from dejaq.storage_plugins.memory.types import I64, Mask
 
 # Slot states.
 FREE, LIVE, DEAD = 0, 1, 2
@@ -39,7 +39,9 @@ class Columns:
         self.state = np.zeros(0, np.uint8)  # FREE, LIVE or DEAD
         self.id_hash = np.zeros(0, np.int64)  # hash(id), for IdTable
         self.id_len = np.zeros(0, np.uint16)  # UTF-8 bytes of the id at the start of the record
-        self.records = np.empty(0, object)  # id bytes + payload, None when FREE
+        self.record_len = np.zeros(0, np.uint32)  # id + payload bytes
+        self.record_at = np.zeros(0, np.int64)  # the record's handle in blobs
+        self.blobs = Blobs()
         self._free = np.zeros(0, np.int64)
         self._free_count = 0
         self._grow(1)  # never empty: a gather at slot 0 is always in bounds
@@ -57,10 +59,49 @@ class Columns:
         self.used += fresh
         return np.concatenate((recycled, new)) if reuse else new
 
+    def store(self, slots: I64, ids: list[bytes], payloads: Sequence[bytes]) -> None:
+        """Write the records (UTF-8 id, payload) of new messages in ``slots``."""
+        records = list(map(bytes.__add__, ids, payloads))
+        self.id_len[slots] = list(map(len, ids))
+        self.record_len[slots] = list(map(len, records))
+        self.record_at[slots] = self.blobs.put(records)
+
+    def record(self, slot: int) -> tuple[str, bytes]:
+        """The id and payload of the message in ``slot``."""
+        rec = self.blobs.view(int(self.record_at[slot]), int(self.record_len[slot]))
+        n = int(self.id_len[slot])
+        return str(rec[:n], "utf-8"), bytes(rec[n:])
+
+    def records(self, slots: I64) -> tuple[list[str], list[bytes]]:
+        """The ids and payloads of ``slots``."""
+        view = self.blobs.view
+        ids: list[str] = []
+        payloads: list[bytes] = []
+        for at, length, n in zip(
+            self.record_at[slots].tolist(),
+            self.record_len[slots].tolist(),
+            self.id_len[slots].tolist(),
+            strict=True,
+        ):
+            rec = view(at, length)
+            ids.append(str(rec[:n], "utf-8"))
+            payloads.append(bytes(rec[n:]))
+        return ids, payloads
+
+    def same_ids(self, slots: I64, ids: list[bytes]) -> Mask:
+        """Whether each slot's message has the id ``ids`` names (UTF-8)."""
+        same: Mask = self.id_len[slots] == np.fromiter(map(len, ids), np.int64, len(ids))
+        view = self.blobs.view
+        for i in np.flatnonzero(same).tolist():
+            slot = int(slots[i])
+            if view(int(self.record_at[slot]), len(ids[i])) != ids[i]:
+                same[i] = False
+        return same
+
     def release(self, slots: I64) -> None:
         """Free ``slots`` for reuse (their owner must already be cleared)."""
         self.state[slots] = FREE
-        self.records[slots] = None
+        self.blobs.free(self.record_at[slots], self.record_len[slots].astype(np.int64))
         end = self._free_count + len(slots)
         if end > len(self._free):
             grown = np.zeros(max(end, int(len(self._free) * GROWTH), MIN_CAPACITY), np.int64)
@@ -68,12 +109,6 @@ class Columns:
             self._free = grown
         self._free[self._free_count : end] = slots
         self._free_count = end
-
-    def record(self, slot: int) -> tuple[str, bytes]:
-        """The id and payload of the message in ``slot``."""
-        rec: bytes = self.records[slot]
-        n = int(self.id_len[slot])
-        return rec[:n].decode(), rec[n:]
 
     def slots_in(self, state: int) -> I64:
         """Every slot in ``state`` (a scan of one byte per slot)."""
@@ -95,12 +130,11 @@ class Columns:
             "state",
             "id_hash",
             "id_len",
+            "record_len",
+            "record_at",
         ):
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
             new[:n] = old[:n]
             setattr(self, name, new)
-        records = np.empty(cap, object)
-        records[:n] = self.records[:n]
-        self.records = records
         self.capacity = cap

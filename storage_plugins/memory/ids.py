@@ -17,12 +17,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dejaq.storage_plugins.memory.columns import FREE, I64, Columns
+from dejaq.storage_plugins.memory.columns import FREE, Columns
+from dejaq.storage_plugins.memory.types import I64
 
 EMPTY, DELETED = 0, -1
 MAX_LOAD = 0.7  # live + deleted positions over capacity before a rebuild
 REBUILD_LOAD = 0.5  # at most this load right after a rebuild
 MIN_CAPACITY = 1024
+SLOT_SHIFT = 32  # home position << 32 | batch index, sorted as one int64
 TAIL = 24  # ids left probing when a Python loop becomes cheaper than another numpy round
 
 
@@ -31,7 +33,7 @@ def hashes_of(ids: Sequence[str]) -> I64:
 
 
 class IdTable:
-    """Finds the slot of an id; the ids themselves live in ``Columns.records``."""
+    """Finds the slot of an id; the ids themselves are stored with ``Columns``."""
 
     def __init__(self, columns: Columns) -> None:
         self._cols = columns
@@ -52,26 +54,30 @@ class IdTable:
         hit = np.flatnonzero(slots >= 0)
         if not len(hit):
             return slots
-        # Confirm each hash match against the stored id, in C-level maps.
+        # Confirm each hash match against the stored id.
         keys = list(
             map(str.encode, ids if len(hit) == len(ids) else [ids[i] for i in hit.tolist()])
         )
-        at = slots[hit]
-        same = np.fromiter(
-            map(bytes.startswith, self._cols.records[at].tolist(), keys), np.bool_, len(keys)
-        )
-        same &= self._cols.id_len[at] == np.fromiter(map(len, keys), np.int64, len(keys))
+        same = self._cols.same_ids(slots[hit], keys)
         if not same.all():
             for j in np.flatnonzero(~same).tolist():
                 slots[hit[j]] = self._find_one(int(hashes[hit[j]]), keys[j])
         return slots
 
     def add(self, hashes: I64, slots: I64) -> None:
-        """Enter ``slots`` under ``hashes``; their ids must not be in the table yet."""
-        if (self._live + self._deleted + len(slots)) > MAX_LOAD * len(self._table):
-            self._rebuild(self._live + len(slots))
-        self._place(hashes, slots)
+        """Enter ``slots`` under ``hashes``; their ids must not be in the table yet.
+
+        The slots must already be LIVE in the columns, with their ``id_hash``:
+        when the table has to grow, it is rebuilt from the columns.
+        """
         self._live += len(slots)
+        if self._live + self._deleted > MAX_LOAD * len(self._table):
+            held = np.flatnonzero(self._cols.state[: self._cols.used] != FREE)
+            self._table = np.zeros(self._capacity_for(len(held)), np.int32)
+            self._deleted = 0
+            self._fill(self._cols.id_hash[held], held)
+        else:
+            self._place(hashes, slots)
 
     def remove(self, slots: I64) -> None:
         """Take ``slots`` out (each must be in the table)."""
@@ -89,7 +95,10 @@ class IdTable:
             table[p] = DELETED
         self._live -= len(slots)
         self._deleted += len(slots)
-        if self._deleted > max(self._live, MIN_CAPACITY):
+        # Deleted positions are reused by inserts and counted in the load add()
+        # keeps under MAX_LOAD; a rebuild here only gives memory back, so it
+        # waits until it is cheap (few live ids) and worth it (an 8th of the size).
+        if self._live < len(self._table) // 16 and len(self._table) > MIN_CAPACITY:
             self._rebuild(self._live)
 
     def _probe(self, hashes: I64) -> I64:
@@ -119,8 +128,8 @@ class IdTable:
         pos = h & mask
         while (at := int(table[pos])) != EMPTY:
             slot = at - 1
-            if at > 0 and int(cols.id_hash[slot]) == h and int(cols.id_len[slot]) == len(key):
-                if cols.records[slot].startswith(key):
+            if at > 0 and int(cols.id_hash[slot]) == h:
+                if cols.same_ids(np.array([slot], np.int64), [key])[0]:
                     return slot
             pos = (pos + 1) & mask
         return -1
@@ -147,15 +156,48 @@ class IdTable:
                 self._deleted -= 1
             table[p] = w
 
-    def _rebuild(self, live: int) -> None:
-        """A fresh table sized for ``live`` entries, without deleted positions."""
+    @staticmethod
+    def _capacity_for(live: int) -> int:
         cap = MIN_CAPACITY
         while live > REBUILD_LOAD * cap:
             cap *= 2
+        return cap
+
+    def _rebuild(self, live: int) -> None:
+        """A fresh table sized for ``live`` entries, without deleted positions."""
         entered = self._table[self._table > 0].astype(np.int64) - 1
-        self._table = np.zeros(cap, np.int32)
+        self._table = np.zeros(self._capacity_for(live), np.int32)
         self._deleted = 0
-        self._place(self._cols.id_hash[entered], entered)
+        self._fill(self._cols.id_hash[entered], entered)
+
+    def _fill(self, hashes: I64, slots: I64) -> None:
+        """Enter many ids into an empty table, laid out by sorting, not probing.
+
+        Linear probing fills positions in order of home position, so with the
+        entries sorted by home, entry ``i`` lands at ``max(home[i], final[i-1] + 1)``:
+        ``i + running max of (home - i)``. The few that would run past the end
+        wrap round through ``_place``.
+        """
+        cap, n = len(self._table), len(hashes)
+        # In place where possible: fresh pages for arrays this size cost more
+        # than the arithmetic.
+        key = hashes & (cap - 1)
+        key <<= SLOT_SHIFT
+        rank = np.arange(n)
+        key |= rank
+        key.sort()
+        which = key & ((1 << SLOT_SHIFT) - 1)
+        key >>= SLOT_SHIFT  # home positions, ascending
+        key -= rank
+        np.maximum.accumulate(key, out=key)
+        key += rank  # final positions
+        fits = key < cap
+        if fits.all():
+            self._table[key] = slots[which] + 1
+            return
+        self._table[key[fits]] = slots[which[fits]] + 1
+        spill = which[~fits]
+        self._place(hashes[spill], slots[spill])
 
     def check(self) -> None:
         """Every live or dead slot is entered exactly once (for tests)."""

@@ -20,8 +20,9 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
-from dejaq.storage_plugins.memory.columns import DEAD, I64, LIVE
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE
 from dejaq.storage_plugins.memory.timeline import Timeline
+from dejaq.storage_plugins.memory.types import I64
 from dejaq.storage_plugins.rules import (
     Fate,
     check_holder,
@@ -87,11 +88,10 @@ class MemoryStorage(Storage):
             chosen, dues = tl.select(request.buckets, now, need)
             slots = np.array(chosen, np.int64)
             c = tl.cols
-            deliveries = c.deliveries[slots].tolist()
             fates = [
                 lease_fate(n, own, request.max_deliveries, expires, now)
                 for n, own, expires in zip(
-                    deliveries,
+                    c.deliveries[slots].tolist(),
                     c.max_deliveries[slots].tolist(),
                     c.expires_at[slots].tolist(),
                     strict=True,
@@ -104,22 +104,16 @@ class MemoryStorage(Storage):
                 slots = slots[~doomed]
                 kept = [i for i, f in enumerate(fates) if f is not Fate.KILL]
                 dues = [dues[i] for i in kept]
-                deliveries = [deliveries[i] for i in kept]
                 fates = [fates[i] for i in kept]
-            versions = (c.version[slots] + 1).tolist()
-            batch = [
-                Delivery(rec[:n].decode(), due, rec[n:], version, count + 1)
-                for rec, n, due, version, count in zip(
-                    c.records[slots].tolist(),
-                    c.id_len[slots].tolist(),
-                    dues,
-                    versions,
-                    deliveries,
-                    strict=True,
-                )
-            ]
-            out += batch
-            ids = [d.id for d in batch]
+            ids, payloads = c.records(slots)
+            out += map(
+                Delivery,
+                ids,
+                dues,
+                payloads,
+                (c.version[slots] + 1).tolist(),
+                (c.deliveries[slots] + 1).tolist(),
+            )
             c.deliveries[slots] += 1
             if Fate.DROP in fates:  # at-most-once: gone as it is delivered
                 drop = np.array([f is Fate.DROP for f in fates], np.bool_)

@@ -25,7 +25,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from dejaq.storage_plugins.memory.columns import I64, LIVE, Columns, Mask
+from dejaq.storage_plugins.memory.columns import LIVE, Columns
+from dejaq.storage_plugins.memory.types import I64, Mask
 
 SLOT_BITS = 32
 SLOT_MASK = (1 << SLOT_BITS) - 1

@@ -22,10 +22,11 @@ import numpy as np
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus, Message, NewMessage, Topic
-from dejaq.storage_plugins.memory.columns import DEAD, I64, LIVE, Columns
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.owners import Owners
 from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex
+from dejaq.storage_plugins.memory.types import I64
 
 ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
 
@@ -231,8 +232,7 @@ class Timeline:
         c.bucket[slots] = bucket_col
         c.state[slots] = LIVE
         c.id_hash[slots] = hashes[pick]
-        c.id_len[slots] = list(map(len, keys))
-        c.records[slots] = list(map(bytes.__add__, keys, payloads))
+        c.store(slots, keys, payloads)
         self.ids.add(hashes[pick], slots)
         lanes = self.lanes
         for b, t, s in zip(buckets, timestamps, slots.tolist(), strict=True):

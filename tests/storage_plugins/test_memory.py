@@ -362,8 +362,7 @@ def add(cols: Columns, table: IdTable, ids: list[str], hashes: list[int]) -> np.
     slots = cols.allocate(len(ids))
     cols.state[slots] = LIVE
     cols.id_hash[slots] = hashes
-    cols.id_len[slots] = [len(i.encode()) for i in ids]
-    cols.records[slots] = [i.encode() + b"payload" for i in ids]
+    cols.store(slots, [i.encode() for i in ids], [b"payload"] * len(ids))
     table.add(np.array(hashes, np.int64), slots)
     return slots
 
@@ -404,6 +403,19 @@ def test_the_table_grows_and_rebuilds_without_losing_an_id() -> None:
     again = add(cols, table, ["new"], [hash("new")])
     assert int(again[0]) < 18_000
     table.check()
+
+
+def test_a_rebuild_wraps_a_crowd_at_the_end_of_the_table_round_to_the_start() -> None:
+    # given a table that must grow for ids that all hash to its last position
+    cols = Columns()
+    table = IdTable(cols)
+    ids = [f"crowd{i}" for i in range(900)]
+    hashes = [2047 + k * 2048 for k in range(900)]  # one home after the rebuild, distinct
+    add(cols, table, ids[:100], hashes[:100])
+    add(cols, table, ids[100:], hashes[100:])
+    # then every one is found where the rebuild put it
+    table.check()
+    assert table.find(ids, np.array(hashes, np.int64)).tolist() == list(range(900))
 
 
 # -- the time index -------------------------------------------------------------
