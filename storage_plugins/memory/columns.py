@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dejaq.storage_plugins.memory.blobs import Blobs
+from dejaq.storage_plugins.memory.blobs import OFFSET_BITS, OFFSET_MASK, Blobs
 from dejaq.storage_plugins.memory.types import I64, Mask
 
 # Slot states.
@@ -74,18 +74,21 @@ class Columns:
 
     def records(self, slots: I64) -> tuple[list[str], list[bytes]]:
         """The ids and payloads of ``slots``."""
-        view = self.blobs.view
+        at = self.record_at[slots]
+        start = at & OFFSET_MASK
+        chunks = self.blobs.chunks
         ids: list[str] = []
         payloads: list[bytes] = []
-        for at, length, n in zip(
-            self.record_at[slots].tolist(),
-            self.record_len[slots].tolist(),
-            self.id_len[slots].tolist(),
+        for chunk, first, mid, end in zip(
+            (at >> OFFSET_BITS).tolist(),
+            start.tolist(),
+            (start + self.id_len[slots]).tolist(),
+            (start + self.record_len[slots]).tolist(),
             strict=True,
         ):
-            rec = view(at, length)
-            ids.append(str(rec[:n], "utf-8"))
-            payloads.append(bytes(rec[n:]))
+            view = chunks[chunk]
+            ids.append(view[first:mid].tobytes().decode())  # type: ignore[index]
+            payloads.append(view[mid:end].tobytes())  # type: ignore[index]
         return ids, payloads
 
     def same_ids(self, slots: I64, ids: list[bytes]) -> Mask:

@@ -50,10 +50,15 @@ class IdTable:
 
     def find(self, ids: Sequence[str], hashes: I64) -> I64:
         """The slot of each id, or -1 where there is none."""
-        slots = self._probe(hashes)
+        return self.find_with_spots(ids, hashes)[0]
+
+    def find_with_spots(self, ids: Sequence[str], hashes: I64) -> tuple[I64, I64]:
+        """Like ``find``, with the position where each missing id would go (-1 if
+        unknown): ``add`` can take them and skip probing again."""
+        slots, spots = self._probe(hashes)
         hit = np.flatnonzero(slots >= 0)
         if not len(hit):
-            return slots
+            return slots, spots
         # Confirm each hash match against the stored id.
         keys = list(
             map(str.encode, ids if len(hit) == len(ids) else [ids[i] for i in hit.tolist()])
@@ -62,13 +67,14 @@ class IdTable:
         if not same.all():
             for j in np.flatnonzero(~same).tolist():
                 slots[hit[j]] = self._find_one(int(hashes[hit[j]]), keys[j])
-        return slots
+        return slots, spots
 
-    def add(self, hashes: I64, slots: I64) -> None:
+    def add(self, hashes: I64, slots: I64, spots: I64 | None = None) -> None:
         """Enter ``slots`` under ``hashes``; their ids must not be in the table yet.
 
         The slots must already be LIVE in the columns, with their ``id_hash``:
-        when the table has to grow, it is rebuilt from the columns.
+        when the table has to grow, it is rebuilt from the columns. ``spots``,
+        from ``find_with_spots`` with no change to the table since, saves probing.
         """
         self._live += len(slots)
         if self._live + self._deleted > MAX_LOAD * len(self._table):
@@ -76,8 +82,19 @@ class IdTable:
             self._table = np.zeros(self._capacity_for(len(held)), np.int32)
             self._deleted = 0
             self._fill(self._cols.id_hash[held], held)
-        else:
-            self._place(hashes, slots)
+            return
+        if spots is not None:
+            table = self._table
+            known = np.flatnonzero(spots >= 0)
+            at, want = spots[known], (slots[known] + 1).astype(np.int32)
+            before = table[at]
+            table[at] = want
+            won = table[at] == want  # two new ids may have found one free position
+            self._deleted -= int(np.count_nonzero(before[won] == DELETED))
+            rest = np.ones(len(slots), np.bool_)
+            rest[known[won]] = False
+            hashes, slots = hashes[rest], slots[rest]
+        self._place(hashes, slots)
 
     def remove(self, slots: I64) -> None:
         """Take ``slots`` out (each must be in the table)."""
@@ -101,10 +118,12 @@ class IdTable:
         if self._live < len(self._table) // 16 and len(self._table) > MIN_CAPACITY:
             self._rebuild(self._live)
 
-    def _probe(self, hashes: I64) -> I64:
-        """Per hash, the first slot entered under an equal hash, or -1."""
+    def _probe(self, hashes: I64) -> tuple[I64, I64]:
+        """Per hash, the first slot entered under an equal hash, or -1; and the
+        first free position on the way (-1 where the probe did not pass one)."""
         table, mask, known = self._table, len(self._table) - 1, self._cols.id_hash
         out = np.full(len(hashes), -1, np.int64)
+        spots = np.full(len(hashes), -1, np.int64)
         todo = np.arange(len(hashes))
         pos, want = hashes & mask, hashes
         while len(todo) > TAIL:
@@ -112,15 +131,24 @@ class IdTable:
             # at - 1 is -1 or -2 at an empty or deleted position: in bounds, masked out.
             match = (at > 0) & (known[at - 1] == want)
             out[todo[match]] = at[match] - 1
+            free = (at <= 0) & (spots[todo] < 0)
+            spots[todo[free]] = pos[free]
             go = (at != EMPTY) & ~match
             todo, pos, want = todo[go], (pos[go] + 1) & mask, want[go]
         for i, p, w in zip(todo.tolist(), pos.tolist(), want.tolist(), strict=True):
+            spot = int(spots[i])
             while (at := int(table[p])) != EMPTY:
                 if at > 0 and int(known[at - 1]) == w:
                     out[i] = at - 1
                     break
+                if at < 0 and spot < 0:
+                    spot = p
                 p = (p + 1) & mask
-        return out
+            else:
+                spots[i] = p if spot < 0 else spot
+                continue
+            spots[i] = spot
+        return out, spots
 
     def _find_one(self, h: int, key: bytes) -> int:
         """The slow path after two ids shared a hash: compare every candidate."""

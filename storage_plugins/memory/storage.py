@@ -88,15 +88,16 @@ class MemoryStorage(Storage):
             chosen, dues = tl.select(request.buckets, now, need)
             slots = np.array(chosen, np.int64)
             c = tl.cols
-            fates = [
-                lease_fate(n, own, request.max_deliveries, expires, now)
-                for n, own, expires in zip(
+            fates = list(
+                map(
+                    lease_fate,
                     c.deliveries[slots].tolist(),
                     c.max_deliveries[slots].tolist(),
+                    repeat(request.max_deliveries),
                     c.expires_at[slots].tolist(),
-                    strict=True,
+                    repeat(now),
                 )
-            ]
+            )
             if Fate.KILL in fates:  # dead letters do not count against the limit
                 doomed = np.array([f is Fate.KILL for f in fates], np.bool_)
                 tl.kill(slots[doomed], now)

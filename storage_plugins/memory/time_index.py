@@ -2,13 +2,15 @@
 
 An entry is a (timestamp, slot) pair. Entries due before ``horizon`` sit in
 ``near``, a heap of Python ints ``timestamp << 32 | slot``: the few that
-leases and next_due look at. Later ones wait in *windows*, ``array('q')``
-of 8 bytes an entry: fine windows of 2**12 ms inside the coarse window of
-2**24 ms (4.7 h) that was last cascaded, coarse windows beyond. Moving the
-horizon forward (``advance``) pulls the windows it passes into ``near`` — in
-time order, after everything already there, so appending keeps the heap a
-heap — and splits the coarse window it enters into fine ones. Millions of
-waiting messages thus cost 8 bytes each and no Python object.
+leases and next_due look at. Later ones wait in the *windows* of a timing
+wheel, ``array('q')`` of 8 bytes an entry, on three levels: windows of 4 s
+inside the 17-minute window that was last split, those inside the split
+3-day window, and 3-day windows beyond. Moving the horizon forward
+(``advance``) pulls the windows it passes into ``near`` — in time order,
+after everything already there, so appending keeps the heap a heap — and
+splits the windows it enters into the level below. Millions of waiting
+messages thus cost 8 bytes each and no Python object, in a few thousand
+arrays that an insert batch appends to.
 
 Entries are never updated in place: a mutation pushes a new entry and leaves
 the old one, which no longer matches its slot's timestamp, state or bucket
@@ -30,41 +32,45 @@ from dejaq.storage_plugins.memory.types import I64, Mask
 
 SLOT_BITS = 32
 SLOT_MASK = (1 << SLOT_BITS) - 1
-FINE_BITS = 12
-COARSE_BITS = 24
-FINE_MASK = (1 << FINE_BITS) - 1
-COARSE_MASK = (1 << COARSE_BITS) - 1
+LEVEL_BITS = (12, 20, 28)  # log2 of the window sizes in ms, finest first
+TOP = len(LEVEL_BITS) - 1
 FAR_PAST = -(1 << 62)
 SMALL_WINDOW = 48  # entries; checked one by one, cheaper than a dozen numpy calls
+
+
+class _Level:
+    """The windows of one size: index (timestamp >> bits) -> offset << 32 | slot."""
+
+    __slots__ = ("bits", "mask", "order", "split", "windows")
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+        self.mask = (1 << bits) - 1
+        self.windows: dict[int, array[int]] = {}
+        self.order: list[int] = []  # heap of the keys of windows
+        # Above the finest level: the window whose entries were split into the
+        # level below (every window left here is later).
+        self.split = FAR_PAST >> bits
+
+    def add(self, index: int, keys: Iterable[int]) -> None:
+        win = self.windows.get(index)
+        if win is None:
+            win = self.windows[index] = array("q")
+            heapq.heappush(self.order, index)
+        win.extend(keys)
 
 
 class TimeIndex:
     """The time-ordered entries of one bucket."""
 
-    __slots__ = (
-        "_cascaded",
-        "_coarse",
-        "_coarse_order",
-        "_cols",
-        "_exact",
-        "_fine",
-        "_fine_order",
-        "_first",
-        "bucket",
-        "horizon",
-        "near",
-    )
+    __slots__ = ("_cols", "_exact", "_first", "_levels", "bucket", "horizon", "near")
 
     def __init__(self, bucket: int, columns: Columns) -> None:
         self.bucket = bucket
         self._cols = columns
         self.near: list[int] = []  # heap of timestamp << 32 | slot, every timestamp < horizon
         self.horizon = FAR_PAST
-        self._cascaded = FAR_PAST >> COARSE_BITS  # the coarse window split into fine ones
-        self._fine: dict[int, array[int]] = {}  # (timestamp >> 12) -> offset << 32 | slot
-        self._fine_order: list[int] = []  # heap of the keys of _fine
-        self._coarse: dict[int, array[int]] = {}  # (timestamp >> 24) -> offset << 32 | slot
-        self._coarse_order: list[int] = []
+        self._levels = [_Level(bits) for bits in LEVEL_BITS]
         # No current entry in the windows is earlier than _first (None: there is
         # none at all); when _exact, one is due at _first itself.
         self._first: int | None = None
@@ -73,21 +79,17 @@ class TimeIndex:
     # -- writing --------------------------------------------------------------
 
     def push(self, timestamp: int, slot: int) -> None:
-        if timestamp < self.horizon:
-            heapq.heappush(self.near, timestamp << SLOT_BITS | slot)
-            return
-        self._window(timestamp).append((timestamp & self._mask(timestamp)) << SLOT_BITS | slot)
-        if self._first is None or timestamp < self._first:
-            self._first = timestamp
+        self.push_many(timestamp, (slot,))
 
     def push_many(self, timestamp: int, slots: Iterable[int]) -> None:
-        """Enter several slots due at one ``timestamp``."""
+        """Enter slots due at ``timestamp``."""
         if timestamp < self.horizon:
             for s in slots:
                 heapq.heappush(self.near, timestamp << SLOT_BITS | s)
             return
-        offset = (timestamp & self._mask(timestamp)) << SLOT_BITS
-        self._window(timestamp).extend([offset | s for s in slots])
+        level = self._level_of(timestamp)
+        offset = (timestamp & level.mask) << SLOT_BITS
+        level.add(timestamp >> level.bits, [offset | s for s in slots])
         if self._first is None or timestamp < self._first:
             self._first = timestamp
 
@@ -138,17 +140,23 @@ class TimeIndex:
         """Bring every entry due at or before ``now`` into ``near``."""
         if now < self.horizon:
             return
-        top = now >> COARSE_BITS
+        levels = self._levels
         pulled = False
-        if top > self._cascaded:
-            pulled = self._pull_all(self._fine_order, self._fine, FINE_BITS, None)
-            pulled |= self._pull_all(self._coarse_order, self._coarse, COARSE_BITS, top - 1)
-            if self._coarse_order and self._coarse_order[0] == top:
-                heapq.heappop(self._coarse_order)
-                self._cascade(top, self._coarse.pop(top))  # same entries, finer windows
-            self._cascaded = top
-        pulled |= self._pull_all(self._fine_order, self._fine, FINE_BITS, now >> FINE_BITS)
-        self.horizon = ((now >> FINE_BITS) + 1) << FINE_BITS
+        for k in range(TOP, 0, -1):
+            level = levels[k]
+            target = now >> level.bits
+            if target > level.split:
+                # Everything below lies in an earlier window of this level: all due.
+                for below in levels[:k]:
+                    pulled |= self._pull(below, None)
+                pulled |= self._pull(level, target - 1)
+                if level.order and level.order[0] == target:
+                    heapq.heappop(level.order)
+                    self._split(level, levels[k - 1], target, level.windows.pop(target))
+                level.split = target
+        finest = levels[0]
+        pulled |= self._pull(finest, now >> finest.bits)
+        self.horizon = ((now >> finest.bits) + 1) << finest.bits
         if pulled:  # the earliest windows are gone: what was earliest is a bound
             self._exact = False
 
@@ -172,83 +180,120 @@ class TimeIndex:
 
     # -- windows --------------------------------------------------------------
 
-    def _mask(self, timestamp: int) -> int:
-        return FINE_MASK if timestamp >> COARSE_BITS == self._cascaded else COARSE_MASK
+    def _level_of(self, timestamp: int) -> _Level:
+        """Where an entry at or after the horizon goes: the finest level whose
+        windows lie in the split window containing it."""
+        levels = self._levels
+        for k in range(TOP):
+            up = levels[k + 1]
+            if timestamp >> up.bits == up.split:
+                return levels[k]
+        return levels[TOP]
 
-    def _window(self, timestamp: int) -> array[int]:
-        if timestamp >> COARSE_BITS == self._cascaded:
-            windows, order, index = self._fine, self._fine_order, timestamp >> FINE_BITS
-        else:
-            windows, order, index = self._coarse, self._coarse_order, timestamp >> COARSE_BITS
-        win = windows.get(index)
-        if win is None:
-            win = windows[index] = array("q")
-            heapq.heappush(order, index)
-        return win
-
-    def _entries(self, index: int, bits: int, win: array[int]) -> tuple[I64, I64, I64]:
+    def _entries(self, level: _Level, index: int, win: array[int]) -> tuple[I64, I64, I64]:
         """A window's keys sorted, with their timestamps and slots."""
         keys = np.sort(np.frombuffer(win, np.int64))
-        return keys, (index << bits) + (keys >> SLOT_BITS), keys & SLOT_MASK
+        return keys, (index << level.bits) + (keys >> SLOT_BITS), keys & SLOT_MASK
 
-    def _pull_all(
-        self, order: list[int], windows: dict[int, array[int]], bits: int, last: int | None
-    ) -> bool:
+    def _pull(self, level: _Level, last: int | None) -> bool:
         """Move the windows up to index ``last`` (all if None) into ``near``, in order;
         whether there were any."""
         pulled = False
+        order = level.order
         while order and (last is None or order[0] <= last):
             pulled = True
             index = heapq.heappop(order)
-            keys, timestamps, slots = self._entries(index, bits, windows.pop(index))
+            keys, timestamps, slots = self._entries(level, index, level.windows.pop(index))
             keys = keys[self.current(timestamps, slots)]
-            base = index << bits << SLOT_BITS
+            base = index << level.bits << SLOT_BITS
             # Later than every entry of near, and sorted: appended, near stays a heap.
             self.near.extend([base + k for k in keys.tolist()])
         return pulled
 
-    def _cascade(self, index: int, win: array[int]) -> None:
-        """Split coarse window ``index`` into the fine windows of its 2**12 ms steps."""
-        keys, timestamps, slots = self._entries(index, COARSE_BITS, win)
+    def _split(self, level: _Level, below: _Level, index: int, win: array[int]) -> None:
+        """Spread window ``index`` of ``level`` over the (empty) windows of ``below``."""
+        _, timestamps, slots = self._entries(level, index, win)
         keep = self.current(timestamps, slots)
-        keys, timestamps = keys[keep], timestamps[keep]
-        if not len(keys):
+        timestamps, slots = timestamps[keep], slots[keep]
+        if not len(slots):
             return
-        fine = timestamps >> FINE_BITS
-        fine_keys = keys & ((FINE_MASK << SLOT_BITS) | SLOT_MASK)
-        starts = np.flatnonzero(np.diff(fine, prepend=fine[0] - 1))
-        for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(keys)], strict=True):
+        parts = timestamps >> below.bits
+        sub_keys = ((timestamps & below.mask) << SLOT_BITS) | slots
+        starts = np.flatnonzero(np.diff(parts, prepend=parts[0] - 1))
+        for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(parts)], strict=True):
             part = array("q")
-            part.frombytes(fine_keys[start:end].tobytes())
-            self._fine[int(fine[start])] = part
-            self._fine_order.append(int(fine[start]))  # ascending: a heap already
+            part.frombytes(sub_keys[start:end].tobytes())
+            below.windows[int(parts[start])] = part
+            below.order.append(int(parts[start]))  # ascending: a heap already
 
     def _windows_first(self) -> int | None:
         """The earliest current timestamp in the windows; windows with none are dropped."""
-        for order, windows, bits in (
-            (self._fine_order, self._fine, FINE_BITS),
-            (self._coarse_order, self._coarse, COARSE_BITS),
-        ):
+        for level in self._levels:  # finer levels hold earlier times
+            order, windows = level.order, level.windows
             while order:
                 index = order[0]
                 win = windows[index]
+                base = index << level.bits
                 if len(win) <= SMALL_WINDOW:
-                    base = index << bits
                     kept = array("q", [k for k in win if self.current_one(k + (base << SLOT_BITS))])
                     if kept:
                         windows[index] = kept
                         return base + (min(kept) >> SLOT_BITS)
-                    heapq.heappop(order)
-                    del windows[index]
-                    continue
-                keys = np.frombuffer(win, np.int64)
-                timestamps = (index << bits) + (keys >> SLOT_BITS)
-                ok = self.current(timestamps, keys & SLOT_MASK)
-                if ok.any():
-                    if not ok.all():  # drop the stale entries while we are here
-                        windows[index] = kept = array("q")
-                        kept.frombytes(keys[ok].tobytes())
-                    return int(timestamps[ok].min())
+                else:
+                    keys = np.frombuffer(win, np.int64)
+                    timestamps = base + (keys >> SLOT_BITS)
+                    ok = self.current(timestamps, keys & SLOT_MASK)
+                    if ok.any():
+                        if not ok.all():  # drop the stale entries while we are here
+                            windows[index] = kept = array("q")
+                            kept.frombytes(keys[ok].tobytes())
+                        return int(timestamps[ok].min())
                 heapq.heappop(order)
                 del windows[index]
         return None
+
+
+def push_all(lanes: list[TimeIndex], buckets: I64, timestamps: I64, slots: I64) -> None:
+    """Enter a batch of entries of many buckets: ``TimeIndex.push`` for each, with
+    the arithmetic done a column at a time and only the appends left per entry."""
+    horizon = np.array([lane.horizon for lane in lanes], np.int64)[buckets]
+    near = timestamps < horizon
+    if near.any():
+        at = np.flatnonzero(near)
+        for b, ts, slot in zip(
+            buckets[at].tolist(), timestamps[at].tolist(), slots[at].tolist(), strict=True
+        ):
+            heapq.heappush(lanes[b].near, ts << SLOT_BITS | slot)
+        if near.all():
+            return
+        far = np.flatnonzero(~near)
+        buckets, timestamps, slots = buckets[far], timestamps[far], slots[far]
+    level = np.full(len(buckets), TOP, np.int64)
+    for k in range(TOP - 1, -1, -1):  # finer levels win
+        split = np.array([lane._levels[k + 1].split for lane in lanes], np.int64)[buckets]
+        level[(timestamps >> LEVEL_BITS[k + 1]) == split] = k
+    bits = np.array(LEVEL_BITS, np.int64)[level]
+    index = timestamps >> bits
+    keys = ((timestamps & ((1 << bits) - 1)) << SLOT_BITS) | slots
+    order = np.lexsort((level, buckets))  # one run per (bucket, level)
+    buckets, level, index, keys = buckets[order], level[order], index[order], keys[order]
+    group = (buckets << 2) | level
+    starts = np.flatnonzero(np.diff(group, prepend=-1))
+    ends = [*starts[1:].tolist(), len(group)]
+    earliest = np.full(len(lanes), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(earliest, buckets, timestamps[order])
+    index_list, key_list = index.tolist(), keys.tolist()
+    for start, end in zip(starts.tolist(), ends, strict=True):
+        lane = lanes[int(buckets[start])]
+        lv = lane._levels[int(level[start])]
+        get, windows, heap = lv.windows.get, lv.windows, lv.order
+        for i, key in zip(index_list[start:end], key_list[start:end], strict=True):
+            win = get(i)
+            if win is None:
+                win = windows[i] = array("q")
+                heapq.heappush(heap, i)
+            win.append(key)
+    for b in np.unique(buckets).tolist():
+        lane, t = lanes[b], int(earliest[b])
+        if lane._first is None or t < lane._first:
+            lane._first = t

@@ -25,7 +25,7 @@ from dejaq.core.model import InsertStatus, Message, NewMessage, Topic
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.owners import Owners
-from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex
+from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex, push_all
 from dejaq.storage_plugins.memory.types import I64
 
 ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
@@ -109,36 +109,46 @@ class Timeline:
         bound = (now << SLOT_BITS) | SLOT_MASK
         # A small heap over the due lane tops merges the buckets in time order.
         tops = [
-            (lane.near[0], lane.bucket) for lane in lanes if lane.near and lane.near[0] <= bound
+            (lane.near[0], lane.bucket, lane.near)
+            for lane in lanes
+            if lane.near and lane.near[0] <= bound
         ]
         heapq.heapify(tops)
+        pop, replace = heapq.heappop, heapq.heapreplace
         slots: list[int] = []
         dues: list[int] = []
         seen: set[int] = set()
-        everything = self.lanes
+        c = self.cols
         while tops and len(slots) < limit:
             keys: list[int] = []
             lanes_of: list[int] = []
-            while tops and len(keys) < limit - len(slots):
-                key, b = tops[0]
-                near = everything[b].near
-                heapq.heappop(near)
+            for _ in range(limit - len(slots)):
+                if not tops:
+                    break
+                key, b, near = tops[0]
+                pop(near)
                 keys.append(key)
                 lanes_of.append(b)
                 if near and near[0] <= bound:
-                    heapq.heapreplace(tops, (near[0], b))
+                    replace(tops, (near[0], b, near))
                 else:
-                    heapq.heappop(tops)
+                    pop(tops)
             # Stale entries are dropped here, a batch at a time.
             ts = np.array([k >> SLOT_BITS for k in keys], np.int64)
             at = np.array([k & SLOT_MASK for k in keys], np.int64)
-            c = self.cols
             ok = (
                 (c.state[at] == LIVE)
                 & (c.timestamp[at] == ts)
                 & (c.bucket[at] == np.array(lanes_of, np.uint16))
             )
-            for slot, due in zip(at[ok].tolist(), ts[ok].tolist(), strict=True):
+            fresh, times = at[ok].tolist(), ts[ok].tolist()
+            distinct = set(fresh)
+            if len(distinct) == len(fresh) and not distinct & seen:
+                slots += fresh
+                dues += times
+                seen |= distinct
+                continue
+            for slot, due in zip(fresh, times, strict=True):
                 if slot not in seen:
                     seen.add(slot)
                     slots.append(slot)
@@ -193,7 +203,8 @@ class Timeline:
         )
         n = len(ids)
         hashes = hashes_of(ids)
-        new = self.ids.find(ids, hashes) < 0
+        found, spots = self.ids.find_with_spots(ids, hashes)
+        new = found < 0
         if len(set(ids)) != n:
             seen: set[str] = set()
             for i, id in enumerate(ids):
@@ -233,10 +244,8 @@ class Timeline:
         c.state[slots] = LIVE
         c.id_hash[slots] = hashes[pick]
         c.store(slots, keys, payloads)
-        self.ids.add(hashes[pick], slots)
-        lanes = self.lanes
-        for b, t, s in zip(buckets, timestamps, slots.tolist(), strict=True):
-            lanes[b].push(t, s)
+        self.ids.add(hashes[pick], slots, spots[pick])
+        push_all(self.lanes, bucket_col, ts_col, slots)
         self.live += len(keys)
         return status
 

@@ -33,7 +33,7 @@ from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.memory import MemoryStorage
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
-from dejaq.storage_plugins.memory.time_index import COARSE_BITS, FINE_BITS, TimeIndex
+from dejaq.storage_plugins.memory.time_index import LEVEL_BITS, TimeIndex
 from dejaq.storage_plugins.memory.timeline import Timeline
 from dejaq.storage_plugins.rules import Fate, lease_fate
 
@@ -203,8 +203,9 @@ async def walk_against_the_model(seed: int, steps: int) -> None:
     await storage.create_topic(Topic(T, TopicSettings(buckets=BUCKETS)))
     ids = [f"id-{i}-é" if i % 7 == 0 else f"id-{i}" for i in range(60)]
     now = rng.randrange(1 << 40)
-    jumps = (0, 1, 40, 1 << FINE_BITS, 1 << COARSE_BITS, 3 << COARSE_BITS, 1 << 33)
-    spreads = (50, 1 << FINE_BITS, 1 << COARSE_BITS, 1 << 34)
+    sizes = [1 << bits for bits in LEVEL_BITS]  # every level's window, and more
+    jumps = (0, 1, 40, *sizes, 3 * sizes[-1], 1 << 33)
+    spreads = (50, *sizes, 1 << 34)
     for _ in range(steps):
         now += rng.choice(jumps) + rng.randrange(3)
         owner = rng.choice(("a", "b", "c"))
@@ -433,13 +434,13 @@ def test_the_time_index_gives_entries_back_in_time_order_across_windows(seed: in
     expected: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = []
     for slot in slots.tolist():
-        ts = now + rng.choice((0, 5, 1 << 12, 1 << 24, 1 << 35)) * rng.random()
+        ts = now + rng.choice((0, 5, *(1 << b for b in LEVEL_BITS), 1 << 35)) * rng.random()
         cols.timestamp[slot] = int(ts)
         lane.push(int(ts), slot)
         expected.append((int(ts), slot))
         if rng.random() < 0.1:
             # when time moves and everything due is popped
-            now += rng.choice((1, 1 << 12, 1 << 25))
+            now += rng.choice((1, *(1 << b for b in LEVEL_BITS), 1 << 30))
             lane.advance(now)
             first = lane.first()
             while lane.near and lane.near[0] >> 32 <= now:
