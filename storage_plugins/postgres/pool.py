@@ -74,7 +74,6 @@ class Pool:
         self._pool = pool
 
     async def _configure(self, conn: Conn) -> None:
-        conn.prepare_threshold = 0  # prepared on first use: planned generically (sql)
         await conn.execute(sql.SESSION_SETUP)
         if self.options.synchronous_commit is not None:
             await conn.execute(sql.SET_SYNCHRONOUS_COMMIT, (self.options.synchronous_commit,))

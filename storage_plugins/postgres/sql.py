@@ -23,24 +23,30 @@ page by id in code-point order, as in every other backend, and comparisons
 are plain byte compares.
 
 Plans. Every hot statement seeks its rows: an ordered index scan that stops
-at its ``LIMIT``, a key lookup per id, or a ``ctid``. Two planner traps make
-the settings every session runs with (``SESSION_SETUP``):
+at its ``LIMIT``, a key lookup per id, or a ``ctid``. Each has cheaper-looking
+alternatives whenever the planner's estimates are off, and they are off in
+three ordinary situations, so every session runs with ``SESSION_SETUP``:
 
-- Without statistics (a new table; a topic grown since the last
-  ``ANALYZE``) the planner underestimates the due rows and prefers a bitmap
-  scan, which loses the index order and sorts every due row: 45 ms instead of
-  0.8 ms a lease of 100 out of 100k due. Hence ``enable_bitmapscan = off``:
-  none of these statements gains from one.
-- With statistics gathered before a topic existed (every new topic), a
-  custom plan for that topic's name estimates it at one row, so reading all
-  of it through the primary key and sorting looks as cheap as seeking: each
-  lease, ``next_due`` and settle then read every row of the topic (the
-  420 ms lateness at 1k msgs/s of issue 8). Hence ``plan_cache_mode =
-  force_generic_plan`` with every statement prepared (``pool``): a generic
-  plan cannot look the name up, and estimates a topic at its share of the
-  table (1 / the number of topics).
+- No statistics yet (a new table; a topic grown since the last ``ANALYZE``):
+  the due rows are underestimated and a bitmap scan, which loses the index
+  order and sorts every due row, looks best (45 ms instead of 0.8 ms a
+  lease of 100 out of 100k due).
+- Statistics gathered before a topic existed (every new topic): a plan for
+  that topic's name estimates it at one row, so reading all of it through
+  the primary key and sorting looks as cheap as seeking: every lease,
+  ``next_due`` and settle then reads the whole topic (the 420 ms lateness at
+  1k msgs/s of issue 8).
+- A plan made while the table was nearly empty: a sequential scan per
+  row looks cheapest. A prepared statement's generic plan keeps it as the
+  table grows (8 s a lease at 50k messages, measured), so plans are custom,
+  made for each execution (``plan_cache_mode = force_custom_plan``).
 
-tests/storage_plugins/test_postgres.py checks the plans on both such tables.
+Hence bitmap scans, sequential scans and explicit sorts are disabled (their
+cost made prohibitive): none of these statements needs one where a seek
+exists, and a statement that must sort (merging buckets) still does. That
+prohibitive cost would in turn make every such statement look worth JIT
+compiling (500 ms a call, measured), and no statement here is: ``jit`` is off.
+tests/storage_plugins/test_postgres.py checks the plans in all three cases.
 
 Rows are claimed with ``FOR UPDATE SKIP LOCKED``: two brokers leasing the same
 buckets at once each take rows the other has not locked, instead of queueing
@@ -105,7 +111,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 PING = "SELECT 1"
 # Run on every new connection: see "Plans" above.
 SESSION_SETUP = """SELECT set_config('enable_bitmapscan', 'off', false),
-    set_config('plan_cache_mode', 'force_generic_plan', false)"""
+    set_config('enable_seqscan', 'off', false),
+    set_config('enable_sort', 'off', false),
+    set_config('plan_cache_mode', 'force_custom_plan', false),
+    set_config('jit', 'off', false)"""
 # (value): the session's commit durability, validated by the URL reader
 SET_SYNCHRONOUS_COMMIT = "SELECT set_config('synchronous_commit', %s, false)"
 
@@ -160,16 +169,19 @@ INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(top
 #
 # One pass is ONE statement, whatever the number of buckets and messages:
 #
-# 1. ``candidates``: the ids of the earliest ``window`` due rows, unlocked —
-#    from the whole topic (an ordered scan of ``(topic, ts)``) or from a set
-#    of buckets (a bounded seek per bucket on ``(topic, bucket, ts)``, merged).
-# 2. ``claimed``: each candidate looked up again by its key and locked
-#    ``FOR UPDATE SKIP LOCKED`` (the due check is redone under the lock), at
-#    most ``limit`` of them; the fate of each is decided here (below).
-# 3. ``moved`` / ``dropped``: the writes, addressed by the ``ctid`` of the row
-#    just locked (a TID scan: no plan can turn them into a scan of the topic).
-#    A row another transaction changed after our snapshot is not written, and
-#    so not returned: it stays for the next pass.
+# 1. ``candidates``: where (``ctid``) the earliest ``window`` due rows are,
+#    unlocked — from the whole topic (an ordered scan of ``(topic, ts)``) or
+#    from a set of buckets (a bounded seek per bucket on ``(topic, bucket,
+#    ts)``, merged).
+# 2. ``locked`` / ``claimed``: each candidate fetched by its ``ctid`` and locked
+#    ``FOR UPDATE SKIP LOCKED``, at most ``limit`` of them; the due check is
+#    redone under the lock (on the newest version, should another transaction
+#    have changed the row meanwhile), and the fate of each decided (below).
+# 3. ``moved`` / ``dropped``: the writes, by the ``ctid`` of the row just
+#    locked. A row another transaction changed after our snapshot is not
+#    written, and so not returned: it stays for the next pass.
+#    Rows are only ever addressed by ``ctid`` (a TID scan) after step 1, so no
+#    estimate can turn a lookup into a scan of the topic.
 # 4. One row per written message (with its payload, also by ``ctid``), each
 #    carrying the number of candidates and whether the topic exists; at least
 #    one row, so an empty pass needs no second round trip.
@@ -181,17 +193,17 @@ INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(top
 # (rules.dies_on_lease), one with md = 1 is dropped on delivery
 # (rules.at_most_once), any other is kept under a lease.
 
-_CANDIDATES_OF_TOPIC = """SELECT id, ts FROM dejaq_messages
+_CANDIDATES_OF_TOPIC = """SELECT ctid, ts FROM dejaq_messages
         WHERE topic = %(topic)s AND NOT dead AND ts <= %(now)s
         ORDER BY ts LIMIT %(window)s"""
-_CANDIDATES_OF_BUCKETS = """SELECT c.id, c.ts FROM unnest(%(buckets)s::int[]) AS b (bucket)
+_CANDIDATES_OF_BUCKETS = """SELECT c.ctid, c.ts FROM unnest(%(buckets)s::int[]) AS b (bucket)
         CROSS JOIN LATERAL (
-            SELECT id, ts FROM dejaq_messages
+            SELECT ctid, ts FROM dejaq_messages
             WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead AND ts <= %(now)s
             ORDER BY ts LIMIT %(window)s) AS c
         ORDER BY c.ts LIMIT %(window)s"""
 _LEASE = """WITH candidates AS MATERIALIZED (
-        SELECT c.id, c.ts, row_number() OVER () AS n FROM ({candidates}) AS c),
+        SELECT c.ctid AS tid, row_number() OVER () AS n FROM ({candidates}) AS c),
     locked AS MATERIALIZED (
         SELECT c.n, m.* FROM candidates AS c CROSS JOIN LATERAL (
             SELECT m.ctid AS tid, m.id, m.ts, m.version, m.deliveries, m.expires_at,
@@ -200,7 +212,7 @@ _LEASE = """WITH candidates AS MATERIALIZED (
                 (SELECT p.ctid FROM dejaq_payloads AS p
                     WHERE p.topic = %(topic)s AND p.id = m.id) AS payload_tid
             FROM dejaq_messages AS m
-            WHERE m.topic = %(topic)s AND m.id = c.id AND NOT m.dead AND m.ts <= %(now)s
+            WHERE m.ctid = c.tid AND m.topic = %(topic)s AND NOT m.dead AND m.ts <= %(now)s
             FOR UPDATE SKIP LOCKED) AS m
         LIMIT %(limit)s),
     claimed AS MATERIALIZED (

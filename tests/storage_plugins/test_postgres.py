@@ -341,24 +341,33 @@ def _type_of(value: object) -> str:
     return {bool: "bool", int: "int8"}.get(type(value), "text")
 
 
-def _plan(url: str, statement: str, params: dict[str, object]) -> dict[str, Any]:
-    """The plan of ``statement`` prepared and run with ``params`` in a session set up
-    as the backend's are."""
-    with psycopg.connect(url) as conn:
-        conn.execute(sql.SESSION_SETUP)
-        text, names = _numbered(statement)
-        types = ", ".join(_type_of(params[name]) for name in names)
-        conn.execute(f"PREPARE hot ({types}) AS {text}")
-        # EXECUTE's arguments are bound client-side: a utility statement
-        # cannot infer the type of a server-side parameter.
-        holes = ", ".join(["%s"] * len(names))
-        explain = f"EXPLAIN (FORMAT JSON) EXECUTE hot ({holes})"
-        values = [params[name] for name in names]
-        [[document]] = psycopg.ClientCursor(conn).execute(explain, values).fetchall()
+def _prepare(conn: psycopg.Connection[Any], name: str, statement: str) -> list[str]:
+    """PREPARE ``statement`` as the backend's sessions run it; its parameter names."""
+    text, names = _numbered(statement)
+    types = ", ".join(_type_of(HOT[name][1][key]) for key in names)
+    conn.execute(f"PREPARE {name} ({types}) AS {text}")
+    return names
+
+
+def _plan(conn: psycopg.Connection[Any], name: str, names: list[str]) -> dict[str, Any]:
+    """The plan of prepared statement ``name`` run with its ``HOT`` parameters."""
+    # EXECUTE's arguments are bound client-side: a utility statement cannot
+    # infer the type of a server-side parameter.
+    holes = ", ".join(["%s"] * len(names))
+    values = [HOT[name][1][key] for key in names]
+    explain = f"EXPLAIN (FORMAT JSON) EXECUTE {name} ({holes})"
+    [[document]] = psycopg.ClientCursor(conn).execute(explain, values).fetchall()
     return (document if isinstance(document, list) else json.loads(document))[0]["Plan"]
 
 
-async def _load_burst(url: str, *, analyze_before: bool) -> None:
+def _assert_seeks(name: str, plan: dict[str, Any]) -> None:
+    nodes = list(_nodes(plan))
+    index = HOT[name][2]
+    assert not index or any(node.get("Index Name") == index for node in nodes), (name, plan)
+    assert not any(_filters_by_key(node) for node in nodes), (name, plan)
+
+
+async def _load_burst(url: str, *, analyze_before: bool, create: bool = True) -> None:
     """A topic with 20,000 messages all due (the campaign burst). With
     ``analyze_before``, planner statistics exist, gathered before the topic
     came (another topic's): the planner then believes the topic is empty —
@@ -370,7 +379,8 @@ async def _load_burst(url: str, *, analyze_before: bool) -> None:
             await storage.insert("other", older)
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("ANALYZE")
-        await given_topic(storage, buckets=64)
+        if create:
+            await given_topic(storage, buckets=64)
         for start in range(0, 20_000, 5_000):
             ids = range(start, start + 5_000)
             await storage.insert(T, [msg(f"m{i}", NOW - i, bucket=i % 64) for i in ids])
@@ -385,11 +395,35 @@ def burst_url(request: pytest.FixtureRequest, postgres_server: PostgresServer) -
 
 @pytest.mark.parametrize("name", list(HOT))
 def test_hot_statements_seek_their_rows(burst_url: str, name: str) -> None:
-    statement, params, index = HOT[name]
-    # when the planner plans a hot statement (prepared, as the backend's
-    # sessions do) on a topic its statistics miss
-    tree = _plan(burst_url, statement, params)
-    # then it seeks rows through its index, by key or by ctid: no scan of the topic
-    nodes = list(_nodes(tree))
-    assert not index or any(node.get("Index Name") == index for node in nodes), tree
-    assert not any(_filters_by_key(node) for node in nodes), tree
+    # when a hot statement is planned, as the backend's sessions run it, on a
+    # topic its statistics miss
+    with psycopg.connect(burst_url) as conn:
+        conn.execute(sql.SESSION_SETUP)
+        plan = _plan(conn, name, _prepare(conn, name, HOT[name][0]))
+    # then it seeks its rows through its index, by key or by ctid: no scan of the topic
+    _assert_seeks(name, plan)
+
+
+def test_hot_statements_prepared_on_an_empty_topic_still_seek_once_it_fills(
+    postgres_server: PostgresServer,
+) -> None:
+    # given every hot statement prepared while the topic was empty
+    url = postgres_server.create_database(f"t_{uuid.uuid4().hex}")
+
+    async def empty_topic() -> None:
+        async with opened(url) as storage:
+            await given_topic(storage, buckets=64)
+
+    asyncio.run(empty_topic())
+    with psycopg.connect(url) as conn:
+        conn.execute(sql.SESSION_SETUP)
+        prepared = {
+            name: _prepare(conn, name, statement) for name, (statement, _, _) in HOT.items()
+        }
+        for name, names in prepared.items():
+            _plan(conn, name, names)  # and run once, as a broker's first pass would
+        # when the topic fills with a burst
+        asyncio.run(_load_burst(url, analyze_before=False, create=False))
+        # then each still seeks its rows
+        for name, names in prepared.items():
+            _assert_seeks(name, _plan(conn, name, names))
