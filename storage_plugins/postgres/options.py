@@ -27,6 +27,8 @@ LIBPQ_OPTIONS = (
 
 @dataclass(frozen=True, slots=True)
 class PostgresOptions:
+    """A ``postgresql://`` URL read: what libpq gets, and dejaq's own options."""
+
     conninfo: str  # the URL libpq sees: dejaq's own options removed
     min_size: int = 1
     max_size: int = 10

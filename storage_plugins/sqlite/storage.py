@@ -30,6 +30,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class SqliteOptions:
+    """A ``sqlite://`` URL read (see ``SqliteStorage``)."""
+
     path: Path
     synchronous: str = "normal"
     busy_timeout_ms: int = 5000
