@@ -1,13 +1,15 @@
 """Timeline: one topic's messages, and the changes every operation is built from.
 
-It ties the parts together: ``Columns`` (the fields, by slot), ``IdTable``
-(id -> slot), one ``TimeIndex`` per bucket and ``Owners``; and it keeps the
-live / owned / dead counts as messages change, so ``counts`` never scans.
+It ties the parts together: ``Columns`` (the fields, by slot, with ids and
+payloads in ``Blobs``), ``IdTable`` (id -> slot), one ``TimeIndex`` per
+bucket and ``Owners``; and it keeps the live / owned / dead counts as
+messages change, so ``counts`` never scans.
 
 Messages with a lease owner are also found through ``held``, a plain dict:
 only they can be acked, extended or nacked, their number is bounded by the
 consumers' credit, not by the timeline, and a dict lookup is several times
 cheaper than a probe of the compact table. The millions waiting stay out of it.
+
 The semantic rules (who may settle, when a message dies) are applied by the
 caller, ``MemoryStorage``; this module only carries out their verdicts, a
 batch of slots at a time.
