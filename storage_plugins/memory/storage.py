@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 
 import numpy as np
@@ -166,6 +166,17 @@ class MemoryStorage(Storage):
         return out, slots[held], held
 
     @staticmethod
+    def _merge(
+        out: list[Outcome | None], held: list[int], settled: Iterable[Settled]
+    ) -> list[Outcome]:
+        """The refusals of ``_held`` with the settled items in their places."""
+        if len(held) == len(out):
+            return list(settled)
+        for i, done in zip(held, settled, strict=True):
+            out[i] = done
+        return out  # type: ignore[return-value]  # every None was replaced
+
+    @staticmethod
     def _ids(items: Sequence[SettleItem]) -> list[str] | None:
         """The ids of a batch; None when one is named twice (then settle one by one,
         each seeing the one before)."""
@@ -180,10 +191,9 @@ class MemoryStorage(Storage):
         if ids is None:
             return [o for item in items for o in await self._ack(topic, [item], owner, now)]
         out, slots, held = self._held(tl, ids, items, owner)
-        for i, ts in zip(held, tl.cols.timestamp[slots].tolist(), strict=True):
-            out[i] = Settled(ids[i], 0, ts)
+        settled = map(Settled, [ids[i] for i in held], repeat(0), tl.cols.timestamp[slots].tolist())
         tl.remove(slots, [ids[i] for i in held])
-        return out  # type: ignore[return-value]  # every None was replaced
+        return self._merge(out, held, settled)
 
     async def _extend(
         self, topic: str, items: Sequence[SettleItem], owner: str, until: int
@@ -193,10 +203,11 @@ class MemoryStorage(Storage):
         if ids is None:
             return [o for item in items for o in await self._extend(topic, [item], owner, until)]
         out, slots, held = self._held(tl, ids, items, owner)
-        tl.reschedule(slots, until, owner, [ids[i] for i in held])
-        for i, version in zip(held, tl.cols.version[slots].tolist(), strict=True):
-            out[i] = Settled(ids[i], version, until)
-        return out  # type: ignore[return-value]
+        mine = [ids[i] for i in held]
+        tl.reschedule(slots, until, owner, mine)
+        return self._merge(
+            out, held, map(Settled, mine, tl.cols.version[slots].tolist(), repeat(until))
+        )
 
     async def _nack(
         self, topic: str, items: Sequence[SettleItem], owner: str, at: int, max_deliveries: int
@@ -225,10 +236,10 @@ class MemoryStorage(Storage):
         tl.reschedule(
             slots[~used_up], at, None, [ids[i] for i, d in zip(held, dying, strict=True) if not d]
         )
-        versions = c.version[slots].tolist()
-        for i, dies, version in zip(held, dying, versions, strict=True):
-            out[i] = Settled(ids[i], 0 if dies else version, at)
-        return out  # type: ignore[return-value]
+        versions = [
+            0 if dies else v for dies, v in zip(dying, c.version[slots].tolist(), strict=True)
+        ]
+        return self._merge(out, held, map(Settled, [ids[i] for i in held], versions, repeat(at)))
 
     def _movable(self, tl: Timeline, id: str, version: int, now: int) -> I64:
         slot = tl.find_one(id)

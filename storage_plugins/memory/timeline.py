@@ -289,15 +289,15 @@ class Timeline:
         self._set_owner(slots, owner, ids)
         c.timestamp[slots] = at
         c.version[slots] += 1
-        buckets = c.bucket[slots]
-        if (buckets == buckets[0]).all():
-            self.lanes[int(buckets[0])].push_many(at, slots.tolist())
-            return
-        order = np.argsort(buckets, kind="stable")
-        buckets, ordered = buckets[order], slots[order]
-        starts = np.flatnonzero(np.diff(buckets, prepend=-1))
-        for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(ordered)], strict=True):
-            self.lanes[int(buckets[start])].push_many(at, ordered[start:end].tolist())
+        by_bucket: dict[int, list[int]] = {}
+        for b, slot in zip(c.bucket[slots].tolist(), slots.tolist(), strict=True):
+            group = by_bucket.get(b)
+            if group is None:
+                by_bucket[b] = [slot]
+            else:
+                group.append(slot)
+        for b, group in by_bucket.items():
+            self.lanes[b].push_many(at, group)
 
     def revive(self, slots: I64, at: int) -> None:
         """Put dead messages back, due at ``at``, with their deliveries and expiry reset."""
@@ -333,7 +333,12 @@ class Timeline:
 
     def _touch(self, slots: I64) -> None:
         """Tell each bucket the earliest of its messages about to change."""
+        buckets, timestamps = self.cols.bucket[slots], self.cols.timestamp[slots]
+        horizons = np.array([lane.horizon for lane in self.lanes], np.int64)
+        later = np.flatnonzero(timestamps >= horizons[buckets])
+        if not len(later):  # entries before the horizon sit in near, not the windows
+            return
         earliest = np.full(len(self.lanes), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(earliest, self.cols.bucket[slots], self.cols.timestamp[slots])
+        np.minimum.at(earliest, buckets[later], timestamps[later])
         for b in np.flatnonzero(earliest != np.iinfo(np.int64).max).tolist():
             self.lanes[b].touch(int(earliest[b]))
