@@ -31,6 +31,7 @@ from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIn
 from dejaq.storage_plugins.memory.types import I64
 
 ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
+MAX_ID_BYTES = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
 
 
 class Timeline:
@@ -234,6 +235,8 @@ class Timeline:
         if bucket_col.min() < 0 or bucket_col.max() >= len(self.lanes):
             raise InvalidArgument(f"a bucket is outside the topic's 0..{len(self.lanes) - 1}")
         keys = [id.encode() for id in ids]
+        if max(map(len, keys)) > MAX_ID_BYTES:
+            raise InvalidArgument(f"a message id is longer than {MAX_ID_BYTES} bytes")
         slots = self.cols.allocate(len(keys))
         c = self.cols
         c.timestamp[slots] = ts_col

@@ -31,6 +31,7 @@ from dejaq.core.model import (
 )
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.memory import MemoryStorage
+from dejaq.storage_plugins.memory.blobs import Blobs
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.time_index import LEVEL_BITS, TimeIndex
@@ -417,6 +418,31 @@ def test_a_rebuild_wraps_a_crowd_at_the_end_of_the_table_round_to_the_start() ->
     # then every one is found where the rebuild put it
     table.check()
     assert table.find(ids, np.array(hashes, np.int64)).tolist() == list(range(900))
+
+
+# -- the byte arena ------------------------------------------------------------
+
+
+def test_the_arena_gives_every_record_back_and_reuses_freed_rows() -> None:
+    # given records of many sizes, one larger than any size class
+    blobs = Blobs()
+    records = [bytes([n % 251]) * n for n in (0, 1, 15, 16, 17, 300, 5_000, 70_000, 2 << 20)]
+    handles = blobs.put(records)
+    lengths = np.array([len(r) for r in records], np.int64)
+    # then each reads back byte for byte
+    assert read_all(blobs, handles, lengths) == records
+    # and when they are freed, records of the same sizes take the same rows back
+    blobs.free(handles, lengths)
+    again = blobs.put(records)
+    assert sorted(again.tolist()[:-2]) == sorted(handles.tolist()[:-2])
+    assert read_all(blobs, again, lengths) == records
+    # and large records' own chunks are reused too, not piled up
+    assert len(blobs.chunks) == len({h >> 32 for h in handles.tolist()})
+
+
+def read_all(blobs: Blobs, handles: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+    pairs = zip(handles.tolist(), lengths.tolist(), strict=True)
+    return [bytes(blobs.view(h, n)) for h, n in pairs]
 
 
 # -- the time index -------------------------------------------------------------
