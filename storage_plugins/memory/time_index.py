@@ -6,11 +6,13 @@ leases and next_due look at. Later ones wait in the *windows* of a timing
 wheel, ``array('q')`` of 8 bytes an entry, on three levels: windows of 4 s
 inside the 17-minute window that was last split, those inside the split
 3-day window, and 3-day windows beyond. Moving the horizon forward
-(``advance``) pulls the windows it passes into ``near`` — in time order,
-after everything already there, so appending keeps the heap a heap — and
-splits the windows it enters into the level below. Millions of waiting
-messages thus cost 8 bytes each and no Python object, in a few thousand
-arrays that an insert batch appends to.
+(``advance``) pulls the windows it passes towards ``near`` and splits the
+windows it enters into the level below. A pulled window is sorted once and
+waits in ``pending``; ``top_up`` feeds it into ``near`` a chunk at a time, so
+that ``near[0]`` is always the earliest entry before the horizon, and a
+million messages due at one instant never become a million Python ints at
+once. Millions of waiting messages thus cost 8 bytes each and no Python
+object, in a few thousand arrays that an insert batch appends to.
 
 Entries are never updated in place: a mutation pushes a new entry and leaves
 the old one, which no longer matches its slot's timestamp, state or bucket
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
+from collections import deque
 from collections.abc import Iterable
 
 import numpy as np
@@ -36,6 +39,7 @@ LEVEL_BITS = (12, 20, 28)  # log2 of the window sizes in ms, finest first
 TOP = len(LEVEL_BITS) - 1
 FAR_PAST = -(1 << 62)
 SMALL_WINDOW = 48  # entries; checked one by one, cheaper than a dozen numpy calls
+CHUNK = 512  # pulled entries made Python ints at a time
 
 
 class _Level:
@@ -60,15 +64,36 @@ class _Level:
         win.extend(keys)
 
 
+class _Pulled:
+    """A pulled window, sorted: keys relative to ``base`` (its start << 32), fed from ``at``."""
+
+    __slots__ = ("at", "base", "keys")
+
+    def __init__(self, base: int, keys: I64) -> None:
+        self.base = base
+        self.keys = keys
+        self.at = 0
+
+
 class TimeIndex:
     """The time-ordered entries of one bucket."""
 
-    __slots__ = ("_cols", "_exact", "_first", "_levels", "bucket", "horizon", "near")
+    __slots__ = (
+        "_cols",
+        "_exact",
+        "_first",
+        "_levels",
+        "bucket",
+        "horizon",
+        "near",
+        "pending",
+    )
 
     def __init__(self, bucket: int, columns: Columns) -> None:
         self.bucket = bucket
         self._cols = columns
         self.near: list[int] = []  # heap of timestamp << 32 | slot, every timestamp < horizon
+        self.pending: deque[_Pulled] = deque()  # pulled windows not yet in near, in order
         self.horizon = FAR_PAST
         self._levels = [_Level(bits) for bits in LEVEL_BITS]
         # No current entry in the windows is earlier than _first (None: there is
@@ -122,12 +147,41 @@ class TimeIndex:
 
     def bound(self) -> int | None:
         """No current entry is earlier than this (None: there is no entry at all)."""
-        return self.near[0] >> SLOT_BITS if self.near else self._first
+        if self.pending:  # before near[0] unless topped up
+            head = self.pending[0]
+            pending = (head.base + int(head.keys[head.at])) >> SLOT_BITS
+            return min(pending, self.near[0] >> SLOT_BITS) if self.near else pending
+        if self.near:  # before every window
+            return self.near[0] >> SLOT_BITS
+        return self._first
+
+    def top_up(self) -> None:
+        """Feed ``near`` from ``pending`` until ``near[0]`` is the earliest entry
+        before the horizon (callers look at ``near[0]`` only after this)."""
+        pending, near = self.pending, self.near
+        if not pending:
+            return
+        run = pending[0]
+        if near and near[0] <= run.base + int(run.keys[run.at]):
+            return
+        chunk = run.keys[run.at : run.at + CHUNK].tolist()
+        run.at += len(chunk)
+        if run.at == len(run.keys):
+            pending.popleft()
+        base = run.base
+        if near:
+            for k in chunk:
+                heapq.heappush(near, base + k)
+        else:  # sorted: a heap already
+            near.extend([base + k for k in chunk])
 
     def first(self) -> int | None:
         """The earliest timestamp of a current entry, or None."""
         near = self.near
-        while near:
+        while True:
+            self.top_up()
+            if not near:
+                break
             if self.current_one(near[0]):
                 return near[0] >> SLOT_BITS
             heapq.heappop(near)
@@ -160,8 +214,9 @@ class TimeIndex:
         if pulled:  # the earliest windows are gone: what was earliest is a bound
             self._exact = False
 
-    def due_nodes(self, now: int) -> list[int]:
-        """Every entry of ``near`` due at ``now`` (after ``advance(now)``), stale ones too.
+    def due(self, now: int) -> tuple[list[int], I64 | None, I64 | None]:
+        """Every entry due at ``now`` (after ``advance(now)``), stale ones too: those
+        of ``near`` as keys, those still pending as (timestamps, slots).
 
         Walks only heap nodes due by ``now`` (a node's children are never
         earlier), so the cost follows the due backlog, not the bucket's size.
@@ -176,7 +231,17 @@ class TimeIndex:
             for child in (2 * i + 1, 2 * i + 2):
                 if child < size and heap[child] <= limit:
                     stack.append(child)
-        return out
+        times: list[I64] = []
+        slots: list[I64] = []
+        for run in self.pending:
+            keys = run.keys[run.at :]
+            ts = (run.base >> SLOT_BITS) + (keys >> SLOT_BITS)
+            keep = ts <= now
+            times.append(ts[keep])
+            slots.append(keys[keep] & SLOT_MASK)
+        if not times:
+            return out, None, None
+        return out, np.concatenate(times), np.concatenate(slots)
 
     # -- windows --------------------------------------------------------------
 
@@ -206,8 +271,11 @@ class TimeIndex:
             keys, timestamps, slots = self._entries(level, index, level.windows.pop(index))
             keys = keys[self.current(timestamps, slots)]
             base = index << level.bits << SLOT_BITS
-            # Later than every entry of near, and sorted: appended, near stays a heap.
-            self.near.extend([base + k for k in keys.tolist()])
+            if not self.pending and len(keys) <= CHUNK:
+                # Later than every entry of near, and sorted: appended, near stays a heap.
+                self.near.extend([base + k for k in keys.tolist()])
+            elif len(keys):
+                self.pending.append(_Pulled(base, keys))
         return pulled
 
     def _split(self, level: _Level, below: _Level, index: int, win: array[int]) -> None:

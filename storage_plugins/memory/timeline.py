@@ -109,10 +109,11 @@ class Timeline:
         lanes = self._lanes(buckets)
         for lane in lanes:
             lane.advance(now)
+            lane.top_up()
         bound = (now << SLOT_BITS) | SLOT_MASK
         # A small heap over the due lane tops merges the buckets in time order.
         tops = [
-            (lane.near[0], lane.bucket, lane.near)
+            (lane.near[0], lane.bucket, lane.near, lane)
             for lane in lanes
             if lane.near and lane.near[0] <= bound
         ]
@@ -128,12 +129,14 @@ class Timeline:
             for _ in range(limit - len(slots)):
                 if not tops:
                     break
-                key, b, near = tops[0]
+                key, b, near, lane = tops[0]
                 pop(near)
                 keys.append(key)
                 lanes_of.append(b)
+                if lane.pending:
+                    lane.top_up()
                 if near and near[0] <= bound:
-                    replace(tops, (near[0], b, near))
+                    replace(tops, (near[0], b, near, lane))
                 else:
                     pop(tops)
             # Stale entries are dropped here, a batch at a time.
@@ -178,21 +181,28 @@ class Timeline:
         """(unleased, lease-expired) live messages with ``timestamp <= now``."""
         keys: list[int] = []
         buckets: list[int] = []
+        times: list[I64] = []
+        slots: list[I64] = []
+        pending_buckets: list[int] = []
         for lane in self.lanes:
             lane.advance(now)
-            nodes = lane.due_nodes(now)
+            nodes, pending_ts, pending_slots = lane.due(now)
             keys += nodes
             buckets += [lane.bucket] * len(nodes)
-        if not keys:
-            return 0, 0
+            if pending_ts is not None and pending_slots is not None:
+                times.append(pending_ts)
+                slots.append(pending_slots)
+                pending_buckets += [lane.bucket] * len(pending_ts)
         ts = np.array([k >> SLOT_BITS for k in keys], np.int64)
         at = np.array([k & SLOT_MASK for k in keys], np.int64)
+        if times:  # the pending entries after the heap entries, their buckets in step
+            ts, at = np.concatenate([ts, *times]), np.concatenate([at, *slots])
+            buckets += pending_buckets
+        if not len(at):
+            return 0, 0
+        buckets_all = np.array(buckets, np.int64)
         c = self.cols
-        ok = (
-            (c.state[at] == LIVE)
-            & (c.timestamp[at] == ts)
-            & (c.bucket[at] == np.array(buckets, np.uint16))
-        )
+        ok = (c.state[at] == LIVE) & (c.timestamp[at] == ts) & (c.bucket[at] == buckets_all)
         due = np.unique(at[ok])  # a slot may have two current entries
         expired = int(np.count_nonzero(c.owner[due]))
         return len(due) - expired, expired

@@ -30,7 +30,7 @@ from dejaq.core.model import (
     TopicSettings,
 )
 from dejaq.storage_plugins.base import LeaseRequest
-from dejaq.storage_plugins.memory import MemoryStorage
+from dejaq.storage_plugins.memory import MemoryStorage, time_index
 from dejaq.storage_plugins.memory.blobs import Blobs
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
@@ -193,7 +193,12 @@ def lease_checked(model: Model, request: LeaseRequest, got: list[Delivery], died
     assert sorted(got) == sorted(expected)
 
 
-async def test_the_columnar_index_agrees_with_a_model_through_long_walks() -> None:
+@pytest.mark.parametrize("chunk", [time_index.CHUNK, 2], ids=["chunk", "tiny-chunks"])
+async def test_the_columnar_index_agrees_with_a_model_through_long_walks(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tiny chunks make every pulled window wait in pending, as a burst's would.
+    monkeypatch.setattr(time_index, "CHUNK", chunk)
     for seed in range(6):
         await walk_against_the_model(seed, steps=700)
 
@@ -449,7 +454,10 @@ def read_all(blobs: Blobs, handles: np.ndarray, lengths: np.ndarray) -> list[byt
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_time_index_gives_entries_back_in_time_order_across_windows(seed: int) -> None:
+def test_the_time_index_gives_entries_back_in_time_order_across_windows(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time_index, "CHUNK", 7)  # pulled windows fed to near in pieces
     # given entries spread from milliseconds to years ahead, pushed while time moves
     rng = random.Random(seed)
     cols = Columns()
@@ -469,10 +477,11 @@ def test_the_time_index_gives_entries_back_in_time_order_across_windows(seed: in
             now += rng.choice((1, *(1 << b for b in LEVEL_BITS), 1 << 30))
             lane.advance(now)
             first = lane.first()
+            lane.top_up()
             while lane.near and lane.near[0] >> 32 <= now:
-                key = lane.near[0]
+                key = heapq.heappop(lane.near)
                 taken.append((key >> 32, key & 0xFFFFFFFF))
-                heapq.heappop(lane.near)
+                lane.top_up()
             assert first is None or first == min(expected)[0]
             expected = [e for e in expected if e[0] > now]
             assert lane.first() == (min(expected)[0] if expected else None)
