@@ -4,18 +4,15 @@ SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses its
 threshold (1,000 pages): that commit copies the WAL into the database file and
 syncs it, and every call queued behind it waits. Measured here: commit p99
 8.5 ms (max 11-30 ms) with it, 0.5 ms without — the SQLite p99 lateness of
-issue 8. So the writer's connection never checkpoints; this thread does,
-``PASSIVE`` (it never blocks the writer), on its own connection, after every
-``every`` committed groups: nothing runs while the storage is idle.
+issue 8. So this thread checkpoints, ``PASSIVE`` (it never blocks the
+writer), on its own connection, each time the writer has changed ``every``
+rows since the last time: nothing runs while the storage is idle.
 
-A passive checkpoint copies what it can; the WAL is reused from its start
-only if it was copied entirely when the writer begins a transaction. A
-writer that never pauses outruns that, so when the WAL passes ``max_frames``
-this thread asks the writer (``committed`` returns True) to checkpoint once
-itself between two groups: only the little written since this thread's last
-pass is left to copy, and the writer's next transaction restarts the WAL.
-(A blocking checkpoint here instead would hold the writer in SQLite's busy
-handler, which sleeps in steps of up to 100 ms.)
+Once a checkpoint has copied the whole WAL, the writer's next transaction
+starts it again from the beginning, so the WAL stays short as long as the
+writer pauses now and then. For a writer that never does, its connection
+keeps SQLite's own checkpoint with a high threshold (``sql.AUTOCHECKPOINT``)
+as a bound, reached rarely and with little left to copy.
 """
 
 from __future__ import annotations
@@ -29,28 +26,20 @@ from dejaq.storage_plugins.sqlite import sql
 
 log = logging.getLogger(__name__)
 
-EVERY = 64  # committed groups between checkpoints
-MAX_FRAMES = 4_096  # WAL pages (16 MiB at 4 KiB) before the writer checkpoints
+EVERY = 2_000  # rows changed by the writer between two checkpoints
 
 
 class Checkpointer:
-    """Checkpoints the WAL of ``path`` when told enough was committed."""
+    """Checkpoints the WAL of ``path`` when told enough was written."""
 
     def __init__(
-        self,
-        path: Path,
-        synchronous: str,
-        busy_timeout_ms: int,
-        every: int = EVERY,
-        max_frames: int = MAX_FRAMES,
+        self, path: Path, synchronous: str, busy_timeout_ms: int, every: int = EVERY
     ) -> None:
         self._path = path
         self._synchronous = synchronous
         self._timeout_s = busy_timeout_ms / 1000
-        self._every = every
-        self._max_frames = max_frames
-        self._commits = 0
-        self._too_long = False  # the WAL passed max_frames: the writer should help
+        self.every = every
+        self._last = 0  # the writer's change count at the last request
         self._due = threading.Event()
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name=f"{path} checkpoints", daemon=True)
@@ -59,17 +48,12 @@ class Checkpointer:
     def start(self) -> None:
         self._thread.start()
 
-    def committed(self) -> bool:
-        """Called by the writer after each commit (on its thread); True when the
-        writer should now run one checkpoint itself, outside a transaction."""
-        if self._too_long:
-            self._too_long = False
-            return True
-        self._commits += 1
-        if self._commits >= self._every:
-            self._commits = 0
+    def committed(self, changes: int) -> None:
+        """Called by the writer after each commit (on its thread) with its
+        connection's ``total_changes``."""
+        if changes - self._last >= self.every:
+            self._last = changes
             self._due.set()
-        return False
 
     def close(self) -> None:
         """Stop the thread (blocking; a checkpoint under way finishes first)."""
@@ -87,14 +71,10 @@ class Checkpointer:
                 self._due.clear()
                 if self._stopping:
                     return
-                self._checkpoint(conn)
+                try:
+                    conn.execute(sql.CHECKPOINT).fetchall()
+                except sqlite3.Error as exc:  # the next one tries again; the writer is unaffected
+                    log.warning("sqlite checkpoint of %s failed: %s", self._path, exc)
+                self.checkpoints += 1
         finally:
             conn.close()
-
-    def _checkpoint(self, conn: sqlite3.Connection) -> None:
-        try:
-            _, frames, _ = conn.execute(sql.CHECKPOINT).fetchone()
-            self._too_long = frames > self._max_frames
-        except sqlite3.Error as exc:  # the next one tries again; the writer is unaffected
-            log.warning("sqlite checkpoint of %s failed: %s", self._path, exc)
-        self.checkpoints += 1

@@ -25,8 +25,9 @@ from __future__ import annotations
 SCHEMA_VERSION = 1  # PRAGMA user_version: bump with a migration step in sqlite.py
 
 JOURNAL_WAL = "PRAGMA journal_mode = WAL"
-# The writer never checkpoints: the checkpointer's own connection does (checkpoint.py).
-NO_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = 0"
+# The checkpointer's own connection checkpoints (checkpoint.py); the writer's
+# only past 64k pages (256 MiB at 4 KiB), when it never pauses long enough.
+AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = 65536"
 # A WAL grown by a burst is cut back to this size when it restarts.
 JOURNAL_SIZE_LIMIT = f"PRAGMA journal_size_limit = {64 << 20:d}"
 # -> (busy, WAL frames, frames checkpointed)

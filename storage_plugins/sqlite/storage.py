@@ -74,7 +74,7 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
         if mode != "wal":
             raise StorageError(f"sqlite: cannot use WAL journal for {options.path} ({mode})")
         conn.execute(sql.SYNCHRONOUS[options.synchronous])
-        conn.execute(sql.NO_AUTOCHECKPOINT)
+        conn.execute(sql.AUTOCHECKPOINT)
         conn.execute(sql.JOURNAL_SIZE_LIMIT)
         conn.execute(sql.BEGIN)
         version = conn.execute(sql.GET_USER_VERSION).fetchone()[0]

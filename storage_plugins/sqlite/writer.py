@@ -57,11 +57,11 @@ class Writer:
         self,
         conn: sqlite3.Connection,
         name: str,
-        on_commit: Callable[[], bool] | None = None,
+        on_commit: Callable[[int], None] | None = None,
     ) -> None:
         self._conn = conn
-        # Called on the thread after each commit; True asks for a checkpoint
-        # (see checkpoint.py), run once the group's callers have their answers.
+        # Called on the thread after each commit with the connection's count
+        # of changed rows (checkpoint.py).
         self._on_commit = on_commit
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -145,14 +145,10 @@ class Writer:
             _fail(group, exc)
             return
         self.transactions += 1
-        checkpoint = self._on_commit is not None and self._on_commit()
+        if self._on_commit is not None:
+            self._on_commit(conn.total_changes)
         for job, (value, error) in zip(group, outcomes, strict=True):
             _resolve(job, value, error)
-        if checkpoint:
-            try:
-                conn.execute(sql.CHECKPOINT).fetchone()
-            except sqlite3.Error:
-                pass  # the checkpointer asks again
 
     def _undo_job(self) -> BaseException | None:
         """Roll back the failed job; an error when the whole transaction is gone."""

@@ -135,8 +135,7 @@ async def test_the_wal_is_checkpointed_beside_the_writer_and_stays_short(db: Pat
     async with opened(url_of(db)) as storage:
         await given_topic(storage)
         assert storage._checkpointer is not None
-        storage._checkpointer._every = 4  # small thresholds, so a few commits cross them
-        storage._checkpointer._max_frames = 50
+        storage._checkpointer.every = 40  # every few calls, so 400 calls cross it often
         # when 400 calls commit one after the other (the writer's connection
         # never checkpoints by itself)
         for i in range(400):
