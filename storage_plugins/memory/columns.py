@@ -38,6 +38,7 @@ class Columns:
         self.bucket = np.zeros(0, np.uint16)
         self.state = np.zeros(0, np.uint8)  # FREE, LIVE or DEAD
         self.id_hash = np.zeros(0, np.int64)  # hash(id), for IdTable
+        self.id_at = np.zeros(0, np.uint32)  # the IdTable position that names this slot
         self.id_len = np.zeros(0, np.uint16)  # UTF-8 bytes of the id at the start of the record
         self.record_len = np.zeros(0, np.uint32)  # id + payload bytes
         self.record_at = np.zeros(0, np.int64)  # the record's handle in blobs
@@ -132,6 +133,7 @@ class Columns:
             "bucket",
             "state",
             "id_hash",
+            "id_at",
             "id_len",
             "record_len",
             "record_at",

@@ -2,7 +2,8 @@
 
 A ``dict`` of a million ids costs ~150 bytes an id (the key string, an int
 object per value, the entry); this table costs 4 bytes a position at 25-70%
-load, plus the 8-byte ``Columns.id_hash`` of each slot. Positions hold
+load, plus the 8-byte ``Columns.id_hash`` of each slot and its 4-byte
+position, ``Columns.id_at`` (a delete writes it without probing). Positions hold
 ``slot + 1`` (0 = empty, -1 = a deleted entry that probes walk past), found by
 linear probing from ``hash(id)``. Lookups and inserts probe a whole batch of
 ids at once, one numpy step per probe distance, so a batch of a thousand ids
@@ -90,6 +91,7 @@ class IdTable:
             before = table[at]
             table[at] = want
             won = table[at] == want  # two new ids may have found one free position
+            self._cols.id_at[slots[known[won]]] = at[won]
             self._deleted -= int(np.count_nonzero(before[won] == DELETED))
             rest = np.ones(len(slots), np.bool_)
             rest[known[won]] = False
@@ -98,18 +100,7 @@ class IdTable:
 
     def remove(self, slots: I64) -> None:
         """Take ``slots`` out (each must be in the table)."""
-        table, mask = self._table, len(self._table) - 1
-        pos = self._cols.id_hash[slots] & mask
-        want = (slots + 1).astype(np.int32)
-        while len(pos) > TAIL:
-            hit = table[pos] == want
-            table[pos[hit]] = DELETED
-            miss = ~hit
-            pos, want = (pos[miss] + 1) & mask, want[miss]
-        for p, w in zip(pos.tolist(), want.tolist(), strict=True):
-            while table[p] != w:
-                p = (p + 1) & mask
-            table[p] = DELETED
+        self._table[self._cols.id_at[slots]] = DELETED
         self._live -= len(slots)
         self._deleted += len(slots)
         # Deleted positions are reused by inserts and counted in the load add()
@@ -163,7 +154,7 @@ class IdTable:
         return -1
 
     def _place(self, hashes: I64, slots: I64) -> None:
-        table, mask = self._table, len(self._table) - 1
+        table, mask, id_at = self._table, len(self._table) - 1, self._cols.id_at
         pos = hashes & mask
         want = (slots + 1).astype(np.int32)
         while len(pos) > TAIL:
@@ -174,6 +165,7 @@ class IdTable:
             table[pos[free]] = want[free]
             won = np.zeros(len(pos), np.bool_)
             won[free] = table[pos[free]] == want[free]
+            id_at[want[won] - 1] = pos[won]
             self._deleted -= int(np.count_nonzero(at[won] == DELETED))
             lost = ~won
             pos, want = (pos[lost] + 1) & mask, want[lost]
@@ -183,6 +175,7 @@ class IdTable:
             if table[p] == DELETED:
                 self._deleted -= 1
             table[p] = w
+            id_at[w - 1] = p
 
     @staticmethod
     def _capacity_for(live: int) -> int:
@@ -222,8 +215,10 @@ class IdTable:
         fits = key < cap
         if fits.all():
             self._table[key] = slots[which] + 1
+            self._cols.id_at[slots[which]] = key
             return
         self._table[key[fits]] = slots[which[fits]] + 1
+        self._cols.id_at[slots[which[fits]]] = key[fits]
         spill = which[~fits]
         self._place(hashes[spill], slots[spill])
 
@@ -232,5 +227,6 @@ class IdTable:
         entered = np.sort(self._table[self._table > 0].astype(np.int64) - 1)
         held = np.flatnonzero(self._cols.state[: self._cols.used] != FREE)
         assert np.array_equal(entered, held), (entered, held)
+        assert (self._table[self._cols.id_at[held]] == held + 1).all()
         assert len(entered) == self._live
         assert np.count_nonzero(self._table == DELETED) == self._deleted
