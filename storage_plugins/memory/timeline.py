@@ -184,8 +184,12 @@ class Timeline:
         times: list[I64] = []
         slots: list[I64] = []
         pending_buckets: list[int] = []
+        bound = (now << SLOT_BITS) | SLOT_MASK
         for lane in self.lanes:
-            lane.advance(now)
+            if now >= lane.horizon:
+                lane.advance(now)
+            if not lane.pending and not (lane.near and lane.near[0] <= bound):
+                continue  # nothing due here: the usual case, kept cheap
             nodes, pending_ts, pending_slots = lane.due(now)
             keys += nodes
             buckets += [lane.bucket] * len(nodes)
