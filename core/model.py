@@ -74,7 +74,7 @@ class Message:
         return State.DUE if self.timestamp <= now else State.WAITING
 
 
-class Delivery(NamedTuple):
+class LeasedMessage(NamedTuple):
     """A message just leased: what a consumer receives (one per delivery, hence a tuple)."""
 
     id: str
@@ -88,7 +88,7 @@ class Delivery(NamedTuple):
 class Leases:
     """The result of one lease pass."""
 
-    delivered: list[Delivery]
+    delivered: list[LeasedMessage]
     lease_until: int
     dead_lettered: int = 0
 
@@ -107,9 +107,9 @@ class InsertStatus(enum.IntEnum):
     REJECTED = 2
 
 
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """Outcome of one ack / extend / nack / move / cancel."""
+class Settled(NamedTuple):
+    """Outcome of one ack / extend / nack / move / cancel (a tuple: one is built
+    per settled message)."""
 
     id: str
     version: int  # 0 when the message was deleted

@@ -90,7 +90,12 @@ class LeaseRequest:
 
 
 class Storage(abc.ABC):
-    """Base of every backend: public methods validate, backends implement ``_primitives``."""
+    """Base of every backend: public methods time each call (the ``on_operation``
+    hook) and apply what every backend shares (``NotFound`` for a missing topic
+    on ``get_topic`` and a missing message on ``get``, topics sorted by name, an
+    empty insert skipped); backends implement the ``_primitives``. Input is
+    validated before it reaches storage: by the broker, and by ``LeaseRequest``
+    when it is built."""
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from dejaq.core.model import (
-    Delivery,
     InsertStatus,
+    LeasedMessage,
     Message,
     NewMessage,
     Settled,
@@ -67,7 +67,7 @@ def message_from_row(row: Sequence[Any]) -> Message:
     )
 
 
-class State(NamedTuple):
+class RowState(NamedTuple):
     """A message's mutable metadata, as the backends' state statements select it."""
 
     ts: int
@@ -141,9 +141,9 @@ def plan_lease(rows: Iterable[Due], now: int, max_deliveries: int) -> LeasePlan:
     return plan
 
 
-def delivery(row: Due, payload: bytes) -> Delivery:
+def delivery(row: Due, payload: bytes) -> LeasedMessage:
     """The delivery of a planned row: its due time, the bumped version and count."""
-    return Delivery(row.id, row.ts, bytes(payload), row.version + 1, row.deliveries + 1)
+    return LeasedMessage(row.id, row.ts, bytes(payload), row.version + 1, row.deliveries + 1)
 
 
 # -- ack / extend / nack ------------------------------------------------------
@@ -155,15 +155,15 @@ class SettlePlan:
 
     outcomes: list[Outcome] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
-    updated: dict[str, State] = field(default_factory=dict)  # id -> final state
+    updated: dict[str, RowState] = field(default_factory=dict)  # id -> final state
 
 
 # (id, state) -> (outcome, new state, or None to delete)
-SettleStep = Callable[[str, State], tuple[Settled, State | None]]
+SettleStep = Callable[[str, RowState], tuple[Settled, RowState | None]]
 
 
 def _plan_settle(
-    items: Sequence[SettleItem], states: Mapping[str, State | None], owner: str, step: SettleStep
+    items: Sequence[SettleItem], states: Mapping[str, RowState | None], owner: str, step: SettleStep
 ) -> SettlePlan:
     plan = SettlePlan()
     now = dict(states)
@@ -186,18 +186,18 @@ def _plan_settle(
 
 
 def plan_ack(
-    items: Sequence[SettleItem], states: Mapping[str, State | None], owner: str
+    items: Sequence[SettleItem], states: Mapping[str, RowState | None], owner: str
 ) -> SettlePlan:
     """Delete the messages ``owner`` holds."""
     return _plan_settle(items, states, owner, lambda id, st: (Settled(id, 0, st.ts), None))
 
 
 def plan_extend(
-    items: Sequence[SettleItem], states: Mapping[str, State | None], owner: str, until: int
+    items: Sequence[SettleItem], states: Mapping[str, RowState | None], owner: str, until: int
 ) -> SettlePlan:
     """Push the leases ``owner`` holds to ``until``."""
 
-    def step(id: str, st: State) -> tuple[Settled, State]:
+    def step(id: str, st: RowState) -> tuple[Settled, RowState]:
         new = st._replace(ts=until, version=st.version + 1)
         return Settled(id, new.version, until), new
 
@@ -206,14 +206,14 @@ def plan_extend(
 
 def plan_nack(
     items: Sequence[SettleItem],
-    states: Mapping[str, State | None],
+    states: Mapping[str, RowState | None],
     owner: str,
     at: int,
     max_deliveries: int,
 ) -> SettlePlan:
     """Release ``owner``'s messages to be due at ``at``, or kill those out of deliveries."""
 
-    def step(id: str, st: State) -> tuple[Settled, State]:
+    def step(id: str, st: RowState) -> tuple[Settled, RowState]:
         if dies_on_nack(st.deliveries, effective_max_deliveries(st.max_deliveries, max_deliveries)):
             return Settled(id, 0, at), killed(st, at)
         new = st._replace(ts=at, owner=None, version=st.version + 1)
@@ -222,7 +222,7 @@ def plan_nack(
     return _plan_settle(items, states, owner, step)
 
 
-def killed(st: State, at: int) -> State:
+def killed(st: RowState, at: int) -> RowState:
     """The state of a message sent to the dead timeline at ``at``."""
     return st._replace(ts=at, owner=None, dead=True, version=st.version + 1)
 
@@ -230,7 +230,7 @@ def killed(st: State, at: int) -> State:
 # -- move / cancel ------------------------------------------------------------
 
 
-def _check_movable(id: str, st: State | None, version: int, now: int) -> State:
+def _check_movable(id: str, st: RowState | None, version: int, now: int) -> RowState:
     err = move_refusal(id, st, version, now)
     if err is not None:
         raise err
@@ -238,14 +238,16 @@ def _check_movable(id: str, st: State | None, version: int, now: int) -> State:
     return st
 
 
-def plan_move(id: str, st: State | None, version: int, at: int, now: int) -> tuple[Settled, State]:
+def plan_move(
+    id: str, st: RowState | None, version: int, at: int, now: int
+) -> tuple[Settled, RowState]:
     """Reschedule a message not under a live lease; raises the refusal."""
     st = _check_movable(id, st, version, now)
     new = st._replace(ts=at, owner=None, version=st.version + 1)
     return Settled(id, new.version, at), new
 
 
-def plan_cancel(id: str, st: State | None, version: int, now: int) -> Settled:
+def plan_cancel(id: str, st: RowState | None, version: int, now: int) -> Settled:
     """Delete a message not under a live lease; raises the refusal."""
     st = _check_movable(id, st, version, now)
     return Settled(id, 0, st.ts)

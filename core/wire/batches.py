@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import Delivery
+from dejaq.core.model import LeasedMessage
 from dejaq.fbs.batch import DeliveryBatch, MessageBatch, ProduceResults
 
 I64 = npt.NDArray[np.int64]
@@ -192,7 +192,7 @@ def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
     return status, ids
 
 
-def encode_deliveries(deliveries: Sequence[Delivery], lease_until: int) -> bytes:
+def encode_deliveries(deliveries: Sequence[LeasedMessage], lease_until: int) -> bytes:
     n = len(deliveries)
     builder = flatbuffers.Builder(128 + n * 48 + sum(len(d.payload) for d in deliveries))
     ts = builder.CreateNumpyVector(np.fromiter((d.timestamp for d in deliveries), np.int64, n))
@@ -240,10 +240,10 @@ def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
     return DeliveryColumns(ids, ts_col.tolist(), payloads, versions, deliveries, batch.LeaseUntil())
 
 
-def decode_deliveries(buf: bytes) -> tuple[list[Delivery], int]:
+def decode_deliveries(buf: bytes) -> tuple[list[LeasedMessage], int]:
     c = decode_delivery_columns(buf)
     out = [
-        Delivery(*row)
+        LeasedMessage(*row)
         for row in zip(c.ids, c.timestamps, c.payloads, c.versions, c.deliveries, strict=True)
     ]
     return out, c.lease_until

@@ -11,8 +11,8 @@ from dejaq.core.buckets import Buckets
 from dejaq.core.errors import AlreadyExists, NotFound
 from dejaq.core.model import (
     Counts,
-    Delivery,
     InsertStatus,
+    LeasedMessage,
     Leases,
     Message,
     NewMessage,
@@ -87,7 +87,7 @@ class MemoryStorage(Storage):
     async def _lease(self, request: LeaseRequest) -> Leases:
         tl = self._tl(request.topic)
         now, until, limit = request.now, request.until, request.limit
-        out: list[Delivery] = []
+        out: list[LeasedMessage] = []
         dead = 0
         while len(out) < limit:
             need = limit - len(out)
@@ -114,7 +114,7 @@ class MemoryStorage(Storage):
                 fates = [fates[i] for i in kept]
             ids, payloads = c.records(slots)
             out += map(
-                Delivery,
+                LeasedMessage,
                 ids,
                 dues,
                 payloads,

@@ -271,7 +271,7 @@ NEXT_DUE_IN_BUCKETS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(
 # 100k messages. The writes address the locked rows by ``ctid``.
 
 # (topic, ids): rows (ctid, payload ctid, id, then the columns of
-# sql_base.State), locked in the order of ids (sorted by the caller, so two
+# sql_base.RowState), locked in the order of ids (sorted by the caller, so two
 # settles of overlapping batches cannot deadlock); then one row of NULLs when
 # the topic does not exist.
 LOCK_STATES = """SELECT m.* FROM unnest(%(ids)s::text[]) AS u (id)

@@ -18,8 +18,8 @@ from dejaq.core.buckets import Buckets
 from dejaq.core.errors import AlreadyExists, NotFound, StorageError
 from dejaq.core.model import (
     Counts,
-    Delivery,
     InsertStatus,
+    LeasedMessage,
     Leases,
     Message,
     NewMessage,
@@ -32,7 +32,7 @@ from dejaq.storage_plugins.postgres import sql
 from dejaq.storage_plugins.postgres.options import PostgresOptions, parse_url
 from dejaq.storage_plugins.postgres.pool import Conn, Pool, storage_error
 from dejaq.storage_plugins.rules import Fate
-from dejaq.storage_plugins.sql_base import SettlePlan, State
+from dejaq.storage_plugins.sql_base import RowState, SettlePlan
 
 __all__ = ["PostgresOptions", "PostgresStorage", "parse_url", "storage_error"]
 
@@ -62,7 +62,7 @@ class _Locked:
     def __init__(self, topic: str, rows: list[Any]) -> None:
         if any(row[2] is None for row in rows):  # the topic-is-missing row
             raise _missing(topic)
-        self.states = {row[2]: State(*row[3:]) for row in rows}
+        self.states = {row[2]: RowState(*row[3:]) for row in rows}
         self._tids = {row[2]: (row[0], row[1]) for row in rows}
 
     def writes(self, plan: SettlePlan) -> dict[str, list[Any]] | None:
@@ -209,7 +209,7 @@ class PostgresStorage(Storage):
             "owner": request.owner,
             "max_deliveries": request.max_deliveries,
         }
-        out: list[Delivery] = []
+        out: list[LeasedMessage] = []
         dead = 0
         skipped = 0  # due rows another leaser held: look past them next time
         async with self._pool.connection() as conn:
@@ -228,7 +228,7 @@ class PostgresStorage(Storage):
                     if fate == Fate.KILL.value:
                         dead += 1
                     else:
-                        out.append(Delivery(id, ts, payload, version, deliveries))
+                        out.append(LeasedMessage(id, ts, payload, version, deliveries))
                 skipped = candidates - len(written)
                 if len(out) >= request.limit or candidates < window:
                     break
@@ -259,7 +259,7 @@ class PostgresStorage(Storage):
         self,
         topic: str,
         items: Sequence[SettleItem],
-        plan: Callable[[dict[str, State]], SettlePlan],
+        plan: Callable[[dict[str, RowState]], SettlePlan],
     ) -> list[Outcome]:
         async with self._pool.transaction() as conn:
             locked = await self._locked(conn, topic, list({id for id, _ in items}))

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from dejaq.core.buckets import Buckets
-from dejaq.core.model import Delivery, Leases
+from dejaq.core.model import LeasedMessage, Leases
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.registry import TopicEntry
@@ -35,7 +35,7 @@ from dejaq.storage_plugins.redis.scripts import Call, Runner
 SAMPLE_SLACK = 4
 MAX_LEASE_ROUNDS = 16  # a bound, should concurrent leasers keep taking what we planned
 
-Taken = list[tuple[int, Delivery]]  # (bucket, delivery)
+Taken = list[tuple[int, LeasedMessage]]  # (bucket, delivery)
 
 
 class Peek(NamedTuple):
@@ -137,7 +137,7 @@ async def _take(
             id = blob[at : at + id_len].decode()
             payload = blob[at + id_len : at + id_len + size]
             at += id_len + size
-            delivered.append((bucket, Delivery(id, ts, payload, version, deliveries)))
+            delivered.append((bucket, LeasedMessage(id, ts, payload, version, deliveries)))
     return delivered, dead
 
 

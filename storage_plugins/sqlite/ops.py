@@ -17,8 +17,8 @@ from dejaq.core.buckets import Buckets
 from dejaq.core.errors import AlreadyExists, NotFound
 from dejaq.core.model import (
     Counts,
-    Delivery,
     InsertStatus,
+    LeasedMessage,
     Leases,
     Message,
     NewMessage,
@@ -27,7 +27,7 @@ from dejaq.core.model import (
 )
 from dejaq.storage_plugins import sql_base as base
 from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem
-from dejaq.storage_plugins.sql_base import State
+from dejaq.storage_plugins.sql_base import RowState
 from dejaq.storage_plugins.sqlite import sql
 
 Conn = sqlite3.Connection
@@ -59,9 +59,9 @@ def _ids(ids: Iterable[str]) -> str:
     return json.dumps(list(ids))
 
 
-def _states(conn: Conn, topic: str, ids: Iterable[str]) -> dict[str, State]:
+def _states(conn: Conn, topic: str, ids: Iterable[str]) -> dict[str, RowState]:
     """The states of the ids that exist, in one statement."""
-    return {row[0]: State(*row[1:]) for row in conn.execute(sql.STATES, (topic, _ids(ids)))}
+    return {row[0]: RowState(*row[1:]) for row in conn.execute(sql.STATES, (topic, _ids(ids)))}
 
 
 def _delete(conn: Conn, topic: str, ids: Collection[str]) -> None:
@@ -71,7 +71,7 @@ def _delete(conn: Conn, topic: str, ids: Collection[str]) -> None:
         conn.execute(sql.DELETE_PAYLOADS, keys)
 
 
-def _store(conn: Conn, topic: str, states: Mapping[str, State]) -> None:
+def _store(conn: Conn, topic: str, states: Mapping[str, RowState]) -> None:
     rows = [(st.ts, st.version, st.owner, int(st.dead), topic, id) for id, st in states.items()]
     conn.executemany(sql.SET_STATE, rows)
 
@@ -128,7 +128,7 @@ def insert(conn: Conn, topic: str, messages: Sequence[NewMessage]) -> list[Inser
 def lease(conn: Conn, request: LeaseRequest) -> Leases:
     topic, now = request.topic, request.now
     wanted = _buckets_json(request.buckets, _topic_buckets(conn, topic))
-    out: list[Delivery] = []
+    out: list[LeasedMessage] = []
     dead = 0
     # Dead letters do not use up the limit: select again until it is reached
     # or nothing due is left.
@@ -154,7 +154,7 @@ def next_due(conn: Conn, topic: str, buckets: Buckets) -> int | None:
     return int(row[0]) if row is not None else None
 
 
-def _held(conn: Conn, topic: str, items: Sequence[SettleItem]) -> dict[str, State]:
+def _held(conn: Conn, topic: str, items: Sequence[SettleItem]) -> dict[str, RowState]:
     _topic_buckets(conn, topic)
     return _states(conn, topic, {id for id, _ in items})
 

@@ -114,7 +114,7 @@ NEXT_DUE = """SELECT ts FROM messages INDEXED BY messages_due
     WHERE topic = ? AND dead = 0 AND bucket IN (SELECT value FROM json_each(?))
     ORDER BY ts LIMIT 1"""
 
-# (topic, ids JSON): column order of sql_base.State, after the id.
+# (topic, ids JSON): column order of sql_base.RowState, after the id.
 STATES = f"""SELECT id, ts, version, deliveries, owner, max_deliveries, dead FROM messages
     WHERE topic = ? AND id IN {_IDS}"""
 # Column order of MESSAGE rows follows core.model.Message.

@@ -16,7 +16,7 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import LocalCoordinator
 from dejaq.broker.produce import produce
 from dejaq.broker.topics import TopicCache
-from dejaq.core.model import Delivery
+from dejaq.core.model import LeasedMessage
 from dejaq.core.wire.batches import decode_deliveries, encode_messages
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.memory import MemoryStorage
@@ -78,7 +78,7 @@ class Session:
         self.inbound: asyncio.Queue[pb.ConsumeRequest | None] = asyncio.Queue()
         hello = pb.Hello(topic=topic, consumer_id=consumer_id, credits=credits)
         self.inbound.put_nowait(pb.ConsumeRequest(hello=hello))
-        self.deliveries: list[Delivery] = []
+        self.deliveries: list[LeasedMessage] = []
         self.settled: list[pb.SettleResult] = []
         self.error: BaseException | None = None
         self._task = asyncio.create_task(self._run(broker))
@@ -105,7 +105,7 @@ class Session:
     def send(self, req: pb.ConsumeRequest) -> None:
         self.inbound.put_nowait(req)
 
-    def ack(self, deliveries: Sequence[Delivery], credits: int = 0) -> None:
+    def ack(self, deliveries: Sequence[LeasedMessage], credits: int = 0) -> None:
         settle = pb.Settle(
             kind=pb.Settle.ACK,
             ids=[d.id for d in deliveries],

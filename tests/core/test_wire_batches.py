@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import Delivery
+from dejaq.core.model import LeasedMessage
 from dejaq.core.wire.batches import (
     decode_deliveries,
     decode_messages,
@@ -47,7 +47,7 @@ def test_results_and_deliveries_round_trip() -> None:
         [0, 1, 2],
         ["a", "bb", "ç"],
     )
-    sent = [Delivery("i", 1, b"pp", 3, 1), Delivery("j", 2, b"", 4, 2)]
+    sent = [LeasedMessage("i", 1, b"pp", 3, 1), LeasedMessage("j", 2, b"", 4, 2)]
     assert decode_deliveries(encode_deliveries(sent, 99)) == (sent, 99)
 
 

@@ -21,7 +21,7 @@ import pytest
 from dejaq.core.errors import DejaqError, NotFound
 from dejaq.core.model import (
     Counts,
-    Delivery,
+    LeasedMessage,
     Message,
     NewMessage,
     Settled,
@@ -152,12 +152,12 @@ class Model:
         r = self.recs[mid]
         r.dead, r.owner, r.ts, r.version = True, None, now, r.version + 1
 
-    def deliver(self, mid: str, request: LeaseRequest) -> Delivery:
+    def deliver(self, mid: str, request: LeaseRequest) -> LeasedMessage:
         r = self.recs[mid]
         due = r.ts
         r.deliveries += 1
         r.version += 1
-        delivery = Delivery(mid, due, r.payload, r.version, r.deliveries)
+        delivery = LeasedMessage(mid, due, r.payload, r.version, r.deliveries)
         if (r.md or request.max_deliveries) == 1:  # at-most-once
             del self.recs[mid]
         else:
@@ -165,7 +165,9 @@ class Model:
         return delivery
 
 
-def lease_checked(model: Model, request: LeaseRequest, got: list[Delivery], died: set[str]) -> None:
+def lease_checked(
+    model: Model, request: LeaseRequest, got: list[LeasedMessage], died: set[str]
+) -> None:
     """Check a lease against the model, then apply the same choice to it.
 
     Messages due at one instant may be taken in any order, so where the limit
