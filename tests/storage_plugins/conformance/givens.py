@@ -1,0 +1,67 @@
+"""What the conformance stories share: a topic, messages, a lease pass, time as a number."""
+
+from __future__ import annotations
+
+from dejaq.core.buckets import Buckets
+from dejaq.core.model import InsertStatus, Leases, NewMessage, Topic, TopicSettings
+from dejaq.storage_plugins import Storage
+from dejaq.storage_plugins.base import LeaseRequest
+
+T = "timeline"
+NOW = 1_000_000
+LEASE = 1_000
+C1, C2 = "consumer-1", "consumer-2"
+ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
+
+
+def msg(
+    id: str,
+    ts: int = NOW,
+    bucket: int = 0,
+    payload: bytes | None = None,
+    max_deliveries: int = 0,
+    expires_at: int = 0,
+) -> NewMessage:
+    body = id.encode() if payload is None else payload
+    return NewMessage(id, ts, body, bucket, max_deliveries, expires_at)
+
+
+async def given_topic(storage: Storage, name: str = T, buckets: int = 4) -> Topic:
+    topic = Topic(name, TopicSettings(buckets=buckets, lease_ms=LEASE), created_at_ms=42)
+    await storage.create_topic(topic)
+    return topic
+
+
+async def given_messages(storage: Storage, *messages: NewMessage) -> None:
+    assert await storage.insert(T, messages) == [ACCEPTED] * len(messages)
+
+
+async def lease(
+    storage: Storage,
+    now: int = NOW,
+    *,
+    limit: int = 100,
+    owner: str = C1,
+    buckets: Buckets = None,
+    max_deliveries: int = 0,
+) -> Leases:
+    request = LeaseRequest.of(T, buckets, now, limit, LEASE, owner, max_deliveries)
+    return await storage.lease(request)
+
+
+def ids(leases: Leases) -> list[str]:
+    return [d.id for d in leases.delivered]
+
+
+async def given_leased(storage: Storage, *names: str, owner: str = C1) -> dict[str, int]:
+    """Messages due at NOW, leased by ``owner``; their versions by id."""
+    await given_topic(storage)
+    await given_messages(storage, *(msg(n) for n in names))
+    leases = await lease(storage, owner=owner)
+    return {d.id: d.version for d in leases.delivered}
+
+
+async def given_dead(storage: Storage, *names: str, died_at: int = NOW) -> None:
+    await given_topic(storage)
+    await given_messages(storage, *(msg(n, died_at, expires_at=1) for n in names))
+    assert (await lease(storage, died_at)).dead_lettered == len(names)

@@ -1,0 +1,165 @@
+"""Topics, insert, and calls on what does not exist."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from dejaq.core.errors import (
+    AlreadyExists,
+    NotFound,
+)
+from dejaq.core.model import Counts
+from dejaq.storage_plugins import Storage
+from dejaq.storage_plugins.base import LeaseRequest
+from tests.storage_plugins.conformance.givens import (
+    ACCEPTED,
+    C1,
+    DUPLICATE,
+    LEASE,
+    NOW,
+    T,
+    given_messages,
+    given_topic,
+    lease,
+    msg,
+)
+
+# -- topics -------------------------------------------------------------------
+
+
+async def test_a_created_topic_reads_back_unchanged(storage: Storage) -> None:
+    topic = await given_topic(storage)
+    assert await storage.get_topic(T) == topic
+
+
+async def test_a_duplicate_topic_is_refused_and_the_first_kept(storage: Storage) -> None:
+    first = await given_topic(storage, buckets=4)
+    with pytest.raises(AlreadyExists):
+        await given_topic(storage, buckets=8)
+    assert await storage.get_topic(T) == first
+
+
+async def test_topics_are_listed_by_name(storage: Storage) -> None:
+    for name in ("b", "c", "a"):
+        await given_topic(storage, name)
+    assert [t.name for t in await storage.list_topics()] == ["a", "b", "c"]
+
+
+async def test_an_unknown_topic_is_not_found(storage: Storage) -> None:
+    assert await storage.list_topics() == []
+    with pytest.raises(NotFound):
+        await storage.get_topic(T)
+    with pytest.raises(NotFound):
+        await storage.delete_topic(T)
+
+
+async def test_deleting_a_topic_deletes_its_messages(storage: Storage) -> None:
+    # given a topic with a live and a dead message
+    await given_topic(storage)
+    await given_messages(storage, msg("live"), msg("dying", expires_at=NOW))
+    await lease(storage, limit=1)
+    # when it is deleted and created again
+    await storage.delete_topic(T)
+    assert await storage.list_topics() == []
+    await given_topic(storage)
+    # then none of its messages remain
+    assert await storage.counts(T, NOW) == Counts()
+    with pytest.raises(NotFound):
+        await storage.get(T, "live")
+    assert await storage.insert(T, [msg("live"), msg("dying")]) == [ACCEPTED, ACCEPTED]
+
+
+async def test_deleting_one_topic_leaves_the_others(storage: Storage) -> None:
+    await given_topic(storage)
+    await given_topic(storage, "other")
+    await storage.insert("other", [msg("a")])
+    await storage.delete_topic(T)
+    assert (await storage.get("other", "a")).payload == b"a"
+
+
+# -- insert -------------------------------------------------------------------
+
+
+async def test_a_new_message_is_stored_at_version_1(storage: Storage) -> None:
+    await given_topic(storage)
+    await given_messages(storage, msg("m", ts=NOW + 5, bucket=3, max_deliveries=7, expires_at=9))
+    m = await storage.get(T, "m")
+    assert (m.id, m.timestamp, m.payload, m.bucket) == ("m", NOW + 5, b"m", 3)
+    assert (m.version, m.deliveries, m.lease_owner, m.dead) == (1, 0, None, False)
+    assert (m.max_deliveries, m.expires_at) == (7, 9)
+
+
+async def test_a_duplicate_id_is_reported_and_left_untouched(storage: Storage) -> None:
+    await given_topic(storage)
+    await given_messages(storage, msg("m", ts=NOW, payload=b"first"))
+    statuses = await storage.insert(T, [msg("m", ts=NOW + 9, payload=b"second"), msg("n")])
+    assert statuses == [DUPLICATE, ACCEPTED]
+    m = await storage.get(T, "m")
+    assert (m.timestamp, m.payload, m.version) == (NOW, b"first", 1)
+
+
+async def test_within_one_batch_the_first_of_a_repeated_id_wins(storage: Storage) -> None:
+    await given_topic(storage)
+    statuses = await storage.insert(T, [msg("m", payload=b"1"), msg("m", payload=b"2")])
+    assert statuses == [ACCEPTED, DUPLICATE]
+    assert (await storage.get(T, "m")).payload == b"1"
+
+
+async def test_a_dead_message_id_is_still_a_duplicate(storage: Storage) -> None:
+    # given a message that died of expiry
+    await given_topic(storage)
+    await given_messages(storage, msg("m", expires_at=NOW))
+    assert (await lease(storage)).dead_lettered == 1
+    # when it is produced again, then it is a duplicate and stays dead
+    assert await storage.insert(T, [msg("m")]) == [DUPLICATE]
+    assert (await storage.get(T, "m")).dead
+
+
+async def test_an_empty_insert_stores_nothing(storage: Storage) -> None:
+    await given_topic(storage)
+    assert await storage.insert(T, []) == []
+    assert await storage.counts(T, NOW) == Counts()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\x00", b"\x00bin\x00ary\xff\x00", bytes(range(256)) * 4096],
+    ids=["empty", "nul", "binary", "1MiB"],
+)
+async def test_a_payload_comes_back_byte_for_byte(storage: Storage, payload: bytes) -> None:
+    await given_topic(storage)
+    await given_messages(storage, msg("m", payload=payload))
+    assert (await storage.get(T, "m")).payload == payload
+    [delivery] = (await lease(storage)).delivered
+    assert delivery.payload == payload
+
+
+# -- unknown topic ------------------------------------------------------------
+
+CALLS: dict[str, Callable[[Storage], Awaitable[object]]] = {
+    "insert": lambda s: s.insert(T, [msg("m")]),
+    "lease": lambda s: s.lease(LeaseRequest.of(T, None, NOW, 1, LEASE, C1, 0)),
+    "get": lambda s: s.get(T, "m"),
+    "next_due": lambda s: s.next_due(T, None),
+    "counts": lambda s: s.counts(T, NOW),
+    "move": lambda s: s.move(T, "m", 1, NOW, NOW),
+    "cancel": lambda s: s.cancel(T, "m", 1, NOW),
+    "ack": lambda s: s.ack(T, [("m", 1)], C1, NOW),
+    "list_dead": lambda s: s.list_dead(T, "", 10),
+    "redrive": lambda s: s.redrive(T, None, NOW),
+    "purge_dead": lambda s: s.purge_dead(T, NOW),
+}
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+async def test_a_call_on_an_unknown_topic_is_not_found(storage: Storage, call: str) -> None:
+    with pytest.raises(NotFound):
+        await CALLS[call](storage)
+
+
+async def test_an_unknown_message_is_not_found(storage: Storage) -> None:
+    await given_topic(storage)
+    with pytest.raises(NotFound):
+        await storage.get(T, "nobody")
