@@ -5,8 +5,8 @@ operation, a message state. Never a message id or a consumer id.
 
 Counters are updated where things happen (produce, dispatch, settle, control
 calls); gauges that need storage (messages by state, lag) are refreshed by a
-background task every ``refresh_s`` seconds rather than at scrape time, so a
-scrape never waits on storage.
+background task every ``metrics_refresh_ms`` (``DEJAQ_METRICS_REFRESH_MS``)
+rather than at scrape time, so a scrape never waits on storage.
 """
 
 from __future__ import annotations

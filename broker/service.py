@@ -1,7 +1,9 @@
 """The gRPC servicer: routes each RPC to its handler and maps errors to status codes.
 
-This is the only place a ``DejaqError`` becomes a gRPC status; anything else
-is logged and answered INTERNAL, and the broker keeps serving.
+Here an error that ends a call becomes its gRPC status (through the one table
+in ``dejaq.core.wire.status``, which also codes the per-message refusals inside
+stream frames); anything else is logged and answered INTERNAL, and the broker
+keeps serving.
 """
 
 from __future__ import annotations

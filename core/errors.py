@@ -1,7 +1,7 @@
 """The one exception tree of dejaq.
 
 Storage backends, the broker and the driver all raise these. The broker maps
-them to gRPC status codes in ``dejaq.broker.status`` and the driver maps the
+them to gRPC status codes in ``dejaq.core.wire.status`` and the driver maps the
 codes back, so a caller sees the same class on either side of the wire.
 """
 

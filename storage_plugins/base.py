@@ -132,21 +132,21 @@ class Storage(abc.ABC):
 
     async def create_topic(self, topic: Topic) -> None:
         """Store a new topic; ``AlreadyExists`` if the name is taken."""
-        await self._create_topic(topic)
+        await self._timed("create_topic", self._create_topic(topic))
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic with all its messages (live and dead); ``NotFound`` if absent."""
-        await self._delete_topic(name)
+        await self._timed("delete_topic", self._delete_topic(name))
 
     async def get_topic(self, name: str) -> Topic:
-        topic = await self._get_topic(name)
+        topic = await self._timed("get_topic", self._get_topic(name))
         if topic is None:
             raise NotFound(f"topic {name!r} does not exist")
         return topic
 
     async def list_topics(self) -> list[Topic]:
         """Every topic, sorted by name."""
-        return sorted(await self._list_topics(), key=lambda t: t.name)
+        return sorted(await self._timed("list_topics", self._list_topics()), key=lambda t: t.name)
 
     # -- messages -------------------------------------------------------------
 
@@ -200,7 +200,7 @@ class Storage(abc.ABC):
 
     async def get(self, topic: str, id: str) -> Message:
         """A message with its payload, live or dead; ``NotFound`` if absent."""
-        msg = await self._get(topic, id)
+        msg = await self._timed("get", self._get(topic, id))
         if msg is None:
             raise NotFound(f"message {id!r} not found in topic {topic!r}")
         return msg
