@@ -80,3 +80,9 @@ async def stub(memory_broker: BrokerProcess) -> AsyncIterator[pb_grpc.TimelineSt
     """A raw gRPC stub on the in-memory broker, for what the driver would never send."""
     async with grpc.aio.insecure_channel(memory_broker.address) as channel:
         yield pb_grpc.TimelineStub(channel)
+
+
+@pytest.fixture(params=STORAGES)
+def storage(request: pytest.FixtureRequest) -> str:
+    """A storage kind, for tests that need a broker with settings of its own."""
+    return str(request.param)
