@@ -48,7 +48,7 @@ class Consumer:
             settle the broker refused; default a warning in the log.
         max_settle_batch: ids per settle frame at most (default 1000).
         settle_linger_ms: how long a settle may wait for others to share its
-            frame (default 5 ms); a settle with ``confirm=True`` leaves at once.
+            frame (default 20 ms); a settle with ``confirm=True`` leaves at once.
 
     Use ``async with Consumer(...) as c: async for d in c: ...; await d.ack()``,
     or ``await c.run(handler, concurrency=N)``.
@@ -65,7 +65,7 @@ class Consumer:
         retry_timeout_s: float = 30.0,
         on_settle_error: OnError | None = None,
         max_settle_batch: int = 1000,
-        settle_linger_ms: float = 5.0,
+        settle_linger_ms: float = 20.0,
     ) -> None:
         self.client = client
         self.topic = topic
