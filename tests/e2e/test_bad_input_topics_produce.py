@@ -1,93 +1,52 @@
-"""Bad input against a real broker: each request gets the right gRPC status,
-changes nothing, and the broker keeps serving.
-
-Most requests here are sent through a raw gRPC stub: they are what the driver
-would never send.
+"""Bad input against a real broker, topics and produce: each request gets the
+right gRPC status, changes nothing, and the broker keeps serving. Most requests
+go through a raw gRPC stub (``raw_calls``): they are what the driver would never send.
 """
 
 from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Awaitable
 
 import flatbuffers
-import grpc
 import numpy as np
 import pytest
 
 from dejaq.core.errors import NotFound
-from dejaq.core.model import InsertStatus
-from dejaq.core.wire.batches import decode_deliveries, decode_results, encode_messages
+from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer
 from dejaq.driver.producer import Producer
 from dejaq.fbs.batch import MessageBatch
 from dejaq.proto import dejaq_pb2 as pb
-from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import BrokerProcess
+from tests.e2e.raw_calls import (
+    ACCEPTED,
+    INVALID,
+    REJECTED,
+    YEAR_10000_MS,
+    Code,
+    Stub,
+    consume_raw,
+    hello,
+    produce_raw,
+    status_of,
+    topic_names,
+)
 from tests.e2e.support import (
     EMPTY,
     assert_serves,
-    consuming,
     counts,
     create_topic,
     now_ms,
-    produce_one,
 )
-
-Code = grpc.StatusCode
-Stub = pb_grpc.TimelineStub
-INVALID = Code.INVALID_ARGUMENT
-ACCEPTED, REJECTED = int(InsertStatus.ACCEPTED), int(InsertStatus.REJECTED)
-YEAR_10000_MS = 253_402_300_800_000
 
 
 @pytest.fixture
 def broker(memory_broker: BrokerProcess) -> BrokerProcess:
     """Input checks do not depend on storage: the in-memory broker is enough."""
     return memory_broker
-
-
-async def status_of(call: Awaitable[object]) -> grpc.StatusCode:
-    """The status code a call fails with."""
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await call
-    return info.value.code()
-
-
-async def produce_raw(stub: Stub, topic: str, batch: bytes) -> pb.ProduceResponse:
-    """One Produce frame on a stream of its own; raises AioRpcError if the stream fails."""
-    call = stub.Produce()
-    await call.write(pb.ProduceRequest(topic=topic, batch=batch))
-    response = await call.read()
-    if response is grpc.aio.EOF:
-        await call  # raises the status the stream ended with
-        raise AssertionError("the produce stream ended without an answer")
-    await call.done_writing()
-    assert await call.read() is grpc.aio.EOF
-    return response
-
-
-async def consume_raw(stub: Stub, *frames: pb.ConsumeRequest) -> list[pb.ConsumeResponse]:
-    """Send ``frames`` on one Consume stream, then read until it ends; raises AioRpcError
-    with the status it ends with."""
-    call = stub.Consume()
-    got: list[pb.ConsumeResponse] = []
-    for frame in frames:
-        await call.write(frame)
-    while (response := await call.read()) is not grpc.aio.EOF:
-        got.append(response)
-    return got
-
-
-def hello(topic: str, **fields: object) -> pb.ConsumeRequest:
-    return pb.ConsumeRequest(hello=pb.Hello(topic=topic, **fields))  # type: ignore[arg-type]
-
-
-async def topic_names(client: Client) -> set[str]:
-    return {t.name for t in await Admin(client).list_topics()}
 
 
 # -- topics -------------------------------------------------------------------
@@ -363,163 +322,4 @@ async def test_a_malformed_frame_aborts_the_produce_stream(
     assert await status_of(produce_raw(stub, topic, frame)) == INVALID
     # and nothing was stored
     assert await counts(client, topic) == EMPTY
-    await assert_serves(broker.address)
-
-
-# -- consume: the stream protocol ---------------------------------------------
-
-
-async def test_consume_must_open_with_hello(
-    stub: Stub, client: Client, broker: BrokerProcess, topic_name: str
-) -> None:
-    # Given a topic
-    topic = await create_topic(client, topic_name)
-    # When a Consume stream opens with credits, a settle, or an empty frame
-    first_frames = [
-        pb.ConsumeRequest(credits=10),
-        pb.ConsumeRequest(settle=pb.Settle(ids=["a"], versions=[1])),
-        pb.ConsumeRequest(),
-    ]
-    # Then each is INVALID_ARGUMENT
-    for frame in first_frames:
-        assert await status_of(consume_raw(stub, frame)) == INVALID, frame
-    # and so is a stream closed before any frame
-    call = stub.Consume()
-    await call.done_writing()
-    assert await status_of(call.read()) == INVALID
-    assert (await Admin(client).describe_topic(topic)).consumers == 0
-    await assert_serves(broker.address)
-
-
-async def test_bad_credits_and_frames_abort_the_consume_stream(
-    stub: Stub, client: Client, broker: BrokerProcess, topic_name: str
-) -> None:
-    # Given a topic
-    topic = await create_topic(client, topic_name)
-    cases = {
-        "hello with 0 credits": [hello(topic, credits=0)],
-        "hello with a 1 ms lease": [hello(topic, credits=1, lease_ms=1)],
-        "hello with a bad consumer id": [hello(topic, credits=1, consumer_id="no spaces")],
-        "credits frame of 0": [hello(topic, credits=1), pb.ConsumeRequest(credits=0)],
-        "a second hello": [hello(topic, credits=1), hello(topic, credits=1)],
-        "an empty frame": [hello(topic, credits=1), pb.ConsumeRequest()],
-    }
-    for what, frames in cases.items():
-        # When a stream sends it
-        # Then the stream is aborted with INVALID_ARGUMENT
-        assert await status_of(consume_raw(stub, *frames)) == INVALID, what
-    assert (await Admin(client).describe_topic(topic)).consumers == 0
-    await assert_serves(broker.address)
-
-
-async def test_a_settle_frame_with_mismatched_ids_and_versions_aborts_the_stream(
-    stub: Stub, client: Client, broker: BrokerProcess, topic_name: str
-) -> None:
-    # Given a raw consumer holding a message
-    topic = await create_topic(client, topic_name)
-    mid = await produce_one(client, topic, now_ms())
-    call = stub.Consume()
-    await call.write(hello(topic, credits=1, lease_ms=60_000))
-    assert (await call.read()).WhichOneof("frame") == "welcome"
-    frame = await call.read()
-    (d,), _ = decode_deliveries(frame.deliveries)
-    assert d.id == mid
-    # When it acks two ids quoting one version
-    bad = pb.Settle(kind=pb.Settle.ACK, ids=[mid, mid], versions=[d.version], token=1)
-    await call.write(pb.ConsumeRequest(settle=bad))
-    # Then the stream is aborted with INVALID_ARGUMENT
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        while await call.read() is not grpc.aio.EOF:
-            pass
-    assert info.value.code() == INVALID
-    # and the message is still there, unchanged
-    m = (await Admin(client).get(topic, mid)).message
-    assert (m.version, m.deliveries) == (d.version, 1)
-    await assert_serves(broker.address)
-
-
-async def test_a_settle_of_an_unknown_kind_aborts_the_stream(
-    stub: Stub, client: Client, broker: BrokerProcess, topic_name: str
-) -> None:
-    # Given a raw consumer
-    topic = await create_topic(client, topic_name)
-    # When it sends a settle of a kind that does not exist
-    bad = pb.ConsumeRequest(settle=pb.Settle(kind=7, ids=["a"], versions=[1]))  # type: ignore[arg-type]
-    # Then the stream is aborted with INVALID_ARGUMENT
-    assert await status_of(consume_raw(stub, hello(topic, credits=1), bad)) == INVALID
-    await assert_serves(broker.address)
-
-
-# -- unary settles and mutations ----------------------------------------------
-
-
-async def test_settling_a_message_one_does_not_hold_is_refused(
-    stub: Stub, client: Client, broker: BrokerProcess, topic_name: str
-) -> None:
-    # Given a message leased by a consumer
-    topic = await create_topic(client, topic_name)
-    mid = await produce_one(client, topic, now_ms())
-    admin = Admin(client)
-    async with consuming(client, topic, lease_ms=60_000) as inbox:
-        d = await inbox.next()
-        holder = inbox.consumer.consumer_id
-        before = (await admin.get(topic, mid)).message
-
-        def ack(id: str, version: int, consumer: str) -> Awaitable[object]:
-            request = pb.AckRequest(topic=topic, id=id, version=version, consumer_id=consumer)
-            return stub.Ack(request)
-
-        # When another consumer acks, extends or nacks it
-        # Then that is FAILED_PRECONDITION
-        assert await status_of(ack(mid, d.version, "someone-else")) == Code.FAILED_PRECONDITION
-        extend = pb.ExtendRequest(
-            topic=topic, id=mid, version=d.version, consumer_id="someone-else", lease_ms=1_000
-        )
-        assert await status_of(stub.Extend(extend)) == Code.FAILED_PRECONDITION
-        nack = pb.NackRequest(topic=topic, id=mid, version=d.version, consumer_id="someone-else")
-        assert await status_of(stub.Nack(nack)) == Code.FAILED_PRECONDITION
-        # When the holder quotes a wrong version: ABORTED
-        assert await status_of(ack(mid, d.version + 1, holder)) == Code.ABORTED
-        assert await status_of(ack(mid, d.version - 1, holder)) == Code.ABORTED
-        # When the id is unknown: NOT_FOUND
-        assert await status_of(ack("no-such-id", 1, holder)) == Code.NOT_FOUND
-        # When the consumer id is malformed or the lease out of range: INVALID_ARGUMENT
-        assert await status_of(ack(mid, d.version, "")) == INVALID
-        short = pb.ExtendRequest(
-            topic=topic, id=mid, version=d.version, consumer_id=holder, lease_ms=1
-        )
-        assert await status_of(stub.Extend(short)) == INVALID
-        # Then nothing changed: the holder still holds it and can ack it
-        after = (await admin.get(topic, mid)).message
-        assert after == before
-        await d.ack(confirm=True)
-    await assert_serves(broker.address)
-
-
-async def test_bad_arguments_to_calls_by_id_are_invalid(
-    stub: Stub, client: Client, broker: BrokerProcess, topic_name: str
-) -> None:
-    # Given a waiting message
-    topic = await create_topic(client, topic_name)
-    at = now_ms() + 60_000
-    mid = await produce_one(client, topic, at)
-    calls = {
-        "move to a negative time": stub.Move(
-            pb.MoveRequest(topic=topic, id=mid, version=1, timestamp_ms=-5)
-        ),
-        "move past year 9999": stub.Move(
-            pb.MoveRequest(topic=topic, id=mid, version=1, timestamp_ms=YEAR_10000_MS)
-        ),
-        "get an empty id": stub.GetMessage(pb.GetMessageRequest(topic=topic, id="")),
-        "get an over-long id": stub.GetMessage(pb.GetMessageRequest(topic=topic, id="i" * 257)),
-        "cancel an empty id": stub.Cancel(pb.CancelRequest(topic=topic, id="", version=1)),
-        "redrive to a negative time": stub.Redrive(pb.RedriveRequest(topic=topic, timestamp_ms=-1)),
-    }
-    # When each is called
-    # Then each is INVALID_ARGUMENT
-    for what, call in calls.items():
-        assert await status_of(call) == INVALID, what
-    # and the message did not move
-    m = (await Admin(client).get(topic, mid)).message
-    assert (m.timestamp, m.version) == (at, 1)
     await assert_serves(broker.address)
