@@ -15,7 +15,8 @@ which lives in one process).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ import pytest
 from dejaq.storage_plugins import Storage, storage_from_url
 from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
 from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
+from tests.servers import require_binary
 
 UrlFactory = Callable[[pytest.FixtureRequest, Path], str]
 
@@ -84,3 +86,22 @@ async def two_storages(
             stack.push_async_callback(backend.close)
             pair.append(backend)
         yield pair[0], pair[1]
+
+
+@pytest.fixture
+def server(redis_server: RedisServer) -> RedisServer:  # noqa: F811 - the fixture
+    """The session's server, emptied."""
+    redis_server.flush()
+    return redis_server
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A server of this test alone, which it may kill."""
+    root = Path(tempfile.mkdtemp(prefix="dejaq-redis-own-"))
+    server = RedisServer(require_binary("redis-server"), root)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -1,93 +1,40 @@
-"""What only the redis:// backend promises: Redis Cluster slotting, scripts that
-survive the server forgetting them, WAIT for replicas, failing fast (never
-hanging) when the server dies or stalls, topic caches that cannot go stale, a
-lease pass and next_due that cost one script per slot whatever the bucket
-count (over a heads index every call keeps exact), and Lua that repeats the
-rules of ``rules.py`` exactly."""
+"""What only the redis:// backend promises, part one: Redis Cluster slotting,
+scripts that survive the server forgetting them, WAIT for replicas, failing fast
+(never hanging) when the server dies or stalls, and topic caches that cannot go
+stale. The passes and the heads index are in ``test_redis_passes.py``."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import os
-import random
 import signal
-import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from redis.crc import key_slot
 
 from dejaq.core.buckets import bucket_of
 from dejaq.core.errors import (
-    DejaqError,
     InvalidArgument,
-    Leased,
     NotFound,
-    NotLeaseHolder,
-    StaleVersion,
     StorageError,
     StorageUnavailable,
 )
-from dejaq.core.model import Counts, InsertStatus, Message, NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins import rules, storage_from_url
+from dejaq.core.model import Counts, InsertStatus
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import keys as redis_keys
 from dejaq.storage_plugins.redis import scripts as redis_scripts
 from dejaq.storage_plugins.redis.options import parse_url
-from dejaq.storage_plugins.redis.storage import RedisStorage
 from tests.redis_server import RedisServer
-from tests.servers import require_binary
-
-T = "timeline"
-NOW = 1_000_000
-LEASE = 1_000
-HANG_GUARD_S = 5.0  # a call that fails must fail well within this
-ACCEPTED = InsertStatus.ACCEPTED
-
-
-def msg(id: str, ts: int = NOW, buckets: int = 8, **kw: int) -> NewMessage:
-    """A message in the bucket the broker would give it."""
-    return NewMessage(id, ts, id.encode(), bucket_of(id, buckets), **kw)
-
-
-@asynccontextmanager
-async def opened(url: str) -> AsyncIterator[RedisStorage]:
-    storage = storage_from_url(url)
-    assert isinstance(storage, RedisStorage)
-    await storage.open()
-    try:
-        yield storage
-    finally:
-        await storage.close()
-
-
-@pytest.fixture
-def server(redis_server: RedisServer) -> RedisServer:
-    """The session's server, emptied."""
-    redis_server.flush()
-    return redis_server
-
-
-@pytest.fixture
-def own_server() -> Iterator[RedisServer]:
-    """A server of this test alone, which it may kill."""
-    root = Path(tempfile.mkdtemp(prefix="dejaq-redis-own-"))
-    server = RedisServer(require_binary("redis-server"), root)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
-async def given_topic(storage: RedisStorage, buckets: int = 8) -> None:
-    await storage.create_topic(Topic(T, TopicSettings(buckets=buckets, lease_ms=LEASE)))
-
+from tests.storage_plugins.redis_support import (
+    ACCEPTED,
+    HANG_GUARD_S,
+    LEASE,
+    NOW,
+    T,
+    given_topic,
+    msg,
+    opened,
+)
 
 # -- URL ------------------------------------------------------------------------
 
@@ -198,13 +145,13 @@ async def test_waiting_for_a_replica_that_does_not_exist_fails_fast(server: Redi
 
 
 async def test_a_killed_server_is_unavailable_and_a_restarted_one_serves(
-    own_server: RedisServer,
+    own_redis: RedisServer,
 ) -> None:
-    async with opened(f"{own_server.url}?socket_timeout_ms=1000") as storage:
+    async with opened(f"{own_redis.url}?socket_timeout_ms=1000") as storage:
         await given_topic(storage)
         await storage.insert(T, [msg("a")])
         # when the server is killed
-        own_server.kill()
+        own_redis.kill()
         # then calls fail at once with StorageUnavailable, not hang
         async with asyncio.timeout(HANG_GUARD_S):
             with pytest.raises(StorageUnavailable):
@@ -213,7 +160,7 @@ async def test_a_killed_server_is_unavailable_and_a_restarted_one_serves(
                 await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1", 0))
             assert not await storage.healthy()
         # when it is back on the same port (empty: it kept nothing)
-        own_server.start()
+        own_redis.start()
         # then the first call already reconnects (the pool drops dead connections)
         assert await storage.healthy()
         # and the topic this instance had cached is found gone; a new one works
@@ -224,17 +171,17 @@ async def test_a_killed_server_is_unavailable_and_a_restarted_one_serves(
         assert await storage.counts(T, NOW) == Counts(due=1)
 
 
-async def test_a_stalled_server_times_out(own_server: RedisServer) -> None:
-    async with opened(f"{own_server.url}?socket_timeout_ms=200") as storage:
+async def test_a_stalled_server_times_out(own_redis: RedisServer) -> None:
+    async with opened(f"{own_redis.url}?socket_timeout_ms=200") as storage:
         await given_topic(storage)
-        assert own_server.process is not None
-        os.kill(own_server.process.pid, signal.SIGSTOP)
+        assert own_redis.process is not None
+        os.kill(own_redis.process.pid, signal.SIGSTOP)
         try:
             async with asyncio.timeout(HANG_GUARD_S):
                 with pytest.raises(StorageUnavailable):
                     await storage.counts(T, NOW)
         finally:
-            os.kill(own_server.process.pid, signal.SIGCONT)
+            os.kill(own_redis.process.pid, signal.SIGCONT)
 
 
 # -- topic caches ---------------------------------------------------------------
@@ -270,261 +217,3 @@ async def test_a_topic_stored_by_the_per_bucket_layout_is_refused_clearly(
     async with opened(server.url) as storage:
         with pytest.raises(StorageError, match="older dejaq"):
             await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1", 0))
-
-
-# -- lease across buckets -------------------------------------------------------
-
-
-@pytest.mark.parametrize("slots", [1, 5, 64])
-@pytest.mark.parametrize("strays", [False, True], ids=["hashed", "strays"])
-async def test_a_lease_over_many_buckets_takes_exactly_the_earliest(
-    server: RedisServer, strays: bool, slots: int
-) -> None:
-    # given 3,000 due messages with distinct random timestamps over 64 buckets
-    rng = random.Random(7)
-    stamps = rng.sample(range(NOW - 100_000, NOW + 1), 3000)
-    messages = [
-        NewMessage(f"m{i}", ts, b"", rng.randrange(64) if strays else bucket_of(f"m{i}", 64))
-        for i, ts in enumerate(stamps)
-    ]
-    expected = [m.id for m in sorted(messages, key=lambda m: m.timestamp)]
-    async with opened(f"{server.url}?topic_slots={slots}") as storage:
-        await given_topic(storage, buckets=64)
-        for start in range(0, len(messages), 1000):
-            await storage.insert(T, messages[start : start + 1000])
-        # when it is leased in batches of random sizes
-        got: list[str] = []
-        while len(got) < len(expected):
-            limit = rng.choice([1, 7, 100, 450, 1000])
-            leases = await storage.lease(LeaseRequest.of(T, None, NOW, limit, LEASE, "c1", 0))
-            assert 0 < len(leases.delivered) <= limit
-            got += [d.id for d in leases.delivered]
-            # then each batch is the next earliest, in order
-            assert got == expected[: len(got)]
-        assert await storage.next_due(T, None) == NOW + LEASE
-
-
-# -- cost of a pass -------------------------------------------------------------
-
-
-def scripts_run(server: RedisServer) -> int:
-    with server.client() as client:
-        stats = client.info("commandstats")
-    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
-
-
-@pytest.mark.parametrize("buckets", [1, 64, 1024])
-async def test_a_pass_is_one_script_whatever_the_bucket_count(
-    server: RedisServer, buckets: int
-) -> None:
-    # given a one-slot topic with three due and one waiting message in every bucket
-    async with opened(server.url) as storage:
-        await given_topic(storage, buckets=buckets)
-        stamps = (NOW - 2, NOW - 2, NOW - 2, NOW + 5)
-        batch = [
-            NewMessage(f"m{b}-{k}", ts, b"", b)
-            for b in range(buckets)
-            for k, ts in enumerate(stamps)
-        ]
-        await storage.insert(T, batch)
-        half = range(buckets // 2, buckets)
-        with server.client() as client:
-            client.config_resetstat()
-        # when a dispatcher leases (all buckets, then half of them) and asks next_due
-        await storage.lease(LeaseRequest.of(T, None, NOW, 1, LEASE, "c1", 0))
-        await storage.lease(LeaseRequest.of(T, half, NOW, 1, LEASE, "c1", 0))
-        assert await storage.next_due(T, None) == NOW - 2
-        assert await storage.next_due(T, half) == NOW - 2
-        # then each call ran one script
-        assert scripts_run(server) == 4
-
-
-async def test_a_pass_over_several_slots_is_a_script_or_two_per_slot(server: RedisServer) -> None:
-    # given a topic of 256 buckets over 4 slots, much due in each
-    async with opened(f"{server.url}?topic_slots=4") as storage:
-        await given_topic(storage, buckets=256)
-        await storage.insert(T, [msg(f"m{i}", NOW - i % 7, 256) for i in range(2000)])
-        with server.client() as client:
-            client.config_resetstat()
-        # when a pass leases 100 of them and next_due is asked
-        leases = await storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, "c1", 0))
-        await storage.next_due(T, None)
-        # then it peeked and leased each slot once, and read each slot's heads once
-        assert len(leases.delivered) == 100
-        assert scripts_run(server) <= 4 + 4 + 4
-
-
-# -- the heads index ------------------------------------------------------------
-
-
-def heads_and_timelines(server: RedisServer, slots: int) -> tuple[dict, dict]:
-    """Per slot: its heads index, and each timeline's earliest score, read raw."""
-    heads, firsts = {}, {}
-    with server.client() as client:
-        for i in range(slots):
-            slot = redis_keys.Slot(T, i)
-            heads[i] = {
-                int(b): int(s) for b, s in client.zrange(slot.heads, 0, -1, withscores=True)
-            }
-            firsts[i] = {}
-            for key in client.keys(slot.timeline(0)[:-1] + "*"):
-                [(_, score)] = client.zrange(key, 0, 0, withscores=True)
-                firsts[i][int(key.decode().rsplit(":", 1)[1])] = int(score)
-    return heads, firsts
-
-
-@pytest.mark.parametrize("slots", [1, 3])
-async def test_the_heads_index_stays_exact_through_every_call(
-    server: RedisServer, slots: int
-) -> None:
-    # given a topic of 8 buckets, strays included, and a random sequence of calls
-    rng = random.Random(slots)
-    async with opened(f"{server.url}?topic_slots={slots}") as storage:
-        await given_topic(storage, buckets=8)
-        now, n = NOW, 0
-        held: list[tuple[str, int]] = []  # (id, version) of what "c1" was last given
-        for step in range(400):
-            action = rng.choice(["insert", "lease", "lease", "settle", "settle", "move", "other"])
-            if action == "insert":
-                batch = []
-                for _ in range(rng.randrange(1, 4)):
-                    n += 1
-                    bucket = rng.randrange(8) if rng.random() < 0.2 else bucket_of(f"m{n}", 8)
-                    expiry = rng.choice([0, 0, now + rng.randrange(-5, 50)])
-                    ts = now + rng.randrange(-20, 40)
-                    batch.append(NewMessage(f"m{n}", ts, b"", bucket, rng.choice([0, 2]), expiry))
-                await storage.insert(T, batch)
-            elif action == "lease":
-                buckets = rng.choice([None, [rng.randrange(8)], range(2, 6)])
-                request = LeaseRequest.of(T, buckets, now, rng.randrange(1, 6), 30, "c1", 3)
-                leases = await storage.lease(request)
-                assert all(d.timestamp <= now for d in leases.delivered)
-                held += [(d.id, d.version) for d in leases.delivered]
-            elif action == "settle":
-                items = [held.pop(rng.randrange(len(held))) for _ in range(min(3, len(held)))]
-                kind = rng.choice(["ack", "extend", "nack"])
-                if kind == "ack":
-                    await storage.ack(T, items, "c1", now)
-                elif kind == "extend":
-                    await storage.extend(T, items, "c1", now + rng.randrange(1, 80))
-                else:
-                    await storage.nack(T, items, "c1", now + rng.randrange(0, 30), 2)
-            elif action == "move" and n:
-                m = await _maybe(storage, f"m{rng.randrange(1, n + 1)}")
-                with contextlib.suppress(DejaqError):
-                    if m is None:
-                        pass
-                    elif rng.random() < 0.5:
-                        await storage.move(T, m.id, m.version, now + rng.randrange(-9, 60), now)
-                    else:
-                        await storage.cancel(T, m.id, m.version, now)
-            elif rng.random() < 0.5:
-                await storage.release(T, "c1", now)
-            else:
-                await storage.redrive(T, None if rng.random() < 0.5 else ["m1", "m2"], now)
-            now += rng.randrange(0, 8)
-            # then after every call each slot's heads are its timelines' first scores
-            heads, firsts = heads_and_timelines(server, slots)
-            assert heads == firsts, f"step {step}: {action}"
-            due = await storage.next_due(T, None)
-            everything = [s for f in firsts.values() for s in f.values()]
-            assert due == min(everything, default=None)
-
-
-async def _maybe(storage: RedisStorage, id: str) -> Message | None:
-    try:
-        return await storage.get(T, id)
-    except NotFound:
-        return None
-
-
-# -- Lua repeats the rules --------------------------------------------------------
-
-RULES_PROBE = """
-local out = {}
-for i = 1, #ARGV, 5 do
-  local n, own, topic, ex, now = tonumber(ARGV[i]), tonumber(ARGV[i + 1]),
-    tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  local md = effective_max_deliveries(own, topic)
-  push(out, lease_fate(n, own, topic, ex, now), int(md),
-       dies_on_nack(n, md) and 1 or 0, at_most_once(md) and 1 or 0)
-end
-return out
-"""
-
-CHECKS_PROBE = """
-local out = {}
-for i = 1, #ARGV, 8 do
-  local rec = nil
-  if ARGV[i] ~= 'absent' then
-    rec = {dead = ARGV[i] == 'dead', o = ARGV[i + 1] ~= '' and ARGV[i + 1] or false,
-           v = tonumber(ARGV[i + 2]), ts = tonumber(ARGV[i + 3])}
-  end
-  local owner, version, now = ARGV[i + 4], tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
-  push(out, check_holder(rec, owner, version), check_movable(rec, version, now))
-end
-return out
-"""
-
-
-@dataclass(frozen=True)
-class Stored:
-    owner: str | None
-    timestamp: int
-    version: int
-    dead: bool
-
-
-CODES: dict[type[DejaqError] | None, int] = {
-    None: redis_scripts.OK,
-    NotFound: redis_scripts.NOT_FOUND,
-    NotLeaseHolder: redis_scripts.NOT_HOLDER,
-    StaleVersion: redis_scripts.STALE,
-    Leased: redis_scripts.LEASED,
-}
-
-
-def test_the_lua_delivery_rules_are_the_python_ones(server: RedisServer) -> None:
-    # given every combination of deliveries, limits and expiry around now
-    cases = list(
-        itertools.product(range(4), range(4), (0, 1, 3), (0, NOW - 1, NOW, NOW + 1), (NOW,))
-    )
-    # when each runs through the Lua helpers
-    with server.client() as client:
-        args = [str(v) for case in cases for v in case]
-        reply = client.eval(redis_scripts.program(RULES_PROBE), 0, *args)
-    # then each answer is rules.py's
-    for k, (n, own, topic, ex, now) in enumerate(cases):
-        fate, md, dies, once = reply[4 * k : 4 * k + 4]
-        expected_md = rules.effective_max_deliveries(own, topic)
-        assert int(md) == expected_md
-        assert fate.decode() == rules.lease_fate(n, own, topic, ex, now).value, (n, own, topic, ex)
-        assert bool(dies) == rules.dies_on_nack(n, expected_md)
-        assert bool(once) == rules.at_most_once(expected_md)
-
-
-def test_the_lua_settle_and_move_checks_are_the_python_ones(server: RedisServer) -> None:
-    # given stored records in every state against settles and moves quoting versions
-    records = [None, Stored(None, NOW, 1, True)] + [
-        Stored(owner, ts, version, False)
-        for owner in (None, "c1", "c2")
-        for ts in (NOW - 1, NOW, NOW + 1)
-        for version in (1, 2)
-    ]
-    cases = [(rec, "c1", version, NOW) for rec in records for version in (1, 2)]
-    args: list[str] = []
-    for rec, owner, version, now in cases:
-        state = "absent" if rec is None else "dead" if rec.dead else "live"
-        owner_now = rec.owner or "" if rec else ""
-        ts = rec.timestamp if rec else 0
-        args += [state, owner_now, str(rec.version if rec else 0), str(ts)]
-        args += [owner, str(version), str(now), ""]
-    # when each runs through the Lua checks
-    with server.client() as client:
-        reply = client.eval(redis_scripts.program(CHECKS_PROBE), 0, *args)
-    # then each refusal is the one rules.py gives
-    for k, (rec, owner, version, now) in enumerate(cases):
-        holder = rules.settle_refusal("m", rec, owner, version)
-        movable = rules.move_refusal("m", rec, version, now)
-        assert reply[2 * k] == CODES[type(holder) if holder else None], (rec, version)
-        assert reply[2 * k + 1] == CODES[type(movable) if movable else None], (rec, version)

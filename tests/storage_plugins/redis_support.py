@@ -1,0 +1,38 @@
+"""What the redis:// stories share: a storage opened on a URL, the session's server
+emptied (or one of a test's own), messages in the buckets the broker would give them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from dejaq.core.buckets import bucket_of
+from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
+from dejaq.storage_plugins import storage_from_url
+from dejaq.storage_plugins.redis.storage import RedisStorage
+
+T = "timeline"
+NOW = 1_000_000
+LEASE = 1_000
+HANG_GUARD_S = 5.0  # a call that fails must fail well within this
+ACCEPTED = InsertStatus.ACCEPTED
+
+
+def msg(id: str, ts: int = NOW, buckets: int = 8, **kw: int) -> NewMessage:
+    """A message in the bucket the broker would give it."""
+    return NewMessage(id, ts, id.encode(), bucket_of(id, buckets), **kw)
+
+
+@asynccontextmanager
+async def opened(url: str) -> AsyncIterator[RedisStorage]:
+    storage = storage_from_url(url)
+    assert isinstance(storage, RedisStorage)
+    await storage.open()
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
+async def given_topic(storage: RedisStorage, buckets: int = 8) -> None:
+    await storage.create_topic(Topic(T, TopicSettings(buckets=buckets, lease_ms=LEASE)))
