@@ -1,0 +1,151 @@
+"""The memory backend's parts alone: the id table survives hash collisions,
+growth and wrap-around; the byte arena gives every record back and reuses rows;
+the time index gives entries back in time order across its windows."""
+
+from __future__ import annotations
+
+import heapq
+import random
+
+import numpy as np
+import pytest
+
+from dejaq.storage_plugins.memory import time_index
+from dejaq.storage_plugins.memory.blobs import Blobs
+from dejaq.storage_plugins.memory.columns import LIVE, Columns
+from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
+from dejaq.storage_plugins.memory.time_index import LEVEL_BITS, TimeIndex
+
+# -- the id table ---------------------------------------------------------------
+
+
+def table_with(ids: list[str], hashes: list[int]) -> tuple[Columns, IdTable]:
+    cols = Columns()
+    table = IdTable(cols)
+    add(cols, table, ids, hashes)
+    return cols, table
+
+
+def add(cols: Columns, table: IdTable, ids: list[str], hashes: list[int]) -> np.ndarray:
+    slots = cols.allocate(len(ids))
+    cols.state[slots] = LIVE
+    cols.id_hash[slots] = hashes
+    cols.store(slots, [i.encode() for i in ids], [b"payload"] * len(ids))
+    table.add(np.array(hashes, np.int64), slots)
+    return slots
+
+
+def test_ids_that_share_a_hash_are_told_apart() -> None:
+    # given three ids entered under one hash, and a prefix of one of them
+    ids = ["alpha", "beta", "alphabet"]
+    cols, table = table_with(ids, [42, 42, 42])
+    # then each is found at its own slot and the unknown ones are not
+    found = table.find([*ids, "alp", "gamma"], np.array([42] * 5, np.int64))
+    assert found.tolist() == [0, 1, 2, -1, -1]
+    # and after one is removed the others still are
+    table.remove(np.array([1], np.int64))
+    cols.state[1] = 0
+    assert table.find(ids, np.array([42] * 3, np.int64)).tolist() == [0, -1, 2]
+    table.check()
+
+
+def test_the_table_grows_and_rebuilds_without_losing_an_id() -> None:
+    # given many ids entered in batches, so the table grows several times
+    ids = [f"k{i}" for i in range(20_000)]
+    cols = Columns()
+    table = IdTable(cols)
+    for start in range(0, len(ids), 3_000):
+        part = ids[start : start + 3_000]
+        add(cols, table, part, hashes_of(part).tolist())
+    assert table.capacity >= len(ids) / 0.7
+    # when most are removed, leaving deleted positions behind
+    gone = np.arange(0, 18_000, dtype=np.int64)
+    table.remove(gone)
+    cols.release(gone)
+    # then the rest are found and the removed ones are not
+    table.check()
+    found = table.find(ids, hashes_of(ids))
+    assert (found[:18_000] == -1).all()
+    assert found[18_000:].tolist() == list(range(18_000, 20_000))
+    # and freed slots are reused by the next inserts
+    again = add(cols, table, ["new"], [hash("new")])
+    assert int(again[0]) < 18_000
+    table.check()
+
+
+def test_a_rebuild_wraps_a_crowd_at_the_end_of_the_table_round_to_the_start() -> None:
+    # given a table that must grow for ids that all hash to its last position
+    cols = Columns()
+    table = IdTable(cols)
+    ids = [f"crowd{i}" for i in range(900)]
+    hashes = [2047 + k * 2048 for k in range(900)]  # one home after the rebuild, distinct
+    add(cols, table, ids[:100], hashes[:100])
+    add(cols, table, ids[100:], hashes[100:])
+    # then every one is found where the rebuild put it
+    table.check()
+    assert table.find(ids, np.array(hashes, np.int64)).tolist() == list(range(900))
+
+
+# -- the byte arena ------------------------------------------------------------
+
+
+def test_the_arena_gives_every_record_back_and_reuses_freed_rows() -> None:
+    # given records of many sizes, one larger than any size class
+    blobs = Blobs()
+    records = [bytes([n % 251]) * n for n in (0, 1, 15, 16, 17, 300, 5_000, 70_000, 2 << 20)]
+    handles = blobs.put(records)
+    lengths = np.array([len(r) for r in records], np.int64)
+    # then each reads back byte for byte
+    assert read_all(blobs, handles, lengths) == records
+    # and when they are freed, records of the same sizes take the same rows back
+    blobs.free(handles, lengths)
+    again = blobs.put(records)
+    assert sorted(again.tolist()[:-2]) == sorted(handles.tolist()[:-2])
+    assert read_all(blobs, again, lengths) == records
+    # and large records' own chunks are reused too, not piled up
+    assert len(blobs.chunks) == len({h >> 32 for h in handles.tolist()})
+
+
+def read_all(blobs: Blobs, handles: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+    pairs = zip(handles.tolist(), lengths.tolist(), strict=True)
+    return [bytes(blobs.view(h, n)) for h, n in pairs]
+
+
+# -- the time index -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_time_index_gives_entries_back_in_time_order_across_windows(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time_index, "CHUNK", 7)  # pulled windows fed to near in pieces
+    # given entries spread from milliseconds to years ahead, pushed while time moves
+    rng = random.Random(seed)
+    cols = Columns()
+    lane = TimeIndex(0, cols)
+    slots = cols.allocate(3_000)
+    cols.state[slots] = LIVE
+    now = rng.randrange(1 << 41)
+    expected: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = []
+    for slot in slots.tolist():
+        ts = now + rng.choice((0, 5, *(1 << b for b in LEVEL_BITS), 1 << 35)) * rng.random()
+        cols.timestamp[slot] = int(ts)
+        lane.push(int(ts), slot)
+        expected.append((int(ts), slot))
+        if rng.random() < 0.1:
+            # when time moves and everything due is popped
+            now += rng.choice((1, *(1 << b for b in LEVEL_BITS), 1 << 30))
+            lane.advance(now)
+            first = lane.first()
+            lane.top_up()
+            while lane.near and lane.near[0] >> 32 <= now:
+                key = heapq.heappop(lane.near)
+                taken.append((key >> 32, key & 0xFFFFFFFF))
+                lane.top_up()
+            assert first is None or first == min(expected)[0]
+            expected = [e for e in expected if e[0] > now]
+            assert lane.first() == (min(expected)[0] if expected else None)
+    # then they came out in time order, each once
+    assert taken == sorted(taken)
+    assert len(set(taken)) == len(taken)
