@@ -18,6 +18,8 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - produce   msgs/s by batch size through ``Producer.send_batch``
 - wire      WIRE LIMIT, a private client, reported apart (memory only)
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
+- cluster   etcd and 3 brokers on one SQLite file: cross-broker lateness,
+            rebalance time after kill -9 of a broker with a consumer
 
 and the rival, ``poller`` in --backends: a hand-rolled Redis sorted-set queue
 (Lua pop-due every 1 ms in as many processes, ZREM + HDEL acks), on the
@@ -42,7 +44,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from scenarios import poller, scale
+from scenarios import cluster, poller, scale
 from scenarios.per_backend import SCENARIOS, run_backend, unavailable
 from suite import profile, report
 from suite.backends import BACKENDS, RIVAL, Unavailable
@@ -51,7 +53,7 @@ from suite.procstat import load_average, machine
 from suite.targets import evaluate
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-ALL_SCENARIOS = ("steady", "cli", "bulk", "produce", "wire", "scale")
+ALL_SCENARIOS = ("steady", "cli", "bulk", "produce", "wire", "scale", "cluster")
 ALL_BACKENDS = (*BACKENDS, RIVAL)
 
 
@@ -173,6 +175,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
         results["poller"] = await rival(plan)
     if "scale" in args.scenarios and "memory" in args.backends:
         results["scale"] = await bounded(scale.run(plan, profile_dir), scale.bound_s(plan))
+    if "cluster" in args.scenarios:
+        print("[cluster] etcd and 3 brokers on one SQLite file", flush=True)
+        results["cluster"] = await run_cluster(plan)
     results["config"]["load_average_1min_after"] = load_average()
     results["config"]["seconds"] = round(time.perf_counter() - started, 1)
 
@@ -193,6 +198,13 @@ async def rival(plan: Plan) -> dict[str, Any]:
         return {"steady": await bounded(poller.run(plan), bound_s(plan))}
     except Unavailable as exc:
         return unavailable(RIVAL, str(exc))
+
+
+async def run_cluster(plan: Plan) -> dict[str, Any]:
+    try:
+        return await bounded(cluster.run(plan), cluster.bound_s(plan))
+    except Unavailable as exc:
+        return unavailable("cluster", str(exc))
 
 
 def _default_name(args: argparse.Namespace) -> str:

@@ -219,6 +219,52 @@ def scale_table(results: dict[str, Any]) -> str:
     )
 
 
+def cluster_table(results: dict[str, Any]) -> str:
+    c = results.get("cluster")
+    if not isinstance(c, dict):
+        return ""
+    if "cross_broker" not in c:
+        why = c.get("skipped") or c.get("error") or "not run"
+        return f"\n== cluster ==\n  {why}"
+    x, r = c.get("cross_broker") or {}, c.get("rebalance") or {}
+    late = x.get("lateness") or {}
+    return "\n".join(
+        [
+            table(
+                "cluster: 3 brokers, etcd, one SQLite file; consumer on broker B, producer"
+                " on broker A (lateness ms = received - due)",
+                ["", "messages", "p50", "p99", "max", "early", "lost"],
+                [
+                    [
+                        "cross-broker",
+                        x.get("messages"),
+                        late.get("p50_ms"),
+                        late.get("p99_ms"),
+                        late.get("max_ms"),
+                        x.get("early"),
+                        x.get("lost"),
+                    ]
+                ],
+            ),
+            table(
+                "cluster: kill -9 of a broker with a consumer; seconds from the kill until"
+                " the survivor receives the dead consumer's buckets / status shows it",
+                ["", "etcd ttl s", "first delivery s", "status s", "early", "lost"],
+                [
+                    [
+                        "rebalance",
+                        r.get("etcd_ttl_s"),
+                        r.get("first_delivery_s"),
+                        r.get("status_s"),
+                        r.get("early"),
+                        r.get("lost"),
+                    ]
+                ],
+            ),
+        ]
+    )
+
+
 def targets_table(results: dict[str, Any]) -> str:
     rows = []
     for row in evaluate(results):
@@ -243,8 +289,9 @@ def targets_table(results: dict[str, Any]) -> str:
 
 def skipped(results: dict[str, Any]) -> str:
     found = dict(results.get("backends") or {})
-    if "poller" in results:
-        found["poller"] = results["poller"]
+    for name in ("poller", "cluster"):
+        if name in results:
+            found[name] = results[name]
     lines = [f"  {n}: skipped: {r['skipped']}" for n, r in found.items() if "skipped" in r]
     return "\n== skipped ==\n" + "\n".join(lines) if lines else ""
 
@@ -257,6 +304,7 @@ def render(results: dict[str, Any], plan: Plan) -> str:
         produce_table(results),
         wire_table(results),
         scale_table(results),
+        cluster_table(results),
         targets_table(results),
         skipped(results),
     ]
@@ -297,7 +345,7 @@ def problems(results: dict[str, Any], plan: Plan) -> list[str]:
         for key, value in data.items():
             visit(f"{path}/{key}", value)
 
-    visit("", {k: v for k, v in results.items() if k in ("backends", "poller", "scale")})
+    visit("", {k: v for k, v in results.items() if k in ("backends", "poller", "scale", "cluster")})
     if plan.smoke:
         found += missing_figures(results)
     return found
@@ -311,6 +359,11 @@ FIGURES: dict[str, tuple[str | int, ...]] = {
     "bulk": ("bulk", "msgs_per_s"),
     "produce": ("produce", "1000", "msgs_per_s"),
     "wire": ("wire", "msgs_per_s"),
+}
+CLUSTER_FIGURES: dict[str, tuple[str, ...]] = {
+    "cross-broker p99": ("cross_broker", "lateness", "p99_ms"),
+    "rebalance first delivery": ("rebalance", "first_delivery_s"),
+    "rebalance status": ("rebalance", "status_s"),
 }
 SCENARIO_OF = {"cli one process": "cli"}
 
@@ -331,4 +384,9 @@ def missing_figures(results: dict[str, Any]) -> list[str]:
     if isinstance(scale, dict) and not {"skipped", "error"} & scale.keys():
         if not any(s.get("bytes_per_message") for s in (scale.get("stages") or {}).values()):
             found.append("scale: no bytes-per-message figure")
+    cluster = results.get("cluster")
+    if isinstance(cluster, dict) and not {"skipped", "error"} & cluster.keys():
+        for figure, path in CLUSTER_FIGURES.items():
+            if dig(cluster, *path) is None:
+                found.append(f"cluster: no {figure} figure")
     return found
