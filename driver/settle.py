@@ -151,7 +151,7 @@ class SettleBatcher:
 
     def credit(self, n: int) -> None:
         """Return ``n`` credits: they ride with the next settle frame, and leave
-        this turn once ``urge_credits`` (see ``set_window``) have gathered."""
+        this turn once a quarter of the window (see ``set_window``) has gathered."""
         self._credits += n
         if self._credits >= self._credit_urge:
             self._send_soon()
@@ -159,8 +159,8 @@ class SettleBatcher:
             self._later = asyncio.get_running_loop().call_later(self.linger_s, self.send_now)
 
     def set_window(self, window: int) -> None:
-        """Credits are urgent once half the consumer's window waits to go back."""
-        self._credit_urge = max(1, window // 2)
+        """Credits are urgent once a quarter of the consumer's window waits to go back."""
+        self._credit_urge = max(1, window // 4)
 
     def forget_credits(self) -> None:
         """A new stream's Hello states the whole window: credits not yet sent are moot."""

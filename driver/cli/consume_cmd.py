@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="JSON lines (the default output)")
     p.add_argument("--consumer-id", default="", help="consumer id (default: generated)")
     p.add_argument("--lease", help="lease per delivery, e.g. 30s (default: the topic's)")
-    p.add_argument("--credits", type=int, default=256, help="credit window (default 256)")
+    p.add_argument("--credits", type=int, default=512, help="credit window (default 512)")
     p.add_argument("--idle", help="stop after this long without a delivery, e.g. 5s")
     add_broker(p)
     p.set_defaults(run=client_command(consume))
