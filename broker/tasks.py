@@ -27,6 +27,3 @@ class Background:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("%s failed: %s", self.what, task.exception(), exc_info=task.exception())
-
-    def __len__(self) -> int:
-        return len(self._tasks)

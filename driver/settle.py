@@ -123,10 +123,6 @@ class SettleBatcher:
         # While the consumer reconnects, queued settles wait for the new stream.
         self.holding = False
 
-    @property
-    def unanswered(self) -> int:
-        return self._unanswered
-
     # -- queueing -------------------------------------------------------------
 
     async def settle(self, kind: int, held: Held, ms: int, confirm: bool) -> None:
