@@ -14,12 +14,14 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   leased before any other call can see it, so two concurrent leasers never get
   the same message; a batch ``insert`` either stores its accepted messages or
   (on error) none; a mutation either applies fully or raises and changes nothing.
-- **Lease pass.** ``lease`` takes due messages of the given buckets in
+- **Lease pass.** ``lease`` takes the messages of the given buckets due by
+  its ``bound`` (``now``, or a few ms later when the broker looks ahead), in
   timestamp order. For each one: if it has been delivered ``max_deliveries``
-  times already, or its ``expires_at`` has passed, it goes to the dead timeline;
+  times already, or its ``expires_at`` has passed by ``max(now, timestamp)``
+  (when it will be delivered), it goes to the dead timeline at ``now``;
   otherwise ``deliveries`` is incremented and, when ``max_deliveries == 1``
   (at-most-once), it is deleted on delivery, else its timestamp becomes
-  ``now + lease_ms`` with ``owner`` as lease owner.
+  ``until`` (``bound + lease_ms``) with ``owner`` as lease owner.
 - **Errors.** A missing topic or message raises ``NotFound``; a stale version
   ``StaleVersion``; a settle by a consumer that does not hold the lease
   ``NotLeaseHolder``; a move or cancel of a message under a live lease
@@ -55,7 +57,14 @@ class LeaseRequest:
 
     ``buckets`` is normalised to a sorted tuple of distinct ints (None = every
     bucket of the topic), so backends never see a set, a range or duplicates.
-    ``max_deliveries`` is the topic's setting (a message's own one wins)."""
+    ``max_deliveries`` is the topic's setting (a message's own one wins).
+
+    ``horizon_ms`` looks ahead: the pass takes messages due up to ``bound``
+    (``now + horizon_ms``), the broker holding each until its millisecond. A
+    message's fate (expired? out of deliveries?) is judged at the time it will
+    be delivered, ``max(now, timestamp)``, and the lease runs to ``until``
+    (``bound + lease_ms``), so it is never shorter than ``lease_ms`` from the
+    delivery."""
 
     topic: str
     buckets: tuple[int, ...] | None
@@ -64,10 +73,13 @@ class LeaseRequest:
     lease_ms: int
     owner: str
     max_deliveries: int = 0
+    horizon_ms: int = 0
 
     def __post_init__(self) -> None:
         if self.limit <= 0 or self.lease_ms <= 0 or not self.owner:
             raise InvalidArgument("lease needs limit > 0, lease_ms > 0 and an owner")
+        if self.horizon_ms < 0:
+            raise InvalidArgument("a lease cannot look behind: horizon_ms >= 0")
 
     @classmethod
     def of(
@@ -79,14 +91,20 @@ class LeaseRequest:
         lease_ms: int,
         owner: str,
         max_deliveries: int = 0,
+        horizon_ms: int = 0,
     ) -> LeaseRequest:
         normal = None if buckets is None else tuple(sorted({int(b) for b in buckets}))
-        return cls(topic, normal, now, limit, lease_ms, owner, max_deliveries)
+        return cls(topic, normal, now, limit, lease_ms, owner, max_deliveries, horizon_ms)
+
+    @property
+    def bound(self) -> int:
+        """The latest due timestamp the pass takes."""
+        return self.now + self.horizon_ms
 
     @property
     def until(self) -> int:
         """When the leases it grants run out."""
-        return self.now + self.lease_ms
+        return self.bound + self.lease_ms
 
 
 class Storage(abc.ABC):

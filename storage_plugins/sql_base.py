@@ -132,7 +132,8 @@ def plan_lease(rows: Iterable[Due], now: int, max_deliveries: int) -> LeasePlan:
     """Split due rows by fate (``rules.lease_fate``), as the contract's lease pass says."""
     plan = LeasePlan()
     for row in rows:
-        fate = lease_fate(row.deliveries, row.max_deliveries, max_deliveries, row.expires_at, now)
+        at = max(now, row.ts)  # judged when it will be delivered
+        fate = lease_fate(row.deliveries, row.max_deliveries, max_deliveries, row.expires_at, at)
         if fate is Fate.KILL:
             plan.kill.append(row.id)
             continue

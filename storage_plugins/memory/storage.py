@@ -91,7 +91,7 @@ class MemoryStorage(Storage):
         dead = 0
         while len(out) < limit:
             need = limit - len(out)
-            chosen, dues = tl.select(request.buckets, now, need)
+            chosen, dues = tl.select(request.buckets, request.bound, need)
             slots = np.array(chosen, np.int64)
             c = tl.cols
             fates = list(
@@ -101,7 +101,7 @@ class MemoryStorage(Storage):
                     c.max_deliveries[slots].tolist(),
                     repeat(request.max_deliveries),
                     c.expires_at[slots].tolist(),
-                    repeat(now),
+                    [max(now, due) for due in dues],  # judged when it will be delivered
                 )
             )
             if Fate.KILL in fates:  # dead letters do not count against the limit

@@ -194,12 +194,12 @@ INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(top
 # (rules.at_most_once), any other is kept under a lease.
 
 _CANDIDATES_OF_TOPIC = """SELECT ctid, ts FROM dejaq_messages
-        WHERE topic = %(topic)s AND NOT dead AND ts <= %(now)s
+        WHERE topic = %(topic)s AND NOT dead AND ts <= %(bound)s
         ORDER BY ts LIMIT %(window)s"""
 _CANDIDATES_OF_BUCKETS = """SELECT c.ctid, c.ts FROM unnest(%(buckets)s::int[]) AS b (bucket)
         CROSS JOIN LATERAL (
             SELECT ctid, ts FROM dejaq_messages
-            WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead AND ts <= %(now)s
+            WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead AND ts <= %(bound)s
             ORDER BY ts LIMIT %(window)s) AS c
         ORDER BY c.ts LIMIT %(window)s"""
 _LEASE = """WITH candidates AS MATERIALIZED (
@@ -212,13 +212,13 @@ _LEASE = """WITH candidates AS MATERIALIZED (
                 (SELECT p.ctid FROM dejaq_payloads AS p
                     WHERE p.topic = %(topic)s AND p.id = m.id) AS payload_tid
             FROM dejaq_messages AS m
-            WHERE m.ctid = c.tid AND m.topic = %(topic)s AND NOT m.dead AND m.ts <= %(now)s
+            WHERE m.ctid = c.tid AND m.topic = %(topic)s AND NOT m.dead AND m.ts <= %(bound)s
             FOR UPDATE SKIP LOCKED) AS m
         LIMIT %(limit)s),
     claimed AS MATERIALIZED (
         SELECT l.*, CASE
                 WHEN (l.md <> 0 AND l.deliveries >= l.md)
-                    OR (l.expires_at <> 0 AND l.expires_at <= %(now)s) THEN 'kill'
+                    OR (l.expires_at <> 0 AND l.expires_at <= greatest(%(now)s, l.ts)) THEN 'kill'
                 WHEN l.md = 1 THEN 'drop'
                 ELSE 'keep' END AS fate
         FROM locked AS l),
@@ -244,7 +244,7 @@ _LEASE = """WITH candidates AS MATERIALIZED (
     FROM (SELECT (SELECT count(*) FROM candidates) AS candidates,
             EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s) AS topic_exists) AS s
         LEFT JOIN written AS w ON true"""
-# (topic, now, window, limit, until, owner, max_deliveries [, buckets]):
+# (topic, now, bound, window, limit, until, owner, max_deliveries [, buckets]):
 # rows (candidates, topic exists, then per message written: its rank among the
 # candidates, fate, id, due ts, version, deliveries, payload)
 LEASE_TOPIC = _LEASE.format(candidates=_CANDIDATES_OF_TOPIC)

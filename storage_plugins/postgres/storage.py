@@ -205,6 +205,7 @@ class PostgresStorage(Storage):
             "topic": request.topic,
             "buckets": None if request.buckets is None else list(request.buckets),
             "now": request.now,
+            "bound": request.bound,
             "until": request.until,
             "owner": request.owner,
             "max_deliveries": request.max_deliveries,

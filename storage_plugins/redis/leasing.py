@@ -48,27 +48,27 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
     """One lease pass (see the module docstring for its cost)."""
     wanted = info.wanted(request.buckets)
     slots, asked = info.slots_of(wanted), info.asked(wanted)
-    now, limit, until = request.now, request.limit, request.until
+    bound, limit, until = request.bound, request.limit, request.until
     if len(slots) == 1:  # no merge to plan, unless strays live in other slots
-        solo = await _take(runner, info, request, asked, {slots[0]: limit}, now, solo=True)
+        solo = await _take(runner, info, request, asked, {slots[0]: limit}, bound, solo=True)
         if solo is not None:
             return _leases(solo[0], until, solo[1])
     out: Taken = []
     dead = 0
-    peeks = await _survey(runner, info, slots, asked, str(now), _sample(limit, len(slots)))
+    peeks = await _survey(runner, info, slots, asked, str(bound), _sample(limit, len(slots)))
     for _ in range(MAX_LEASE_ROUNDS):
         due = {slot: p for slot, p in peeks.items() if p.due}
         if not due:
             break
-        quotas, bound, complete = _plan(due, limit - len(out), now)
-        taken = await _take(runner, info, request, asked, quotas, bound)
+        quotas, exact, complete = _plan(due, limit - len(out), bound)
+        taken = await _take(runner, info, request, asked, quotas, exact)
         assert taken is not None
         out += taken[0]
         dead += taken[1]
         if complete or len(out) >= limit:
             break
         sample = _sample(limit - len(out), len(due))
-        peeks = await _peek(runner, info, list(due), asked, str(now), sample, with_homes=False)
+        peeks = await _peek(runner, info, list(due), asked, str(bound), sample, with_homes=False)
     return _leases(out, until, dead)
 
 
@@ -178,7 +178,7 @@ def _sample(remaining: int, slots: int) -> int:
     return min(remaining, SAMPLE_SLACK * math.ceil(remaining / max(slots, 1)) + 1)
 
 
-def _plan(due: dict[int, Peek], remaining: int, now: int) -> tuple[dict[int, int], int, bool]:
+def _plan(due: dict[int, Peek], remaining: int, bound: int) -> tuple[dict[int, int], int, bool]:
     """Quotas per slot, the timestamp bound, and whether that is everything due.
 
     Below the *horizon* — the last sampled score of any slot that had more due
@@ -186,7 +186,7 @@ def _plan(due: dict[int, Peek], remaining: int, now: int) -> tuple[dict[int, int
     there gives the exact earliest ``remaining`` (ties in any order).
     """
     if sum(p.due for p in due.values()) <= remaining:
-        return {slot: p.due for slot, p in due.items()}, now, True
-    horizon = min((p.scores[-1] for p in due.values() if p.due > len(p.scores)), default=now)
+        return {slot: p.due for slot, p in due.items()}, bound, True
+    horizon = min((p.scores[-1] for p in due.values() if p.due > len(p.scores)), default=bound)
     merged = sorted((score, s) for s, p in due.items() for score in p.scores if score <= horizon)
     return dict(Counter(slot for _, slot in merged[:remaining])), horizon, False

@@ -134,7 +134,7 @@ def lease(conn: Conn, request: LeaseRequest) -> Leases:
     # or nothing due is left.
     while len(out) < request.limit:
         asked = request.limit - len(out)
-        rows = conn.execute(sql.DUE, (topic, now, wanted, asked, topic)).fetchall()
+        rows = conn.execute(sql.DUE, (topic, request.bound, wanted, asked, topic)).fetchall()
         plan = base.plan_lease((base.Due(*row[:6]) for row in rows), now, request.max_deliveries)
         payloads = {row[0]: row[6] for row in rows}
         out += [base.delivery(row, payloads[row.id]) for row in plan.deliver]

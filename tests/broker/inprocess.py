@@ -16,6 +16,7 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import LocalCoordinator
 from dejaq.broker.produce import produce
 from dejaq.broker.topics import TopicCache
+from dejaq.core.clock import Wake
 from dejaq.core.model import LeasedMessage
 from dejaq.core.wire.batches import decode_deliveries, encode_messages
 from dejaq.proto import dejaq_pb2 as pb
@@ -34,7 +35,7 @@ class ManualClock:
     def now_ms(self) -> int:
         return self.now
 
-    async def wait_until(self, at_ms: int, wake: asyncio.Event) -> None:
+    async def wait_until(self, at_ms: int, wake: Wake) -> None:
         while self.now < at_ms and not wake.is_set():
             moved = asyncio.ensure_future(self._moved.wait())
             woken = asyncio.ensure_future(wake.wait())

@@ -2,8 +2,9 @@
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
 -- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
 -- in other slots), asked buckets ('*' or 'lo-hi,...').
--- Takes the slot's due messages of the asked buckets with timestamp <= bound
--- (<= now), earliest first across its timelines (walking `heads`), until
+-- Takes the slot's messages of the asked buckets with timestamp <= bound (the
+-- pass's bound, or less when merging slots), earliest first across its
+-- timelines (walking `heads`), until
 -- `quota` are delivered; dead letters do not count against the quota.
 -- Reply {OK, dead lettered, numbers, blob}: per delivery the numbers (bucket,
 -- due timestamp, version, deliveries, id length, payload length), and the id
@@ -24,7 +25,7 @@ local function visit(bucket, id)
     return false, false
   end
   left(changed, bucket, rec.ts)
-  local fate = lease_fate(rec.n, rec.md, topic_max, rec.ex, now)
+  local fate = lease_fate(rec.n, rec.md, topic_max, rec.ex, math.max(now, rec.ts))  -- at delivery
   if fate == 'kill' then
     kill(prefix, id, rec, now_s, KEYS[3], KEYS[4], KEYS[5], changed)
     dead = dead + 1

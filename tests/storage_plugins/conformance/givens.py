@@ -44,8 +44,9 @@ async def lease(
     owner: str = C1,
     buckets: Buckets = None,
     max_deliveries: int = 0,
+    horizon_ms: int = 0,
 ) -> Leases:
-    request = LeaseRequest.of(T, buckets, now, limit, LEASE, owner, max_deliveries)
+    request = LeaseRequest.of(T, buckets, now, limit, LEASE, owner, max_deliveries, horizon_ms)
     return await storage.lease(request)
 
 

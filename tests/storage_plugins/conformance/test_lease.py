@@ -35,6 +35,40 @@ async def test_lease_takes_only_due_messages(storage: Storage) -> None:
     assert ids(await lease(storage, NOW + 1)) == ["later"]
 
 
+async def test_a_lease_looking_ahead_takes_what_is_due_by_its_bound(storage: Storage) -> None:
+    # given messages due now, within the next 10 ms and just past them
+    await given_topic(storage)
+    await given_messages(
+        storage, msg("now", NOW), msg("soon", NOW + 10, bucket=1), msg("later", NOW + 11)
+    )
+    # when leasing at NOW, looking 10 ms ahead
+    leases = await lease(storage, horizon_ms=10)
+    # then what is due by NOW + 10 is taken, with its own due time, in order
+    assert [(d.id, d.timestamp) for d in leases.delivered] == [("now", NOW), ("soon", NOW + 10)]
+    # and the lease runs lease_ms past the bound, never less from a delivery
+    assert leases.lease_until == NOW + 10 + LEASE
+    soon = await storage.get(T, "soon")
+    assert (soon.timestamp, soon.lease_owner) == (NOW + 10 + LEASE, C1)
+    assert ids(await lease(storage, NOW + 10)) == []
+    assert ids(await lease(storage, NOW + 11)) == ["later"]
+
+
+async def test_a_look_ahead_judges_expiry_at_the_delivery_time(storage: Storage) -> None:
+    # given two messages due in 5 ms: one expires before then, one after
+    await given_topic(storage)
+    await given_messages(
+        storage,
+        msg("expires-first", NOW + 5, expires_at=NOW + 4),
+        msg("expires-after", NOW + 5, bucket=1, expires_at=NOW + 6),
+    )
+    # when a pass at NOW looks 10 ms ahead (neither has expired yet at NOW)
+    leases = await lease(storage, horizon_ms=10)
+    # then the first is dead (at NOW, the pass's time), the second delivered
+    assert (ids(leases), leases.dead_lettered) == (["expires-after"], 1)
+    dead = await storage.get(T, "expires-first")
+    assert (dead.dead, dead.timestamp) == (True, NOW)
+
+
 async def test_lease_goes_in_timestamp_order_across_buckets(storage: Storage) -> None:
     await given_topic(storage, buckets=4)
     await given_messages(
