@@ -17,6 +17,9 @@ from dejaq.core.errors import InvalidArgument
 
 DEFAULT_LISTEN = "127.0.0.1:7700"
 DEFAULT_STORAGE = "sqlite:///dejaq-data/dejaq.db"
+# A message leased ahead is held by the broker until due, and refused to move or
+# cancel as leased: keep the look-ahead well under any lease.
+MAX_LOOKAHEAD_MS = 1000
 # Variables that belong to the client side and may share an environment.
 CLIENT_VARIABLES = {"DEJAQ_BROKER"}
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -28,6 +31,7 @@ class BrokerConfig:
     storage: str = DEFAULT_STORAGE
     max_frame_messages: int = 1000  # deliveries per frame
     rescan_ms: int = 1000  # re-check storage this often even without a hint
+    lookahead_ms: int = 20  # lease what is due this soon, send it at its millisecond
     retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
@@ -70,6 +74,8 @@ class BrokerConfig:
         for name in ("max_frame_messages", "rescan_ms", "retention_sweep_ms", "metrics_refresh_ms"):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive")
+        if not 0 <= self.lookahead_ms <= MAX_LOOKAHEAD_MS:
+            raise InvalidArgument(f"lookahead_ms must be between 0 and {MAX_LOOKAHEAD_MS}")
         if self.metrics and not _is_host_port(self.metrics):
             raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
         if self.log_format not in ("text", "json"):

@@ -92,9 +92,11 @@ async def consume_stream(
     finally:
         if reader is not None:
             reader.cancel()
-        dispatcher.remove(session)
+        held = dispatcher.remove(session)
         broker.consumer_ids.discard(key)
         # Cleanup must not await here: this may run while the stream is cancelled.
+        if held:
+            _cleanup.spawn(dispatcher.hand_back(session.consumer_id, held))
         _cleanup.spawn(broker.coordinator.consumer_left(*key))
 
 
@@ -148,8 +150,9 @@ def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
 
 
 async def _goodbye(broker: BrokerContext, session: Session, dispatcher: Dispatcher) -> None:
-    """Stop dispatching to the consumer first, then hand its leases back."""
-    dispatcher.remove(session)
+    """Stop dispatching to the consumer first, then hand its leases back: the ones
+    held for it and never sent at their own time, then the rest due now."""
+    await dispatcher.hand_back(session.consumer_id, dispatcher.remove(session))
     released = await broker.storage.release(
         session.topic.name, session.consumer_id, broker.clock.now_ms()
     )

@@ -42,6 +42,7 @@ class BrokerContext:
                 self.config.rescan_ms,
                 self.metrics,
                 self.clock,
+                self.config.lookahead_ms,
             )
             d.start()
             self.dispatchers[topic.name] = d

@@ -2,16 +2,26 @@
 
 It never polls on a fixed tick. After a lease pass that found nothing due it asks
 storage for the next due timestamp of its buckets and sleeps exactly until then;
-after one that delivered it looks again at the next millisecond (under steady
-load that is one storage round trip a pass instead of two). A produce that lands
-earlier (``hint``), new credit (``poke``) or a consumer joining wakes it sooner.
-A bounded re-scan interval only catches what no hint announced (another
-broker's produce, a clock jump).
+after one that delivered it looks again soon (under steady load that is one
+storage round trip a pass instead of two). A produce that lands earlier
+(``hint``), new credit (``poke``) or a consumer joining wakes it sooner. A
+bounded re-scan interval only catches what no hint announced (another broker's
+produce, a clock jump).
+
+Looking ahead (``lookahead_ms``, the broker's ``--lookahead-ms``): a pass takes
+what is due up to ``lookahead_ms`` later, and the ``Window`` holds those
+messages until their millisecond. A pass then runs every ``lookahead_ms / 2``
+under steady load instead of every millisecond, and a storage call that is slow
+for a few ms (a large insert ahead of it in Redis, a checkpoint) no longer makes
+deliveries late: they were taken before they were due. With 0 a pass takes only
+what is due now and runs at the next millisecond.
 
 Fairness: each pass walks the consumers that have credit, starting one further
-along each time (round-robin), and leases to each at most its credit. A slow
-consumer is never sent more than its window; an idle one is served on every pass.
-Storage decides what is due (``timestamp <= now``), so nothing is ever early.
+along each time (round-robin), and leases to each at most its credit (held
+messages count against it). A slow consumer is never sent more than its window;
+an idle one is served on every pass. Storage decides what is due by the pass's
+bound and the window releases nothing before its timestamp, both by the one
+clock, so nothing is ever early.
 """
 
 from __future__ import annotations
@@ -26,10 +36,11 @@ from typing import Protocol
 import numpy as np
 
 from dejaq.broker.metrics import Event, Metrics
-from dejaq.core.buckets import Buckets
-from dejaq.core.clock import Clock, WallClock
-from dejaq.core.errors import NotFound, StorageError
-from dejaq.core.model import Leases, Topic
+from dejaq.broker.window import Window
+from dejaq.core.buckets import Buckets, bucket_of
+from dejaq.core.clock import Clock, Wake, WallClock
+from dejaq.core.errors import DejaqError, NotFound, StorageError
+from dejaq.core.model import LeasedMessage, Leases, NewMessage, Topic
 from dejaq.storage_plugins.base import LeaseRequest, Storage
 
 log = logging.getLogger(__name__)
@@ -43,9 +54,8 @@ class _Pass(enum.Enum):
     NO_BUCKETS = "no buckets"  # our consumers own no bucket (cluster): wait for a rebalance
 
 
-STORAGE_RETRY_S = 0.5
-_AWAKE = 1 << 62
-_DEAF = -1
+STORAGE_RETRY_MS = 500
+_NEVER = 1 << 62
 
 
 class Receiver(Protocol):
@@ -69,6 +79,7 @@ class Dispatcher:
         rescan_ms: int,
         metrics: Metrics | None = None,
         clock: Clock | None = None,
+        lookahead_ms: int = 0,
     ) -> None:
         self.topic = topic
         self._storage = storage
@@ -78,12 +89,15 @@ class Dispatcher:
         self._metrics = metrics
         self._clock: Clock = clock or WallClock()
         self._receivers: list[Receiver] = []
+        self._lookahead = lookahead_ms
         self._turn = 0
-        self._wake = asyncio.Event()
-        # The timestamp the dispatcher sleeps until: a hint earlier than it wakes
-        # the dispatcher. _AWAKE during a pass (any hint makes it look again),
-        # _DEAF while no consumer has credit (only new credit helps).
-        self._sleeping_until = _AWAKE
+        self._wake = Wake()
+        self._window: Window[Receiver] = Window()
+        # When the next pass runs: a hint that needs one sooner wakes the
+        # dispatcher. _NEVER during a pass (any hint makes it look again) and
+        # while no consumer has credit, when hints are off (only credit helps).
+        self._pass_at = 0
+        self._hints = True
         self._task: asyncio.Task[None] | None = None
         self._last_pass_ms = 0  # the "now" of the latest lease pass
 
@@ -104,35 +118,51 @@ class Dispatcher:
         self._receivers.append(receiver)
         self.poke()
 
-    def remove(self, receiver: Receiver) -> None:
+    def remove(self, receiver: Receiver) -> list[LeasedMessage]:
+        """Stop sending to ``receiver``; the messages held for it, never sent (give
+        them to ``hand_back``: they are still leased to it)."""
         with contextlib.suppress(ValueError):
             self._receivers.remove(receiver)
+        return self._window.forget(receiver)
+
+    async def hand_back(self, owner: str, held: list[LeasedMessage]) -> None:
+        """Put messages taken ahead for a consumer that left back on the timeline at
+        their own time. An at-most-once one was deleted as it was taken: stored again.
+        On a storage error the leases stay and expire: redelivered late, not lost."""
+        if not held:
+            return
+        name = self.topic.name
+        try:
+            items = [(m.id, m.version, m.timestamp) for m in held]
+            outcomes = await self._storage.hand_back(name, items, owner)
+            gone = [m for m, o in zip(held, outcomes, strict=True) if isinstance(o, NotFound)]
+            if gone:
+                buckets = self.topic.settings.buckets
+                again = [
+                    NewMessage(m.id, m.timestamp, m.payload, bucket_of(m.id, buckets), 1)
+                    for m in gone
+                ]
+                await self._storage.insert(name, again)
+        except DejaqError as exc:
+            log.warning("%s: could not hand back %d held messages: %s", name, len(held), exc)
+            return
+        self.hint(min(m.timestamp for m in held))
+        log.info("%s: handed back %d messages held for %s", name, len(held), owner)
 
     def poke(self) -> None:
         """Look again now (new credit, a new consumer)."""
         self._wake.set()
 
     def hint(self, timestamp: int) -> None:
-        """A message due at ``timestamp`` was stored: wake if that is sooner than planned."""
-        if timestamp < self._sleeping_until:
+        """A message due at ``timestamp`` was stored: wake if it needs a pass sooner
+        than planned (one ``lookahead_ms`` before it is due)."""
+        if self._hints and timestamp - self._lookahead < self._pass_at:
             self._wake.set()
 
     async def _run(self) -> None:
         while True:
             try:
-                outcome = await self._pass()
-                if outcome is _Pass.MORE:
-                    await asyncio.sleep(0)  # let acks and produces in between passes
-                elif outcome is _Pass.NO_CREDIT or outcome is _Pass.NO_BUCKETS:
-                    await self._idle()
-                elif outcome is _Pass.DRAINED_SOME:
-                    # Under steady load the next millisecond is due too: look then,
-                    # without asking storage first (one round trip a pass, not two).
-                    # A pass that finds nothing asks next_due, as below.
-                    await self._sleep(self._last_pass_ms + 1)
-                else:
-                    due = await self._storage.next_due(self.topic.name, self._buckets())
-                    await self._sleep(due)
+                await self._step()
             except asyncio.CancelledError:
                 raise
             except NotFound as exc:  # the topic was deleted under us
@@ -142,14 +172,41 @@ class Dispatcher:
                 return
             except StorageError as exc:
                 log.warning("dispatch %s: storage error, retrying: %s", self.topic.name, exc)
-                await asyncio.sleep(STORAGE_RETRY_S)
+                self._pass_at = self._clock.now_ms() + STORAGE_RETRY_MS
             except Exception:
                 log.exception("dispatch %s: unexpected error, retrying", self.topic.name)
-                await asyncio.sleep(STORAGE_RETRY_S)
+                self._pass_at = self._clock.now_ms() + STORAGE_RETRY_MS
+            await self._sleep()
+
+    async def _step(self) -> None:
+        """Send what the window holds that is due; run a pass when one is due."""
+        self._send_held()
+        if self._wake.is_set() or self._clock.now_ms() >= self._pass_at:
+            self._pass_at = await self._after(await self._pass())
+            self._send_held()
+
+    async def _after(self, outcome: _Pass) -> int:
+        """When to run the next pass."""
+        if outcome is _Pass.MORE:
+            return self._last_pass_ms  # at once (after letting acks and produces in)
+        if outcome is _Pass.NO_CREDIT or outcome is _Pass.NO_BUCKETS:
+            # Hints cannot help, only new credit, a consumer or a rebalance (each pokes).
+            self._hints = False
+            return _NEVER
+        if outcome is _Pass.DRAINED_SOME:
+            # Under steady load more becomes due: look again, without asking storage
+            # first (one round trip a pass, not two). A pass that finds nothing
+            # asks next_due, as below.
+            return self._last_pass_ms + max(1, self._lookahead // 2)
+        due = await self._storage.next_due(self.topic.name, self._buckets())
+        rescan = self._clock.now_ms() + self._rescan_ms
+        if due is None:
+            return rescan
+        return min(max(due - self._lookahead, self._last_pass_ms + 1), rescan)
 
     async def _pass(self) -> _Pass:
-        """Lease due messages to the consumers that have credit."""
-        self._sleeping_until = _AWAKE
+        """Lease due messages (and what the look-ahead reaches) to the consumers with credit."""
+        self._pass_at, self._hints = _NEVER, True  # any hint now means "look again"
         self._wake.clear()
         ready = [r for r in self._rotated() if r.credit > 0]
         if not ready:
@@ -172,26 +229,37 @@ class Dispatcher:
                     r.lease_ms,
                     r.consumer_id,
                     self.topic.settings.max_deliveries,
+                    self._lookahead,
                 )
             )
+            if self._metrics is not None:
+                self._metrics.count(Event.DEAD_LETTERED, self.topic.name, leases.dead_lettered)
             if leases.delivered:
                 r.credit -= len(leases.delivered)
                 delivered += len(leases.delivered)
-                r.deliver(leases)
-            if self._metrics is not None:
-                self._observe(now, leases)
+                if r in self._receivers:
+                    self._window.hold(r, leases)
+                    self._send_held()  # what is due now, in due order with what was held
             if len(leases.delivered) < limit:
                 return _Pass.DRAINED_SOME if delivered or leases.dead_lettered else _Pass.DRAINED
         return _Pass.MORE
 
-    def _observe(self, now: int, leases: Leases) -> None:
+    def _send_held(self) -> None:
+        for r, leases in self._window.due(self._clock.now_ms()):
+            self._send(r, leases)
+
+    def _send(self, r: Receiver, leases: Leases) -> None:
+        if leases.delivered:
+            r.deliver(leases)
+            if self._metrics is not None:
+                self._observe(leases)
+
+    def _observe(self, leases: Leases) -> None:
         assert self._metrics is not None
-        name = self.topic.name
         delivered = leases.delivered
         due = np.fromiter((d.timestamp for d in delivered), np.int64, len(delivered))
         again = sum(1 for d in delivered if d.deliveries > 1)
-        self._metrics.delivered(name, self._clock.now_ms(), due, again)
-        self._metrics.count(Event.DEAD_LETTERED, name, leases.dead_lettered)
+        self._metrics.delivered(self.topic.name, self._clock.now_ms(), due, again)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers
@@ -200,19 +268,15 @@ class Dispatcher:
         self._turn = (self._turn + 1) % len(rs)
         return rs[self._turn :] + rs[: self._turn]
 
-    async def _idle(self) -> None:
-        """No consumer has credit (or no bucket): hints cannot help, only new credit,
-        a consumer or a rebalance (each pokes)."""
-        self._sleeping_until = _DEAF
-        if not self._wake.is_set():
+    async def _sleep(self) -> None:
+        """Until the next pass or the next held message is due, unless woken."""
+        until = self._pass_at
+        held = self._window.next_due()
+        if held is not None and held < until:
+            until = held
+        if self._wake.is_set() or until <= self._clock.now_ms():
+            await asyncio.sleep(0)  # let acks, produces and streams in between passes
+        elif until >= _NEVER:
             await self._wake.wait()
-
-    async def _sleep(self, next_due: int | None) -> None:
-        """Sleep until ``next_due`` (or the re-scan interval) unless woken."""
-        now = self._clock.now_ms()
-        horizon = now + self._rescan_ms
-        until = horizon if next_due is None else min(next_due, horizon)
-        self._sleeping_until = until
-        if self._wake.is_set() or until <= now:
-            return
-        await self._clock.wait_until(until, self._wake)
+        else:
+            await self._clock.wait_until(until, self._wake)

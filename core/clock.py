@@ -48,7 +48,8 @@ class Wake:
         try:
             await waiter
         finally:
-            self._waiter = None
+            if self._waiter is waiter:  # a cancelled wait may end after the next began
+                self._waiter = None
             if timer is not None:
                 timer.cancel()
 

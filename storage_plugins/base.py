@@ -47,6 +47,7 @@ from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, 
 
 Outcome = Settled | DejaqError
 SettleItem = tuple[str, int]  # (message id, expected version)
+HandBack = tuple[str, int, int]  # (message id, expected version, due timestamp)
 T = TypeVar("T")
 
 
@@ -208,6 +209,13 @@ class Storage(abc.ABC):
         used its ``max_deliveries`` goes to the dead timeline instead (version 0)."""
         return await self._timed("nack", self._nack(topic, items, owner, at, max_deliveries))
 
+    async def hand_back(self, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
+        """Undo leases ``owner`` was never sent (taken ahead, and its consumer left):
+        each message goes back to its due timestamp, unowned, with that delivery
+        uncounted (deliveries - 1) and its version moved on. Refusals as for a
+        settle; an at-most-once message, deleted by its lease, is NotFound."""
+        return await self._timed("hand_back", self._hand_back(topic, items, owner))
+
     async def move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
         """Reschedule a message that is not under a live lease."""
         return await self._timed("move", self._move(topic, id, version, at, now))
@@ -269,6 +277,10 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     async def _nack(
         self, topic: str, items: Sequence[SettleItem], owner: str, at: int, max_deliveries: int
+    ) -> list[Outcome]: ...
+    @abc.abstractmethod
+    async def _hand_back(
+        self, topic: str, items: Sequence[HandBack], owner: str
     ) -> list[Outcome]: ...
     @abc.abstractmethod
     async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled: ...

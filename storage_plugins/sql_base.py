@@ -35,7 +35,7 @@ from dejaq.core.model import (
     Topic,
     TopicSettings,
 )
-from dejaq.storage_plugins.base import Outcome, SettleItem
+from dejaq.storage_plugins.base import HandBack, Outcome, SettleItem
 from dejaq.storage_plugins.rules import (
     Fate,
     dies_on_nack,
@@ -221,6 +221,21 @@ def plan_nack(
         return Settled(id, new.version, at), new
 
     return _plan_settle(items, states, owner, step)
+
+
+def plan_hand_back(
+    items: Sequence[HandBack], states: Mapping[str, RowState | None], owner: str
+) -> SettlePlan:
+    """Put ``owner``'s never-sent messages back at their due times, that delivery uncounted."""
+    due = {id: ts for id, _, ts in items}
+
+    def step(id: str, st: RowState) -> tuple[Settled, RowState]:
+        new = st._replace(
+            ts=due[id], owner=None, deliveries=st.deliveries - 1, version=st.version + 1
+        )
+        return Settled(id, new.version, new.ts), new
+
+    return _plan_settle([(id, version) for id, version, _ in items], states, owner, step)
 
 
 def killed(st: RowState, at: int) -> RowState:

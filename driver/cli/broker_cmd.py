@@ -26,6 +26,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--cluster", help="cluster name, one per set of brokers (default 'default')")
     p.add_argument("--advertise", help="HOST:PORT others reach this broker at (default --listen)")
+    p.add_argument(
+        "--lookahead-ms",
+        type=int,
+        help="lease what is due within this many ms and send it at its millisecond:"
+        " fewer storage round trips, and a slow one does not make deliveries late"
+        " (default 20; 0 leases only what is due now)",
+    )
     p.set_defaults(run=run)
 
 
@@ -43,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
             "etcd": args.etcd,
             "cluster": args.cluster,
             "advertise": args.advertise,
+            "lookahead_ms": args.lookahead_ms,
         },
         os.environ,
     )

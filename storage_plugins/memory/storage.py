@@ -19,7 +19,7 @@ from dejaq.core.model import (
     Settled,
     Topic,
 )
-from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem, Storage
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE
 from dejaq.storage_plugins.memory.timeline import Timeline
 from dejaq.storage_plugins.memory.types import I64
@@ -240,6 +240,23 @@ class MemoryStorage(Storage):
             0 if dies else v for dies, v in zip(dying, c.version[slots].tolist(), strict=True)
         ]
         return self._merge(out, held, map(Settled, [ids[i] for i in held], versions, repeat(at)))
+
+    async def _hand_back(self, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
+        tl = self._tl(topic)
+        pairs = [(id, version) for id, version, _ in items]
+        ids = self._ids(pairs)
+        if ids is None:
+            return [o for item in items for o in await self._hand_back(topic, [item], owner)]
+        out, slots, held = self._held(tl, ids, pairs, owner)
+        tl.cols.deliveries[slots] -= 1
+        by_due: dict[int, list[int]] = {}  # due -> positions in slots
+        for k, i in enumerate(held):
+            by_due.setdefault(items[i][2], []).append(k)
+        for due, ks in by_due.items():
+            tl.reschedule(slots[ks], due, None, [ids[held[k]] for k in ks])
+        versions = tl.cols.version[slots].tolist()
+        dues = [items[i][2] for i in held]
+        return self._merge(out, held, map(Settled, [ids[i] for i in held], versions, dues))
 
     def _movable(self, tl: Timeline, id: str, version: int, now: int) -> I64:
         slot = tl.find_one(id)

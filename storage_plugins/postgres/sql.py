@@ -293,9 +293,11 @@ APPLY_STATES = """WITH gone AS (
         DELETE FROM dejaq_payloads WHERE ctid = ANY (%(deleted_payloads)s::text[]::tid[])),
     changed AS (
         UPDATE dejaq_messages AS m
-        SET ts = u.ts, version = u.version, owner = u.owner, dead = u.dead
+        SET ts = u.ts, version = u.version, deliveries = u.deliveries, owner = u.owner,
+            dead = u.dead
         FROM unnest(%(tids)s::text[]::tid[], %(ts)s::int8[], %(versions)s::int8[],
-                    %(owners)s::text[], %(deads)s::bool[]) AS u (tid, ts, version, owner, dead)
+                    %(deliveries)s::int4[], %(owners)s::text[], %(deads)s::bool[])
+            AS u (tid, ts, version, deliveries, owner, dead)
         WHERE m.ctid = u.tid)
     SELECT 1"""
 

@@ -27,7 +27,7 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins import sql_base as base
-from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem, Storage
 from dejaq.storage_plugins.postgres import sql
 from dejaq.storage_plugins.postgres.options import PostgresOptions, parse_url
 from dejaq.storage_plugins.postgres.pool import Conn, Pool, storage_error
@@ -77,6 +77,7 @@ class _Locked:
             "tids": [self._tids[id][0] for id in plan.updated],
             "ts": [st.ts for st in states],
             "versions": [st.version for st in states],
+            "deliveries": [st.deliveries for st in states],
             "owners": [st.owner for st in states],
             "deads": [bool(st.dead) for st in states],
         }
@@ -286,6 +287,10 @@ class PostgresStorage(Storage):
         return await self._settle(
             topic, items, lambda st: base.plan_nack(items, st, owner, at, max_deliveries)
         )
+
+    async def _hand_back(self, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
+        pairs = [(id, version) for id, version, _ in items]
+        return await self._settle(topic, pairs, lambda st: base.plan_hand_back(items, st, owner))
 
     async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
         async with self._pool.transaction() as conn:

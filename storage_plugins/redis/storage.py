@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
-from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem, Storage
 from dejaq.storage_plugins.redis import dead, leasing, reads
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.options import parse_url
@@ -216,17 +216,20 @@ class RedisStorage(Storage):
     ) -> list[Outcome]:
         return await self._settle(topic, "nack", items, owner, at, max_deliveries)
 
+    async def _hand_back(self, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
+        return await self._settle(topic, "back", items, owner, 0, 0)
+
     async def _settle(
         self,
         topic: str,
         mode: str,
-        items: Sequence[SettleItem],
+        items: Sequence[SettleItem] | Sequence[HandBack],
         owner: str,
         time: int,
         max_deliveries: int,
     ) -> list[Outcome]:
         async def op(info: TopicEntry) -> list[Outcome]:
-            by_home = info.by_home([id for id, _ in items])
+            by_home = info.by_home([item[0] for item in items])
             calls = []
             for home, indexes in by_home.items():
                 s = info.slot(home)
@@ -242,7 +245,7 @@ class RedisStorage(Storage):
                 refused = iter(owners)
                 outcomes = groups(numbers, lua.SETTLED_ITEM)
                 for i, (code, version, ts) in zip(indexes, outcomes, strict=True):
-                    id, expected = items[i]
+                    id, expected = items[i][0], items[i][1]
                     if code == lua.OK:
                         out[i] = Settled(id, version, ts)
                         continue

@@ -26,7 +26,7 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins import sql_base as base
-from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem
+from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem
 from dejaq.storage_plugins.sql_base import RowState
 from dejaq.storage_plugins.sqlite import sql
 
@@ -72,7 +72,10 @@ def _delete(conn: Conn, topic: str, ids: Collection[str]) -> None:
 
 
 def _store(conn: Conn, topic: str, states: Mapping[str, RowState]) -> None:
-    rows = [(st.ts, st.version, st.owner, int(st.dead), topic, id) for id, st in states.items()]
+    rows = [
+        (st.ts, st.version, st.deliveries, st.owner, int(st.dead), topic, id)
+        for id, st in states.items()
+    ]
     conn.executemany(sql.SET_STATE, rows)
 
 
@@ -181,6 +184,11 @@ def nack(
 ) -> list[Outcome]:
     states = _held(conn, topic, items)
     return _apply(conn, topic, base.plan_nack(items, states, owner, at, max_deliveries))
+
+
+def hand_back(conn: Conn, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
+    states = _held(conn, topic, [(id, version) for id, version, _ in items])
+    return _apply(conn, topic, base.plan_hand_back(items, states, owner))
 
 
 def move(conn: Conn, topic: str, id: str, version: int, at: int, now: int) -> Settled:

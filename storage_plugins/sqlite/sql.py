@@ -140,7 +140,7 @@ TAKE = """UPDATE messages SET ts = ?, owner = ?, deliveries = deliveries + 1,
 KILL = """UPDATE messages SET dead = 1, owner = NULL, ts = ?, version = version + 1
     WHERE topic = ? AND id = ?"""
 # (ts, version, owner, dead, topic, id): a state planned by sql_base (settle, move)
-SET_STATE = """UPDATE messages SET ts = ?, version = ?, owner = ?, dead = ?
+SET_STATE = """UPDATE messages SET ts = ?, version = ?, deliveries = ?, owner = ?, dead = ?
     WHERE topic = ? AND id = ?"""
 # (now, topic, owner)
 RELEASE_OWNER = """UPDATE messages INDEXED BY messages_owner

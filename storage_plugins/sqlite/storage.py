@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
-from dejaq.storage_plugins.base import LeaseRequest, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem, Storage
 from dejaq.storage_plugins.sqlite import ops, sql
 from dejaq.storage_plugins.sqlite.checkpoint import Checkpointer
 from dejaq.storage_plugins.sqlite.writer import Writer, storage_error
@@ -205,6 +205,9 @@ class SqliteStorage(Storage):
         self, topic: str, items: Sequence[SettleItem], owner: str, at: int, max_deliveries: int
     ) -> list[Outcome]:
         return await self._run(ops.nack, topic, items, owner, at, max_deliveries)
+
+    async def _hand_back(self, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
+        return await self._run(ops.hand_back, topic, items, owner)
 
     async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
         return await self._run(ops.move, topic, id, version, at, now)

@@ -57,10 +57,11 @@ async def settle_down() -> None:
         await asyncio.sleep(0)
 
 
-async def make_broker(clock: ManualClock) -> BrokerContext:
+async def make_broker(clock: ManualClock, lookahead_ms: int = 20) -> BrokerContext:
     storage = MemoryStorage("memory://")
     await storage.open()
-    config = BrokerConfig(rescan_ms=3_600_000)  # a missed wake-up would show as a hang
+    # rescan_ms: a missed wake-up would show as a hang
+    config = BrokerConfig(rescan_ms=3_600_000, lookahead_ms=lookahead_ms)
     return BrokerContext(config, storage, LocalCoordinator(), TopicCache(storage), clock=clock)
 
 
@@ -118,5 +119,10 @@ class Session:
 
     async def close(self) -> None:
         self.send(pb.ConsumeRequest(goodbye=pb.Goodbye()))
+        self.inbound.put_nowait(None)
+        await asyncio.wait_for(self._task, 5)
+
+    async def vanish(self) -> None:
+        """End the request stream without a Goodbye, as a consumer that died."""
         self.inbound.put_nowait(None)
         await asyncio.wait_for(self._task, 5)

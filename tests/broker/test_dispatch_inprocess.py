@@ -115,11 +115,11 @@ async def test_consumers_with_credit_are_served_round_robin(
 async def test_a_stale_ack_is_refused_in_the_settle_result(
     broker: BrokerContext, clock: ManualClock
 ) -> None:
-    # Given a delivery whose lease ran out and came again
+    # Given a delivery whose lease ran out (1 s past the look-ahead) and came again
     (mid,) = await produce_at(broker, T, [clock.now])
     session = Session(broker, T, "c1", credits=5)
     await settle_down()
-    clock.advance(1_000)
+    clock.advance(broker.config.lookahead_ms + 1_000)
     await settle_down()
     first, second = session.deliveries
     assert (first.id, second.id) == (mid, mid)

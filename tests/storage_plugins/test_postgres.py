@@ -260,14 +260,14 @@ async def test_a_closed_storage_is_unavailable(url: str) -> None:
 HOT: dict[str, tuple[str, dict[str, object], str]] = {
     "lease_topic": (
         sql.LEASE_TOPIC,
-        {"topic": T, "now": NOW, "window": 100, "limit": 100, "until": NOW + LEASE}
-        | {"owner": "c1", "max_deliveries": 0},
+        {"topic": T, "now": NOW, "bound": NOW, "window": 100, "limit": 100}
+        | {"until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
         "dejaq_messages_time",
     ),
     "lease_buckets": (
         sql.LEASE_BUCKETS,
-        {"topic": T, "buckets": list(range(64)), "now": NOW, "window": 100, "limit": 100}
-        | {"until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
+        {"topic": T, "buckets": list(range(64)), "now": NOW, "bound": NOW, "window": 100}
+        | {"limit": 100, "until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
         "dejaq_messages_due",
     ),
     "next_due": (sql.NEXT_DUE, {"topic": T}, "dejaq_messages_time"),
@@ -284,7 +284,7 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
     "apply_states": (
         sql.APPLY_STATES,
         {"deleted": ["(0,1)"], "deleted_payloads": ["(0,1)"], "tids": ["(0,2)"], "ts": [NOW]}
-        | {"versions": [2], "owners": [None], "deads": [False]},
+        | {"versions": [2], "deliveries": [1], "owners": [None], "deads": [False]},
         "",
     ),
     "list_dead": (

@@ -226,7 +226,7 @@ async def test_a_closed_storage_is_unavailable(db: Path) -> None:
         (sql.KILL, "PRIMARY KEY", (NOW, T, "m")),
         (sql.DELETE_MESSAGES, "PRIMARY KEY", (T, '["m"]')),
         (sql.DELETE_PAYLOADS, "sqlite_autoindex_payloads_1", (T, '["m"]')),
-        (sql.SET_STATE, "PRIMARY KEY", (NOW, 2, None, 0, T, "m")),
+        (sql.SET_STATE, "PRIMARY KEY", (NOW, 2, 1, None, 0, T, "m")),
     ],
     ids=[
         "due",

@@ -1,12 +1,14 @@
 -- KEYS: alive, heads, owned, dead, dead-ids.
--- ARGV: gen, prefix, mode ('ack' | 'extend' | 'nack'), owner, time (extend: until,
--- nack: at), max deliveries (the topic's), then (id, version) pairs.
+-- ARGV: gen, prefix, mode ('ack' | 'extend' | 'nack' | 'back'), owner, time
+-- (extend: until, nack: at), max deliveries (the topic's), then (id, version)
+-- pairs, or for 'back' (hand back a lease never sent) (id, version, due) triples.
 -- Reply {OK, numbers, owners}: per item its code, version and timestamp; per
 -- refused item (code > 0; it changed nothing) the owner ('' for none) in owners.
 if not alive() then return {GONE} end
 local prefix, mode, owner, time, topic_max = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local numbers, owners, changed = {}, {}, {}
-for i = 7, #ARGV, 2 do
+local stride = mode == 'back' and 3 or 2
+for i = 7, #ARGV, stride do
   local id = ARGV[i]
   local rec = load(prefix, id)
   local code = check_holder(rec, owner, tonumber(ARGV[i + 1]))
@@ -15,6 +17,13 @@ for i = 7, #ARGV, 2 do
   elseif mode == 'ack' then
     drop(prefix, id, rec, KEYS[3], changed)
     push(numbers, '0', '0', int(rec.ts))
+  elseif mode == 'back' then
+    local due, key = ARGV[i + 2], prefix .. K_RECORD .. id
+    reschedule(prefix, KEYS[2], id, rec, due, changed)
+    redis.call('HSET', key, 'n', rec.n - 1)
+    redis.call('HDEL', key, 'o')
+    redis.call('ZREM', KEYS[3], id)
+    push(numbers, '0', int(rec.v + 1), due)
   elseif mode == 'nack' and dies_on_nack(rec.n, effective_max_deliveries(rec.md, topic_max)) then
     kill(prefix, id, rec, time, KEYS[3], KEYS[4], KEYS[5], changed)
     push(numbers, '0', '0', time)

@@ -1,0 +1,100 @@
+"""The look-ahead window: messages leased a few ms before they are due, held in
+the broker until their millisecond comes.
+
+A lease pass that looks ahead (``LeaseRequest.horizon_ms``) returns messages
+due now and messages due within the horizon. The ones due now go out at once;
+the others wait here, already leased to the consumer they will go to, and leave
+in one frame per consumer as their millisecond arrives. Nothing leaves before
+its timestamp by the broker's clock, the same clock that judges "due" in a lease
+pass, so never-early holds as it did without the window.
+
+A held message is leased, so storage will not give it to anyone else, and a
+move or cancel of it is refused as under a lease, as for one already delivered.
+If its consumer leaves (a Goodbye or a broken stream), the dispatcher hands its
+held messages back to storage (``Storage.hand_back``): due at their own time
+again, the delivery that never happened uncounted.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from itertools import pairwise
+from typing import Generic, TypeVar
+
+from dejaq.core.model import LeasedMessage, Leases
+
+R = TypeVar("R")  # a consumer session: hashed by identity
+
+
+class _Held:
+    """One lease pass's messages for one consumer, in due order, not yet sent."""
+
+    __slots__ = ("dues", "messages", "sent", "until")
+
+    def __init__(self, messages: list[LeasedMessage], until: int) -> None:
+        self.messages = messages
+        self.dues = [m.timestamp for m in messages]
+        self.until = until
+        self.sent = 0  # messages[:sent] have gone out
+
+    def take(self, now: int) -> list[LeasedMessage]:
+        """The held messages due by ``now``."""
+        end = bisect_right(self.dues, now, self.sent)
+        out = self.messages[self.sent : end]
+        self.sent = end
+        return out
+
+    @property
+    def next_due(self) -> int | None:
+        return self.dues[self.sent] if self.sent < len(self.dues) else None
+
+
+class Window(Generic[R]):
+    """Held messages by receiver (a consumer session)."""
+
+    def __init__(self) -> None:
+        self._held: dict[R, list[_Held]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(h.messages) - h.sent for hs in self._held.values() for h in hs)
+
+    def hold(self, receiver: R, leases: Leases) -> None:
+        """Hold a pass's deliveries for ``receiver`` until each is due (``due``)."""
+        messages = leases.delivered
+        if not messages:
+            return
+        if not _in_order(messages):
+            messages = sorted(messages, key=lambda m: m.timestamp)
+        self._held.setdefault(receiver, []).append(_Held(messages, leases.lease_until))
+
+    def due(self, now: int) -> list[tuple[R, Leases]]:
+        """Take the held messages due by ``now``: one ``Leases`` per receiver, in due
+        order across the passes that took them, with the earliest of their lease ends."""
+        out: list[tuple[R, Leases]] = []
+        for receiver, batches in list(self._held.items()):
+            taken = [(held.take(now), held.until) for held in batches]
+            messages = [m for part, _ in taken for m in part]
+            if messages:
+                if sum(1 for part, _ in taken if part) > 1:
+                    messages.sort(key=lambda m: m.timestamp)
+                until = min(until for part, until in taken if part)
+                out.append((receiver, Leases(messages, until)))
+            left = [h for h in batches if h.next_due is not None]
+            if left:
+                self._held[receiver] = left
+            else:
+                del self._held[receiver]
+        return out
+
+    def next_due(self) -> int | None:
+        """The earliest timestamp held, or None."""
+        dues = [h.next_due for hs in self._held.values() for h in hs]
+        return min((d for d in dues if d is not None), default=None)
+
+    def forget(self, receiver: R) -> list[LeasedMessage]:
+        """Take a leaving receiver's held messages out: they are still leased to it."""
+        return [m for h in self._held.pop(receiver, []) for m in h.messages[h.sent :]]
+
+
+def _in_order(messages: list[LeasedMessage]) -> bool:
+    return all(a.timestamp <= b.timestamp for a, b in pairwise(messages))
