@@ -22,3 +22,4 @@ fi
 # Debian keeps the PostgreSQL server binaries off PATH.
 for d in /usr/lib/postgresql/*/bin; do [ -d "$d" ] && PATH="$PATH:$d"; done
 export PATH
+source "$(dirname "${BASH_SOURCE[0]}")/container-tools.sh"  # podman, buildah, runc, debootstrap: the image tests
