@@ -159,3 +159,10 @@ def test_observability() -> None:
     headless = rendered.one("Service", "rel-dejaq-headless")["metadata"]["labels"]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= headless.items()
     assert '"title": "dejaq timeline"' in dashboard["data"]["dejaq.json"]
+
+
+def test_notes_never_show_a_storage_password() -> None:
+    notes = render(VALUE_SETS["postgres-url"]).notes
+
+    assert "postgresql://***@pg.data:5432/dejaq" in notes
+    assert "secret" not in notes
