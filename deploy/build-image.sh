@@ -80,9 +80,14 @@ say "building wheels for dejaq-timeline[etcd,redis,postgres] on the host"
 # the host's newer 3.11 does not, so the host's resolver would leave it out.
 "$py" -m pip wheel --quiet --wheel-dir "$context/wheels" ".[etcd,redis,postgres]" \
   "async-timeout>=4.0.3" 2>&1 | { grep -v "^WARNING: Location 'file:" || true; } >&2
+old="$("${podman[@]}" image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)"
 say "building $tag"
 "${podman[@]}" build --pull=never --network host "${ulimits[@]}" \
   --build-arg "BASE=$base" --label "dejaq.inputs=$inputs" \
   --label "org.opencontainers.image.version=$version" \
   -f deploy/Containerfile -t "$tag" "$context" >&2
+# The image this tag named before is untagged now: do not let rebuilds pile up.
+if [ -n "$old" ] && [ "$old" != "$("${podman[@]}" image inspect --format '{{.Id}}' "$tag")" ]; then
+  "${podman[@]}" rmi "$old" >/dev/null 2>&1 || true
+fi
 echo "$tag"
