@@ -10,7 +10,7 @@
 # over them (runc, cgroupfs, host network for apt). The base rootfs is cached in
 # $DEJAQ_IMAGE_CACHE (default /var/cache/dejaq-image). An image already carrying
 # this tag is reused when its inputs (the package sources, pyproject.toml, the
-# Containerfile and the base image) hash the same: label dejaq.inputs.
+# Containerfile, this script and the base image) hash the same: label dejaq.inputs.
 # Installs podman, buildah, runc and debootstrap when missing (root, apt).
 # Progress goes to stderr; stdout is the tag alone.
 set -euo pipefail
@@ -57,7 +57,7 @@ inputs_hash() {
   {
     git ls-files --cached --others --exclude-standard -- core proto fbs broker driver \
       storage_plugins pyproject.toml | sort | xargs sha256sum
-    sha256sum deploy/Containerfile
+    sha256sum deploy/Containerfile deploy/build-image.sh
     "${podman[@]}" image inspect --format '{{.Id}}' "$base"
   } | sha256sum | cut -d' ' -f1
 }
