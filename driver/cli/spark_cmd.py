@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import re
 from typing import Any
 
 from dejaq.core.errors import DejaqError, InvalidArgument
+from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import add_broker
-from dejaq.driver.client import parse_brokers
+from dejaq.driver.client import Client, parse_brokers
 
+_RAISED = re.compile(
+    r"dejaq\.\S*\.(?:[A-Za-z]+Error|InvalidArgument|NotFound|TooManyRejects): (.+)"
+)
 # flag -> the data source option it sets
 COLUMN_FLAGS = {
     "id_column": "idColumn",
@@ -66,6 +72,8 @@ def schedule(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None:
             options[option] = str(value)
+    if args.topic:
+        asyncio.run(_check_topic(options["broker"], args.topic))
     try:
         job.run(job.Job(args.input, options, args.format, args.master))
     except DejaqError:
@@ -76,8 +84,16 @@ def schedule(args: argparse.Namespace) -> int:
 
 
 def _first_line(exc: BaseException) -> str:
+    """A dejaq error raised inside Spark (in a Python worker's traceback), else
+    the first line of Spark's message."""
     text = str(exc).strip()
-    for line in text.splitlines():
-        if "DejaqError" in line or "InvalidArgument" in line or "TooManyRejects" in line:
-            return line.strip()
+    found = _RAISED.findall(text)
+    if found:
+        return str(found[-1])
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def _check_topic(brokers: str, topic: str) -> None:
+    """Fail before Spark starts (seconds) when the topic does not exist."""
+    async with Client(brokers) as client:
+        await Admin(client).describe_topic(topic)

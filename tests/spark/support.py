@@ -78,7 +78,10 @@ def write(df: Any, summary: Path, **options: str) -> Totals:
 
 
 def rejects(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for f in sorted(folder.glob("part-*.json")) for line in f.open()]
+    lines = [
+        line for f in sorted(folder.glob("part-*.json")) for line in f.read_text().splitlines()
+    ]
+    return [json.loads(line) for line in lines]
 
 
 def reasons(found: Sequence[dict[str, Any]]) -> dict[str, str]:
