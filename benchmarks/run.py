@@ -182,7 +182,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         results["cluster"] = await run_cluster(plan)
     if "spark" in args.scenarios:
         print("[spark] Parquet through the data source vs dejaq produce --jsonl", flush=True)
-        results["spark"] = await bounded(spark.run(plan), spark.bound_s(plan))
+        results["spark"] = await run_spark(plan)
     results["config"]["load_average_1min_after"] = load_average()
     results["config"]["seconds"] = round(time.perf_counter() - started, 1)
 
@@ -213,11 +213,20 @@ async def run_cluster(plan: Plan) -> dict[str, Any]:
         return unavailable("cluster", str(exc))
 
 
+async def run_spark(plan: Plan) -> dict[str, Any]:
+    try:
+        return await bounded(spark.run(plan), spark.bound_s(plan))
+    except Unavailable as exc:
+        return unavailable("spark", str(exc))
+
+
 def spark_problems(result: dict[str, Any] | None) -> list[str]:
     if result is None:
         return []
     if "error" in result:
         return [f"spark: {result['error']}"]
+    if "skipped" in result:
+        return []
     if result["lost"] or result["doubled"]:
         return [f"spark: {result['lost']} lost, {result['doubled']} doubled"]
     return []

@@ -17,15 +17,18 @@ Target (issue 9): >= 100k rows/s, and >= 0.5x the direct produce rate.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from suite.backends import Unavailable
 from suite.broker import broker, dejaq_command
 from suite.plan import Plan
 
@@ -83,7 +86,19 @@ async def _command(*args: str) -> tuple[float, str]:
     return seconds, out.decode()
 
 
+def require() -> None:
+    """``Unavailable`` without Java or the [spark] extra."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise Unavailable("java is not installed (Spark needs Java 17)")
+    missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise Unavailable(
+            f"{', '.join(missing)} not installed: pip install 'dejaq-timeline[spark]'"
+        )
+
+
 async def run(plan: Plan) -> dict[str, Any]:
+    require()
     rows = rows_of(plan)
     with tempfile.TemporaryDirectory(prefix="dejaq-bench-spark-") as tmp:
         parquet, jsonl = await asyncio.to_thread(_inputs, Path(tmp), rows)
