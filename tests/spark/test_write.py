@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,9 @@ def test_a_task_that_fails_halfway_and_is_retried_schedules_each_row_once(
         f"{now} - 1000 + id % 500 as timestamp_ms",
         "concat('hello ', id) as payload",
     )
-    flaky = df.withColumn("n", _dies_halfway_once()("n"))  # kept: a dropped column is not computed
+    flaky = df.withColumn(
+        "n", _dies_halfway_once(broker.address, topic)("n")
+    )  # kept: a dropped column is not computed
 
     # when partition 0 dies halfway on its first attempt and Spark retries it
     totals = write(
@@ -84,15 +87,19 @@ def test_a_task_that_fails_halfway_and_is_retried_schedules_each_row_once(
     assert counts(broker.address, topic) == (0, 0, 0, 0)
 
 
-def _dies_halfway_once() -> Any:
+def _dies_halfway_once(address: str, topic: str) -> Any:
     """A UDF passing row numbers on; partition 0's first attempt dies at row 10,000
-    (of its 20,000), after the rows before it went to the writer."""
+    (of its 20,000), once rows before it are on the timeline (so the retry meets
+    them again)."""
     from pyspark import TaskContext
     from pyspark.sql.functions import udf
 
     def check(n: int) -> int:
         ctx = TaskContext.get()
-        if ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and n >= 10_000:
+        if ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and n == 10_000:
+            deadline = time.monotonic() + 60
+            while sum(counts(address, topic)) == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)  # the writer, in another process, is sending rows before
             raise RuntimeError("injected: the task dies halfway through its partition")
         return n
 
