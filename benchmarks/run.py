@@ -20,6 +20,8 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
 - cluster   etcd and 3 brokers on one SQLite file: cross-broker lateness,
             rebalance time after kill -9 of a broker with a consumer
+- spark     1M rows from Parquet through the Spark data source on local[2]
+            (dejaq spark schedule), rows/s, against dejaq produce --jsonl
 
 and the rival, ``poller`` in --backends: a hand-rolled Redis sorted-set queue
 (Lua pop-due every 1 ms in as many processes, ZREM + HDEL acks), on the
@@ -44,7 +46,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from scenarios import cluster, poller, scale
+from scenarios import cluster, poller, scale, spark
 from scenarios.per_backend import SCENARIOS, run_backend, unavailable
 from suite import profile, report
 from suite.backends import BACKENDS, RIVAL, Unavailable
@@ -53,7 +55,7 @@ from suite.procstat import load_average, machine
 from suite.targets import evaluate
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-ALL_SCENARIOS = ("steady", "cli", "bulk", "produce", "wire", "scale", "cluster")
+ALL_SCENARIOS = ("steady", "cli", "bulk", "produce", "wire", "scale", "cluster", "spark")
 ALL_BACKENDS = (*BACKENDS, RIVAL)
 
 
@@ -178,12 +180,16 @@ async def main(argv: Sequence[str] | None = None) -> int:
     if "cluster" in args.scenarios:
         print("[cluster] etcd and 3 brokers on one SQLite file", flush=True)
         results["cluster"] = await run_cluster(plan)
+    if "spark" in args.scenarios:
+        print("[spark] Parquet through the data source vs dejaq produce --jsonl", flush=True)
+        results["spark"] = await run_spark(plan)
     results["config"]["load_average_1min_after"] = load_average()
     results["config"]["seconds"] = round(time.perf_counter() - started, 1)
 
     print(report.render(results, plan))
     results["targets"] = evaluate(results)
     found = report.problems(results, plan)
+    found += spark_problems(results.get("spark"))
     for line in found:
         print(f"PROBLEM {line}")
     print(f"\nran in {results['config']['seconds']:.0f} s")
@@ -205,6 +211,25 @@ async def run_cluster(plan: Plan) -> dict[str, Any]:
         return await bounded(cluster.run(plan), cluster.bound_s(plan))
     except Unavailable as exc:
         return unavailable("cluster", str(exc))
+
+
+async def run_spark(plan: Plan) -> dict[str, Any]:
+    try:
+        return await bounded(spark.run(plan), spark.bound_s(plan))
+    except Unavailable as exc:
+        return unavailable("spark", str(exc))
+
+
+def spark_problems(result: dict[str, Any] | None) -> list[str]:
+    if result is None:
+        return []
+    if "error" in result:
+        return [f"spark: {result['error']}"]
+    if "skipped" in result:
+        return []
+    if result["lost"] or result["doubled"]:
+        return [f"spark: {result['lost']} lost, {result['doubled']} doubled"]
+    return []
 
 
 def _default_name(args: argparse.Namespace) -> str:

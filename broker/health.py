@@ -2,7 +2,9 @@
 
 While storage does not answer, the broker reports NOT_SERVING (and logs it
 once); when it answers again, SERVING. Requests meanwhile get UNAVAILABLE
-from the storage layer, and the dispatchers retry on their own.
+from the storage layer, and the dispatchers retry on their own. The
+``liveness`` service answers SERVING for as long as the broker runs (until
+its graceful stop), for a kubelet's liveness probe.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from dejaq.storage_plugins.base import Storage
 
 log = logging.getLogger(__name__)
 SERVICES = ("", "dejaq.v1.Timeline")
+# For a liveness probe: SERVING while the broker runs, whatever storage does, so
+# a storage outage takes brokers out of rotation (readiness) without restarts.
+LIVENESS = "liveness"
 CHECK_TIMEOUT_S = 2.0
 
 
@@ -29,6 +34,10 @@ async def set_status(servicer: Any, serving: bool) -> None:
     )
     for name in SERVICES:
         await servicer.set(name, status)
+
+
+async def set_alive(servicer: Any) -> None:
+    await servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
 
 
 async def storage_healthy(storage: Storage) -> bool:

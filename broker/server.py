@@ -67,6 +67,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         raise
     await server.start()
     await health.set_status(health_servicer, True)
+    await health.set_alive(health_servicer)
     background = [
         asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
         asyncio.create_task(health.monitor(storage, health_servicer, broker.metrics)),

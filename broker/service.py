@@ -20,6 +20,7 @@ from dejaq.broker.cluster.status import cluster_status
 from dejaq.broker.consume import consume_stream
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.produce import produce_stream
+from dejaq.broker.scan import scan_bucket
 from dejaq.core.errors import DejaqError
 from dejaq.core.wire.status import code_for
 from dejaq.proto import dejaq_pb2 as pb
@@ -93,6 +94,7 @@ class TimelineService(pb_grpc.TimelineServicer):
     Nack = _unary("Nack", control.nack)
     ListDead = _unary("ListDead", control.list_dead)
     Redrive = _unary("Redrive", control.redrive)
+    ScanBucket = _unary("ScanBucket", scan_bucket)
     Produce = _stream("Produce", produce_stream)
     Consume = _stream("Consume", consume_stream)
     ClusterStatus = _unary("ClusterStatus", cluster_status)

@@ -26,6 +26,14 @@ class MessageInfo:
 
 
 @dataclass(frozen=True)
+class ScanPage:
+    """One page of a bucket's messages, by id; ``after_id`` continues it (None: the end)."""
+
+    messages: list[MessageInfo]
+    after_id: str | None
+
+
+@dataclass(frozen=True)
 class Mutation:
     id: str
     version: int  # 0 when the message was deleted
@@ -122,6 +130,29 @@ class Admin:
         req = pb.ListDeadRequest(topic=topic, limit=limit, after_id=after_id)
         resp = await self.client.call("ListDead", req)
         return [_message(m) for m in resp.messages]
+
+    async def scan_bucket(
+        self,
+        topic: str,
+        bucket: int,
+        after_id: str = "",
+        limit: int = 1000,
+        states: Sequence[str] = (),
+        payloads: bool = True,
+    ) -> ScanPage:
+        """One page of ``bucket``'s messages (live and dead, of ``states`` when
+        given) after ``after_id``; page on until ``after_id`` is None."""
+        req = pb.ScanBucketRequest(
+            topic=topic,
+            bucket=bucket,
+            after_id=after_id,
+            limit=limit,
+            states=list(states),
+            without_payloads=not payloads,
+        )
+        resp = await self.client.call("ScanBucket", req)
+        found = [_message(m) for m in resp.messages]
+        return ScanPage(found, None if resp.done else resp.next_after_id)
 
     async def redrive(self, topic: str, ids: Sequence[str] = (), timestamp_ms: int = 0) -> int:
         req = pb.RedriveRequest(topic=topic, ids=list(ids), timestamp_ms=timestamp_ms)

@@ -22,7 +22,7 @@ import grpc
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.model import InsertStatus
-from dejaq.core.wire.batches import decode_results, encode_messages
+from dejaq.core.wire.batches import I64, decode_results, encode_messages
 from dejaq.core.wire.status import error_for
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import Client, to_error
@@ -126,17 +126,31 @@ class Producer:
         """Send ``messages`` in one frame; results in the same order."""
         if not messages:
             return []
-        ids = [m.id or self._new_id() for m in messages]
         has_md = any(m.max_deliveries for m in messages)
         has_exp = any(m.expires_at_ms for m in messages)
-        batch = encode_messages(
+        return await self.send_columns(
             [m.timestamp_ms for m in messages],
             [m.payload for m in messages],
-            ids,
+            [m.id for m in messages],
             [m.max_deliveries for m in messages] if has_md else None,
             [m.expires_at_ms for m in messages] if has_exp else None,
         )
-        frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), ids)
+
+    async def send_columns(
+        self,
+        timestamps_ms: Sequence[int] | I64,
+        payloads: Sequence[bytes],
+        ids: Sequence[str],
+        max_deliveries: Sequence[int] | None = None,
+        expires_at_ms: Sequence[int] | None = None,
+    ) -> list[ProduceResult]:
+        """``send_batch`` for messages already held a column at a time (bulk
+        loaders): one frame, results in the same order; an empty id is generated."""
+        if not ids:
+            return []
+        filled = [i or self._new_id() for i in ids]
+        batch = encode_messages(timestamps_ms, payloads, filled, max_deliveries, expires_at_ms)
+        frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), filled)
         async with self._slots:
             await self._submit(frame)
             return await frame.future

@@ -227,6 +227,32 @@ class RedriveResponse(_message.Message):
     redriven: int
     def __init__(self, redriven: _Optional[int] = ...) -> None: ...
 
+class ScanBucketRequest(_message.Message):
+    __slots__ = ("topic", "bucket", "after_id", "limit", "states", "without_payloads")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    bucket: int
+    after_id: str
+    limit: int
+    states: _containers.RepeatedScalarFieldContainer[str]
+    without_payloads: bool
+    def __init__(self, topic: _Optional[str] = ..., bucket: _Optional[int] = ..., after_id: _Optional[str] = ..., limit: _Optional[int] = ..., states: _Optional[_Iterable[str]] = ..., without_payloads: _Optional[bool] = ...) -> None: ...
+
+class ScanBucketResponse(_message.Message):
+    __slots__ = ("messages", "next_after_id", "done")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    next_after_id: str
+    done: bool
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., next_after_id: _Optional[str] = ..., done: _Optional[bool] = ...) -> None: ...
+
 class ProduceRequest(_message.Message):
     __slots__ = ("topic", "batch")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

@@ -94,6 +94,11 @@ class TimelineStub:
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.RedriveRequest.SerializeToString,
                 response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.RedriveResponse.FromString,
                 _registered_method=True)
+        self.ScanBucket = channel.unary_unary(
+                '/dejaq.v1.Timeline/ScanBucket',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.FromString,
+                _registered_method=True)
         self.Produce = channel.stream_stream(
                 '/dejaq.v1.Timeline/Produce',
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ProduceRequest.SerializeToString,
@@ -189,6 +194,13 @@ class TimelineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScanBucket(self, request, context):
+        """Reading a topic a bucket at a time (bulk readers such as the Spark source).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Produce(self, request_iterator, context):
         """Hot path. Produce: one response per request frame, in order.
         """
@@ -272,6 +284,11 @@ def add_TimelineServicer_to_server(servicer, server):
                     servicer.Redrive,
                     request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.RedriveRequest.FromString,
                     response_serializer=dejaq_dot_proto_dot_dejaq__pb2.RedriveResponse.SerializeToString,
+            ),
+            'ScanBucket': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScanBucket,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.SerializeToString,
             ),
             'Produce': grpc.stream_stream_rpc_method_handler(
                     servicer.Produce,
@@ -613,6 +630,33 @@ class Timeline:
             '/dejaq.v1.Timeline/Redrive',
             dejaq_dot_proto_dot_dejaq__pb2.RedriveRequest.SerializeToString,
             dejaq_dot_proto_dot_dejaq__pb2.RedriveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScanBucket(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/ScanBucket',
+            dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.FromString,
             options,
             channel_credentials,
             insecure,

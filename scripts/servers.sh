@@ -1,11 +1,12 @@
-# Sourced by test.sh: install the server binaries the tests start (Debian
-# packages) when they are missing. Under CI=true a failed install is fatal;
+# Sourced by test.sh: install the server binaries the tests start, and Java for
+# Spark (Debian packages), when they are missing. Under CI=true a failed install is fatal;
 # locally the tests that need a missing server are skipped instead.
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
 command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)  # Spark (tests/spark, benchmarks)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing ${need[*]}"
@@ -22,3 +23,4 @@ fi
 # Debian keeps the PostgreSQL server binaries off PATH.
 for d in /usr/lib/postgresql/*/bin; do [ -d "$d" ] && PATH="$PATH:$d"; done
 export PATH
+source "$(dirname "${BASH_SOURCE[0]}")/container-tools.sh"  # podman, buildah, runc, debootstrap: the image tests

@@ -28,6 +28,10 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   ``Leased``; a backend that cannot be reached ``StorageUnavailable``. Batch
   settles (ack / extend / nack) return one outcome per item instead of raising,
   so one stale ack does not spoil the batch.
+- **Scan.** ``scan`` pages through one bucket's messages, live and dead, by
+  id (ascending): a message present for the whole scan is returned exactly
+  once, whatever else changes meanwhile. A page may hold fewer than ``limit``
+  messages (even none) before the bucket ends; only ``after_id is None`` ends it.
 - **Dead messages** keep their payload; their timestamp is the time they died.
   ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
   no expiry (a re-driven message gets a fresh start).
@@ -106,6 +110,23 @@ class LeaseRequest:
     def until(self) -> int:
         """When the leases it grants run out."""
         return self.bound + self.lease_ms
+
+
+@dataclass(frozen=True, slots=True)
+class ScanPage:
+    """One page of ``Storage.scan``: messages ascending by id, and the id to
+    continue after (None when the bucket has no more)."""
+
+    messages: list[Message]
+    after_id: str | None
+
+    @classmethod
+    def of(cls, ascending: Sequence[Message], limit: int) -> ScanPage:
+        """The page from up to ``limit + 1`` messages ascending by id (one more
+        than the page tells that the bucket goes on)."""
+        if len(ascending) > limit:
+            return cls(list(ascending[:limit]), ascending[limit - 1].id)
+        return cls(list(ascending), None)
 
 
 class Storage(abc.ABC):
@@ -242,6 +263,13 @@ class Storage(abc.ABC):
         """Dead messages with ``id > after_id``, ascending by id."""
         return await self._timed("list_dead", self._list_dead(topic, after_id, limit))
 
+    async def scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
+        """Up to ``limit`` messages of ``bucket`` (live and dead) with ``id > after_id``,
+        ascending by id (see the contract); a bucket the topic lacks is empty."""
+        if limit <= 0:
+            raise InvalidArgument(f"scan limit must be positive, not {limit}")
+        return await self._timed("scan", self._scan(topic, bucket, after_id, limit))
+
     async def redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         """Put dead messages (all when ``ids`` is None) back, due at ``at``."""
         return await self._timed("redrive", self._redrive(topic, ids, at))
@@ -294,6 +322,8 @@ class Storage(abc.ABC):
     async def _counts(self, topic: str, now: int) -> Counts: ...
     @abc.abstractmethod
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]: ...
+    @abc.abstractmethod
+    async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage: ...
     @abc.abstractmethod
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int: ...
     @abc.abstractmethod

@@ -15,6 +15,7 @@ from dejaq.driver.cli import (
     dead_cmd,
     message_cmd,
     produce_cmd,
+    spark_cmd,
     topic_cmd,
 )
 
@@ -24,7 +25,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dejaq", description="dejaq: messages delivered at their millisecond."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands = (broker_cmd, topic_cmd, produce_cmd, consume_cmd, message_cmd, dead_cmd, cluster_cmd)
+    commands = (
+        broker_cmd,
+        topic_cmd,
+        produce_cmd,
+        consume_cmd,
+        message_cmd,
+        dead_cmd,
+        cluster_cmd,
+        spark_cmd,
+    )
     for command in commands:
         command.register(sub)
     return parser

@@ -19,7 +19,15 @@ from dejaq.core.model import (
     Settled,
     Topic,
 )
-from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem, Storage
+from dejaq.storage_plugins.base import (
+    HandBack,
+    LeaseRequest,
+    Outcome,
+    ScanPage,
+    SettleItem,
+    Storage,
+)
+from dejaq.storage_plugins.memory import scan
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE
 from dejaq.storage_plugins.memory.timeline import Timeline
 from dejaq.storage_plugins.memory.types import I64
@@ -319,6 +327,9 @@ class MemoryStorage(Storage):
         named = ((tl.cols.record(s)[0], s) for s in tl.cols.slots_in(DEAD).tolist())
         page = sorted((id, s) for id, s in named if id > after_id)[:limit]
         return [tl.message(s) for _, s in page]
+
+    async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
+        return scan.scan(self._tl(topic), bucket, after_id, limit)
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         tl = self._tl(topic)

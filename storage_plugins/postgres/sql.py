@@ -340,3 +340,13 @@ PURGE_DEAD = """WITH gone AS (
     gone_payloads AS (
         DELETE FROM dejaq_payloads WHERE topic = %(topic)s AND id IN (SELECT id FROM gone))
     SELECT count(*) FROM gone"""
+
+# (topic, bucket, after_id, limit): one bucket's messages, live and dead, by id.
+# Live rows come through dejaq_messages_due (the bucket's rows, sorted here),
+# dead ones through dejaq_messages_dead (ids in order, the bucket filtered).
+_SCAN_PART = """(SELECT * FROM dejaq_messages
+        WHERE topic = %(topic)s AND {dead} AND bucket = %(bucket)s AND id > %(after_id)s
+        ORDER BY id LIMIT %(limit)s)"""
+SCAN_BUCKET = f"""SELECT {_MESSAGE_COLUMNS} FROM (
+    {_SCAN_PART.format(dead="NOT dead")} UNION ALL {_SCAN_PART.format(dead="dead")}) AS m
+    ORDER BY m.id LIMIT %(limit)s"""

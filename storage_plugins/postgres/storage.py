@@ -27,8 +27,15 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins import sql_base as base
-from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem, Storage
-from dejaq.storage_plugins.postgres import sql
+from dejaq.storage_plugins.base import (
+    HandBack,
+    LeaseRequest,
+    Outcome,
+    ScanPage,
+    SettleItem,
+    Storage,
+)
+from dejaq.storage_plugins.postgres import scan, sql
 from dejaq.storage_plugins.postgres.options import PostgresOptions, parse_url
 from dejaq.storage_plugins.postgres.pool import Conn, Pool, storage_error
 from dejaq.storage_plugins.rules import Fate
@@ -336,6 +343,10 @@ class PostgresStorage(Storage):
             if not rows:
                 await _require_topic(conn, topic)
         return [base.message_from_row(row) for row in rows]
+
+    async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
+        async with self._pool.connection() as conn:
+            return await scan.scan(conn, topic, bucket, after_id, limit)
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         async with self._pool.connection() as conn:

@@ -19,8 +19,15 @@ from redis.backoff import NoBackoff
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
-from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem, Storage
-from dejaq.storage_plugins.redis import dead, leasing, reads
+from dejaq.storage_plugins.base import (
+    HandBack,
+    LeaseRequest,
+    Outcome,
+    ScanPage,
+    SettleItem,
+    Storage,
+)
+from dejaq.storage_plugins.redis import dead, leasing, reads, scan
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.options import parse_url
 from dejaq.storage_plugins.redis.registry import Registry, TopicEntry, per_slot
@@ -321,6 +328,11 @@ class RedisStorage(Storage):
             return []
         return await self._registry.on_topic(
             topic, lambda info: dead.list_dead(self._runner, info, after_id, limit)
+        )
+
+    async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
+        return await self._registry.on_topic(
+            topic, lambda info: scan.scan(self._runner, info, bucket, after_id, limit)
         )
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:

@@ -163,3 +163,12 @@ REDRIVE_IDS = REDRIVE_ALL + f" AND id IN {_IDS}"
 PURGE_DEAD_PAYLOADS = """DELETE FROM payloads WHERE topic = ?1 AND id IN
     (SELECT id FROM messages WHERE topic = ?1 AND dead = 1 AND ts < ?2)"""
 PURGE_DEAD_MESSAGES = "DELETE FROM messages WHERE topic = ? AND dead = 1 AND ts < ?"
+
+# (topic, bucket, after_id, limit): one bucket's messages, live and dead, by id.
+# The bucket's rows come from messages_due (both values of dead: two seeks),
+# then are sorted by id: O(bucket) a page, where the primary key would walk
+# every bucket's ids to find this one's.
+SCAN_BUCKET = f"""SELECT {_MESSAGE_COLUMNS}
+    FROM messages AS m INDEXED BY messages_due {_WITH_PAYLOAD}
+    WHERE m.topic = ? AND m.dead IN (0, 1) AND m.bucket = ? AND m.id > ?
+    ORDER BY m.id LIMIT ?"""

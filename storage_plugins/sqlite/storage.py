@@ -19,8 +19,15 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
-from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem, Storage
-from dejaq.storage_plugins.sqlite import ops, sql
+from dejaq.storage_plugins.base import (
+    HandBack,
+    LeaseRequest,
+    Outcome,
+    ScanPage,
+    SettleItem,
+    Storage,
+)
+from dejaq.storage_plugins.sqlite import ops, scan, sql
 from dejaq.storage_plugins.sqlite.checkpoint import Checkpointer
 from dejaq.storage_plugins.sqlite.writer import Writer, storage_error
 
@@ -226,6 +233,9 @@ class SqliteStorage(Storage):
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         return await self._run(ops.list_dead, topic, after_id, limit)
+
+    async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
+        return await self._run(scan.scan, topic, bucket, after_id, limit)
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         return await self._run(ops.redrive, topic, ids, at)

@@ -1,0 +1,99 @@
+"""``dejaq spark schedule``: bulk-schedule a Parquet, CSV or JSON file with Spark."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+from typing import Any
+
+from dejaq.core.errors import DejaqError, InvalidArgument
+from dejaq.driver.admin import Admin
+from dejaq.driver.cli.common import add_broker
+from dejaq.driver.client import Client, parse_brokers
+
+_RAISED = re.compile(
+    r"dejaq\.\S*\.(?:[A-Za-z]+Error|InvalidArgument|NotFound|TooManyRejects): (.+)"
+)
+# flag -> the data source option it sets
+COLUMN_FLAGS = {
+    "id_column": "idColumn",
+    "time_column": "timeColumn",
+    "payload_column": "payloadColumn",
+    "key_columns": "keyColumns",
+    "topic_column": "topicColumn",
+    "max_deliveries_column": "maxDeliveriesColumn",
+    "expires_at_column": "expiresAtColumn",
+    "rejects": "rejectsPath",
+    "max_rejects": "maxRejects",
+    "batch_size": "batchSize",
+}
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("spark", help="bulk scheduling with Spark")
+    spark_sub = p.add_subparsers(dest="spark_command", required=True, metavar="COMMAND")
+    s = spark_sub.add_parser(
+        "schedule",
+        help="schedule every row of a Parquet, CSV or JSON input",
+        description="Write every row of INPUT on a topic's timeline through the Spark data"
+        " source 'dejaq' (needs pip install 'dejaq-timeline[spark]' and Java 17). Columns:"
+        " id (or --key-columns to derive it), timestamp_ms or timestamp, payload.",
+    )
+    s.add_argument("--input", required=True, help="a file or folder of files")
+    s.add_argument("--format", choices=["parquet", "csv", "json"], help="default: from the names")
+    s.add_argument("--topic", help="the topic (or --topic-column)")
+    s.add_argument("--topic-column", help="a column naming each row's topic")
+    s.add_argument("--id-column", help="default: id")
+    s.add_argument("--time-column", help="default: timestamp_ms, else timestamp")
+    s.add_argument("--payload-column", help="default: payload")
+    s.add_argument("--key-columns", help="columns a missing id is derived from (a,b,...)")
+    s.add_argument("--max-deliveries-column", help="default: max_deliveries when present")
+    s.add_argument("--expires-at-column", help="default: expires_at_ms when present")
+    s.add_argument("--rejects", metavar="PATH", help="write refused rows with reasons here")
+    s.add_argument("--max-rejects", type=int, help="fail the job past this many refused rows")
+    s.add_argument("--batch-size", type=int, help="messages per Produce frame (default 5000)")
+    s.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    add_broker(s)
+    s.set_defaults(run=schedule)
+
+
+def schedule(args: argparse.Namespace) -> int:
+    try:
+        from dejaq.driver.spark import job
+    except ImportError as exc:
+        raise InvalidArgument(
+            f"dejaq spark needs pyspark and pyarrow ({exc}): pip install 'dejaq-timeline[spark]'"
+        ) from exc
+    options = {"broker": ",".join(parse_brokers(args.broker))}
+    if args.topic:
+        options["topic"] = args.topic
+    for flag, option in COLUMN_FLAGS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            options[option] = str(value)
+    if args.topic:
+        asyncio.run(_check_topic(options["broker"], args.topic))
+    try:
+        job.run(job.Job(args.input, options, args.format, args.master))
+    except DejaqError:
+        raise
+    except Exception as exc:  # Spark's own errors: their first line says what failed
+        raise DejaqError(f"the Spark job failed: {_first_line(exc)}") from exc
+    return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    """A dejaq error raised inside Spark (in a Python worker's traceback), else
+    the first line of Spark's message."""
+    text = str(exc).strip()
+    found = _RAISED.findall(text)
+    if found:
+        return str(found[-1])
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def _check_topic(brokers: str, topic: str) -> None:
+    """Fail before Spark starts (seconds) when the topic does not exist."""
+    async with Client(brokers) as client:
+        await Admin(client).describe_topic(topic)

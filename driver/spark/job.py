@@ -1,0 +1,125 @@
+"""``dejaq spark schedule``: the data source's write, as a job for people who do
+not write Spark code. Reads a Parquet, CSV or JSON input, writes it through
+``format("dejaq")`` on ``local[*]`` (or ``--master``), shows the write's
+progress and prints the commit's totals."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from pyspark.sql import DataFrame, SparkSession
+
+from dejaq.core.errors import InvalidArgument
+from dejaq.driver.spark import register
+from dejaq.driver.spark.summary import Totals
+
+FORMATS = ("parquet", "csv", "json")
+PROGRESS_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Job:
+    input: str
+    options: Mapping[str, str]  # the data source's options (broker, topic, ...)
+    format: str | None = None  # None: from the input's extension
+    master: str = "local[*]"
+
+
+def input_format(path: str, given: str | None) -> str:
+    if given:
+        if given not in FORMATS:
+            raise InvalidArgument(f"--format is one of {', '.join(FORMATS)}, not {given!r}")
+        return given
+    p = Path(path)
+    names = [p.name] if p.is_file() else [f.name for f in p.glob("*") if f.is_file()]
+    for fmt, endings in (
+        ("parquet", (".parquet",)),
+        ("csv", (".csv",)),
+        ("json", (".json", ".jsonl")),
+    ):
+        if any(n.endswith(endings) for n in names):
+            return fmt
+    raise InvalidArgument(f"cannot tell the format of {path!r}: give --format parquet|csv|json")
+
+
+def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:
+    if not Path(path).exists() and "://" not in path:
+        raise InvalidArgument(f"input {path!r} does not exist")
+    reader = spark.read
+    if fmt == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    return reader.format(fmt).load(path)
+
+
+class Progress:
+    """Prints the write stage's finished / total tasks to ``out`` while it runs."""
+
+    def __init__(self, spark: SparkSession, out: TextIO) -> None:
+        self.tracker = spark.sparkContext.statusTracker()
+        self.out = out
+        self.start = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        last = ""
+        while not self._stop.wait(PROGRESS_EVERY_S):
+            done = total = 0
+            for stage in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(stage)
+                if info is not None:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            if total:
+                line = f"dejaq: writing, {done}/{total} tasks done"
+                if line != last:
+                    elapsed = time.monotonic() - self.start
+                    print(f"{line} ({elapsed:.0f} s)", file=self.out, flush=True)
+                    last = line
+
+
+def run(job: Job, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> Totals:
+    """Run the write; its totals (also printed to ``out``)."""
+    fmt = input_format(job.input, job.format)
+    # Spark's Python workers must run this interpreter, where dejaq is installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(job.master)
+        .appName("dejaq spark schedule")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    with tempfile.TemporaryDirectory(prefix="dejaq-spark-") as tmp:
+        summary = os.path.join(tmp, "summary.json")
+        df = read_input(spark, job.input, fmt)
+        writer = df.write.format("dejaq").mode("append").option("summaryPath", summary)
+        for key, value in job.options.items():
+            writer = writer.option(key, value)
+        start = time.monotonic()
+        with Progress(spark, err):
+            writer.save()
+        seconds = time.monotonic() - start
+        totals = Totals.from_json(Path(summary).read_text())
+    rate = totals.rows / seconds if seconds > 0 else 0.0
+    print(f"{totals.line()} in {seconds:.1f} s ({rate:,.0f} rows/s)", file=out)
+    if totals.rejects:
+        print(f"rejected rows with their reasons: {', '.join(totals.rejects)}", file=out)
+    return totals

@@ -1,0 +1,118 @@
+"""The Helm chart in deploy/helm/dejaq, rendered offline (helm-python-sdk: Helm 4
+as a library) into manifests a test can read.
+
+``VALUE_SETS`` are the values people install with: the defaults, each storage
+kind, external etcd, observability on. Lint, validation and policy tests run
+over every one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from tests.servers import unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "dejaq"
+RELEASE = "rel"
+NAMESPACE = "queues"
+
+Values = dict[str, Any]
+OWN_STORAGE = {"redis": {"enabled": False}}
+VALUE_SETS: dict[str, Values] = {
+    "defaults": {},
+    "redis-url": {**OWN_STORAGE, "storage": {"url": "redis://redis.data:6379/0"}},
+    "postgres-url": {
+        **OWN_STORAGE,
+        "storage": {"url": "postgresql://dejaq:secret@pg.data:5432/dejaq"},
+    },
+    "existing-secret": {**OWN_STORAGE, "storage": {"existingSecret": "dejaq-storage"}},
+    "sqlite-one-broker": {
+        **OWN_STORAGE,
+        "replicaCount": 1,
+        "storage": {"url": "sqlite:///var/lib/dejaq/dejaq.db"},
+    },
+    "memory-one-broker": {
+        **OWN_STORAGE,
+        "replicaCount": 1,
+        "etcd": {"enabled": False},
+        "storage": {"url": "memory://"},
+    },
+    "external-etcd": {
+        "etcd": {
+            "enabled": False,
+            "externalEndpoints": ["http://etcd-0.infra:2379", "http://etcd-1.infra:2379"],
+        }
+    },
+    "observability": {
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "grafanaDashboard": {"enabled": True},
+    },
+}
+
+
+def helm() -> ModuleType:
+    """helm_python, or skip (fail under CI=true) when the dev extra is missing."""
+    try:
+        import helm_python
+    except ImportError:
+        unavailable("helm-python-sdk is not installed (pip install -e '.[dev]')")
+    return helm_python
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The chart's manifests for one set of values, by template file."""
+
+    files: Mapping[str, str]
+
+    @property
+    def manifests(self) -> list[dict[str, Any]]:
+        docs: list[dict[str, Any]] = []
+        for name, text in sorted(self.files.items()):
+            if name.endswith(".yaml"):
+                docs += [d for d in yaml.safe_load_all(text) if d]
+        return docs
+
+    @property
+    def notes(self) -> str:
+        return next((t for n, t in self.files.items() if n.endswith("NOTES.txt")), "")
+
+    def one(self, kind: str, name: str = "") -> dict[str, Any]:
+        """The manifest of ``kind`` (named ``name`` when given); exactly one must match."""
+        found = [
+            m
+            for m in self.manifests
+            if m["kind"] == kind and (not name or m["metadata"]["name"] == name)
+        ]
+        assert len(found) == 1, f"{len(found)} {kind} {name!r} in {self.kinds()}"
+        return found[0]
+
+    def kinds(self) -> list[str]:
+        return [f"{m['kind']}/{m['metadata']['name']}" for m in self.manifests]
+
+
+def render(values: Values | None = None) -> Rendered:
+    """Render the chart as ``helm template rel deploy/helm/dejaq -n queues`` would."""
+    chart = helm().Chart.load(str(CHART))
+    files = chart.render(values or {}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    return Rendered(files)
+
+
+def pod_specs(manifests: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(kind/name, pod spec) of every workload."""
+    for m in manifests:
+        if m["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+            yield f"{m['kind']}/{m['metadata']['name']}", m["spec"]["template"]["spec"]
+
+
+def broker_container(rendered: Rendered) -> dict[str, Any]:
+    spec = rendered.one("Deployment")["spec"]["template"]["spec"]
+    container: dict[str, Any] = next(c for c in spec["containers"] if c["name"] == "broker")
+    return container

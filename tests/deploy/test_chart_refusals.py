@@ -1,0 +1,80 @@
+"""Values that would strand messages, or that this broker cannot honour yet, are
+refused when the chart renders (`helm install` stops before creating anything),
+and values.schema.json refuses wrong keys and types with the path of the bad value."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.deploy.chart import OWN_STORAGE, VALUE_SETS, Values, helm, render
+
+REFUSED: dict[str, tuple[Values, str]] = {
+    "memory with several brokers": (
+        {**OWN_STORAGE, "storage": {"url": "memory://"}},
+        "memory:// keeps messages inside one broker",
+    ),
+    "per-pod sqlite with several brokers": (
+        {**OWN_STORAGE, "replicaCount": 2, "storage": {"url": "sqlite:///var/lib/dejaq/d.db"}},
+        "sqlite:// is a file inside one pod",
+    ),
+    "no storage": (OWN_STORAGE, "set exactly one of storage.url"),
+    "two storages": (
+        {"storage": {"url": "redis://r:6379/0"}},
+        "set exactly one of storage.url",
+    ),
+    "several brokers without etcd": (
+        {"etcd": {"enabled": False}},
+        "replicaCount=3 needs etcd",
+    ),
+    "bundled and external etcd": (
+        {"etcd": {"externalEndpoints": ["http://e:2379"]}},
+        "set etcd.enabled=false to use etcd.externalEndpoints",
+    ),
+    "broker TLS before the broker serves it": (
+        {"broker": {"tls": {"enabled": True, "existingSecret": "dejaq-tls"}}},
+        "does not serve TLS yet",
+    ),
+    "etcd auth before the broker speaks it": (
+        {"etcd": {"client": {"auth": {"enabled": True, "existingSecret": "etcd-auth"}}}},
+        "plain HTTP to etcd without auth",
+    ),
+}
+
+SCHEMA_REFUSED: dict[str, tuple[Values, str]] = {
+    "unknown key": ({"replicas": 3}, "replicas"),
+    "latest tag": ({"image": {"tag": "latest"}}, "/image/tag"),
+    "unknown storage scheme": (
+        {**OWN_STORAGE, "storage": {"url": "mysql://db/dejaq"}},
+        "/storage/url",
+    ),
+    "even etcd members": ({"etcd": {"replicaCount": 2}}, "/etcd/replicaCount"),
+    "a variable the broker would refuse": (
+        {"broker": {"extraEnv": [{"name": "GRACE", "value": "1"}]}},
+        "/broker/extraEnv/0/name",
+    ),
+}
+
+
+@pytest.mark.parametrize(("values", "message"), REFUSED.values(), ids=REFUSED.keys())
+def test_render_refuses(values: Values, message: str) -> None:
+    with pytest.raises(helm().HelmError) as refused:
+        render(values)
+
+    assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(("values", "where"), SCHEMA_REFUSED.values(), ids=SCHEMA_REFUSED.keys())
+def test_schema_refuses(values: Values, where: str) -> None:
+    with pytest.raises(helm().HelmError) as refused:
+        render(values)
+
+    assert "values don't meet the specifications of the schema" in str(refused.value)
+    assert where in str(refused.value)
+
+
+def test_one_broker_on_memory_is_allowed_with_a_warning() -> None:
+    rendered = render(VALUE_SETS["memory-one-broker"])
+
+    assert "messages are lost when it restarts" in rendered.notes
+    # A budget of one broker would block every node drain.
+    assert not [m for m in rendered.manifests if m["kind"] == "PodDisruptionBudget"]
