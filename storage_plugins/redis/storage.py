@@ -27,7 +27,7 @@ from dejaq.storage_plugins.base import (
     SettleItem,
     Storage,
 )
-from dejaq.storage_plugins.redis import dead, leasing, reads, scan
+from dejaq.storage_plugins.redis import columns, dead, leasing, reads, scan
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.options import parse_url
 from dejaq.storage_plugins.redis.registry import Registry, TopicEntry, per_slot
@@ -172,14 +172,22 @@ class RedisStorage(Storage):
         inserts = []
         for home, indexes in groups_.items():
             s = info.slot(home)
-            args: list[lua.Arg] = [info.gen, s.prefix]
-            for i in indexes:
-                m = messages[i]
+            batch = [messages[i] for i in indexes]
+            for m in batch:
                 if not 0 <= m.bucket < info.buckets:
                     raise InvalidArgument(f"message {m.id!r}: bucket {m.bucket} is out of range")
                 if info.slot_of(m.bucket) != home:
                     strays.add((home, info.slot_of(m.bucket)))
-                args += (m.id, m.timestamp, m.bucket, m.max_deliveries, m.expires_at, m.payload)
+            args = (
+                info.gen,
+                s.prefix,
+                *columns.texts(m.id for m in batch),
+                columns.decimals(m.timestamp for m in batch),
+                columns.decimals(m.bucket for m in batch),
+                columns.decimals(m.max_deliveries for m in batch),
+                columns.decimals(m.expires_at for m in batch),
+                *columns.strings(m.payload for m in batch),
+            )
             inserts.append(Call(lua.INSERT, (s.alive, s.heads), args))
         # Make strays findable from their bucket's slot before they exist.
         pointers = [
@@ -224,25 +232,29 @@ class RedisStorage(Storage):
         return await self._settle(topic, "nack", items, owner, at, max_deliveries)
 
     async def _hand_back(self, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
-        return await self._settle(topic, "back", items, owner, 0, 0)
+        pairs = [(id, version) for id, version, _ in items]
+        return await self._settle(topic, "back", pairs, owner, 0, 0, [due for *_, due in items])
 
     async def _settle(
         self,
         topic: str,
         mode: str,
-        items: Sequence[SettleItem] | Sequence[HandBack],
+        items: Sequence[SettleItem],
         owner: str,
         time: int,
         max_deliveries: int,
+        dues: Sequence[int] = (),  # "back": each item's due timestamp
     ) -> list[Outcome]:
         async def op(info: TopicEntry) -> list[Outcome]:
-            by_home = info.by_home([item[0] for item in items])
+            by_home = info.by_home([id for id, _ in items])
             calls = []
             for home, indexes in by_home.items():
                 s = info.slot(home)
                 args: list[lua.Arg] = [info.gen, s.prefix, mode, owner, time, max_deliveries]
-                for i in indexes:
-                    args += items[i]
+                args += columns.texts(items[i][0] for i in indexes)
+                args.append(columns.decimals(items[i][1] for i in indexes))
+                if dues:
+                    args.append(columns.decimals(dues[i] for i in indexes))
                 keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids)
                 calls.append(Call(lua.SETTLE, keys_, args))
             out: list[Outcome | None] = [None] * len(items)
@@ -252,7 +264,7 @@ class RedisStorage(Storage):
                 refused = iter(owners)
                 outcomes = groups(numbers, lua.SETTLED_ITEM)
                 for i, (code, version, ts) in zip(indexes, outcomes, strict=True):
-                    id, expected = items[i][0], items[i][1]
+                    id, expected = items[i]
                     if code == lua.OK:
                         out[i] = Settled(id, version, ts)
                         continue

@@ -11,6 +11,24 @@ local function push(t, ...)
   for i = 1, select('#', ...) do t[#t + 1] = select(i, ...) end
 end
 
+-- A column of comma-separated decimals (columns.decimals), as strings.
+local function decimals(packed)
+  local out = {}
+  for d in string.gmatch(packed, '[^,]+') do out[#out + 1] = d end
+  return out
+end
+
+-- A column of strings packed as one, cut by their lengths (columns.strings).
+local function cut(blob, lengths)
+  local out, at = {}, 1
+  for n in string.gmatch(lengths, '%d+') do
+    local stop = at + tonumber(n)
+    out[#out + 1] = string.sub(blob, at, stop - 1)
+    at = stop
+  end
+  return out
+end
+
 -- An integer as exact decimal text (tostring would round past 14 digits).
 local function int(n)
   return string.format('%d', n)

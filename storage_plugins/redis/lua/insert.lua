@@ -1,21 +1,24 @@
--- KEYS: alive, heads. ARGV: gen, prefix, then per message:
--- id, ts, bucket, max_deliveries, expires_at, payload.
+-- KEYS: alive, heads. ARGV: gen, prefix, then the batch as columns
+-- (columns.py): ids, their lengths, timestamps, buckets, max deliveries,
+-- expiries (comma-separated decimals), payloads, their lengths.
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
 local prefix = ARGV[2]
+local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
+local mds, exs, bodies = decimals(ARGV[7]), decimals(ARGV[8]), cut(ARGV[9], ARGV[10])
 local out = {OK}
 local payloads, timelines, earliest = {}, {}, {}
-for i = 3, #ARGV, 6 do
-  local id, ts, bucket = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for i = 1, #ids do
+  local id, ts, bucket = ids[i], stamps[i], buckets[i]
   local key = prefix .. K_RECORD .. id
   if redis.call('EXISTS', key) == 1 then
     out[#out + 1] = 1
   else
     -- The record now, so a repeat of the id later in the batch is a duplicate.
     redis.call('HSET', key, 'ts', ts, 'v', 1, 'n', 0, 'b', bucket,
-               'md', ARGV[i + 3], 'ex', ARGV[i + 4], 'dead', 0)
-    push(payloads, prefix .. K_PAYLOAD .. id, ARGV[i + 5])
+               'md', mds[i], 'ex', exs[i], 'dead', 0)
+    push(payloads, prefix .. K_PAYLOAD .. id, bodies[i])
     local entries = timelines[bucket]
     if not entries then
       entries = {}

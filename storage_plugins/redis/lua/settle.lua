@@ -1,24 +1,26 @@
 -- KEYS: alive, heads, owned, dead, dead-ids.
 -- ARGV: gen, prefix, mode ('ack' | 'extend' | 'nack' | 'back'), owner, time
--- (extend: until, nack: at), max deliveries (the topic's), then (id, version)
--- pairs, or for 'back' (hand back a lease never sent) (id, version, due) triples.
+-- (extend: until, nack: at), max deliveries (the topic's), then the items as
+-- columns (columns.py): ids, their lengths, versions, and for 'back' (hand back
+-- a lease never sent) the due timestamps.
 -- Reply {OK, numbers, owners}: per item its code, version and timestamp; per
 -- refused item (code > 0; it changed nothing) the owner ('' for none) in owners.
 if not alive() then return {GONE} end
 local prefix, mode, owner, time, topic_max = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local numbers, owners, changed = {}, {}, {}
-local stride = mode == 'back' and 3 or 2
-for i = 7, #ARGV, stride do
-  local id = ARGV[i]
+local ids, versions = cut(ARGV[7], ARGV[8]), decimals(ARGV[9])
+local dues = mode == 'back' and decimals(ARGV[10]) or {}
+for i = 1, #ids do
+  local id = ids[i]
   local rec = load(prefix, id)
-  local code = check_holder(rec, owner, tonumber(ARGV[i + 1]))
+  local code = check_holder(rec, owner, tonumber(versions[i]))
   if code ~= OK then
     refusal(numbers, owners, code, rec)
   elseif mode == 'ack' then
     drop(prefix, id, rec, KEYS[3], changed)
     push(numbers, '0', '0', int(rec.ts))
   elseif mode == 'back' then
-    local due, key = ARGV[i + 2], prefix .. K_RECORD .. id
+    local due, key = dues[i], prefix .. K_RECORD .. id
     reschedule(prefix, KEYS[2], id, rec, due, changed)
     redis.call('HSET', key, 'n', rec.n - 1)
     redis.call('HDEL', key, 'o')
