@@ -75,6 +75,8 @@ class TopicEntry:
 
     def by_home(self, ids: Sequence[str]) -> dict[int, list[int]]:
         """Indexes of ``ids`` grouped by home slot, in their order."""
+        if self.slots == 1:  # the default: no crc32 per id
+            return {0: list(range(len(ids)))} if ids else {}
         groups: dict[int, list[int]] = {}
         for i, id in enumerate(ids):
             groups.setdefault(self.home(id), []).append(i)
