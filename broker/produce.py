@@ -44,7 +44,7 @@ async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceRe
     new = _messages(batch, ids, positions, topic.settings)
     status = [int(InsertStatus.REJECTED)] * len(ids)
     if new:
-        results = await broker.storage.insert(topic.name, new)
+        results = await _insert(broker, topic.name, new)
         earliest = None
         for pos, msg, st in zip(positions, new, results, strict=True):
             status[pos] = int(st)
@@ -54,6 +54,23 @@ async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceRe
             broker.hint(topic.name, earliest)
     _count(broker, topic.name, status)
     return pb.ProduceResponse(results=encode_results(status, ids), rejections=rejections)
+
+
+async def _insert(broker: BrokerContext, topic: str, new: list[NewMessage]) -> list[InsertStatus]:
+    """Insert a frame's messages, in chunks where storage asks for them
+    (``Storage.insert_chunk``), letting dispatch run in between. Each chunk is
+    atomic, the frame is not: a frame that fails part way may have stored its
+    first chunks, and its resend finds them as duplicates (produce is idempotent
+    by id, and a repeated id within the frame still resolves to the first)."""
+    size = broker.storage.insert_chunk
+    if not size or len(new) <= size:
+        return await broker.storage.insert(topic, new)
+    results: list[InsertStatus] = []
+    for start in range(0, len(new), size):
+        if start:
+            await asyncio.sleep(0)
+        results += await broker.storage.insert(topic, new[start : start + size])
+    return results
 
 
 def _all_valid(batch: ProduceBatch, ids: list[str], max_payload: int) -> bool:

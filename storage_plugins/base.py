@@ -137,6 +137,12 @@ class Storage(abc.ABC):
     validated before it reaches storage: by the broker, and by ``LeaseRequest``
     when it is built."""
 
+    # The most messages the broker inserts in one call; 0: a produce frame in
+    # one. A backend whose insert holds the broker's event loop (memory does
+    # the work in it, Redis packs and parses in it) sets a bound, so a large
+    # frame does not hold deliveries back for milliseconds.
+    insert_chunk = 0
+
     def __init__(self, url: str) -> None:
         self.url = url
         # Called after each timed operation with (name, seconds, succeeded);

@@ -42,6 +42,8 @@ from dejaq.storage_plugins.rules import (
 
 
 class MemoryStorage(Storage):
+    insert_chunk = 250  # ~0.3 ms of the event loop each
+
     """Every topic in this process's memory (``memory://``): nothing survives a
     restart, and only one broker process can use it.
 
