@@ -31,7 +31,9 @@ class BrokerConfig:
     storage: str = DEFAULT_STORAGE
     max_frame_messages: int = 1000  # deliveries per frame
     rescan_ms: int = 1000  # re-check storage this often even without a hint
-    lookahead_ms: int = 20  # lease what is due this soon, send it at its millisecond
+    # Lease what is due this soon, send it at its millisecond; -1: the storage's
+    # own default (Storage.lookahead_ms: 20, memory 0).
+    lookahead_ms: int = -1
     retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
@@ -74,8 +76,10 @@ class BrokerConfig:
         for name in ("max_frame_messages", "rescan_ms", "retention_sweep_ms", "metrics_refresh_ms"):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive")
-        if not 0 <= self.lookahead_ms <= MAX_LOOKAHEAD_MS:
-            raise InvalidArgument(f"lookahead_ms must be between 0 and {MAX_LOOKAHEAD_MS}")
+        if not -1 <= self.lookahead_ms <= MAX_LOOKAHEAD_MS:
+            raise InvalidArgument(
+                f"lookahead_ms must be between 0 and {MAX_LOOKAHEAD_MS} (-1: the storage's default)"
+            )
         if self.metrics and not _is_host_port(self.metrics):
             raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
         if self.log_format not in ("text", "json"):

@@ -42,11 +42,17 @@ class BrokerContext:
                 self.config.rescan_ms,
                 self.metrics,
                 self.clock,
-                self.config.lookahead_ms,
+                self.lookahead_ms,
             )
             d.start()
             self.dispatchers[topic.name] = d
         return d
+
+    @property
+    def lookahead_ms(self) -> int:
+        """The dispatchers' look-ahead: the configured one, else the storage's."""
+        configured = self.config.lookahead_ms
+        return configured if configured >= 0 else self.storage.lookahead_ms
 
     def hint(self, topic: str, timestamp: int) -> None:
         """A message due at ``timestamp`` was stored: wake this broker's dispatcher,

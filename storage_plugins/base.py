@@ -142,6 +142,11 @@ class Storage(abc.ABC):
     # the work in it, Redis packs and parses in it) sets a bound, so a large
     # frame does not hold deliveries back for milliseconds.
     insert_chunk = 0
+    # The broker's default look-ahead (``--lookahead-ms``) on this backend: a
+    # backend a round trip away gains from leasing a little ahead (measured on
+    # Redis: p99 8.1 -> 5.1 ms at 4k/s, 6k/s now held); memory answers in the
+    # broker's own loop and gains nothing.
+    lookahead_ms = 20
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
         type=int,
         help="lease what is due within this many ms and send it at its millisecond:"
         " fewer storage round trips, and a slow one does not make deliveries late"
-        " (default 20; 0 leases only what is due now)",
+        " (default 20, on memory:// 0; 0 leases only what is due now)",
     )
     p.set_defaults(run=run)
 

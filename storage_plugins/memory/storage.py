@@ -43,6 +43,7 @@ from dejaq.storage_plugins.rules import (
 
 class MemoryStorage(Storage):
     insert_chunk = 250  # ~0.3 ms of the event loop each
+    lookahead_ms = 0  # no round trip to hide
 
     """Every topic in this process's memory (``memory://``): nothing survives a
     restart, and only one broker process can use it.

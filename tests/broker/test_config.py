@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from dejaq.broker.config import DEFAULT_STORAGE, BrokerConfig
+from dejaq.broker.context import BrokerContext
+from dejaq.broker.coordination import LocalCoordinator
+from dejaq.broker.topics import TopicCache
 from dejaq.core.errors import InvalidArgument
+from dejaq.storage_plugins import storage_from_url
 
 
 def test_defaults_are_the_embedded_ones() -> None:
@@ -30,8 +34,34 @@ def test_client_variables_are_not_broker_settings() -> None:
 
 
 @pytest.mark.parametrize(
-    "env", [{"DEJAQ_RESCAN_MS": "soon"}, {"DEJAQ_LISTEN": "nowhere"}, {"DEJAQ_RESCAN_MS": "0"}]
+    "env",
+    [
+        {"DEJAQ_RESCAN_MS": "soon"},
+        {"DEJAQ_LISTEN": "nowhere"},
+        {"DEJAQ_RESCAN_MS": "0"},
+        {"DEJAQ_LOOKAHEAD_MS": "-2"},
+        {"DEJAQ_LOOKAHEAD_MS": "1001"},
+    ],
 )
 def test_bad_values_are_refused(env: dict[str, str]) -> None:
     with pytest.raises(InvalidArgument):
         BrokerConfig.from_sources({}, env)
+
+
+@pytest.mark.parametrize(
+    ("storage", "env", "expected"),
+    [
+        ("memory://", {}, 0),  # no round trip to hide
+        ("sqlite:///x.db", {}, 20),
+        ("redis://127.0.0.1:1/0", {}, 20),
+        ("memory://", {"DEJAQ_LOOKAHEAD_MS": "5"}, 5),
+        ("redis://127.0.0.1:1/0", {"DEJAQ_LOOKAHEAD_MS": "0"}, 0),
+    ],
+)
+def test_the_look_ahead_is_the_storage_default_unless_set(
+    storage: str, env: dict[str, str], expected: int
+) -> None:
+    config = BrokerConfig.from_sources({"storage": storage}, env)
+    backend = storage_from_url(storage)  # not opened: only its defaults are read
+    broker = BrokerContext(config, backend, LocalCoordinator(), TopicCache(backend))
+    assert broker.lookahead_ms == expected
