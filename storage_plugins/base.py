@@ -138,9 +138,9 @@ class Storage(abc.ABC):
     when it is built."""
 
     # The most messages the broker inserts in one call; 0: a produce frame in
-    # one. A backend whose insert holds the broker's event loop (memory does
-    # the work in it, Redis packs and parses in it) sets a bound, so a large
-    # frame does not hold deliveries back for milliseconds.
+    # one. A backend whose insert holds the broker's event loop for long (Redis
+    # packs and parses in it, and its server runs the script) sets a bound, so
+    # a large frame does not hold deliveries back for milliseconds.
     insert_chunk = 0
     # The broker's default look-ahead (``--lookahead-ms``) on this backend: a
     # backend a round trip away gains from leasing a little ahead (measured on

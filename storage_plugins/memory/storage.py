@@ -42,7 +42,9 @@ from dejaq.storage_plugins.rules import (
 
 
 class MemoryStorage(Storage):
-    insert_chunk = 250  # ~0.3 ms of the event loop each
+    # A produce frame in one insert: chunks of 250 cost produce ~20% here
+    # (batches of 1,000: ~260k -> ~200k msgs/s) for ~1 ms of loop time saved.
+    insert_chunk = 0
     lookahead_ms = 0  # no round trip to hide
 
     """Every topic in this process's memory (``memory://``): nothing survives a

@@ -19,8 +19,7 @@ async def test_a_frame_larger_than_a_chunk_answers_as_one_and_the_first_of_an_id
     clock = ManualClock()
     broker = await make_broker(clock)
     await control.create_topic(broker, pb.CreateTopicRequest(name="t"))
-    chunk = broker.storage.insert_chunk
-    assert chunk > 0
+    chunk = broker.storage.insert_chunk = 250  # as Redis asks (memory takes a frame whole)
     # Given a frame of 2.4 chunks where one id comes back in a later chunk
     n = chunk * 2 + chunk // 2
     ids = [f"m{i}" for i in range(n)]
