@@ -55,9 +55,6 @@ class Window(Generic[R]):
     def __init__(self) -> None:
         self._held: dict[R, list[_Held]] = {}
 
-    def __len__(self) -> int:
-        return sum(len(h.messages) - h.sent for hs in self._held.values() for h in hs)
-
     def hold(self, receiver: R, leases: Leases) -> None:
         """Hold a pass's deliveries for ``receiver`` until each is due (``due``)."""
         messages = leases.delivered
