@@ -1,4 +1,4 @@
-"""``dejaq topic create|list|describe|delete``."""
+"""``dejaq topic create|set|list|describe|delete``."""
 
 from __future__ import annotations
 
