@@ -255,9 +255,12 @@ class Storage(abc.ABC):
         settle; an at-most-once message, deleted by its lease, is NotFound."""
         return await self._timed("hand_back", self._hand_back(topic, items, owner))
 
-    async def move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
-        """Reschedule a message that is not under a live lease."""
-        return await self._timed("move", self._move(topic, id, version, at, now))
+    async def move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None = None
+    ) -> Settled:
+        """Reschedule a message that is not under a live lease; with ``payload``, also
+        replace its payload, in the same atomic step."""
+        return await self._timed("move", self._move(topic, id, version, at, now, payload))
 
     async def cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         """Delete a message that is not under a live lease."""
@@ -331,7 +334,9 @@ class Storage(abc.ABC):
         self, topic: str, items: Sequence[HandBack], owner: str
     ) -> list[Outcome]: ...
     @abc.abstractmethod
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled: ...
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled: ...
     @abc.abstractmethod
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled: ...
     @abc.abstractmethod

@@ -295,10 +295,14 @@ class MemoryStorage(Storage):
             raise err
         return np.array([slot], np.int64)
 
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled:
         tl = self._tl(topic)
         slot = self._movable(tl, id, version, now)
         tl.reschedule(slot, at, None, [id])
+        if payload is not None:
+            tl.cols.rewrite(int(slot[0]), payload)
         return Settled(id, int(tl.cols.version[slot[0]]), at)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:

@@ -131,6 +131,8 @@ LOCK_TOPIC = f"SELECT pg_advisory_xact_lock({_LOCK_CLASS_TOPIC:d}, hashtext(%s))
 # (name, settings JSON, created_at_ms)
 INSERT_TOPIC = """INSERT INTO dejaq_topics (name, settings, created_at_ms)
     VALUES (%s, %s::jsonb, %s) ON CONFLICT (name) DO NOTHING"""
+# (payload, topic, id)
+SET_PAYLOAD = "UPDATE dejaq_payloads SET payload = %s WHERE topic = %s AND id = %s"
 # (settings JSON, name, created_at_ms)
 UPDATE_TOPIC = """UPDATE dejaq_topics SET settings = %s::jsonb
     WHERE name = %s AND created_at_ms = %s"""

@@ -304,11 +304,15 @@ class PostgresStorage(Storage):
         pairs = [(id, version) for id, version, _ in items]
         return await self._settle(topic, pairs, lambda st: base.plan_hand_back(items, st, owner))
 
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled:
         async with self._pool.transaction() as conn:
             locked = await self._locked(conn, topic, [id])
             settled, new = base.plan_move(id, locked.states.get(id), version, at, now)
             await self._write(conn, locked, SettlePlan(updated={id: new}))
+            if payload is not None:
+                await conn.execute(sql.SET_PAYLOAD, (payload, topic, id))
         return settled
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:

@@ -283,18 +283,22 @@ class RedisStorage(Storage):
 
     # -- move / cancel --------------------------------------------------------
 
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
-        return await self._mutate(topic, "move", id, version, at, now)
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled:
+        if payload is None:
+            return await self._mutate(topic, "move", id, version, at, now)
+        return await self._mutate(topic, "rewrite", id, version, at, now, payload)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         return await self._mutate(topic, "cancel", id, version, 0, now)
 
     async def _mutate(
-        self, topic: str, mode: str, id: str, version: int, at: int, now: int
+        self, topic: str, mode: str, id: str, version: int, at: int, now: int, payload: bytes = b""
     ) -> Settled:
         async def op(info: TopicEntry) -> Settled:
             s = info.slot(info.home(id))
-            args = (info.gen, s.prefix, mode, id, version, at, now)
+            args = (info.gen, s.prefix, mode, id, version, at, now, payload)
             call = Call(lua.MUTATE, (s.alive, s.heads, s.owned), args)
             [reply] = await self._runner.run([call])
             numbers, owners = body(reply)

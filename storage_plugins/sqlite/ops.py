@@ -196,11 +196,15 @@ def hand_back(conn: Conn, topic: str, items: Sequence[HandBack], owner: str) -> 
     return _apply(conn, topic, base.plan_hand_back(items, states, owner))
 
 
-def move(conn: Conn, topic: str, id: str, version: int, at: int, now: int) -> Settled:
+def move(
+    conn: Conn, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+) -> Settled:
     _topic_buckets(conn, topic)
     states = _states(conn, topic, [id])
     settled, new = base.plan_move(id, states.get(id), version, at, now)
     _store(conn, topic, {id: new})
+    if payload is not None:
+        conn.execute(sql.SET_PAYLOAD, (payload, topic, id))
     return settled
 
 

@@ -94,6 +94,7 @@ INSERT_MESSAGE = """INSERT INTO messages
     (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead)
     VALUES (?, ?, ?, ?, 1, 0, NULL, ?, ?, 0)"""
 INSERT_PAYLOAD = "INSERT INTO payloads (topic, id, payload) VALUES (?, ?, ?)"
+SET_PAYLOAD = "UPDATE payloads SET payload = ? WHERE topic = ? AND id = ?"
 # A set of ids travels as one JSON array parameter: ``_IDS`` is its rows.
 _IDS = "(SELECT value FROM json_each(?))"
 # (topic, ids JSON)

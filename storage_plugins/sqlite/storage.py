@@ -219,8 +219,10 @@ class SqliteStorage(Storage):
     async def _hand_back(self, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
         return await self._run(ops.hand_back, topic, items, owner)
 
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
-        return await self._run(ops.move, topic, id, version, at, now)
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled:
+        return await self._run(ops.move, topic, id, version, at, now, payload)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         return await self._run(ops.cancel, topic, id, version, now)
