@@ -6,6 +6,7 @@ import dataclasses
 
 from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
+from dejaq.broker.cron import entries as cron_entries
 from dejaq.broker.metrics import Event
 from dejaq.broker.settle import Kind, settle
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
@@ -39,7 +40,20 @@ async def delete_topic(broker: BrokerContext, req: pb.DeleteTopicRequest) -> pb.
     # a topic created again under the name starts afresh.
     await broker.drop_dispatcher(name, NotFound(f"topic {name!r} was deleted"))
     broker.metrics.forget_topic(name)
+    await _delete_cron_timeline(broker, name)
     return pb.DeleteTopicResponse()
+
+
+async def _delete_cron_timeline(broker: BrokerContext, name: str) -> None:
+    """A topic's cron entries go with it."""
+    if broker.cron is not None:
+        await broker.cron.forget(name)
+    timeline = cron_entries.companion(name)
+    try:
+        await broker.storage.delete_topic(timeline)
+    except NotFound:
+        return
+    await broker.coordinator.topic_deleted(timeline)
 
 
 async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.Topic:
@@ -61,8 +75,9 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
 
 
 async def list_topics(broker: BrokerContext, req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
+    topics = await broker.storage.list_topics()
     return pb.ListTopicsResponse(
-        topics=[topic_to_pb(t) for t in await broker.storage.list_topics()]
+        topics=[topic_to_pb(t) for t in topics if cron_entries.target_of(t.name) is None]
     )
 
 

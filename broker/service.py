@@ -19,6 +19,7 @@ from dejaq.broker import control
 from dejaq.broker.cluster.status import cluster_status
 from dejaq.broker.consume import consume_stream
 from dejaq.broker.context import BrokerContext
+from dejaq.broker.cron import control as cron
 from dejaq.broker.produce import produce_stream
 from dejaq.broker.scan import scan_bucket
 from dejaq.core.errors import DejaqError
@@ -87,6 +88,11 @@ class TimelineService(pb_grpc.TimelineServicer):
     ListTopics = _unary("ListTopics", control.list_topics)
     DescribeTopic = _unary("DescribeTopic", control.describe_topic)
     UpdateTopic = _unary("UpdateTopic", control.update_topic)
+    CronAdd = _unary("CronAdd", cron.add)
+    CronUpdate = _unary("CronUpdate", cron.update)
+    CronGet = _unary("CronGet", cron.get)
+    CronList = _unary("CronList", cron.list_)
+    CronDelete = _unary("CronDelete", cron.delete)
     GetMessage = _unary("GetMessage", control.get_message)
     Move = _unary("Move", control.move)
     Cancel = _unary("Cancel", control.cancel)

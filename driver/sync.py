@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer
+from dejaq.driver.cron import Cron
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.producer import Producer
 
@@ -152,6 +153,7 @@ class SyncClient:
 
         self._client = self._loop.run(make())
         self.admin = _Proxy(self._loop, Admin(self._client))
+        self.cron = _Proxy(self._loop, Cron(self._client))
 
     def producer(self, topic: str, **options: Any) -> _Proxy:
         async def make() -> Producer:

@@ -434,3 +434,113 @@ class ClusterStatusResponse(_message.Message):
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerStatus]
     topics: _containers.RepeatedCompositeFieldContainer[TopicStatus]
     def __init__(self, mode: _Optional[str] = ..., cluster: _Optional[str] = ..., broker: _Optional[str] = ..., healthy: _Optional[bool] = ..., now_ms: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[BrokerStatus, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicStatus, _Mapping]]] = ...) -> None: ...
+
+class CronEntry(_message.Message):
+    __slots__ = ("topic", "id", "schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "misfire", "misfire_limit", "version", "next_ms")
+    class Misfire(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ONCE: _ClassVar[CronEntry.Misfire]
+        SKIP: _ClassVar[CronEntry.Misfire]
+        ALL: _ClassVar[CronEntry.Misfire]
+    ONCE: CronEntry.Misfire
+    SKIP: CronEntry.Misfire
+    ALL: CronEntry.Misfire
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    NEXT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    schedule: str
+    timezone: str
+    payload: bytes
+    start_ms: int
+    end_ms: int
+    paused: bool
+    misfire: CronEntry.Misfire
+    misfire_limit: int
+    version: int
+    next_ms: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., payload: _Optional[bytes] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., misfire: _Optional[_Union[CronEntry.Misfire, str]] = ..., misfire_limit: _Optional[int] = ..., version: _Optional[int] = ..., next_ms: _Optional[int] = ...) -> None: ...
+
+class CronUpdateRequest(_message.Message):
+    __slots__ = ("topic", "id", "version", "schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "misfire", "misfire_limit")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    schedule: str
+    timezone: str
+    payload: bytes
+    start_ms: int
+    end_ms: int
+    paused: bool
+    misfire: CronEntry.Misfire
+    misfire_limit: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., payload: _Optional[bytes] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., misfire: _Optional[_Union[CronEntry.Misfire, str]] = ..., misfire_limit: _Optional[int] = ...) -> None: ...
+
+class CronGetRequest(_message.Message):
+    __slots__ = ("topic", "id", "upcoming")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    upcoming: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., upcoming: _Optional[int] = ...) -> None: ...
+
+class CronInfo(_message.Message):
+    __slots__ = ("entry", "upcoming_ms")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_MS_FIELD_NUMBER: _ClassVar[int]
+    entry: CronEntry
+    upcoming_ms: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, entry: _Optional[_Union[CronEntry, _Mapping]] = ..., upcoming_ms: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CronListRequest(_message.Message):
+    __slots__ = ("topic", "after_id", "limit")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    after_id: str
+    limit: int
+    def __init__(self, topic: _Optional[str] = ..., after_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class CronListResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[CronEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[CronEntry, _Mapping]]] = ...) -> None: ...
+
+class CronDeleteRequest(_message.Message):
+    __slots__ = ("topic", "id", "version")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class CronDeleteResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
