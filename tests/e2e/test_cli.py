@@ -309,3 +309,65 @@ def test_a_bad_max_rate_is_refused_readably(cli: Cli, topic_name: str, rate: str
 
 def test_setting_the_rate_of_an_unknown_topic_fails_readably(cli: Cli) -> None:
     assert "does not exist" in cli.fails("topic", "set", "no-such-topic", "--max-rate", "none")
+
+
+def test_cron_entries_through_the_cli(cli: Cli, topic_name: str) -> None:
+    # Given a topic and an entry firing every second
+    cli.ok("topic", "create", topic_name)
+    out = cli.ok("cron", "add", topic_name, "tick", "--schedule", "* * * * * *", "hello")
+    assert out.startswith("added tick: next ")
+    cli.ok(
+        "cron",
+        "add",
+        topic_name,
+        "daily",
+        "--schedule",
+        "30 3 * * *",
+        "--tz",
+        "Europe/Bucharest",
+        "--misfire",
+        "skip",
+        "report",
+    )
+    # Then its occurrences arrive as messages ENTRY@MS, at their ms, none early
+    got = cli.lines("consume", topic_name, "--count", "3")
+    assert all(d["id"] == f"tick@{d['timestamp_ms']}" for d in got)
+    assert all(d["received_at_ms"] >= d["timestamp_ms"] for d in got)
+    assert {d["payload"] for d in got} == {"hello"}
+    # and the entries are listed, and shown with their next occurrences
+    listed = [
+        json.loads(line) for line in cli.ok("cron", "list", topic_name, "--json").splitlines()
+    ]
+    assert [(e["id"], e["state"]) for e in listed] == [("daily", "active"), ("tick", "active")]
+    shown = cli.json("cron", "show", topic_name, "daily", "--next", "3", "--json")
+    assert shown["timezone"] == "Europe/Bucharest" and len(shown["upcoming"]) == 3
+    assert "next " in cli.ok("cron", "show", topic_name, "daily")
+    # When paused, updated, resumed and deleted
+    assert cli.ok("cron", "pause", topic_name, "tick").strip() == "paused tick"
+    assert "paused" in cli.ok("cron", "show", topic_name, "tick")
+    assert cli.ok("cron", "update", topic_name, "tick", "--payload", "bye").startswith("updated")
+    assert cli.ok("cron", "resume", topic_name, "tick").startswith("resumed tick: next ")
+    assert cli.ok("cron", "delete", topic_name, "tick").strip() == "deleted tick"
+    assert [
+        e["id"] for e in map(json.loads, cli.ok("cron", "list", topic_name, "--json").splitlines())
+    ] == ["daily"]
+    # the companion timeline is not a topic users see
+    assert cli.ok("topic", "list").split().count(topic_name) == 1
+    assert not [t for t in cli.ok("topic", "list").split() if "~" in t]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--schedule", "61 * * * *"), "field 1 (minute, '61' at position 1)"),
+        (("--schedule", "* * * * *", "--tz", "Mars/Base"), "unknown time zone 'Mars/Base'"),
+        (("--schedule", "* * *"), "3 fields"),
+    ],
+)
+def test_bad_cron_entries_are_refused_readably(
+    cli: Cli, topic_name: str, args: tuple[str, ...], message: str
+) -> None:
+    cli.ok("topic", "create", topic_name)
+    assert message in cli.fails("cron", "add", topic_name, "e", *args, "x")
+    assert cli.ok("cron", "list", topic_name) == ""
+    assert "not found" in cli.fails("cron", "show", topic_name, "e")
