@@ -33,7 +33,10 @@ class CronMetrics:
             self.misfires.labels(topic, policy).inc(firing.missed)
 
     def touch(self, topic: str) -> None:
+        """Create a topic's series at zero (a missing series reads as "no data")."""
         self.occurrences.labels(topic)
+        for policy in Misfire:
+            self.misfires.labels(topic, policy.value)
 
     def forget(self, topic: str) -> None:
         series: list[tuple[Counter, tuple[str, ...]]] = [(self.occurrences, (topic,))]
