@@ -28,7 +28,7 @@ from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import Leases, Topic
 from dejaq.core.wire.batches import encode_deliveries
 from dejaq.core.wire.convert import topic_to_pb
-from dejaq.core.wire.status import code_for
+from dejaq.core.wire.status import code_for, kind_of
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import Outcome
 
@@ -186,7 +186,7 @@ def settle_result(token: int, kind: Kind, outcomes: list[Outcome]) -> pb.SettleR
     """The refusals by index; the new versions only for an extend (an acked or
     nacked message is no longer the consumer's, so its version is of no use)."""
     rejections = [
-        pb.Rejection(index=i, code=code_for(o).value[0], reason=str(o))
+        pb.Rejection(index=i, code=code_for(o).value[0], reason=str(o), kind=kind_of(o))
         for i, o in enumerate(outcomes)
         if isinstance(o, DejaqError)
     ]

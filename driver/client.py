@@ -10,7 +10,7 @@ import grpc
 
 from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
-from dejaq.core.wire.status import error_for
+from dejaq.core.wire.status import error_for, kind_in
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 DEFAULT_BROKER = "127.0.0.1:7700"
@@ -48,7 +48,7 @@ def to_error(exc: grpc.aio.AioRpcError) -> DejaqError:
     detail = exc.details() or code.name
     if retryable(exc) or code == grpc.StatusCode.CANCELLED:
         return BrokerUnavailable(f"broker unavailable: {detail}")
-    return error_for(code, detail)
+    return error_for(code, detail, kind_in(exc.trailing_metadata()))
 
 
 class Client:

@@ -262,14 +262,16 @@ class ProduceRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., batch: _Optional[bytes] = ...) -> None: ...
 
 class Rejection(_message.Message):
-    __slots__ = ("index", "code", "reason")
+    __slots__ = ("index", "code", "reason", "kind")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     index: int
     code: int
     reason: str
-    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    kind: str
+    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("results", "rejections")
