@@ -19,7 +19,6 @@ import pytest
 from dejaq.core.errors import BrokerUnavailable
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
-from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import BrokerProcess
 from tests.e2e.support import consuming, create_topic, now_ms, produce_one
@@ -35,16 +34,16 @@ class Unavailable(pb_grpc.TimelineServicer):
         self.calls[method] = self.calls.get(method, 0) + 1
         await context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
 
-    async def Ack(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC's name
+    async def Ack(self, request: Any, context: Any) -> Any:
         return await self._refuse("Ack", context)
 
-    async def Move(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Move(self, request: Any, context: Any) -> Any:
         return await self._refuse("Move", context)
 
-    async def Cancel(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Cancel(self, request: Any, context: Any) -> Any:
         return await self._refuse("Cancel", context)
 
-    async def GetMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def GetMessage(self, request: Any, context: Any) -> Any:
         return await self._refuse("GetMessage", context)
 
 
