@@ -318,8 +318,10 @@ class Settle(_message.Message):
     def __init__(self, kind: _Optional[_Union[Settle.Kind, str]] = ..., ids: _Optional[_Iterable[str]] = ..., versions: _Optional[_Iterable[int]] = ..., ms: _Optional[int] = ..., token: _Optional[int] = ..., credits: _Optional[int] = ...) -> None: ...
 
 class Goodbye(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("keep",)
+    KEEP_FIELD_NUMBER: _ClassVar[int]
+    keep: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, keep: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
     __slots__ = ("hello", "credits", "settle", "goodbye")
