@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
+from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import Topic
+from dejaq.storage_plugins.base import Storage
 
 if TYPE_CHECKING:
     from dejaq.broker.config import BrokerConfig
@@ -155,10 +157,19 @@ def advertised_address(config: BrokerConfig, port: int) -> str:
     return f"{host}:{port}"
 
 
-def coordinator_for(config: BrokerConfig) -> Coordinator:
-    """etcd when ``--etcd`` is given, else the single-broker coordinator."""
+def coordinator_for(config: BrokerConfig, storage: Storage) -> Coordinator:
+    """etcd when ``--etcd`` is given, else the single-broker coordinator. A
+    cluster needs a storage its brokers share: ``memory://`` is refused."""
     if not config.etcd:
         return LocalCoordinator()
+    if not storage.shared:
+        scheme = config.storage.partition(":")[0]
+        raise InvalidArgument(
+            f"--etcd needs a storage every broker of the cluster shares, not {scheme}://"
+            " (it lives inside one broker: messages produced through it would be"
+            " stranded there); use sqlite:///PATH (brokers on one host), redis:// or"
+            " postgresql://"
+        )
     from dejaq.broker.cluster.etcd_coordinator import EtcdCoordinator
 
-    return EtcdCoordinator.from_config(config)
+    return EtcdCoordinator.from_config(config, storage)

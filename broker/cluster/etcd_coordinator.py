@@ -46,6 +46,7 @@ from dejaq.broker.coordination import (
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
 from dejaq.core.model import Topic
+from dejaq.storage_plugins.base import Storage
 
 log = logging.getLogger(__name__)
 HINT_MARGIN_MS = 100  # beyond the re-scan interval, for skew and scheduling
@@ -83,11 +84,13 @@ class EtcdCoordinator(Coordinator):
         )
         self._id = ""
         self._started_ms = now_ms()
+        self._storage: Storage | None = None  # checked against the cluster's at start
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> EtcdCoordinator:
-        """The coordinator ``dejaq broker --etcd ... --cluster ...`` asks for."""
-        return cls(
+    def from_config(cls, config: BrokerConfig, storage: Storage) -> EtcdCoordinator:
+        """The coordinator ``dejaq broker --etcd ... --cluster ...`` asks for, on
+        ``storage`` (which must be the cluster's: see ``storage_claim.py``)."""
+        coordinator = cls(
             parse_endpoints(config.etcd),
             config.cluster,
             config.etcd_ttl_s,
@@ -95,12 +98,18 @@ class EtcdCoordinator(Coordinator):
             config.skew_warn_ms,
             config.rescan_ms + HINT_MARGIN_MS,
         )
+        coordinator._storage = storage
+        return coordinator
 
     # -- life cycle -----------------------------------------------------------
 
     async def start(self, address: str, listener: ClusterListener) -> None:
-        """Join, or raise ``CoordinationUnavailable`` after ``timeout_s``."""
+        """Join, or raise ``CoordinationUnavailable`` after ``timeout_s``, or
+        ``StorageMismatch`` when the cluster runs on another storage."""
         self._id = address
+        if self._storage is not None:
+            self._sessions.storage_identity = await self._storage.identity()
+            self._sessions.cluster = self.cluster
         self._view.start(address, listener)
         endpoint = await self._sessions.start(address, self._started_ms, self.timeout_s)
         log.info(

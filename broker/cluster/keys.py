@@ -6,6 +6,7 @@ One prefix per cluster, ``/dejaq/<cluster>/``, and under it::
     consumers/<topic>/<broker>/<consumer>  {"since_ms"}                          broker's lease
     topics/<topic>                         {"created_at_ms", "buckets"}          no lease
     hints/<topic>/<broker>                 "<epoch ms>"                          broker's lease
+    storage                                the storage's identity                no lease
 
 ``<broker>`` is the broker's advertised ``HOST:PORT``. Topic names and consumer
 ids cannot contain ``/`` (see ``broker/validation.py``) and addresses do not,
@@ -60,6 +61,10 @@ class Keys:
 
     def hint(self, topic: str, broker: str) -> bytes:
         return self._key(Kind.HINT, topic, broker)
+
+    def storage(self) -> bytes:
+        """The identity of the storage the cluster runs on (``storage_claim.py``)."""
+        return (self.prefix + "storage").encode()
 
     def hints_of(self, topic: str) -> bytes:
         """The prefix of every broker's hint for ``topic``."""

@@ -36,6 +36,7 @@ from dejaq.broker.cluster.endpoints import Endpoint
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Keys, encode
 from dejaq.broker.cluster.registrar import Registrar, Registration, Write
+from dejaq.broker.cluster.storage_claim import StorageMismatch, claim_storage
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import CoordinationUnavailable, InvalidArgument
 
@@ -110,6 +111,10 @@ class EtcdSessions:
         self._next_endpoint = 0
         self._task: asyncio.Task[None] | None = None
         self._etcd: ModuleType | None = None
+        # The identity of this broker's storage, checked against the cluster's
+        # before anything is written (storage_claim.py); "" = not checked.
+        self.storage_identity = ""
+        self.cluster = ""
 
     @property
     def healthy(self) -> bool:
@@ -127,6 +132,8 @@ class EtcdSessions:
             try:
                 session = await asyncio.wait_for(self._open(), deadline - time.monotonic())
                 break
+            except StorageMismatch:
+                raise
             except Exception as exc:
                 if time.monotonic() + RETRY_MIN_S >= deadline:
                     where = ",".join(str(e) for e in self.endpoints)
@@ -204,6 +211,9 @@ class EtcdSessions:
         self._next_endpoint += 1
         client = self._etcd.Client(endpoint.host, endpoint.port, timeout=CALL_TIMEOUT_S)
         try:
+            if self.storage_identity:
+                key = self._keys.storage()
+                await claim_storage(client, key, self.cluster, self.storage_identity)
             lease = await client.lease(self.ttl_s)
             session = Session(client, lease, endpoint)
             await client.put(self._keys.broker(self._id), self._heartbeat(), lease=lease)
