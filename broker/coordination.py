@@ -94,6 +94,12 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     async def consumer_left(self, topic: str, consumer_id: str) -> None: ...
 
+    def stalled(self, topic: str, consumers: list[str], stalled: bool) -> None:  # noqa: B027
+        """This broker's ``consumers`` of ``topic`` stopped taking deliveries while
+        messages of their buckets are due (``stalled``), or take them again: while
+        stalled they should not count for the bucket assignment (a single broker
+        has nobody else to give the buckets to)."""
+
     def announce(self, topic: str, timestamp: int) -> None:  # noqa: B027 - optional hook
         """A message of ``topic`` due at ``timestamp`` was stored here: tell the
         brokers whose consumers may own it. Must not block."""

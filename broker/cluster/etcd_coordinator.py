@@ -76,6 +76,7 @@ class EtcdCoordinator(Coordinator):
         keys = Keys(cluster)
         self._keys = keys
         self._local: dict[tuple[str, str], int] = {}  # (topic, consumer) -> open streams here
+        self._stalled: set[tuple[str, str]] = set()  # local ones that stopped taking deliveries
         self._hints = HintPublisher(hint_horizon_ms)
         self._registrar = Registrar()
         self._view = WatchedView(keys, skew_warn_ms, self._local_topics)
@@ -142,7 +143,8 @@ class EtcdCoordinator(Coordinator):
         its share comes when the watch shows the registration."""
         key = (topic, consumer_id)
         self._local[key] = self._local.get(key, 0) + 1
-        self._registrar.want(self._local.keys())
+        self._stalled.discard(key)  # a new stream starts with credit
+        self._registrar.want(self._wanted())
 
     async def consumer_left(self, topic: str, consumer_id: str) -> None:
         """A stream closed here: unregister the consumer once its last stream is gone."""
@@ -152,7 +154,22 @@ class EtcdCoordinator(Coordinator):
             self._local[key] = left
         else:
             self._local.pop(key, None)
-        self._registrar.want(self._local.keys())
+            self._stalled.discard(key)
+        self._registrar.want(self._wanted())
+
+    def stalled(self, topic: str, consumers: list[str], stalled: bool) -> None:
+        """Unregister consumers that stopped taking deliveries (the others
+        rebalance their buckets away); register them again when they take some."""
+        keys = {(topic, c) for c in consumers} & self._local.keys()
+        if stalled:
+            self._stalled |= keys
+        else:
+            self._stalled -= keys
+        self._registrar.want(self._wanted())
+
+    def _wanted(self) -> set[tuple[str, str]]:
+        """The consumers to register: those with a stream here, but not stalled."""
+        return self._local.keys() - self._stalled
 
     def announce(self, topic: str, timestamp: int) -> None:
         """Queue a hint for the other brokers, if one of them has a consumer of
