@@ -23,9 +23,7 @@ EVERY_CLASS = sorted(KINDS.values(), key=lambda c: c.__name__)
 
 def test_the_kinds_are_the_whole_exception_tree() -> None:
     tree = {
-        c
-        for c in vars(errors).values()
-        if isinstance(c, type) and issubclass(c, errors.DejaqError)
+        c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.DejaqError)
     }
     assert set(KINDS.values()) == tree
     assert {"Leased", "NotLeaseHolder", "StaleVersion", "StorageUnavailable"} <= set(KINDS)
