@@ -7,15 +7,16 @@ Settles are grouped (``dejaq.driver.settle``): ``await delivery.ack()`` returns
 once the ack is queued, and everything queued in one event-loop turn leaves in
 one frame. ``flush()`` waits for the broker's answers and raises refusals;
 ``close()`` stops handing out deliveries, lets the ones being processed finish
-(a task that took a delivery is processing it until it comes back for the next
-one, as ``run()``'s handlers and an ``async for`` loop in another task do), up
-to ``close_timeout_s``, flushes, then says Goodbye so the broker releases this
-consumer's remaining leases at once. If some are still processed at the bound,
-the Goodbye names them and the broker releases nothing: their leases run out
-at their own time (at-least-once), never handed to another consumer while an
-ack may still come. If the broker goes away the consumer reconnects (to
-the next broker of its list) under the same consumer id, so the leases it
-holds stay ackable; settles queued meanwhile wait for the new stream.
+(a task that took a delivery is processing it until it acks or nacks it or
+comes back for the next one, as ``run()``'s handlers and an ``async for`` loop
+in another task do), up to ``close_timeout_s``, flushes, then says Goodbye so
+the broker releases this consumer's remaining leases at once. If some are
+still processed at the bound, the Goodbye names them and the broker releases
+nothing: their leases run out at their own time (at-least-once), never handed
+to another consumer while an ack may still come. If the broker goes away the
+consumer reconnects (to the next broker of its list) under the same consumer
+id, so the leases it holds stay ackable; settles queued meanwhile wait for the
+new stream.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from dejaq.proto import dejaq_pb2 as pb
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Delivery], Awaitable[None]]
+SETTLED_LOOK_S = 0.05  # close(): how often to look for deliveries settled meanwhile
 
 
 class Consumer:
@@ -165,8 +167,9 @@ class Consumer:
         self._end()
 
     async def _let_processing_finish(self) -> list[Delivery]:
-        """Wait until every other task that took a delivery came back for the next
-        (or ended), at most ``close_timeout_s``; the deliveries still in hand."""
+        """Wait until every other task that took a delivery settled it or came back
+        for the next (or ended), at most ``close_timeout_s``; the deliveries still
+        in hand, unsettled."""
         timeout = self.close_timeout_s
         deadline = time.monotonic() + (self.client.timeout_s if timeout is None else timeout)
         me = asyncio.current_task()
@@ -176,13 +179,16 @@ class Consumer:
                 for task, taken in list(self._processing.items())
                 if task is not me and not task.done()
                 for d in (taken if isinstance(taken, list) else [taken])
+                if not d._settled
             ]
             left = deadline - time.monotonic()
             if not busy or left <= 0:
                 return busy
+            # Woken when a task comes back; a settle without coming back is seen
+            # at the next look.
             event = self._done_processing = asyncio.Event()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), left)
+                await asyncio.wait_for(event.wait(), min(left, SETTLED_LOOK_S))
 
     def _came_back(self, task: asyncio.Task[Any] | None) -> None:
         """``task`` is done with what it took before."""

@@ -28,6 +28,7 @@ class Delivery:
     __slots__ = (
         "_extending",
         "_lease_ms",
+        "_settled",
         "_settler",
         "deliveries",
         "id",
@@ -63,6 +64,7 @@ class Delivery:
         # produces, so it waits for the answer (even if the extend's caller was
         # cancelled, as keep_alive's renewer is when its block ends).
         self._extending: asyncio.Future[None] | None = None
+        self._settled = False  # acked or nacked: no settle of it is to come
 
     def __repr__(self) -> str:
         return (
@@ -72,12 +74,14 @@ class Delivery:
 
     async def ack(self, *, confirm: bool = False) -> None:
         """Done with it: the message is deleted."""
+        self._settled = True
         if self._extending is not None:
             await self._after_extend()
         await self._settler.settle(pb.Settle.ACK, self, 0, confirm)
 
     async def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
         """Give it back, due again in ``delay_ms`` (dead-lettered after max deliveries)."""
+        self._settled = True
         if self._extending is not None:
             await self._after_extend()
         await self._settler.settle(pb.Settle.NACK, self, delay_ms, confirm)

@@ -144,3 +144,29 @@ async def test_a_loop_that_broke_out_closes_at_once(client: Client, topic_name: 
         again = await other.next(5)
         assert (again.id, again.deliveries) == (mid, 2)
         await again.ack(confirm=True)
+
+
+async def test_close_does_not_wait_for_a_task_that_settled_and_works_on(
+    client: Client, topic_name: str
+) -> None:
+    # Given a loop that acks its delivery, then works on something else for long
+    topic = await create_topic(client, topic_name)
+    mid = await produce_one(client, topic, now_ms())
+    consumer = await Consumer(client, topic, lease_ms=60_000, close_timeout_s=30).start()
+    acked, finish = asyncio.Event(), asyncio.Event()
+
+    async def loop() -> None:
+        async for d in consumer:
+            await d.ack()
+            acked.set()
+            await finish.wait()
+
+    looping = asyncio.create_task(loop())
+    await asyncio.wait_for(acked.wait(), 10)
+    # When the consumer is closed: it does not wait for the loop to come back
+    await asyncio.wait_for(consumer.close(), 5)
+    # Then the ack went through
+    with pytest.raises(NotFound):
+        await Admin(client).get(topic, mid)
+    finish.set()
+    await asyncio.wait_for(looping, 10)
