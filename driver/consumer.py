@@ -26,7 +26,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -130,17 +130,21 @@ class Consumer:
         flush."""
         await self._settler.flush(timeout_s or self.client.timeout_s)
 
-    async def close(self) -> None:
+    async def close(self, *, processing: Sequence[Delivery] = ()) -> None:
         """Leave cleanly: stop handing out deliveries, let those being processed
         by other tasks finish (up to ``close_timeout_s``), flush settles, say
         Goodbye (the broker releases our remaining leases, but none still being
-        processed), half-close. Refusals found while flushing are logged."""
+        processed), half-close. Refusals found while flushing are logged.
+
+        ``processing``: deliveries the caller knows are still being processed
+        outside this event loop (another thread): not released either."""
         if self._closing:
             return
         self._closing = True
         self._arrived()  # a task waiting in receive() gets None now
         if self._call is not None:
             in_hand = await self._let_processing_finish()
+            in_hand += [d for d in processing if not d._settled]
             with contextlib.suppress(DejaqError, TimeoutError):
                 await self._settler.flush(self.client.timeout_s)
             for failure in self._settler.take_failures():
