@@ -2,11 +2,11 @@
 
 One prefix per cluster, ``/dejaq/<cluster>/``, and under it::
 
-    brokers/<broker>                       {"address", "started_ms", "wall_ms"}  broker's lease
+    brokers/<broker>                       {"address", "started_ms", "wall_ms",  broker's lease
+                                            "storage"}
     consumers/<topic>/<broker>/<consumer>  {"since_ms"}                          broker's lease
     topics/<topic>                         {"created_at_ms", "buckets"}          no lease
     hints/<topic>/<broker>                 "<epoch ms>"                          broker's lease
-    storage                                the storage's identity                no lease
 
 ``<broker>`` is the broker's advertised ``HOST:PORT``. Topic names and consumer
 ids cannot contain ``/`` (see ``broker/validation.py``) and addresses do not,
@@ -62,9 +62,9 @@ class Keys:
     def hint(self, topic: str, broker: str) -> bytes:
         return self._key(Kind.HINT, topic, broker)
 
-    def storage(self) -> bytes:
-        """The identity of the storage the cluster runs on (``storage_claim.py``)."""
-        return (self.prefix + "storage").encode()
+    def brokers(self) -> bytes:
+        """The prefix of every broker's heartbeat."""
+        return self._key(Kind.BROKER, "")
 
     def hints_of(self, topic: str) -> bytes:
         """The prefix of every broker's hint for ``topic``."""

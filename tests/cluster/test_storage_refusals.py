@@ -4,7 +4,7 @@
 stores: either way messages produced through one broker would be stranded
 while the cluster gives their buckets to consumers elsewhere. The broker
 refuses to start, with one readable line and a non-zero exit, and writes
-nothing to etcd.
+nothing to etcd. Once every broker is gone, the cluster may start on a new store.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 import aetcd
 
 from tests.cluster.support import Cluster, status
+from tests.e2e.broker_process import BrokerProcess
 from tests.e2e.support import wait_until
 from tests.etcd_server import EtcdServer
 
@@ -67,7 +68,7 @@ def test_a_broker_on_another_sqlite_file_cannot_join(
     # Given a cluster running on one SQLite file
     (first,) = cluster.start(1)
     before = keys_under(etcd_server, cluster.name)
-    assert f"/dejaq/{cluster.name}/storage" in before
+    assert before == [f"/dejaq/{cluster.name}/brokers/{first.address}"]
     # When a broker on a SQLite file of its own (as on another host) joins it
     done = run_broker(f"sqlite:///{tmp_path / 'elsewhere.db'}", etcd_server.url, cluster.name)
     # Then it refuses to start, saying why, and writes nothing to etcd
@@ -94,3 +95,22 @@ def test_brokers_on_the_one_storage_join_and_rejoin(cluster: Cluster) -> None:
         return {b.address for b in (await status(first.address)).brokers} == expected
 
     asyncio.run(wait_until(joined, 10, "the third broker to join"))
+
+
+def test_once_every_broker_is_gone_the_cluster_may_start_on_a_new_store(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a cluster whose only broker stopped (as a pod that restarts on a fresh volume)
+    (first,) = cluster.start(1)
+    assert first.stop() == 0
+    # When a broker starts on another SQLite file under the same cluster name
+    other = BrokerProcess(
+        f"sqlite:///{tmp_path / 'fresh.db'}",
+        tmp_path / "fresh.log",
+        {"DEJAQ_ETCD": cluster.etcd_url, "DEJAQ_CLUSTER": cluster.name},
+    )
+    cluster.brokers.append(other)
+    other.start()
+    # Then it serves as the cluster's broker
+    s = asyncio.run(status(other.address))
+    assert s.healthy and [b.address for b in s.brokers] == [other.address]
