@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Delivery], Awaitable[None]]
 SETTLED_LOOK_S = 0.05  # close(): how often to look for deliveries settled meanwhile
+PRUNE_AT = 64  # tasks that took deliveries, before ended ones are dropped
 
 
 class Consumer:
@@ -110,6 +111,7 @@ class Consumer:
         # it is processing it (close() lets it finish).
         self._processing: dict[asyncio.Task[Any], Delivery | list[Delivery]] = {}
         self._done_processing: asyncio.Event | None = None
+        self._prune_at = PRUNE_AT
 
     # -- life cycle -----------------------------------------------------------
 
@@ -194,6 +196,17 @@ class Consumer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), min(left, SETTLED_LOOK_S))
 
+    def _hold(self, task: asyncio.Task[Any], taken: Delivery | list[Delivery]) -> None:
+        """``task`` took ``taken``. Tasks that ended without coming back are dropped
+        now and then (each time the map has doubled), so it stays as small as
+        the number of tasks taking deliveries."""
+        processing = self._processing
+        if len(processing) >= self._prune_at:
+            for ended in [t for t in processing if t.done()]:
+                del processing[ended]
+            self._prune_at = max(PRUNE_AT, 2 * len(processing))
+        processing[task] = taken
+
     def _came_back(self, task: asyncio.Task[Any] | None) -> None:
         """``task`` is done with what it took before."""
         if task is not None and self._processing.pop(task, None) is not None:
@@ -235,7 +248,7 @@ class Consumer:
         d = self._buffer.popleft()
         self._settler.credit(1)
         if task is not None:
-            self._processing[task] = d
+            self._hold(task, d)
         return d
 
     def ready(self) -> list[Delivery]:
@@ -250,7 +263,7 @@ class Consumer:
             self._settler.credit(len(out))
             task = asyncio.current_task()
             if task is not None:
-                self._processing[task] = out
+                self._hold(task, out)
         return out
 
     def _arrived(self) -> None:

@@ -17,9 +17,10 @@ from dejaq.core.errors import NotFound
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer, Delivery
+from dejaq.driver.producer import Outgoing
 from dejaq.driver.settle import SettleFailure
 from tests.e2e.broker_process import BrokerProcess
-from tests.e2e.support import consuming, create_topic, now_ms, produce_one
+from tests.e2e.support import consuming, create_topic, now_ms, produce, produce_one
 
 
 @pytest.fixture
@@ -170,3 +171,22 @@ async def test_close_does_not_wait_for_a_task_that_settled_and_works_on(
         await Admin(client).get(topic, mid)
     finish.set()
     await asyncio.wait_for(looping, 10)
+
+
+async def test_tasks_that_took_deliveries_and_ended_are_forgotten(
+    client: Client, topic_name: str
+) -> None:
+    # Given 300 messages, each taken by a short-lived task of its own that acks it
+    topic = await create_topic(client, topic_name)
+    await produce(client, topic, [Outgoing(b"x", now_ms(), id=f"t{i}") for i in range(300)])
+    async with Consumer(client, topic, credits=50) as consumer:
+
+        async def take_one() -> None:
+            d = await consumer.receive(10)
+            assert d is not None
+            await d.ack()
+
+        for _ in range(300):
+            await asyncio.create_task(take_one())
+        # Then the consumer does not keep every one of those tasks
+        assert len(consumer._processing) < 2 * 64
