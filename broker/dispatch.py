@@ -30,6 +30,11 @@ messages count against it). A slow consumer is never sent more than its window;
 an idle one is served on every pass. Storage decides what is due by the pass's
 bound and the window releases nothing before its timestamp, both by the one
 clock, so nothing is ever early.
+
+A topic with a rate cap (``max_rate``) leases no more a pass than its
+``RateCap`` allows, and while a backlog waits on the cap the next pass runs when
+the next token is in. Deliveries made while the cap holds a backlog back are
+observed as rate-limited lateness, apart from the broker's own.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Protocol
 import numpy as np
 
 from dejaq.broker.metrics import Event, Metrics
+from dejaq.broker.rate import RateCap
 from dejaq.broker.window import Window
 from dejaq.core.buckets import Buckets, bucket_of
 from dejaq.core.clock import Clock, Wake, WallClock
@@ -60,6 +66,7 @@ class _Pass(enum.Enum):
     DRAINED_SOME = "drained some"  # everything due now was leased, and something was
     NO_CREDIT = "no credit"
     NO_BUCKETS = "no buckets"  # our consumers own no bucket (cluster): wait for a rebalance
+    THROTTLED = "throttled"  # the topic's rate cap allowed no more: more may be due
 
 
 STORAGE_RETRY_MS = 500
@@ -115,6 +122,10 @@ class Dispatcher:
         self._on_stall = on_stall
         self._no_credit_since: int | None = None  # no consumer here has had credit since
         self._stalled: list[str] = []  # consumers reported stalled to on_stall
+        self._cap: RateCap | None = None
+        self._share = 1.0  # of the topic's buckets this broker serves (for the cap)
+        self._throttled = False  # the cap holds back a backlog
+        self.retune(topic)
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -164,6 +175,19 @@ class Dispatcher:
         self.hint(min(m.timestamp for m in held))
         log.info("%s: handed back %d messages held for %s", name, len(held), owner)
 
+    def retune(self, topic: Topic) -> None:
+        """The topic's settings changed (its rate cap: the only one that may)."""
+        self.topic = topic
+        rate = topic.settings.max_rate
+        if not rate:
+            self._cap = None
+            self._throttled = False
+        elif self._cap is None:
+            self._cap = RateCap(rate, self._clock.now_ms())
+        else:
+            self._cap.rate = rate
+        self.poke()
+
     def poke(self) -> None:
         """Look again now (new credit, a new consumer)."""
         self._wake.set()
@@ -204,6 +228,9 @@ class Dispatcher:
         """When to run the next pass."""
         if outcome is _Pass.MORE:
             return self._last_pass_ms  # at once (after letting acks and produces in)
+        if outcome is _Pass.THROTTLED:
+            assert self._cap is not None
+            return self._cap.next_ms(self._share)
         if outcome is _Pass.NO_CREDIT:
             return await self._stall_check()
         if outcome is _Pass.NO_BUCKETS:
@@ -267,11 +294,19 @@ class Dispatcher:
         buckets = self._buckets()
         if buckets is not None and not buckets:
             return _Pass.NO_BUCKETS  # no storage call: a rebalance pokes us
+        allowed = self._allowed(now, buckets)
+        if allowed == 0:
+            self._throttled = True
+            return _Pass.THROTTLED
         delivered = 0
         for r in ready:
             if r not in self._receivers:
                 continue  # left while we awaited storage
             limit = min(r.credit, self._max_frame)
+            capped = allowed is not None and allowed - delivered <= limit
+            if capped:
+                assert allowed is not None
+                limit = allowed - delivered
             leases = await self._storage.lease(
                 LeaseRequest.of(
                     self.topic.name,
@@ -286,6 +321,8 @@ class Dispatcher:
             )
             if self._metrics is not None:
                 self._metrics.count(Event.DEAD_LETTERED, self.topic.name, leases.dead_lettered)
+            if self._cap is not None:
+                self._cap.spend(len(leases.delivered))
             if leases.delivered:
                 r.credit -= len(leases.delivered)
                 delivered += len(leases.delivered)
@@ -293,8 +330,20 @@ class Dispatcher:
                     self._window.hold(r, leases)
                     self._send_held()  # what is due now, in due order with what was held
             if len(leases.delivered) < limit:
+                self._throttled = False  # everything due is out
                 return _Pass.DRAINED_SOME if delivered or leases.dead_lettered else _Pass.DRAINED
+            if capped:
+                self._throttled = True
+                return _Pass.THROTTLED
         return _Pass.MORE
+
+    def _allowed(self, now: int, buckets: Buckets) -> int | None:
+        """Deliveries the rate cap allows this pass; None without a cap."""
+        if self._cap is None:
+            return None
+        total = self.topic.settings.buckets
+        self._share = 1.0 if buckets is None else len(buckets) / total
+        return self._cap.allowed(now, self._share)
 
     def _send_held(self) -> None:
         for r, leases in self._window.due(self._clock.now_ms()):
@@ -311,7 +360,7 @@ class Dispatcher:
         delivered = leases.delivered
         due = np.fromiter((d.timestamp for d in delivered), np.int64, len(delivered))
         again = sum(1 for d in delivered if d.deliveries > 1)
-        self._metrics.delivered(self.topic.name, self._clock.now_ms(), due, again)
+        self._metrics.delivered(self.topic.name, self._clock.now_ms(), due, again, self._throttled)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers

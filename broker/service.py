@@ -86,6 +86,7 @@ class TimelineService(pb_grpc.TimelineServicer):
     DeleteTopic = _unary("DeleteTopic", control.delete_topic)
     ListTopics = _unary("ListTopics", control.list_topics)
     DescribeTopic = _unary("DescribeTopic", control.describe_topic)
+    UpdateTopic = _unary("UpdateTopic", control.update_topic)
     GetMessage = _unary("GetMessage", control.get_message)
     Move = _unary("Move", control.move)
     Cancel = _unary("Cancel", control.cancel)

@@ -79,6 +79,16 @@ class Admin:
             await self.client.call("CreateTopic", pb.CreateTopicRequest(name=name, settings=s))
         )
 
+    async def set_max_rate(self, name: str, rate: float | None) -> Topic:
+        """Cap a topic's deliveries at ``rate`` a second across the cluster; None lifts
+        the cap. A backlog then drains in due order at the cap."""
+        req = (
+            pb.UpdateTopicRequest(name=name, no_max_rate=True)
+            if rate is None
+            else pb.UpdateTopicRequest(name=name, max_rate=rate)
+        )
+        return topic_from_pb(await self.client.call("UpdateTopic", req))
+
     async def delete_topic(self, name: str) -> None:
         await self.client.call("DeleteTopic", pb.DeleteTopicRequest(name=name))
 

@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TopicSettings(_message.Message):
-    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms")
+    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "max_rate")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     DEAD_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RATE_FIELD_NUMBER: _ClassVar[int]
     buckets: int
     lease_ms: int
     max_deliveries: int
     max_payload_bytes: int
     dead_retention_ms: int
     expiry_ms: int
-    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ...) -> None: ...
+    max_rate: float
+    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., max_rate: _Optional[float] = ...) -> None: ...
 
 class Topic(_message.Message):
     __slots__ = ("name", "settings", "created_at_ms")
@@ -58,6 +60,16 @@ class DeleteTopicRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class UpdateTopicRequest(_message.Message):
+    __slots__ = ("name", "max_rate", "no_max_rate")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MAX_RATE_FIELD_NUMBER: _ClassVar[int]
+    NO_MAX_RATE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    max_rate: float
+    no_max_rate: bool
+    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ...) -> None: ...
 
 class DeleteTopicResponse(_message.Message):
     __slots__ = ()

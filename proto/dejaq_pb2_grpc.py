@@ -54,6 +54,11 @@ class TimelineStub:
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.DescribeTopicRequest.SerializeToString,
                 response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.TopicDescription.FromString,
                 _registered_method=True)
+        self.UpdateTopic = channel.unary_unary(
+                '/dejaq.v1.Timeline/UpdateTopic',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.UpdateTopicRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.Topic.FromString,
+                _registered_method=True)
         self.GetMessage = channel.unary_unary(
                 '/dejaq.v1.Timeline/GetMessage',
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.GetMessageRequest.SerializeToString,
@@ -140,6 +145,13 @@ class TimelineServicer:
 
     def DescribeTopic(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateTopic(self, request, context):
+        """Change the settings a running topic may change (today: its delivery rate cap).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -244,6 +256,11 @@ def add_TimelineServicer_to_server(servicer, server):
                     servicer.DescribeTopic,
                     request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.DescribeTopicRequest.FromString,
                     response_serializer=dejaq_dot_proto_dot_dejaq__pb2.TopicDescription.SerializeToString,
+            ),
+            'UpdateTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateTopic,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.UpdateTopicRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.Topic.SerializeToString,
             ),
             'GetMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMessage,
@@ -414,6 +431,33 @@ class Timeline:
             '/dejaq.v1.Timeline/DescribeTopic',
             dejaq_dot_proto_dot_dejaq__pb2.DescribeTopicRequest.SerializeToString,
             dejaq_dot_proto_dot_dejaq__pb2.TopicDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/UpdateTopic',
+            dejaq_dot_proto_dot_dejaq__pb2.UpdateTopicRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.Topic.FromString,
             options,
             channel_credentials,
             insecure,

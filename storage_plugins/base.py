@@ -199,6 +199,13 @@ class Storage(abc.ABC):
         """Delete a topic with all its messages (live and dead); ``NotFound`` if absent."""
         await self._timed("delete_topic", self._delete_topic(name))
 
+    async def update_topic(self, topic: Topic) -> None:
+        """Store new settings for a topic: the one named ``topic.name`` created at
+        ``topic.created_at_ms`` (``NotFound`` if it is gone or was created again).
+        The broker changes only settings that do not decide where messages are kept."""
+        if not await self._timed("update_topic", self._update_topic(topic)):
+            raise NotFound(f"topic {topic.name!r} does not exist")
+
     async def get_topic(self, name: str) -> Topic:
         topic = await self._timed("get_topic", self._get_topic(name))
         if topic is None:
@@ -307,6 +314,8 @@ class Storage(abc.ABC):
     async def _create_topic(self, topic: Topic) -> None: ...
     @abc.abstractmethod
     async def _delete_topic(self, name: str) -> None: ...
+    @abc.abstractmethod
+    async def _update_topic(self, topic: Topic) -> bool: ...
     @abc.abstractmethod
     async def _get_topic(self, name: str) -> Topic | None: ...
     @abc.abstractmethod

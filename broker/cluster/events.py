@@ -62,6 +62,8 @@ class BrokerEvents:
         if stale and broker.dispatchers.get(topic) is d:
             log.info("topic %s was deleted on another broker; closing its consumers here", topic)
             await broker.drop_dispatcher(topic, NotFound(f"topic {topic!r} was deleted"))
+        elif current is not None and not stale and current.settings != d.topic.settings:
+            d.retune(current)  # changed on another broker (its rate cap)
 
     def topics_reset(self) -> None:
         self._broker.topics.clear()

@@ -14,6 +14,7 @@ def settings_to_pb(s: TopicSettings) -> pb.TopicSettings:
         max_payload_bytes=s.max_payload_bytes,
         dead_retention_ms=s.dead_retention_ms,
         expiry_ms=s.expiry_ms,
+        max_rate=s.max_rate,
     )
 
 
@@ -27,6 +28,7 @@ def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
         max_payload_bytes=p.max_payload_bytes or d.max_payload_bytes,
         dead_retention_ms=p.dead_retention_ms,
         expiry_ms=p.expiry_ms,
+        max_rate=p.max_rate,
     )
 
 

@@ -92,6 +92,13 @@ class MemoryStorage(Storage):
         self._tl(name)
         del self._timelines[name]
 
+    async def _update_topic(self, topic: Topic) -> bool:
+        tl = self._timelines.get(topic.name)
+        if tl is None or tl.topic.created_at_ms != topic.created_at_ms:
+            return False
+        tl.topic = topic
+        return True
+
     async def _get_topic(self, name: str) -> Topic | None:
         tl = self._timelines.get(name)
         return tl.topic if tl else None

@@ -134,6 +134,9 @@ LOCK_TOPIC = f"SELECT pg_advisory_xact_lock({_LOCK_CLASS_TOPIC:d}, hashtext(%s))
 # (name, settings JSON, created_at_ms)
 INSERT_TOPIC = """INSERT INTO dejaq_topics (name, settings, created_at_ms)
     VALUES (%s, %s::jsonb, %s) ON CONFLICT (name) DO NOTHING"""
+# (settings JSON, name, created_at_ms)
+UPDATE_TOPIC = """UPDATE dejaq_topics SET settings = %s::jsonb
+    WHERE name = %s AND created_at_ms = %s"""
 _TOPIC_COLUMNS = "name, settings::text, created_at_ms"
 GET_TOPIC = f"SELECT {_TOPIC_COLUMNS} FROM dejaq_topics WHERE name = %s"
 LIST_TOPICS = f"SELECT {_TOPIC_COLUMNS} FROM dejaq_topics ORDER BY name"

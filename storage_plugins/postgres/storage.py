@@ -174,6 +174,11 @@ class PostgresStorage(Storage):
             if deleted == 0:
                 raise _missing(name)
 
+    async def _update_topic(self, topic: Topic) -> bool:
+        params = (base.settings_json(topic), topic.name, topic.created_at_ms)
+        async with self._pool.connection() as conn:
+            return (await conn.execute(sql.UPDATE_TOPIC, params)).rowcount == 1
+
     async def _get_topic(self, name: str) -> Topic | None:
         async with self._pool.connection() as conn:
             row = await (await conn.execute(sql.GET_TOPIC, (name,))).fetchone()

@@ -162,6 +162,9 @@ class RedisStorage(Storage):
     async def _delete_topic(self, name: str) -> None:
         await self._registry.delete(name)
 
+    async def _update_topic(self, topic: Topic) -> bool:
+        return await self._registry.update(topic)
+
     async def _get_topic(self, name: str) -> Topic | None:
         info = await self._registry.load(name)
         return info.topic if info is not None else None

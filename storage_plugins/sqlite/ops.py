@@ -111,6 +111,11 @@ def delete_topic(conn: Conn, name: str) -> None:
     conn.execute(sql.DELETE_TOPIC_PAYLOADS, (name,))
 
 
+def update_topic(conn: Conn, topic: Topic) -> bool:
+    params = (base.settings_json(topic), topic.name, topic.created_at_ms)
+    return conn.execute(sql.UPDATE_TOPIC, params).rowcount == 1
+
+
 def get_topic(conn: Conn, name: str) -> Topic | None:
     row = conn.execute(sql.GET_TOPIC, (name,)).fetchone()
     return base.topic_from_row(row) if row is not None else None

@@ -88,6 +88,7 @@ GET_IDENTITY = "SELECT value FROM meta WHERE key = 'identity'"
 
 INSERT_TOPIC = """INSERT INTO topics (name, settings, created_at_ms) VALUES (?, ?, ?)
     ON CONFLICT (name) DO NOTHING"""
+UPDATE_TOPIC = "UPDATE topics SET settings = ? WHERE name = ? AND created_at_ms = ?"
 GET_TOPIC = "SELECT name, settings, created_at_ms FROM topics WHERE name = ?"
 LIST_TOPICS = "SELECT name, settings, created_at_ms FROM topics ORDER BY name"
 TOPIC_BUCKETS = "SELECT json_extract(settings, '$.buckets') FROM topics WHERE name = ?"

@@ -186,6 +186,9 @@ class SqliteStorage(Storage):
     async def _delete_topic(self, name: str) -> None:
         await self._run(ops.delete_topic, name)
 
+    async def _update_topic(self, topic: Topic) -> bool:
+        return await self._run(ops.update_topic, topic)
+
     async def _get_topic(self, name: str) -> Topic | None:
         return await self._run(ops.get_topic, name)
 
