@@ -48,6 +48,7 @@ class BrokerContext:
                 self.metrics,
                 self.clock,
                 self.lookahead_ms,
+                lambda ids, stalled: self.coordinator.stalled(topic.name, ids, stalled),
             )
             d.start()
             self.dispatchers[topic.name] = d

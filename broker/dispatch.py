@@ -16,6 +16,14 @@ for a few ms (a large insert ahead of it in Redis, a checkpoint) no longer makes
 deliveries late: they were taken before they were due. With 0 a pass takes only
 what is due now and runs at the next millisecond.
 
+A stall: when none of the dispatcher's consumers has had credit for one lease
+(the longest of theirs) while messages of its buckets are due, they have
+stopped taking deliveries, and alone on this broker they would starve their
+buckets for good (in a cluster nobody else leases them). The dispatcher tells
+``on_stall`` (the coordinator stops counting them for the bucket assignment, so
+the buckets go to consumers elsewhere) and tells it again, with
+``stalled=False``, as soon as one of them has credit again.
+
 Fairness: each pass walks the consumers that have credit, starting one further
 along each time (round-robin), and leases to each at most its credit (held
 messages count against it). A slow consumer is never sent more than its window;
@@ -76,6 +84,9 @@ class Receiver(Protocol):
     def fail(self, exc: Exception) -> None: ...
 
 
+OnStall = Callable[[list[str], bool], None]  # (consumer ids, stalled or not)
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -87,6 +98,7 @@ class Dispatcher:
         metrics: Metrics | None = None,
         clock: Clock | None = None,
         lookahead_ms: int = 0,
+        on_stall: OnStall | None = None,
     ) -> None:
         self.topic = topic
         self._storage = storage
@@ -107,6 +119,9 @@ class Dispatcher:
         self._hints = True
         self._task: asyncio.Task[None] | None = None
         self._last_pass_ms = 0  # the "now" of the latest lease pass
+        self._on_stall = on_stall
+        self._no_credit_since: int | None = None  # no consumer here has had credit since
+        self._stalled: list[str] = []  # consumers reported stalled to on_stall
         self._cap: RateCap | None = None
         self._share = 1.0  # of the topic's buckets this broker serves (for the cap)
         self._throttled = False  # the cap holds back a backlog
@@ -216,7 +231,9 @@ class Dispatcher:
         if outcome is _Pass.THROTTLED:
             assert self._cap is not None
             return self._cap.next_ms(self._share)
-        if outcome is _Pass.NO_CREDIT or outcome is _Pass.NO_BUCKETS:
+        if outcome is _Pass.NO_CREDIT:
+            return await self._stall_check()
+        if outcome is _Pass.NO_BUCKETS:
             # Hints cannot help, only new credit, a consumer or a rebalance (each pokes).
             self._hints = False
             return _NEVER
@@ -231,6 +248,35 @@ class Dispatcher:
             return rescan
         return min(max(due - self._lookahead, self._last_pass_ms + 1), rescan)
 
+    async def _stall_check(self) -> int:
+        """No consumer here has credit: when the next pass is due. Past one lease
+        of it, with messages of our buckets due, report the consumers stalled."""
+        self._hints = False  # only credit, a consumer or a rebalance helps (each pokes)
+        if self._on_stall is None or self._stalled or not self._receivers:
+            return _NEVER
+        now = self._clock.now_ms()
+        if self._no_credit_since is None:
+            self._no_credit_since = now
+        at = self._no_credit_since + max(r.lease_ms for r in self._receivers)
+        if now < at:
+            return at
+        buckets = self._buckets()
+        if buckets is not None and not buckets:
+            return _NEVER  # they own nothing: nothing is starved
+        due = await self._storage.next_due(self.topic.name, buckets)
+        if due is None or due > now:
+            # Nothing waits for them yet: look again when it does (or a re-scan later).
+            return min(due if due is not None else _NEVER, now + self._rescan_ms)
+        self._stalled = [r.consumer_id for r in self._receivers]
+        log.warning(
+            "%s: consumers %s took no delivery for a lease while messages of their"
+            " buckets are due: their buckets go to other consumers until they do",
+            self.topic.name,
+            self._stalled,
+        )
+        self._on_stall(self._stalled, True)
+        return _NEVER
+
     async def _pass(self) -> _Pass:
         """Lease due messages (and what the look-ahead reaches) to the consumers with credit."""
         self._pass_at, self._hints = _NEVER, True  # any hint now means "look again"
@@ -238,6 +284,12 @@ class Dispatcher:
         ready = [r for r in self._rotated() if r.credit > 0]
         if not ready:
             return _Pass.NO_CREDIT
+        self._no_credit_since = None
+        if self._stalled:
+            stalled, self._stalled = self._stalled, []
+            log.info("%s: consumers %s take deliveries again", self.topic.name, stalled)
+            assert self._on_stall is not None
+            self._on_stall(stalled, False)
         now = self._last_pass_ms = self._clock.now_ms()
         buckets = self._buckets()
         if buckets is not None and not buckets:

@@ -42,7 +42,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
 
     storage = storage_from_url(config.storage)
     await storage.open()
-    broker = BrokerContext(config, storage, coordinator_for(config), TopicCache(storage))
+    broker = BrokerContext(config, storage, coordinator_for(config, storage), TopicCache(storage))
     storage.on_operation = broker.metrics.storage_op
     broker.cron = CronFirers(broker)
     server = grpc.aio.server(

@@ -48,7 +48,7 @@ class Cron:
         entry = CronEntry(
             topic, id, schedule, timezone, payload, start_ms, end_ms, paused, misfire, misfire_limit
         )
-        return cron_from_pb(await self.client.call("CronAdd", cron_to_pb(entry)))
+        return cron_from_pb(await self.client.call("CronAdd", cron_to_pb(entry), idempotent=False))
 
     async def update(
         self,
@@ -81,7 +81,7 @@ class Cron:
                 setattr(req, name, value)
         if misfire is not None:
             req.misfire = _MISFIRE[misfire]
-        return cron_from_pb(await self.client.call("CronUpdate", req))
+        return cron_from_pb(await self.client.call("CronUpdate", req, idempotent=False))
 
     async def pause(self, topic: str, id: str) -> CronEntry:
         return await self.update(topic, id, paused=True)
@@ -102,6 +102,5 @@ class Cron:
 
     async def delete(self, topic: str, id: str, version: int = 0) -> None:
         """Delete an entry; occurrences it already produced stay on the topic."""
-        await self.client.call(
-            "CronDelete", pb.CronDeleteRequest(topic=topic, id=id, version=version)
-        )
+        req = pb.CronDeleteRequest(topic=topic, id=id, version=version)
+        await self.client.call("CronDelete", req, idempotent=False)

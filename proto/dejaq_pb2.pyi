@@ -274,14 +274,16 @@ class ProduceRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., batch: _Optional[bytes] = ...) -> None: ...
 
 class Rejection(_message.Message):
-    __slots__ = ("index", "code", "reason")
+    __slots__ = ("index", "code", "reason", "kind")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     index: int
     code: int
     reason: str
-    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    kind: str
+    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("results", "rejections")
@@ -328,8 +330,10 @@ class Settle(_message.Message):
     def __init__(self, kind: _Optional[_Union[Settle.Kind, str]] = ..., ids: _Optional[_Iterable[str]] = ..., versions: _Optional[_Iterable[int]] = ..., ms: _Optional[int] = ..., token: _Optional[int] = ..., credits: _Optional[int] = ...) -> None: ...
 
 class Goodbye(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("keep",)
+    KEEP_FIELD_NUMBER: _ClassVar[int]
+    keep: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, keep: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
     __slots__ = ("hello", "credits", "settle", "goodbye")

@@ -169,6 +169,16 @@ class Storage(abc.ABC):
 
     # -- life cycle -----------------------------------------------------------
 
+    # Whether brokers on several hosts can open this one storage, as a cluster
+    # needs (memory:// lives inside one broker process).
+    shared: bool = True
+
+    async def identity(self) -> str:
+        """This storage's identity: made when the storage was created and kept in
+        it, so every broker that opens the same storage reads the same one (a
+        cluster checks by it that its brokers share one storage)."""
+        return await self._timed("identity", self._identity())
+
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect and create the schema. Called once before any other call."""
 
@@ -301,6 +311,8 @@ class Storage(abc.ABC):
 
     # -- primitives -----------------------------------------------------------
 
+    @abc.abstractmethod
+    async def _identity(self) -> str: ...
     @abc.abstractmethod
     async def _create_topic(self, topic: Topic) -> None: ...
     @abc.abstractmethod

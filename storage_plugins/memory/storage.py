@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 
@@ -64,9 +65,15 @@ class MemoryStorage(Storage):
     concurrency control the contract needs here.
     """
 
+    shared = False  # it lives in one broker process: no cluster can share it
+
     def __init__(self, url: str = "memory://") -> None:
         super().__init__(url)
         self._timelines: dict[str, Timeline] = {}
+        self._identity_ = uuid.uuid4().hex
+
+    async def _identity(self) -> str:
+        return self._identity_
 
     def _tl(self, topic: str) -> Timeline:
         tl = self._timelines.get(topic)

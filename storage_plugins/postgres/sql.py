@@ -109,6 +109,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 
 PING = "SELECT 1"
+# The storage's identity: the database and when its schema was created (to the
+# microsecond), written once by the first migration and never changed.
+IDENTITY = f"""SELECT current_database(), applied_at::text FROM {SCHEMA_TABLE} WHERE version = 1"""
 # Run on every new connection: see "Plans" above.
 SESSION_SETUP = """SELECT set_config('enable_bitmapscan', 'off', false),
     set_config('enable_seqscan', 'off', false),

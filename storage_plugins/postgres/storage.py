@@ -154,6 +154,11 @@ class PostgresStorage(Storage):
             return False
         return True
 
+    async def _identity(self) -> str:
+        async with self._pool.connection() as conn:
+            database, created = await _one(conn, sql.IDENTITY, {})
+        return f"{database}@{created}"
+
     # -- topics ---------------------------------------------------------------
 
     async def _create_topic(self, topic: Topic) -> None:

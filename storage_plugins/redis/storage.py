@@ -10,6 +10,7 @@ primitives).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
@@ -27,7 +28,7 @@ from dejaq.storage_plugins.base import (
     SettleItem,
     Storage,
 )
-from dejaq.storage_plugins.redis import columns, dead, leasing, reads, scan
+from dejaq.storage_plugins.redis import columns, dead, keys, leasing, reads, scan
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.options import parse_url
 from dejaq.storage_plugins.redis.registry import Registry, TopicEntry, per_slot
@@ -133,6 +134,13 @@ class RedisStorage(Storage):
         except StorageError:
             return False
         return True
+
+    async def _identity(self) -> str:
+        await self._runner.command("SET", keys.IDENTITY, uuid.uuid4().hex, "NX")
+        identity = text(await self._runner.command("GET", keys.IDENTITY))
+        if identity is None:  # deleted between the two commands: a new one next time
+            raise StorageError("redis: the storage identity was deleted while read")
+        return identity
 
     @property
     def _runner(self) -> Runner:

@@ -36,6 +36,14 @@ Conn = sqlite3.Connection
 # -- helpers ------------------------------------------------------------------
 
 
+def identity(conn: Conn) -> str:
+    """The random id the database was given when it was created."""
+    row = conn.execute(sql.GET_IDENTITY).fetchone()
+    if row is None:
+        raise NotFound("the database has no identity")
+    return str(row[0])
+
+
 def _topic_buckets(conn: Conn, topic: str) -> int:
     """The topic's bucket count; ``NotFound`` when there is no such topic."""
     row = conn.execute(sql.TOPIC_BUCKETS, (topic,)).fetchone()

@@ -45,6 +45,11 @@ ROLLBACK_TO = "ROLLBACK TO job"
 PING = "SELECT 1"
 
 SCHEMA = (
+    # Facts about the database itself: its ``identity``, made at creation.
+    """CREATE TABLE IF NOT EXISTS meta (
+        key TEXT NOT NULL PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS topics (
         name TEXT NOT NULL PRIMARY KEY,
         settings TEXT NOT NULL,
@@ -74,6 +79,10 @@ SCHEMA = (
         PRIMARY KEY (topic, id)
     )""",
 )
+
+# (a random id): kept when the database already has one
+INSERT_IDENTITY = "INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT DO NOTHING"
+GET_IDENTITY = "SELECT value FROM meta WHERE key = 'identity'"
 
 # -- topics -------------------------------------------------------------------
 

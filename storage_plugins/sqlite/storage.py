@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,7 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
         # Migrations from an older version go here, one step per version.
         for statement in sql.SCHEMA:
             conn.execute(statement)
+        conn.execute(sql.INSERT_IDENTITY, (uuid.uuid4().hex,))
         conn.execute(sql.SET_USER_VERSION)
         conn.execute(sql.COMMIT)
     except BaseException:
@@ -172,6 +174,9 @@ class SqliteStorage(Storage):
         if self._writer is None:
             raise StorageError("sqlite storage used before open()")
         return await self._writer.run(lambda conn: fn(conn, *args, **kwargs))
+
+    async def _identity(self) -> str:
+        return await self._run(ops.identity)
 
     # -- topics ---------------------------------------------------------------
 
