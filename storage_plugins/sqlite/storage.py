@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from dejaq.storage_plugins.sqlite import ops, scan, sql
 from dejaq.storage_plugins.sqlite.checkpoint import Checkpointer
 from dejaq.storage_plugins.sqlite.writer import Writer, storage_error
 
+_OPEN_RETRY_S = 0.05
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -69,7 +71,20 @@ def parse_url(url: str) -> SqliteOptions:
 
 
 def connect(options: SqliteOptions) -> sqlite3.Connection:
-    """Open the file in WAL mode and create or check the schema."""
+    """Open the file in WAL mode and create or check the schema. Brokers starting
+    together on a new file race to switch it to WAL, which SQLite answers with
+    "database is locked" at once, busy timeout or not: try again until it passes."""
+    deadline = time.monotonic() + options.busy_timeout_ms / 1000
+    while True:
+        try:
+            return _connect(options)
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(_OPEN_RETRY_S)
+
+
+def _connect(options: SqliteOptions) -> sqlite3.Connection:
     options.path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(
         options.path,
