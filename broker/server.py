@@ -22,6 +22,8 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
+from dejaq.broker.security.guard import Guard
+from dejaq.broker.security.tls import server_credentials
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
@@ -38,6 +40,11 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    # Credentials and the auth file are checked before anything is opened.
+    credentials = server_credentials(config)
+    guard = Guard.from_file(config.auth)
+    if config.auth:
+        loop.add_signal_handler(signal.SIGHUP, guard.reload)
 
     storage = storage_from_url(config.storage)
     await storage.open()
@@ -49,14 +56,17 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             ("grpc.max_send_message_length", MAX_FRAME_BYTES),
         ]
     )
-    pb_grpc.add_TimelineServicer_to_server(TimelineService(broker), server)
+    pb_grpc.add_TimelineServicer_to_server(TimelineService(broker, guard), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*health.SERVICES[1:], "grpc.health.v1.Health", reflection.SERVICE_NAME), server
     )
     try:
-        port = server.add_insecure_port(config.listen)
+        if credentials is None:
+            port = server.add_insecure_port(config.listen)
+        else:
+            port = server.add_secure_port(config.listen, credentials)
     except RuntimeError as exc:
         await storage.close()
         raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
@@ -87,6 +97,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     # Tests and scripts read this line to learn the port (--listen HOST:0).
     print(f"dejaq broker listening on {host}:{port} (storage {config.storage})", flush=True)
     log.info("serving on %s:%d", host, port)
+    _log_security(config, guard)
     try:
         await stop.wait()
     finally:
@@ -102,6 +113,14 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             await d.stop()
         await storage.close()
         print("dejaq broker stopped", file=sys.stderr, flush=True)
+
+
+def _log_security(config: BrokerConfig, guard: Guard) -> None:
+    tls = "mutual TLS" if config.tls_client_ca else "TLS" if config.tls_cert else "plaintext"
+    if guard.policy is None:
+        log.warning("%s, no --auth: every caller may do everything (anonymous mode)", tls)
+    else:
+        log.info("%s, %d principals from %s", tls, len(guard.policy.principals), config.auth)
 
 
 def run(config: BrokerConfig) -> None:

@@ -1,5 +1,9 @@
 """The gRPC servicer: routes each RPC to its handler and maps errors to status codes.
 
+Every call passes the guard first (``dejaq.broker.security``): it is
+authenticated, checked against the permission table, and served with the
+caller set for the handlers that need it (lease owners).
+
 Here an error that ends a call becomes its gRPC status (through the one table
 in ``dejaq.core.wire.status``, which also codes the per-message refusals inside
 stream frames); anything else is logged and answered INTERNAL, and the broker
@@ -21,6 +25,8 @@ from dejaq.broker.consume import consume_stream
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.produce import produce_stream
 from dejaq.broker.scan import scan_bucket
+from dejaq.broker.security.guard import Guard, Refusal
+from dejaq.broker.security.identity import CALLER
 from dejaq.core.errors import DejaqError
 from dejaq.core.wire.status import code_for
 from dejaq.proto import dejaq_pb2 as pb
@@ -53,7 +59,15 @@ def _unary(
 ) -> Callable[[TimelineService, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
     async def rpc(self: TimelineService, request: Req, context: Any) -> Resp:
         try:
-            response = await handler(self.broker, request)
+            caller = self.guard.authenticate(context)
+            self.guard.admit(method, caller, request)
+            bound = CALLER.set(caller)
+            try:
+                response: Resp = self.guard.trim(
+                    method, caller, await handler(self.broker, request)
+                )
+            finally:
+                CALLER.reset(bound)
         except Exception as exc:
             await _abort(self.broker, method, context, exc)
             raise  # unreachable: abort raises
@@ -67,11 +81,20 @@ def _stream(
     method: str, handler: Callable[[BrokerContext, AsyncIterator[Req]], AsyncIterator[Resp]]
 ) -> Callable[[TimelineService, AsyncIterator[Req], Any], AsyncIterator[Resp]]:
     async def rpc(self: TimelineService, requests: AsyncIterator[Req], context: Any) -> Any:
+        refusal = Refusal()
         try:
-            async for response in handler(self.broker, requests):
+            caller = self.guard.authenticate(context)
+            CALLER.set(caller)  # the stream's own task: the value ends with it
+            frames = self.guard.admit_frames(method, caller, requests, refusal)
+            async for response in handler(self.broker, frames):
                 yield response
+            if refusal.error is not None:
+                raise refusal.error
         except (Exception, asyncio.CancelledError) as exc:
-            await _abort(self.broker, method, context, exc)
+            # A refused frame ended the requests: that, not how the handler
+            # took the early end, is why the stream stops.
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            await _abort(self.broker, method, context, exc if cancelled else refusal.error or exc)
         else:
             self.broker.metrics.request(method, grpc.StatusCode.OK)
 
@@ -79,8 +102,9 @@ def _stream(
 
 
 class TimelineService(pb_grpc.TimelineServicer):
-    def __init__(self, broker: BrokerContext) -> None:
+    def __init__(self, broker: BrokerContext, guard: Guard | None = None) -> None:
         self.broker = broker
+        self.guard = guard or Guard()
 
     CreateTopic = _unary("CreateTopic", control.create_topic)
     DeleteTopic = _unary("DeleteTopic", control.delete_topic)
