@@ -72,3 +72,9 @@ def auth_broker(secure_brokers: SecureBrokers, auth_file: Path) -> BrokerProcess
 def tls_auth_broker(secure_brokers: SecureBrokers, certs: Certs, auth_file: Path) -> BrokerProcess:
     """TLS and the standard auth file, on SQLite."""
     return secure_brokers.get("tls-auth", "sqlite", **tls_env(certs), DEJAQ_AUTH=str(auth_file))
+
+
+@pytest.fixture
+def anonymous_broker(secure_brokers: SecureBrokers) -> BrokerProcess:
+    """Plaintext on loopback, no --auth: the anonymous mode."""
+    return secure_brokers.get("anonymous", "memory")
