@@ -1,6 +1,7 @@
 """Principals and their grants, loaded from the ``--auth`` file.
 
-The file is YAML (``.yaml`` / ``.yml``, needs PyYAML) or JSON (anything else)::
+The file is JSON when its name ends in ``.json``, else YAML (a Kubernetes
+Secret mounted as a file has no suffix)::
 
     principals:
       alice:                                # the principal's name
@@ -112,29 +113,29 @@ def load_policy(path: str) -> Policy:
 
 
 def _decode(path: str, text: str) -> Any:
-    if path.endswith((".yaml", ".yml")):
+    if path.endswith(".json"):
         try:
-            import yaml
-        except ImportError as exc:
-            raise InvalidArgument(
-                f"auth file {path} is YAML: pip install pyyaml, or write it as JSON"
-            ) from exc
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InvalidArgument(f"auth file {path} is not valid YAML: {exc}") from exc
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgument(f"auth file {path} is not valid JSON: {exc}") from exc
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"auth file {path} is not valid JSON: {exc}") from exc
+        import yaml
+    except ImportError as exc:
+        raise InvalidArgument(
+            f"auth file {path} is YAML: pip install pyyaml, or write it as .json"
+        ) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidArgument(f"auth file {path} is not valid YAML: {exc}") from exc
 
 
 def parse_policy(doc: Any, source: str = "") -> Policy:
     where = f"auth file {source}" if source else "auth file"
     top = _mapping(doc, where, {"principals"})
-    principals = _mapping(top.get("principals"), f"{where}: principals", None)
-    if not principals:
+    if not top.get("principals"):
         raise InvalidArgument(f"{where}: no principals")
+    principals = _mapping(top["principals"], f"{where}: principals", None)
     parsed = [_principal(name, body, where) for name, body in principals.items()]
     _refuse_shared(parsed, where)
     return Policy(parsed, source)

@@ -51,6 +51,11 @@ def test_json_and_yaml_files_say_the_same(tmp_path: Path) -> None:
     as_yaml = load_policy(str(write_policy(tmp_path / "a.yaml", doc)))
     as_json = load_policy(str(write_policy(tmp_path / "a.json", doc)))
     assert sorted(as_yaml.principals, key=str) == sorted(as_json.principals, key=str)
+    # A Secret mounted as a file has no suffix: YAML, which also reads JSON.
+    (tmp_path / "auth").write_text((tmp_path / "a.json").read_text())
+    assert sorted(load_policy(str(tmp_path / "auth")).principals, key=str) == sorted(
+        as_json.principals, key=str
+    )
 
 
 def _one(**body: Any) -> dict[str, Any]:
