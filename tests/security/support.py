@@ -21,6 +21,7 @@ import yaml
 from dejaq.driver.client import Client
 from dejaq.driver.tls import ClientTls
 from tests.certs import Certs
+from tests.e2e.broker_process import LISTENING
 
 TOKENS = {
     "producer": "tok-producer",
@@ -105,3 +106,16 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     return subprocess.run(
         [*DEJAQ, *args], capture_output=True, text=True, env={**base, **(env or {})}, timeout=60
     )
+
+
+def serve(argv: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen[str], str]:
+    """Start a broker process; its address from the line that tells the port."""
+    with log.open("w") as err:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+    assert process.stdout is not None
+    line = process.stdout.readline()  # the test timeout bounds a broker that never says
+    found = LISTENING.search(line)
+    if found is None:
+        process.kill()
+        raise AssertionError(f"broker did not start: {line!r}\n{log.read_text()}")
+    return process, f"{found.group(1)}:{found.group(2)}"

@@ -4,7 +4,6 @@ before it opens storage or a port, and the DEJAQ_* twins of the flags."""
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -14,9 +13,8 @@ from dejaq.broker.config import BrokerConfig
 from dejaq.core.errors import InvalidArgument, PermissionDenied
 from dejaq.driver.admin import Admin
 from tests.certs import Certs
-from tests.e2e.broker_process import LISTENING
 from tests.e2e.support import create_topic
-from tests.security.support import DEJAQ, TOKENS, cli, client, standard_policy, write_policy
+from tests.security.support import DEJAQ, TOKENS, cli, client, serve, standard_policy, write_policy
 
 
 def _refused(*args: str, env: dict[str, str] | None = None) -> str:
@@ -110,7 +108,7 @@ async def test_the_flags_serve_mutual_tls_and_auth(certs: Certs, tmp_path: Path)
     argv = [*DEJAQ, "broker", "--storage", "memory://", "--listen", "127.0.0.1:0"]
     argv += ["--tls-cert", str(certs.server.cert), "--tls-key", str(certs.server.key)]
     argv += ["--tls-client-ca", str(certs.ca), "--auth", str(auth)]
-    process, address = _serve(argv, base, tmp_path / "broker.log")
+    process, address = serve(argv, base, tmp_path / "broker.log")
     try:
         async with client(address, certs, cn="ops") as ops:
             topic = await create_topic(ops, f"t-{uuid.uuid4().hex[:8]}")
@@ -124,16 +122,3 @@ async def test_the_flags_serve_mutual_tls_and_auth(certs: Certs, tmp_path: Path)
         assert process.wait(10) == 0
         if process.stdout is not None:
             process.stdout.close()
-
-
-def _serve(argv: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen[str], str]:
-    """Start a broker process; its address from the line that tells the port."""
-    with log.open("w") as err:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-    assert process.stdout is not None
-    line = process.stdout.readline()  # the test timeout bounds a broker that never says
-    found = LISTENING.search(line)
-    if found is None:
-        process.kill()
-        raise AssertionError(f"broker did not start: {line!r}\n{log.read_text()}")
-    return process, f"{found.group(1)}:{found.group(2)}"
