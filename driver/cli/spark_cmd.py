@@ -23,7 +23,8 @@ SECURITY_FLAGS = {
 }
 
 _RAISED = re.compile(
-    r"dejaq\.\S*\.(?:[A-Za-z]+Error|InvalidArgument|NotFound|TooManyRejects): (.+)"
+    r"dejaq\.\S*\.(?:[A-Za-z]+Error|InvalidArgument|NotFound|TooManyRejects"
+    r"|PermissionDenied|Unauthenticated): (.+)"
 )
 # flag -> the data source option it sets
 COLUMN_FLAGS = {
