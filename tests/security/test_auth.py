@@ -11,8 +11,11 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from dejaq.core.errors import DejaqError, InvalidArgument, PermissionDenied, Unauthenticated
+from dejaq.core.model import InsertStatus
+from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.cluster import cluster_status
@@ -212,6 +215,10 @@ async def test_health_and_reflection_stay_open(auth_broker: BrokerProcess) -> No
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(health_pb2.HealthCheckRequest(service="dejaq.v1.Timeline"))
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+        ask = reflection_pb2.ServerReflectionRequest(list_services="")
+        (answer,) = [a async for a in reflection.ServerReflectionInfo(iter([ask]))]
+        assert "dejaq.v1.Timeline" in {s.name for s in answer.list_services_response.service}
 
 
 def test_a_client_will_not_send_a_token_in_plaintext_off_the_machine() -> None:
@@ -235,3 +242,26 @@ def test_the_cli_sends_its_token(auth_broker: BrokerProcess) -> None:
     assert created.returncode == 0, created.stderr
     listed = cli("topic", "list", env=env)
     assert topic in listed.stdout
+
+
+async def test_a_produce_stream_stops_at_the_first_refused_frame(
+    auth_broker: BrokerProcess,
+) -> None:
+    async with (
+        client(auth_broker.address, token=TOKENS["admin"]) as admin,
+        client(auth_broker.address, token=TOKENS["producer"]) as producer,
+    ):
+        mine, theirs = _name("t"), _name("elsewhere")  # producer may produce on t-* only
+        await create_topic(admin, mine)
+        await create_topic(admin, theirs)
+        call = producer.stub().Produce()
+        for topic, mid in ((mine, "first"), (theirs, "refused"), (mine, "after")):
+            batch = encode_messages([now_ms() + HOUR_MS], [b"x"], [mid])
+            await call.write(pb.ProduceRequest(topic=topic, batch=batch))
+        answer = await call.read()
+        assert decode_results(answer.results) == ([int(InsertStatus.ACCEPTED)], ["first"])
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await call.read()
+        assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert (await Admin(admin).describe_topic(theirs)).counts.waiting == 0
+        assert (await Admin(admin).describe_topic(mine)).counts.waiting == 1
