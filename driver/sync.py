@@ -160,7 +160,11 @@ class SyncClient:
         async def make() -> Client:
             return Client(brokers, timeout_s, tls=tls, token=token)
 
-        self._client = self._loop.run(make())
+        try:
+            self._client = self._loop.run(make())
+        except BaseException:
+            self._loop.stop()  # no thread left behind by a refused setting
+            raise
         self.admin = _Proxy(self._loop, Admin(self._client))
 
     def producer(self, topic: str, **options: Any) -> _Proxy:

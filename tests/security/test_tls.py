@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 
-from dejaq.core.errors import BrokerUnavailable
+from dejaq.core.errors import BrokerUnavailable, InvalidArgument
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.sync import SyncClient
@@ -112,3 +113,17 @@ async def test_many_tls_clients_at_once(tls_broker: BrokerProcess, certs: Certs)
             return len(await Admin(c).list_topics())
 
     assert len(await asyncio.gather(*(one() for _ in range(8)))) == 8
+
+
+def test_client_tls_mistakes_are_named(certs: Certs, tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope.pem")
+    with pytest.raises(InvalidArgument, match=f"cannot read TLS CA {missing}"):
+        Client("127.0.0.1:7700", tls=ClientTls(missing))
+    with pytest.raises(InvalidArgument, match="needs its key"):
+        Client("127.0.0.1:7700", tls=ClientTls(str(certs.ca), cert=str(certs.server.cert)))
+    (tmp_path / "junk.pem").write_text("junk")
+    with pytest.raises(InvalidArgument, match="is not a PEM file"):
+        SyncClient("127.0.0.1:7700", tls=ClientTls(str(tmp_path / "junk.pem")))
+    done = cli("topic", "list", "--tls-ca", missing)
+    assert done.returncode == 1
+    assert f"dejaq: error: cannot read TLS CA {missing}: No such file" in done.stderr
