@@ -23,7 +23,7 @@ from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
-from dejaq.broker.security.tls import server_credentials
+from dejaq.broker.security.tls import ServerTls
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
@@ -40,11 +40,12 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    # Credentials and the auth file are checked before anything is opened.
-    credentials = server_credentials(config)
+    # TLS files and the auth file are checked before anything is opened;
+    # SIGHUP reads them again.
+    tls = ServerTls.from_config(config)
     guard = Guard.from_file(config.auth)
-    if config.auth:
-        loop.add_signal_handler(signal.SIGHUP, guard.reload)
+    if tls is not None or config.auth:
+        loop.add_signal_handler(signal.SIGHUP, _reload, guard, tls)
 
     storage = storage_from_url(config.storage)
     await storage.open()
@@ -63,10 +64,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         (*health.SERVICES[1:], "grpc.health.v1.Health", reflection.SERVICE_NAME), server
     )
     try:
-        if credentials is None:
+        if tls is None:
             port = server.add_insecure_port(config.listen)
         else:
-            port = server.add_secure_port(config.listen, credentials)
+            port = server.add_secure_port(config.listen, tls.credentials())
     except RuntimeError as exc:
         await storage.close()
         raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
@@ -113,6 +114,12 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             await d.stop()
         await storage.close()
         print("dejaq broker stopped", file=sys.stderr, flush=True)
+
+
+def _reload(guard: Guard, tls: ServerTls | None) -> None:
+    guard.reload()
+    if tls is not None:
+        tls.reload()
 
 
 def _log_security(config: BrokerConfig, guard: Guard) -> None:

@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
         " (default 20, on memory:// 0; 0 leases only what is due now)",
     )
     g = p.add_argument_group("security (see the README's Security section)")
-    g.add_argument("--tls-cert", help="PEM server certificate (chain): serve TLS")
+    g.add_argument("--tls-cert", help="PEM server certificate (chain): serve TLS (SIGHUP reloads)")
     g.add_argument("--tls-key", help="PEM private key of --tls-cert")
     g.add_argument("--tls-client-ca", help="PEM CA: require client certificates it issued (mTLS)")
     g.add_argument(
