@@ -94,7 +94,7 @@ class Client:
                     ("grpc.max_send_message_length", MAX_FRAME_BYTES),
                 ],
             )
-            self._stub = pb_grpc.TimelineStub(self._channel)
+            self._stub = self._dialer.stub(self._channel)
         return self._stub
 
     async def failover(self) -> None:

@@ -9,6 +9,7 @@ anyone on the path could read it).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import grpc
 
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
+from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,12 @@ def client_token(token: str | None = None, env: Mapping[str, str] | None = None)
 
 
 class Dialer:
-    """Opens channels to brokers with one set of credentials."""
+    """Opens channels to brokers with one set of credentials, and stubs that
+    send the token with every call.
+
+    The token rides as call metadata set on the stub, not as gRPC call
+    credentials: those run a Python callback on another thread per call,
+    about 0.6 ms a unary call here."""
 
     def __init__(self, addresses: Sequence[str], tls: ClientTls | None, token: str | None) -> None:
         if token and tls is None:
@@ -79,23 +86,21 @@ class Dialer:
                     " (--tls-ca / DEJAQ_TLS_CA, or tls=ClientTls(...) in code)"
                 )
         self.tls = tls
-        self.token = token
-        credentials = tls.credentials() if tls is not None else None
-        if token:
-            # Plaintext call credentials are allowed by gRPC only over a local
-            # (loopback) transport, which the check above made sure of.
-            transport = credentials or grpc.local_channel_credentials(
-                grpc.LocalConnectionType.LOCAL_TCP
-            )
-            credentials = grpc.composite_channel_credentials(
-                transport, grpc.access_token_call_credentials(token)
-            )
-        self._credentials = credentials
+        self._credentials = tls.credentials() if tls is not None else None
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
 
     def channel(self, address: str, options: Sequence[tuple[str, Any]]) -> grpc.aio.Channel:
         if self._credentials is None:
             return grpc.aio.insecure_channel(address, options=options)
         return grpc.aio.secure_channel(address, self._credentials, options=options)
+
+    def stub(self, channel: grpc.aio.Channel) -> pb_grpc.TimelineStub:
+        stub = pb_grpc.TimelineStub(channel)
+        if self._metadata:
+            # Each attribute of a stub is one RPC's callable: bind the metadata to it.
+            for name, rpc in vars(stub).items():
+                setattr(stub, name, functools.partial(rpc, metadata=self._metadata))
+        return stub
 
 
 def _read(what: str, path: str) -> bytes:
