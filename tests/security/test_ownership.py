@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from dejaq.core.errors import Leased, NotLeaseHolder
+from dejaq.core.errors import NotLeaseHolder
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.proto import dejaq_pb2 as pb
@@ -53,9 +53,7 @@ async def test_another_principal_cannot_settle_a_lease_even_by_its_consumer_id(
             assert held[2] == "alice#worker"
 
             b = Admin(bob)
-            # (The driver may still read this refusal as Leased: it tells the two
-            # apart by their text, a hole issue 11 closes elsewhere.)
-            refused = (NotLeaseHolder, Leased)
+            refused = NotLeaseHolder
             with pytest.raises(refused, match="not leased by consumer 'bob#worker'"):
                 await b.ack(topic, mid, d.version, "worker")
             with pytest.raises(refused, match="not leased by consumer 'bob#worker'"):
