@@ -13,6 +13,7 @@ keeps serving.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,13 +28,15 @@ from dejaq.broker.cron import control as cron
 from dejaq.broker.produce import produce_stream
 from dejaq.broker.scan import scan_bucket
 from dejaq.broker.security.guard import Guard, Refusal
-from dejaq.broker.security.identity import CALLER
-from dejaq.core.errors import DejaqError
+from dejaq.broker.security.identity import CALLER, Caller
+from dejaq.core.errors import DejaqError, Unauthenticated
 from dejaq.core.wire.status import code_for, trailing_metadata_for
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
+# How long a refused stream waits for its opening frame (see _authenticate_stream).
+FIRST_FRAME_WAIT_S = 1.0
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
@@ -84,7 +87,7 @@ def _stream(
     async def rpc(self: TimelineService, requests: AsyncIterator[Req], context: Any) -> Any:
         refusal = Refusal()
         try:
-            caller = self.guard.authenticate(context)
+            caller = await _authenticate_stream(self.guard, context, requests)
             CALLER.set(caller)  # the stream's own task: the value ends with it
             frames = self.guard.admit_frames(method, caller, requests, refusal)
             async for response in handler(self.broker, frames):
@@ -100,6 +103,18 @@ def _stream(
             self.broker.metrics.request(method, grpc.StatusCode.OK)
 
     return rpc
+
+
+async def _authenticate_stream(guard: Guard, context: Any, requests: AsyncIterator[Any]) -> Caller:
+    """The caller of a stream. A refused one is told after its opening frame has
+    arrived: a client still writing that frame when the refusal lands sees its
+    write fail (grpc/grpc#36066), not the refusal."""
+    try:
+        return guard.authenticate(context)
+    except Unauthenticated:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(anext(requests), FIRST_FRAME_WAIT_S)
+        raise
 
 
 class TimelineService(pb_grpc.TimelineServicer):

@@ -12,6 +12,7 @@ RPC                     permission  topic
 ======================  ==========  ==========================================
 CreateTopic             admin       name
 DeleteTopic             admin       name
+UpdateTopic             admin       name
 Redrive                 admin       topic
 ListTopics              (any)       answer lists only topics it may describe
 DescribeTopic           describe    name
@@ -22,6 +23,11 @@ ClusterStatus           (any)       answer lists only topics it may describe
 Produce (stream)        produce     every frame's topic
 Move                    produce     topic
 Cancel                  produce     topic
+CronAdd                 produce     topic (its occurrences are produced there)
+CronUpdate              produce     topic
+CronDelete              produce     topic
+CronGet                 describe    topic
+CronList                describe    topic
 Consume (stream)        consume     the Hello's topic
 Ack / Extend / Nack     consume     topic (and the lease must be the caller's)
 ======================  ==========  ==========================================
@@ -79,6 +85,7 @@ _PRODUCE, _CONSUME = Permission.PRODUCE, Permission.CONSUME
 RULES: dict[str, Rule] = {
     "CreateTopic": Rule(_ADMIN, _name),
     "DeleteTopic": Rule(_ADMIN, _name),
+    "UpdateTopic": Rule(_ADMIN, _name),
     "Redrive": Rule(_ADMIN, _topic),
     "ListTopics": Rule(_DESCRIBE, None, _trim_topics),
     "DescribeTopic": Rule(_DESCRIBE, _name),
@@ -89,6 +96,11 @@ RULES: dict[str, Rule] = {
     "Produce": Rule(_PRODUCE, _topic),
     "Move": Rule(_PRODUCE, _topic),
     "Cancel": Rule(_PRODUCE, _topic),
+    "CronAdd": Rule(_PRODUCE, _topic),
+    "CronUpdate": Rule(_PRODUCE, _topic),
+    "CronDelete": Rule(_PRODUCE, _topic),
+    "CronGet": Rule(_DESCRIBE, _topic),
+    "CronList": Rule(_DESCRIBE, _topic),
     "Consume": Rule(_CONSUME, _hello_topic),
     "Ack": Rule(_CONSUME, _topic),
     "Extend": Rule(_CONSUME, _topic),

@@ -55,6 +55,10 @@ def _unary(method: str, build: Callable[[str, str, int], Any]) -> Call:
 # Every RPC that acts on a topic, with the permission it needs (permissions.py).
 CALLS: dict[str, tuple[str, Call]] = {
     "CreateTopic": ("admin", _unary("CreateTopic", lambda t, m, v: pb.CreateTopicRequest(name=t))),
+    "UpdateTopic": (
+        "admin",
+        _unary("UpdateTopic", lambda t, m, v: pb.UpdateTopicRequest(name=t, max_rate=100.0)),
+    ),
     "Redrive": ("admin", _unary("Redrive", lambda t, m, v: pb.RedriveRequest(topic=t))),
     "DescribeTopic": (
         "describe",
@@ -75,6 +79,20 @@ CALLS: dict[str, tuple[str, Call]] = {
                 topic=t, id=m, version=v, timestamp_ms=now_ms() + 7 * HOUR_MS
             ),
         ),
+    ),
+    "CronAdd": (
+        "produce",
+        _unary("CronAdd", lambda t, m, v: pb.CronEntry(topic=t, id="c", schedule="0 9 * * *")),
+    ),
+    "CronUpdate": (
+        "produce",
+        _unary("CronUpdate", lambda t, m, v: pb.CronUpdateRequest(topic=t, id="c", paused=True)),
+    ),
+    "CronGet": ("describe", _unary("CronGet", lambda t, m, v: pb.CronGetRequest(topic=t, id="c"))),
+    "CronList": ("describe", _unary("CronList", lambda t, m, v: pb.CronListRequest(topic=t))),
+    "CronDelete": (
+        "produce",
+        _unary("CronDelete", lambda t, m, v: pb.CronDeleteRequest(topic=t, id="c")),
     ),
     "Consume": ("consume", _consume),
     "Ack": (
@@ -106,11 +124,14 @@ CALLS: dict[str, tuple[str, Call]] = {
 async def _state(admin: Client, topic: str, mid: str) -> tuple[Any, ...]:
     info = await Admin(admin).describe_topic(topic)
     m = (await Admin(admin).get(topic, mid)).message
-    return (info.topic, info.counts, m.version, m.timestamp, m.lease_owner)
+    crons = (await admin.call("CronList", pb.CronListRequest(topic=topic))).entries
+    return (info.topic, info.counts, m.version, m.timestamp, m.lease_owner, list(crons))
 
 
 async def _seed(admin: Client, topic: str) -> tuple[str, int]:
     await create_topic(admin, topic)
+    entry = pb.CronEntry(topic=topic, id="c", schedule="0 9 1 1 *", payload=b"yearly")
+    await admin.call("CronAdd", entry, idempotent=False)
     mid = await produce_one(admin, topic, now_ms() + HOUR_MS)
     return mid, (await Admin(admin).get(topic, mid)).message.version
 
