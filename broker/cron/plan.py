@@ -34,6 +34,13 @@ def plan(entry: CronEntry, cursor_ms: int, now_ms: int) -> Firing:
     keep = entry.misfire_limit if entry.misfire is Misfire.ALL else 1
     missed: deque[int] = deque(maxlen=max(1, keep))
     horizon = now_ms + LEAD_MS + SPAN_MS
+    if cursor_ms > now_ms:
+        # The cursor comes from the entry message's due time, which is exact for a
+        # firing on time but later for one re-leased after a lost lease (its due
+        # time became that lease's end). Occurrences still in the future were never
+        # delivered (never early), so producing them again is harmless: they are
+        # refused as duplicates. Start from the next millisecond.
+        cursor_ms = now_ms + 1
     times = occurrences(entry.schedule, tz, max(cursor_ms, entry.start_ms))
     while (at := next(times, None)) is not None:
         if entry.end_ms and at > entry.end_ms:

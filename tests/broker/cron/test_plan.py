@@ -30,9 +30,20 @@ def local(*args: int) -> int:
 
 def test_a_firing_produces_what_falls_due_within_lead_and_span() -> None:
     f = plan(entry("*/5 * * * * *"), T0, T0 - LEAD_MS)  # fired on time
-    assert f.produce == list(range(T0, T0 + SPAN_MS + 1, 5_000))
+    # (from the next millisecond on: those before the cursor again, refused as duplicates)
+    assert f.produce == list(range(T0 - LEAD_MS + 5_000, T0 + SPAN_MS + 1, 5_000))
     assert f.next_ms == T0 + SPAN_MS + 5_000
     assert (f.missed, f.caught_up) == (0, 0)
+
+
+def test_a_firing_after_a_lost_lease_produces_from_now_on() -> None:
+    # Given an entry re-leased after the broker firing it died: its due time became
+    # that lease's end, 5 s later than the firing it replaces, so the cursor it
+    # implies is past the occurrence that still has to be produced
+    now = T0 - 5_000
+    f = plan(entry(), T0 + 5_020, now)
+    # Then the occurrence due in 5 s is produced (again, if the dead broker had)
+    assert (f.produce, f.next_ms, f.missed) == ([T0], T0 + MIN, 0)
 
 
 def test_one_firing_per_occurrence_for_a_minutely_schedule() -> None:
