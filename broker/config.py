@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dejaq.broker.cluster.endpoints import parse_endpoints
+from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
 
 DEFAULT_LISTEN = "127.0.0.1:7700"
@@ -21,7 +22,11 @@ DEFAULT_STORAGE = "sqlite:///dejaq-data/dejaq.db"
 # cancel as leased: keep the look-ahead well under any lease.
 MAX_LOOKAHEAD_MS = 1000
 # Variables that belong to the client side and may share an environment.
-CLIENT_VARIABLES = {"DEJAQ_BROKER"}
+# DEJAQ_TLS_CERT / DEJAQ_TLS_KEY are this process's own certificate on either
+# side: the broker's server certificate, or a client's client certificate.
+CLIENT_VARIABLES = {"DEJAQ_BROKER", "DEJAQ_TLS_CA", "DEJAQ_TOKEN"}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -46,6 +51,11 @@ class BrokerConfig:
     etcd_ttl_s: int = 4  # a broker that stops heartbeating leaves the cluster after this
     etcd_timeout_s: float = 5.0  # at start-up, give up reaching etcd after this
     skew_warn_ms: int = 50  # warn when another broker's clock is further off than this
+    tls_cert: str = ""  # PEM server certificate (chain): serve TLS; empty = plaintext
+    tls_key: str = ""  # PEM private key of tls_cert
+    tls_client_ca: str = ""  # PEM CA bundle: require client certificates it issued (mTLS)
+    auth: str = ""  # principals and grants (YAML or JSON, see broker/security/policy.py)
+    insecure_allow_anonymous: bool = False  # serve a non-loopback address without --auth
 
     @classmethod
     def from_sources(
@@ -87,6 +97,19 @@ class BrokerConfig:
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise InvalidArgument(f"log level {self.log_level!r} is not DEBUG/INFO/WARNING/ERROR")
         self._validate_cluster()
+        self._validate_security()
+
+    def _validate_security(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise InvalidArgument("TLS needs both --tls-cert and --tls-key (a cert and its key)")
+        if self.tls_client_ca and not self.tls_cert:
+            raise InvalidArgument("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        if not self.auth and not self.insecure_allow_anonymous and not is_loopback(self.listen):
+            raise InvalidArgument(
+                f"refusing to serve {self.listen} without --auth: anyone who reaches it could"
+                " read, change and delete every topic. Give --auth FILE, listen on loopback,"
+                " or accept that with --insecure-allow-anonymous"
+            )
 
     def _validate_cluster(self) -> None:
         if self.etcd:
@@ -112,6 +135,10 @@ def _known(fields: Mapping[str, Any]) -> str:
 
 def _convert(key: str, raw: str, kind: Any) -> Any:
     kind = kind if isinstance(kind, str) else kind.__name__
+    if kind == "bool":
+        if raw.strip().lower() not in _TRUE | _FALSE:
+            raise InvalidArgument(f"{key}={raw!r} is not a boolean (true or false)")
+        return raw.strip().lower() in _TRUE
     try:
         if kind == "int":
             return int(raw)

@@ -23,6 +23,8 @@ from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
+from dejaq.broker.security.guard import Guard
+from dejaq.broker.security.tls import ServerTls
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
@@ -39,6 +41,12 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    # TLS files and the auth file are checked before anything is opened;
+    # SIGHUP reads them again.
+    tls = ServerTls.from_config(config)
+    guard = Guard.from_file(config.auth)
+    if tls is not None or config.auth:
+        loop.add_signal_handler(signal.SIGHUP, _reload, guard, tls)
 
     storage = storage_from_url(config.storage)
     await storage.open()
@@ -51,14 +59,17 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             ("grpc.max_send_message_length", MAX_FRAME_BYTES),
         ]
     )
-    pb_grpc.add_TimelineServicer_to_server(TimelineService(broker), server)
+    pb_grpc.add_TimelineServicer_to_server(TimelineService(broker, guard), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*health.SERVICES[1:], "grpc.health.v1.Health", reflection.SERVICE_NAME), server
     )
     try:
-        port = server.add_insecure_port(config.listen)
+        if tls is None:
+            port = server.add_insecure_port(config.listen)
+        else:
+            port = server.add_secure_port(config.listen, tls.credentials())
     except RuntimeError as exc:
         await storage.close()
         raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
@@ -90,6 +101,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     # Tests and scripts read this line to learn the port (--listen HOST:0).
     print(f"dejaq broker listening on {host}:{port} (storage {config.storage})", flush=True)
     log.info("serving on %s:%d", host, port)
+    _log_security(config, guard)
     try:
         await stop.wait()
     finally:
@@ -106,6 +118,20 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             await d.stop()
         await storage.close()
         print("dejaq broker stopped", file=sys.stderr, flush=True)
+
+
+def _reload(guard: Guard, tls: ServerTls | None) -> None:
+    guard.reload()
+    if tls is not None:
+        tls.reload()
+
+
+def _log_security(config: BrokerConfig, guard: Guard) -> None:
+    tls = "mutual TLS" if config.tls_client_ca else "TLS" if config.tls_cert else "plaintext"
+    if guard.policy is None:
+        log.warning("%s, no --auth: every caller may do everything (anonymous mode)", tls)
+    else:
+        log.info("%s, %d principals from %s", tls, len(guard.policy.principals), config.auth)
 
 
 def run(config: BrokerConfig) -> None:

@@ -33,6 +33,19 @@ def register(sub: Any) -> None:
         " fewer storage round trips, and a slow one does not make deliveries late"
         " (default 20, on memory:// 0; 0 leases only what is due now)",
     )
+    g = p.add_argument_group("security (see the README's Security section)")
+    g.add_argument("--tls-cert", help="PEM server certificate (chain): serve TLS (SIGHUP reloads)")
+    g.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    g.add_argument("--tls-client-ca", help="PEM CA: require client certificates it issued (mTLS)")
+    g.add_argument(
+        "--auth", metavar="FILE", help="principals and grants, YAML or JSON (SIGHUP reloads)"
+    )
+    g.add_argument(
+        "--insecure-allow-anonymous",
+        action="store_true",
+        default=None,
+        help="serve a non-loopback address without --auth: anyone reaching it may do anything",
+    )
     p.set_defaults(run=run)
 
 
@@ -51,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
             "cluster": args.cluster,
             "advertise": args.advertise,
             "lookahead_ms": args.lookahead_ms,
+            "tls_cert": args.tls_cert,
+            "tls_key": args.tls_key,
+            "tls_client_ca": args.tls_client_ca,
+            "auth": args.auth,
+            "insecure_allow_anonymous": args.insecure_allow_anonymous,
         },
         os.environ,
     )
