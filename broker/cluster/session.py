@@ -33,6 +33,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from dejaq.broker.cluster.endpoints import Endpoint
+from dejaq.broker.cluster.etcd_access import EtcdAccess
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Keys, encode
 from dejaq.broker.cluster.registrar import Registrar, Registration, Write
@@ -59,9 +60,9 @@ class WatchSink(Protocol):
 
 
 def load_aetcd() -> ModuleType:
-    """The ``aetcd`` module, or ``InvalidArgument`` with the install hint."""
+    """``etcd_client`` (on the ``aetcd`` package), or ``InvalidArgument`` with the install hint."""
     try:
-        return importlib.import_module("aetcd")
+        return importlib.import_module("dejaq.broker.cluster.etcd_client")
     except ImportError as exc:
         raise InvalidArgument(
             f"--etcd needs the aetcd package: pip install 'dejaq-timeline[etcd]' ({exc})"
@@ -95,8 +96,10 @@ class EtcdSessions:
         sink: WatchSink,
         hints: HintPublisher,
         registrar: Registrar,
+        access: EtcdAccess | None = None,
     ) -> None:
         self.endpoints = endpoints
+        self._access = access or EtcdAccess()
         self.ttl_s = ttl_s
         self._keys = keys
         self._sink = sink
@@ -202,7 +205,7 @@ class EtcdSessions:
         assert self._etcd is not None
         endpoint = self.endpoints[self._next_endpoint % len(self.endpoints)]
         self._next_endpoint += 1
-        client = self._etcd.Client(endpoint.host, endpoint.port, timeout=CALL_TIMEOUT_S)
+        client = self._etcd.Client(endpoint, self._access.credentials(), CALL_TIMEOUT_S)
         try:
             lease = await client.lease(self.ttl_s)
             session = Session(client, lease, endpoint)

@@ -8,6 +8,8 @@ import sys
 from typing import Any
 
 from dejaq.broker.config import DEFAULT_LISTEN, DEFAULT_STORAGE, BrokerConfig
+from dejaq.core.redact import redact
+from dejaq.driver.cli import broker_link_flags
 
 
 def register(sub: Any) -> None:
@@ -22,7 +24,7 @@ def register(sub: Any) -> None:
     p.add_argument("--log-format", choices=("text", "json"), help="log lines (default text)")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.add_argument(
-        "--etcd", help="etcd endpoints http://HOST:PORT[,...]: join a cluster (default: alone)"
+        "--etcd", help="etcd endpoints http(s)://HOST:PORT[,...]: join a cluster (default: alone)"
     )
     p.add_argument("--cluster", help="cluster name, one per set of brokers (default 'default')")
     p.add_argument("--advertise", help="HOST:PORT others reach this broker at (default --listen)")
@@ -33,6 +35,7 @@ def register(sub: Any) -> None:
         " fewer storage round trips, and a slow one does not make deliveries late"
         " (default 20, on memory:// 0; 0 leases only what is due now)",
     )
+    broker_link_flags.add(p)
     p.set_defaults(run=run)
 
 
@@ -51,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             "cluster": args.cluster,
             "advertise": args.advertise,
             "lookahead_ms": args.lookahead_ms,
+            **broker_link_flags.values(args),
         },
         os.environ,
     )
@@ -58,6 +62,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         serve(config)
     except OSError as exc:
-        print(f"dejaq: error: {exc}", file=sys.stderr)
+        print(f"dejaq: error: {redact(str(exc))}", file=sys.stderr)
         return 1
     return 0
