@@ -16,6 +16,10 @@ from aetcd import rpc, watcher
 
 from dejaq.broker.cluster.endpoints import Endpoint
 from dejaq.broker.cluster.etcd_access import Credentials
+from dejaq.core.errors import InvalidArgument
+
+# Authenticate's answers to a wrong user or password, and to auth being off.
+REFUSED = (rpc.StatusCode.INVALID_ARGUMENT, rpc.StatusCode.FAILED_PRECONDITION)
 
 
 class Client(aetcd.Client):  # type: ignore[misc]  # aetcd has no type hints
@@ -60,7 +64,14 @@ class Client(aetcd.Client):  # type: ignore[misc]  # aetcd has no type hints
         if self._username is not None:
             self.auth_stub = rpc.AuthStub(self.channel)
             request = rpc.AuthenticateRequest(name=self._username, password=self._password)
-            reply = await self.auth_stub.Authenticate(request, timeout=self._timeout)
+            try:
+                reply = await self.auth_stub.Authenticate(request, timeout=self._timeout)
+            except rpc.AioRpcError as exc:
+                if exc.code() in REFUSED:
+                    raise InvalidArgument(
+                        f"etcd refused user {self._username!r}: {exc.details()}"
+                    ) from None
+                raise
             self.metadata = (("token", reply.token),)
         self.kvstub = rpc.KVStub(self.channel)
         self.clusterstub = rpc.ClusterStub(self.channel)

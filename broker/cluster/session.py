@@ -126,16 +126,21 @@ class EtcdSessions:
         self._started_ms = started_ms
         self._etcd = load_aetcd()
         deadline = time.monotonic() + timeout_s
+        last: BaseException | None = None  # what went wrong before the deadline cut in
         while True:
             try:
                 session = await asyncio.wait_for(self._open(), deadline - time.monotonic())
                 break
+            except InvalidArgument:
+                raise  # refused credentials or unreadable files: retrying cannot help
             except Exception as exc:
+                if not isinstance(exc, TimeoutError) or last is None:
+                    last = exc
                 if time.monotonic() + RETRY_MIN_S >= deadline:
                     where = ",".join(str(e) for e in self.endpoints)
                     raise CoordinationUnavailable(
                         f"cannot reach etcd at {where} within {timeout_s:g} s"
-                        f" ({describe(exc)}); is etcd running?"
+                        f" ({describe(last)}); is etcd running?"
                     ) from None
                 await asyncio.sleep(RETRY_MIN_S)
         self._session = session
