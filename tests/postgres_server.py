@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import urllib.parse
 import subprocess
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
