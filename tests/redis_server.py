@@ -16,6 +16,7 @@ URL a broker uses, with the CA, certificate and key as options.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,3 +102,14 @@ def redis_server() -> Iterator[RedisServer]:
     binary = require_binary("redis-server")
     with running(RedisServer(binary, temporary_root("redis"))) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def tls_redis_server(certs: Certs) -> Iterator[RedisServer]:
+    """A server that takes only TLS with a client certificate, and a password."""
+    binary = require_binary("redis-server")
+    password = "redis-s3cret-" + uuid.uuid4().hex[:8]
+    with running(
+        RedisServer(binary, temporary_root("redis-tls"), tls=certs, password=password)
+    ) as s:
+        yield s

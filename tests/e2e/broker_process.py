@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dejaq.core.redact import redact
+
 LISTENING = re.compile(r"dejaq broker listening on (\S+):(\d+) \(storage (.*)\)")
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -36,6 +38,7 @@ class BrokerProcess:
     env: Mapping[str, str] = field(default_factory=dict)
     process: subprocess.Popen[str] | None = None
     address: str = ""
+    banner: list[str] = field(default_factory=list)  # stdout up to the listening line
 
     def start(self) -> BrokerProcess:
         env = {**os.environ, **self.env}
@@ -63,7 +66,7 @@ class BrokerProcess:
     def _read_address(self) -> str:
         """Wait (bounded) for the line that tells the port."""
         assert self.process is not None and self.process.stdout is not None
-        found: list[str] = []
+        found = self.banner
         stdout = self.process.stdout
 
         def read() -> None:
@@ -79,7 +82,7 @@ class BrokerProcess:
         if match is None:
             self.kill()
             raise RuntimeError(f"broker did not start; stdout {found!r}; log:\n{self.log_tail()}")
-        assert match.group(3) == self.storage
+        assert match.group(3) == redact(self.storage)  # a password is never printed
         return f"{match.group(1)}:{match.group(2)}"
 
     @property

@@ -4,7 +4,6 @@ listens only on TLS, asks for a client certificate and a password."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,19 +11,15 @@ import pytest
 from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.storage_plugins.redis.options import parse_url
 from tests.certs import Certs
-from tests.redis_server import RedisServer
-from tests.servers import require_binary, running, temporary_root
+from tests.redis_server import RedisServer, tls_redis_server  # noqa: F401 - fixture
 from tests.storage_plugins.redis_support import ACCEPTED, T, given_topic, msg, opened
 
-PASSWORD = "redis-s3cret-" + uuid.uuid4().hex[:8]
+PASSWORD = "redis-s3cret-" + uuid.uuid4().hex[:8]  # for URLs that never reach a server
 
 
-@pytest.fixture(scope="module")
-def tls_redis(certs: Certs) -> Iterator[RedisServer]:
-    binary = require_binary("redis-server")
-    server = RedisServer(binary, temporary_root("redis-tls"), tls=certs, password=PASSWORD)
-    with running(server) as started:
-        yield started
+@pytest.fixture
+def tls_redis(tls_redis_server: RedisServer) -> RedisServer:  # noqa: F811 - the fixture
+    return tls_redis_server
 
 
 async def test_messages_go_through_a_tls_connection(tls_redis: RedisServer) -> None:
@@ -58,7 +53,7 @@ async def test_what_the_server_refuses_fails_to_open(
             pass
 
     assert expected in str(refused.value)
-    assert PASSWORD not in str(refused.value)
+    assert tls_redis.password not in str(refused.value)
 
 
 def test_tls_options_are_read() -> None:
