@@ -37,19 +37,26 @@ class MetricsEndpoint:
         self._server.server_close()
 
 
-def serve_metrics(config: BrokerConfig, registry: CollectorRegistry) -> MetricsEndpoint:
-    """Serve ``registry`` where ``config.metrics`` says (HTTPS when a certificate is set)."""
+def serve_metrics(
+    config: BrokerConfig, registry: CollectorRegistry, tls: ssl.SSLContext | None
+) -> MetricsEndpoint:
+    """Serve ``registry`` where ``config.metrics`` says; over HTTPS with ``tls``
+    (``tls_context``, built before anything else starts)."""
     host, _, port = config.metrics.rpartition(":")
-    if not config.metrics_tls_cert:
+    if tls is None:
         server, _ = start_http_server(int(port), host, registry)
         return MetricsEndpoint(server, f"http://{host}:{server.server_port}/metrics")
     server = make_server(host, int(port), make_wsgi_app(registry), _TlsServer, _QuietHandler)
-    server.context = _context(config)
+    server.context = tls
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return MetricsEndpoint(server, f"https://{host}:{server.server_port}/metrics")
 
 
-def _context(config: BrokerConfig) -> ssl.SSLContext:
+def tls_context(config: BrokerConfig) -> ssl.SSLContext | None:
+    """The endpoint's TLS settings (None: plain HTTP); ``InvalidArgument`` names
+    a certificate, key or CA that cannot be loaded."""
+    if not (config.metrics and config.metrics_tls_cert):
+        return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     cert, key, ca = config.metrics_tls_cert, config.metrics_tls_key, config.metrics_tls_client_ca
     try:

@@ -20,7 +20,7 @@ from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.gauges import refresh_forever
-from dejaq.broker.metrics_endpoint import serve_metrics
+from dejaq.broker.metrics_endpoint import serve_metrics, tls_context
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
@@ -40,6 +40,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
 
+    metrics_tls = tls_context(config)  # a bad certificate stops the broker before it starts
     storage = storage_from_url(config.storage)
     await storage.open()
     broker = BrokerContext(config, storage, coordinator_for(config), TopicCache(storage))
@@ -76,7 +77,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     ]
     metrics_server = None
     if config.metrics:
-        metrics_server = serve_metrics(config, broker.metrics.registry)
+        metrics_server = serve_metrics(config, broker.metrics.registry, metrics_tls)
         print(f"dejaq metrics on {metrics_server.url}", flush=True)
     # Everything built so far lives as long as the broker: keep it out of the
     # collector's full passes, which otherwise walk it every few seconds under

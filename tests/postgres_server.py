@@ -24,6 +24,7 @@ import pwd
 import shutil
 import subprocess
 import urllib.parse
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,5 +254,15 @@ def postgres_server() -> Iterator[PostgresServer]:
     """A running server with an empty database ``dejaq``, for the whole session."""
     require_driver()
     with running(PostgresServer.create(bin_dir())) as server:
+        server.create_database(DATABASE)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def tls_postgres_server(certs: Certs) -> Iterator[PostgresServer]:
+    """A server of its own that takes TCP only over TLS and with a password."""
+    require_driver()
+    password = "pg-s3cret-" + uuid.uuid4().hex[:8]
+    with running(PostgresServer.create(bin_dir(), tls=certs, password=password)) as server:
         server.create_database(DATABASE)
         yield server

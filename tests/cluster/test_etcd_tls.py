@@ -18,6 +18,7 @@ import pytest
 
 from tests.certs import Certs
 from tests.cluster.support import Cluster, status
+from tests.e2e.broker_process import BrokerProcess
 from tests.e2e.support import wait_until
 from tests.e2e.test_cli import DEJAQ, TIMEOUT_S
 from tests.etcd_server import EtcdServer
@@ -133,15 +134,16 @@ async def test_a_broker_logs_in_with_a_password_file_and_never_prints_it(
     # Given an etcd with authentication on, and the password in a file (as a Secret mounts it)
     password_file = tmp_path / "etcd-password"
     password_file.write_text(PASSWORD + "\n")
-    cluster = new_cluster(auth_etcd, tmp_path)
-    env = {
-        **tls_env(certs),
-        "DEJAQ_ETCD_USER": USER,
-        "DEJAQ_ETCD_PASSWORD_FILE": str(password_file),
-    }
+    client = certs.client("broker")
+    flags = ["--etcd", auth_etcd.url, "--cluster", f"auth-{uuid.uuid4().hex[:8]}"]
+    flags += ["--etcd-ca", str(certs.ca), "--etcd-cert", str(client.cert)]
+    flags += ["--etcd-key", str(client.key), "--etcd-user", USER]
+    flags += ["--etcd-password-file", str(password_file)]
+    storage = f"sqlite:///{tmp_path / 'd.db'}"
+    broker = BrokerProcess(storage, tmp_path / "broker.log", {"DEJAQ_LOG_LEVEL": "DEBUG"}, flags)
     try:
-        # When a broker starts with user and password file, at debug level
-        (broker,) = cluster.start(1, DEJAQ_LOG_LEVEL="DEBUG", **env)
+        # When a broker starts with these flags, at debug level
+        broker.start()
 
         # Then it joins the cluster
         async def joined() -> bool:
@@ -149,10 +151,9 @@ async def test_a_broker_logs_in_with_a_password_file_and_never_prints_it(
 
         await wait_until(joined, 10, "the broker to join through authenticated etcd")
     finally:
-        codes = cluster.stop_all()
-    assert set(codes.values()) == {0}
+        assert broker.stop() == 0
     # And the password is nowhere in what it wrote
-    assert PASSWORD not in broker.log_path.read_text()
+    assert PASSWORD not in "".join(broker.banner) + broker.log_path.read_text()
 
 
 def test_a_wrong_password_is_refused_and_not_printed(

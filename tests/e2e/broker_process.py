@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +36,7 @@ class BrokerProcess:
     storage: str
     log_path: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    args: Sequence[str] = ()  # more flags of ``dejaq broker``
     process: subprocess.Popen[str] | None = None
     address: str = ""
     banner: list[str] = field(default_factory=list)  # stdout up to the listening line
@@ -54,6 +55,7 @@ class BrokerProcess:
                     "127.0.0.1:0",
                     "--storage",
                     self.storage,
+                    *self.args,
                 ],
                 stdout=subprocess.PIPE,
                 stderr=log,

@@ -2,7 +2,8 @@
 
 The broker runs on ``rediss://`` storage with a password (a real redis-server,
 TLS only, client certificates required) and serves /metrics over HTTPS to
-scrapers with a client certificate. Everything it writes (stdout, its log at
+scrapers with a client certificate; or on PostgreSQL over TLS (verify-full)
+with the password in ``PGPASSWORD``. Everything it writes (stdout, its log at
 DEBUG in both formats, the metrics) is searched for the password.
 """
 
@@ -14,6 +15,7 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +27,7 @@ from tests.certs import Certs
 from tests.e2e.broker_process import BrokerProcess, StartBroker
 from tests.e2e.support import now_ms
 from tests.e2e.test_cli import DEJAQ, TIMEOUT_S
+from tests.postgres_server import PostgresServer, tls_postgres_server  # noqa: F401 - fixture
 from tests.redis_server import RedisServer, tls_redis_server  # noqa: F401 - fixture
 from tests.servers import free_port
 
@@ -131,3 +134,36 @@ def test_a_refused_storage_url_is_quoted_without_its_password(url: str) -> None:
     assert done.returncode == 1
     assert "dejaq: error:" in done.stderr
     assert password not in done.stdout + done.stderr
+
+
+def test_a_broker_on_postgresql_verify_full_takes_the_password_from_pgpassword(
+    start_broker: StartBroker,
+    tls_postgres_server: PostgresServer,  # noqa: F811 - the fixture imported above
+) -> None:
+    # Given the URL of a TLS-only server, verify-full, and no password in it
+    url = tls_postgres_server.url().replace(f":{tls_postgres_server.password}@", "@")
+    assert "sslmode=verify-full&sslrootcert=" in url
+
+    # When a broker starts with the password in PGPASSWORD (libpq reads it)
+    broker = start_broker(url, PGPASSWORD=tls_postgres_server.password, DEJAQ_LOG_LEVEL="DEBUG")
+
+    # Then it serves, and shows the URL as given, the password nowhere
+    assert any(f"(storage {url})" in line for line in broker.banner)
+    assert broker.stop() == 0
+    assert tls_postgres_server.password not in "".join(broker.banner) + broker.log_path.read_text()
+
+
+def test_metrics_tls_flags_name_a_certificate_that_cannot_be_loaded(tmp_path: Path) -> None:
+    missing = tmp_path / "metrics.pem"
+    flags = ["--metrics", "127.0.0.1:0", "--metrics-tls-cert", str(missing)]
+    flags += ["--metrics-tls-key", str(missing)]
+
+    done = subprocess.run(
+        [*DEJAQ, "broker", "--listen", "127.0.0.1:0", "--storage", "memory://", *flags],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+
+    assert done.returncode == 1
+    assert f"metrics TLS: cannot load certificate '{missing}'" in done.stderr

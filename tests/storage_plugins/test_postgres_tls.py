@@ -9,9 +9,6 @@ password in the message.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
 
 from dejaq.core.errors import StorageError
@@ -19,18 +16,13 @@ from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.postgres.options import parse_url
 from tests.certs import Certs
-from tests.postgres_server import DATABASE, PostgresServer, bin_dir, require_driver
-from tests.servers import running
-
-PASSWORD = "pg-s3cret-" + uuid.uuid4().hex[:8]
+from tests.postgres_server import PostgresServer, tls_postgres_server  # noqa: F401 - fixture
 
 
-@pytest.fixture(scope="module")
-def tls_postgres(certs: Certs) -> Iterator[PostgresServer]:
-    require_driver()
-    with running(PostgresServer.create(bin_dir(), tls=certs, password=PASSWORD)) as server:
-        server.create_database(DATABASE)
-        yield server
+@pytest.fixture
+def tls_postgres(tls_postgres_server: PostgresServer) -> PostgresServer:  # noqa: F811 - the fixture
+    tls_postgres_server.reset()
+    return tls_postgres_server
 
 
 async def test_messages_go_through_a_verified_tls_connection(tls_postgres: PostgresServer) -> None:
@@ -56,7 +48,7 @@ async def test_messages_go_through_a_verified_tls_connection(tls_postgres: Postg
     [
         (lambda url, certs: url.replace(str(certs.ca), str(certs.other_ca)), "certificate verify"),
         (lambda url, certs: url.split("?")[0] + "?sslmode=disable", "no encryption"),
-        (lambda url, certs: url.replace(PASSWORD, "wrong-" + PASSWORD), "password"),
+        (lambda url, certs: url.replace(":pg-s3cret-", ":wrong-pg-s3cret-"), "password"),
     ],
     ids=["other CA", "no TLS", "wrong password"],
 )
@@ -70,7 +62,7 @@ async def test_what_the_server_or_libpq_refuses_fails_to_open(
         await storage.open()
 
     assert expected in str(refused.value)
-    assert PASSWORD not in str(refused.value)
+    assert tls_postgres.password not in str(refused.value)
 
 
 def test_tls_options_pass_through_to_libpq() -> None:
