@@ -150,6 +150,16 @@ async def test_a_broker_logs_in_with_a_password_file_and_never_prints_it(
             return (await status(broker.address)).healthy
 
         await wait_until(joined, 10, "the broker to join through authenticated etcd")
+
+        # And when etcd restarts (its login tokens die with it), the broker logs in again
+        auth_etcd.kill()
+
+        async def lost() -> bool:
+            return not await joined()
+
+        await wait_until(lost, 15, "the broker to see etcd gone")
+        auth_etcd.start()
+        await wait_until(joined, 15, "the broker to rejoin after an etcd restart")
     finally:
         assert broker.stop() == 0
     # And the password is nowhere in what it wrote
