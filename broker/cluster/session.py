@@ -198,13 +198,18 @@ class EtcdSessions:
 
     async def _reopen(self) -> Session:
         delay = RETRY_MIN_S
+        refused = ""  # said once: etcd refuses our user, or a TLS / password file is unreadable
         while True:
             await asyncio.sleep(delay)
             try:
                 return await asyncio.wait_for(self._open(), OPEN_TIMEOUT_S)
+            except InvalidArgument as exc:
+                if str(exc) != refused:
+                    refused = str(exc)
+                    log.warning("cannot rejoin etcd until this is fixed: %s", refused)
             except Exception as exc:
                 log.debug("etcd still unreachable: %s", describe(exc))
-                delay = min(RETRY_MAX_S, delay * 2)
+            delay = min(RETRY_MAX_S, delay * 2)
 
     async def _open(self) -> Session:
         assert self._etcd is not None

@@ -26,6 +26,7 @@ from tests.servers import require_binary, running, temporary_root
 
 USER = "dejaq"
 PASSWORD = "etcd-s3cret-" + uuid.uuid4().hex[:8]
+NEW_PASSWORD = "etcd-n3w-" + uuid.uuid4().hex[:8]
 
 
 @pytest.fixture(scope="module")
@@ -160,10 +161,27 @@ async def test_a_broker_logs_in_with_a_password_file_and_never_prints_it(
         await wait_until(lost, 15, "the broker to see etcd gone")
         auth_etcd.start()
         await wait_until(joined, 15, "the broker to rejoin after an etcd restart")
+
+        # And when the password changes in etcd, the broker says it cannot log in ...
+        auth_etcd.change_password(USER, NEW_PASSWORD)
+        await wait_until(lost, 15, "the broker to lose its session with its old password")
+        await wait_until(
+            lambda: (
+                "cannot rejoin etcd until this is fixed: etcd refused user 'dejaq'"
+                in broker.log_path.read_text()
+            ),
+            15,
+            "the broker to say etcd refuses its password",
+        )
+        # ... until the file holds the new one: read again, without a restart
+        password_file.write_text(NEW_PASSWORD + "\n")
+        await wait_until(joined, 15, "the broker to rejoin with the new password")
     finally:
         assert broker.stop() == 0
-    # And the password is nowhere in what it wrote
-    assert PASSWORD not in "".join(broker.banner) + broker.log_path.read_text()
+        auth_etcd.change_password(USER, PASSWORD)  # as the other stories expect
+    # And neither password is anywhere in what it wrote
+    written = "".join(broker.banner) + broker.log_path.read_text()
+    assert PASSWORD not in written and NEW_PASSWORD not in written
 
 
 def test_a_wrong_password_is_refused_and_not_printed(
