@@ -136,8 +136,10 @@ def test_the_chart_boots_over_tls_with_secrets_it_never_shows(
     # When the kubelet starts it: started and ready (storage over TLS, etcd over TLS with a user)
     kubelet.until_probe_passes(pod.container["startupProbe"])
     assert pod.probe("readinessProbe")
-    status = json.loads(pod.dejaq("cluster", "status", "--json"))
+    shown = pod.dejaq("cluster", "status", "--json")
+    status = json.loads(shown)
     assert status["healthy"] and status["brokers"][0]["address"] == pod.address
+    assert not any(secret in shown + pod.dejaq("cluster", "status") for secret in passwords)
 
     # Then messages go through it
     topic = f"tls-{uuid.uuid4().hex[:8]}"
