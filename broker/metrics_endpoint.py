@@ -46,7 +46,8 @@ def serve_metrics(
     if tls is None:
         server, _ = start_http_server(int(port), host, registry)
         return MetricsEndpoint(server, f"http://{host}:{server.server_port}/metrics")
-    server = make_server(host, int(port), make_wsgi_app(registry), _TlsServer, _QuietHandler)
+    kind = _TlsServer6 if ":" in host else _TlsServer  # an IPv6 address such as ::
+    server = make_server(host, int(port), make_wsgi_app(registry), kind, _QuietHandler)
     server.context = tls
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return MetricsEndpoint(server, f"https://{host}:{server.server_port}/metrics")
@@ -85,6 +86,10 @@ class _TlsServer(ThreadingWSGIServer):
             self.shutdown_request(sock)
             return
         super().process_request_thread(tls, client_address)
+
+
+class _TlsServer6(_TlsServer):
+    address_family = socket.AF_INET6
 
 
 class _QuietHandler(WSGIRequestHandler):
