@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from typing import Any
 
 from dejaq.broker.config import DEFAULT_LISTEN, DEFAULT_STORAGE, BrokerConfig
+from dejaq.core.errors import DejaqError
 from dejaq.core.redact import redact
 from dejaq.driver.cli import broker_link_flags
 
@@ -63,5 +65,11 @@ def run(args: argparse.Namespace) -> int:
         serve(config)
     except OSError as exc:
         print(f"dejaq: error: {redact(str(exc))}", file=sys.stderr)
+        return 1
+    except (DejaqError, KeyboardInterrupt):
+        raise  # main says these in one line
+    except Exception:
+        # A crash still tells where, but never the storage password in it.
+        print(redact(traceback.format_exc()), file=sys.stderr, end="")
         return 1
     return 0

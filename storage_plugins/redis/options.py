@@ -68,6 +68,10 @@ def parse_url(url: str) -> RedisOptions:
         or not (db == "" or db.isdigit())
     ):
         raise InvalidArgument(f"expected redis://host:port/db or rediss://..., got {redact(url)!r}")
+    try:
+        parts.port  # noqa: B018 - checked now, not when the client connects
+    except ValueError as exc:
+        raise InvalidArgument(f"bad port in redis URL {redact(url)!r}: {exc}") from None
     values: dict[str, Any] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key not in OPTIONS:

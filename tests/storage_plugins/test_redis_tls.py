@@ -72,6 +72,7 @@ def test_tls_options_are_read() -> None:
         ("rediss://r/0?ssl_certfile={ca}", "ssl_certfile and ssl_keyfile go together"),
         ("rediss://r/0?ssl_check_hostname=maybe", "true or false"),
         ("rediss://:{password}@r/x", "got 'rediss://:***@r/x'"),
+        ("rediss://:{password}@r:99999999/0", "bad port in redis URL 'rediss://:***@r:99999999/0'"),
     ],
 )
 def test_bad_tls_urls_are_refused_without_the_password(
