@@ -119,7 +119,12 @@ async def test_metrics_over_tls_want_the_client_certificate(
 
 @pytest.mark.parametrize(
     "url",
-    ["redis://:{pw}@127.0.0.1:1/not-a-db", "postgresql://u:{pw}@h/d?bogus=1", "mysql://u:{pw}@h/d"],
+    [
+        "redis://:{pw}@127.0.0.1:1/not-a-db",
+        "postgresql://u:{pw}@h/d?bogus=1",
+        "mysql://u:{pw}@h/d",
+        "sqlite://u:{pw}@h/d.db",
+    ],
 )
 def test_a_refused_storage_url_is_quoted_without_its_password(url: str) -> None:
     password = "hunter2-" + os.urandom(4).hex()
