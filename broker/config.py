@@ -43,9 +43,23 @@ class BrokerConfig:
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
     metrics_refresh_ms: int = 5000  # how often storage-backed gauges are refreshed
+    # /metrics over HTTPS with this certificate and key (PEM files); with a client CA,
+    # scrapers must show a certificate it signed.
+    metrics_tls_cert: str = ""
+    metrics_tls_key: str = ""
+    metrics_tls_client_ca: str = ""
     log_format: str = "text"  # text | json
     log_level: str = "INFO"
-    etcd: str = ""  # etcd endpoints http://HOST:PORT[,...]; empty = a single broker
+    etcd: str = ""  # etcd endpoints http(s)://HOST:PORT[,...]; empty = a single broker
+    # Towards etcd over https://: the CA to trust (default: the system's) and a client
+    # certificate and key (PEM files) when etcd asks for one.
+    etcd_ca: str = ""
+    etcd_cert: str = ""
+    etcd_key: str = ""
+    # etcd authentication; the password from one of these, never printed.
+    etcd_user: str = ""
+    etcd_password: str = dataclasses.field(default="", repr=False)
+    etcd_password_file: str = ""
     cluster: str = "default"  # the cluster's keys live under /dejaq/<cluster>/ in etcd
     advertise: str = ""  # HOST:PORT others reach this broker at; empty = the listen address
     etcd_ttl_s: int = 4  # a broker that stops heartbeating leaves the cluster after this
@@ -98,6 +112,7 @@ class BrokerConfig:
             raise InvalidArgument(f"log level {self.log_level!r} is not DEBUG/INFO/WARNING/ERROR")
         self._validate_cluster()
         self._validate_security()
+        self._validate_links()
 
     def _validate_security(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -122,6 +137,31 @@ class BrokerConfig:
             raise InvalidArgument("etcd_ttl_s must be at least 2 (heartbeats come every second)")
         if self.etcd_timeout_s <= 0 or self.skew_warn_ms <= 0:
             raise InvalidArgument("etcd_timeout_s and skew_warn_ms must be positive")
+
+    def _validate_links(self) -> None:
+        """TLS and credentials towards etcd and of the metrics endpoint; the files
+        themselves are read (and a missing one named) when the broker starts."""
+        if bool(self.etcd_cert) != bool(self.etcd_key):
+            raise InvalidArgument("etcd_cert and etcd_key go together: set both or neither")
+        if (self.etcd_ca or self.etcd_cert or self.etcd_user) and not self.etcd:
+            raise InvalidArgument("etcd credentials are set but --etcd is not")
+        if (self.etcd_ca or self.etcd_cert) and not parse_endpoints(self.etcd)[0].tls:
+            raise InvalidArgument("etcd_ca / etcd_cert need https:// etcd endpoints")
+        if self.etcd_password and self.etcd_password_file:
+            raise InvalidArgument("set one of etcd_password and etcd_password_file, not both")
+        has_password = bool(self.etcd_password or self.etcd_password_file)
+        if self.etcd_user and not has_password:
+            raise InvalidArgument("etcd_user needs etcd_password_file (or etcd_password)")
+        if has_password and not self.etcd_user:
+            raise InvalidArgument("an etcd password needs etcd_user")
+        if bool(self.metrics_tls_cert) != bool(self.metrics_tls_key):
+            raise InvalidArgument("metrics_tls_cert and metrics_tls_key go together")
+        if self.metrics_tls_client_ca and not self.metrics_tls_cert:
+            raise InvalidArgument(
+                "metrics_tls_client_ca needs metrics_tls_cert and metrics_tls_key"
+            )
+        if self.metrics_tls_cert and not self.metrics:
+            raise InvalidArgument("metrics_tls_cert is set but --metrics is not")
 
 
 def _is_host_port(address: str) -> bool:

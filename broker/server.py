@@ -13,7 +13,6 @@ import grpc
 from grpc_health.v1 import health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import start_http_server
 
 from dejaq.broker import health
 from dejaq.broker.cluster.events import BrokerEvents
@@ -22,11 +21,13 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.gauges import refresh_forever
+from dejaq.broker.metrics_endpoint import serve_metrics, tls_context
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
+from dejaq.core.redact import redact
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from dejaq.storage_plugins import storage_from_url
@@ -48,6 +49,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     if tls is not None or config.auth:
         loop.add_signal_handler(signal.SIGHUP, _reload, guard, tls)
 
+    metrics_tls = tls_context(config)  # a bad certificate stops the broker before it starts
     storage = storage_from_url(config.storage)
     await storage.open()
     broker = BrokerContext(config, storage, coordinator_for(config, storage), TopicCache(storage))
@@ -89,9 +91,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     ]
     metrics_server = None
     if config.metrics:
-        mhost, _, mport = config.metrics.rpartition(":")
-        metrics_server, _ = start_http_server(int(mport), mhost, broker.metrics.registry)
-        print(f"dejaq metrics on http://{mhost}:{metrics_server.server_port}/metrics", flush=True)
+        metrics_server = serve_metrics(config, broker.metrics.registry, metrics_tls)
+        print(f"dejaq metrics on {metrics_server.url}", flush=True)
     # Everything built so far lives as long as the broker: keep it out of the
     # collector's full passes, which otherwise walk it every few seconds under
     # load and stall dispatch for milliseconds each time.
@@ -99,7 +100,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     gc.freeze()
     host = config.listen.rpartition(":")[0]
     # Tests and scripts read this line to learn the port (--listen HOST:0).
-    print(f"dejaq broker listening on {host}:{port} (storage {config.storage})", flush=True)
+    print(f"dejaq broker listening on {host}:{port} (storage {redact(config.storage)})", flush=True)
     log.info("serving on %s:%d", host, port)
     _log_security(config, guard)
     try:
@@ -110,7 +111,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         for task in background:
             task.cancel()
         if metrics_server is not None:
-            metrics_server.shutdown()
+            metrics_server.stop()
         await server.stop(config.grace_s)
         await broker.cron.stop()
         await broker.coordinator.stop()

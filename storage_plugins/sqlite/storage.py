@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
+from dejaq.core.redact import redact
 from dejaq.storage_plugins.base import (
     HandBack,
     LeaseRequest,
@@ -51,7 +52,7 @@ def parse_url(url: str) -> SqliteOptions:
     """Read a ``sqlite:///path?option=value`` URL; ``InvalidArgument`` names what is wrong."""
     parts = urlsplit(url)
     if parts.scheme != "sqlite" or parts.netloc or len(parts.path) < 2:
-        raise InvalidArgument(f"expected sqlite:///path/to/file.db, got {url!r}")
+        raise InvalidArgument(f"expected sqlite:///path/to/file.db, got {redact(url)!r}")
     path = unquote(parts.path[1:])
     if path == ":memory:":
         raise InvalidArgument("sqlite:///:memory: is not supported: use memory://")
