@@ -1,9 +1,10 @@
 """The Helm chart in deploy/helm/dejaq, rendered offline (helm-python-sdk: Helm 4
 as a library) into manifests a test can read.
 
-``VALUE_SETS`` are the values people install with: the defaults, each storage
-kind, external etcd, observability on. Lint, validation and policy tests run
-over every one of them.
+``VALUE_SETS`` are the values people install with: the defaults plus anonymous
+access (the chart refuses to render with no ``broker.auth`` choice), each
+storage kind, external etcd, observability on, TLS and a principals file.
+Lint, validation and policy tests run over every one of them.
 """
 
 from __future__ import annotations
@@ -25,32 +26,44 @@ NAMESPACE = "queues"
 
 Values = dict[str, Any]
 OWN_STORAGE = {"redis": {"enabled": False}}
+# Anyone reaching the Service may do anything: what a trial installs with.
+ANONYMOUS = {"broker": {"auth": {"insecureAllowAnonymous": True}}}
 VALUE_SETS: dict[str, Values] = {
-    "defaults": {},
-    "redis-url": {**OWN_STORAGE, "storage": {"url": "redis://redis.data:6379/0"}},
+    "anonymous": ANONYMOUS,
+    "auth-secret": {"broker": {"auth": {"existingSecret": "dejaq-auth"}}},
+    "redis-url": {**ANONYMOUS, **OWN_STORAGE, "storage": {"url": "redis://redis.data:6379/0"}},
     "postgres-url": {
+        **ANONYMOUS,
         **OWN_STORAGE,
         "storage": {"url": "postgresql://dejaq:secret@pg.data:5432/dejaq"},
     },
-    "existing-secret": {**OWN_STORAGE, "storage": {"existingSecret": "dejaq-storage"}},
+    "existing-secret": {
+        **ANONYMOUS,
+        **OWN_STORAGE,
+        "storage": {"existingSecret": "dejaq-storage"},
+    },
     "sqlite-one-broker": {
+        **ANONYMOUS,
         **OWN_STORAGE,
         "replicaCount": 1,
         "storage": {"url": "sqlite:///var/lib/dejaq/dejaq.db"},
     },
     "memory-one-broker": {
+        **ANONYMOUS,
         **OWN_STORAGE,
         "replicaCount": 1,
         "etcd": {"enabled": False},
         "storage": {"url": "memory://"},
     },
     "external-etcd": {
+        **ANONYMOUS,
         "etcd": {
             "enabled": False,
             "externalEndpoints": ["http://etcd-0.infra:2379", "http://etcd-1.infra:2379"],
         }
     },
     "observability": {
+        **ANONYMOUS,
         "metrics": {"serviceMonitor": {"enabled": True}},
         "grafanaDashboard": {"enabled": True},
     },
@@ -82,7 +95,7 @@ VALUE_SETS: dict[str, Values] = {
         },
     },
     "external-etcd-tls": {
-        "broker": {"auth": {"insecureAllowAnonymous": True}},
+        **ANONYMOUS,
         "etcd": {
             "enabled": False,
             "externalEndpoints": ["https://etcd-0.infra:2379", "https://etcd-1.infra:2379"],

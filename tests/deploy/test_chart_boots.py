@@ -1,6 +1,6 @@
 """The chart boots: the broker container exactly as the rendered Deployment
 states it (command, args, environment from values, fields and the storage
-Secret) runs against a real etcd and a real Redis on loopback, with the
+Secret), with anonymous access as a trial installs it, runs against a real etcd and a real Redis on loopback, with the
 in-cluster addresses mapped there. The kubelet's gRPC probes decide it is
 started, ready and alive; a storage outage makes it unready but not dead; the
 dejaq CLI produces and consumes through it; SIGTERM ends it within the grace
@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ class Pod:
     container: dict[str, Any]
     env: dict[str, str]
     process: subprocess.Popen[bytes]
+    client_env: dict[str, str] = field(default_factory=dict)  # e.g. DEJAQ_TOKEN
 
     def probe(self, kind: str) -> bool:
         return kubelet.grpc_probe(self.container[kind])
@@ -52,7 +53,11 @@ class Pod:
 
     def dejaq(self, *args: str, stdin: str | None = None) -> str:
         """The ``dejaq`` CLI against this broker; its output."""
-        env = {"PATH": f"{BIN}:{os.environ['PATH']}", "DEJAQ_BROKER": self.address}
+        env = {
+            "PATH": f"{BIN}:{os.environ['PATH']}",
+            "DEJAQ_BROKER": self.address,
+            **self.client_env,
+        }
         result = subprocess.run(
             ["dejaq", *args],
             input=stdin,
@@ -71,8 +76,12 @@ def pod(
     etcd_server: EtcdServer,
     tmp_path: Path,
 ) -> Iterator[Pod]:
-    # A free port stands in for the pod's own IP; the values are what people set.
-    values = {"broker": {"port": free_port()}, "metrics": {"port": free_port()}}
+    # A free port stands in for the pod's own IP; the values are what people set to
+    # try dejaq out (anonymous access: the chart refuses to guess it).
+    values = {
+        "broker": {"port": free_port(), "auth": {"insecureAllowAnonymous": True}},
+        "metrics": {"port": free_port()},
+    }
     rendered = render(values)
     container = broker_container(rendered)
     services = {"rel-dejaq-redis": redis.port, "rel-dejaq-etcd-headless": etcd_server.port}
@@ -95,7 +104,9 @@ def pod(
 
 
 def test_the_rendered_broker_boots_serves_and_stops(pod: Pod, redis: RedisServer) -> None:
-    # Given the pod as the chart states it: in a cluster, storage from the Secret
+    # Given the pod as the chart states it: in a cluster, storage from the Secret,
+    # open to anyone who reaches it because the values say so
+    assert pod.container["args"] == ["--insecure-allow-anonymous"]
     assert pod.env["DEJAQ_STORAGE"] == f"redis://127.0.0.1:{redis.port}/0"
     assert pod.env["DEJAQ_ADVERTISE"] == pod.address
     assert pod.env["DEJAQ_CLUSTER"] == "rel-dejaq"

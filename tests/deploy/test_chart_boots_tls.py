@@ -2,11 +2,14 @@
 Deployment states it, with the Secrets it mounts projected into folders as the
 kubelet does, reaches a real etcd over TLS with a user and password (file), a
 real Redis over TLS with its password filled into the URL from a Secret, and
-serves /metrics over HTTPS to a scraper with a client certificate. Neither
-password is in any rendered manifest, nor in anything the broker writes."""
+serves /metrics over HTTPS to a scraper with a client certificate. Callers are
+known by a token from the principals file in a Secret of the operator's (no
+anonymous access); one without it is refused. Neither password nor the token is
+in any rendered manifest, nor in anything the broker writes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -30,6 +33,7 @@ from tests.redis_server import RedisServer, tls_redis_server  # noqa: F401 - fix
 from tests.servers import free_port, require_binary, running, temporary_root
 
 ETCD_PASSWORD = "etcd-pw-" + uuid.uuid4().hex[:8]
+TOKEN = "ops-token-" + uuid.uuid4().hex
 STORAGE_TLS = "/etc/dejaq/storage-tls"
 STORAGE_URL = (
     f"rediss://rel-redis-tls:6380/0?ssl_ca_certs={STORAGE_TLS}/ca.crt"
@@ -43,6 +47,15 @@ def auth_etcd(certs: Certs) -> Iterator[EtcdServer]:
     with running(server) as started:
         started.enable_auth("dejaq", ETCD_PASSWORD)
         yield started
+
+
+def principals_file() -> str:
+    """The principals file: ops, known by TOKEN, may do anything."""
+    ops = {
+        "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest(),
+        "grants": [{"topics": "*", "allow": ["admin"]}],
+    }
+    return yaml.safe_dump({"principals": {"ops": ops}})
 
 
 def tls_files(certs: Certs, name: str) -> dict[str, str]:
@@ -63,7 +76,7 @@ def secure_pod(
     tmp_path: Path,
 ) -> Iterator[Pod]:
     values = {
-        "broker": {"port": free_port()},
+        "broker": {"port": free_port(), "auth": {"existingSecret": "dejaq-auth"}},
         "metrics": {
             "port": free_port(),
             "tls": {"enabled": True, "existingSecret": "metrics-tls", "clientCA": True},
@@ -97,6 +110,7 @@ def secure_pod(
         "etcd-client-tls": tls_files(certs, "dejaq-broker"),
         "etcd-auth": {"username": "dejaq", "password": ETCD_PASSWORD},
         "metrics-tls": server_files,
+        "dejaq-auth": {"auth": principals_file()},
     }
     container = broker_container(rendered)
     spec = rendered.one("Deployment")["spec"]["template"]["spec"]
@@ -106,13 +120,16 @@ def secure_pod(
         name: kubelet.to_local_paths(kubelet.to_loopback(value, services), mounts)
         for name, value in kubelet.container_env(container, secrets, "rel-dejaq-5c4b-q8w2z").items()
     }
-    command = [*container["command"], *container.get("args", [])]
+    command = [
+        kubelet.to_local_paths(part, mounts)
+        for part in [*container["command"], *container.get("args", [])]
+    ]
     with (tmp_path / "broker.log").open("wb") as log:
         process = subprocess.Popen(
             command, env={"PATH": f"{BIN}:{os.environ['PATH']}", **env}, stdout=log, stderr=log
         )
     try:
-        yield Pod(rendered, container, env, process)
+        yield Pod(rendered, container, env, process, client_env={"DEJAQ_TOKEN": TOKEN})
     finally:
         if process.poll() is None:
             process.kill()
@@ -126,8 +143,8 @@ def test_the_chart_boots_over_tls_with_secrets_it_never_shows(
     tmp_path: Path,
 ) -> None:
     pod = secure_pod
-    passwords = (ETCD_PASSWORD, tls_redis_server.password)
-    # Given a rendered chart whose manifests hold neither password
+    passwords = (ETCD_PASSWORD, tls_redis_server.password, TOKEN)
+    # Given a rendered chart whose manifests hold neither password nor the token
     manifests = yaml.safe_dump_all(pod.rendered.manifests)
     assert not any(secret in manifests for secret in passwords)
     storage = next(e for e in pod.container["env"] if e["name"] == "DEJAQ_STORAGE")
@@ -148,6 +165,15 @@ def test_the_chart_boots_over_tls_with_secrets_it_never_shows(
     line = json.dumps({"id": "m1", "timestamp_ms": due, "payload": "p"})
     assert pod.dejaq("produce", topic, "--jsonl", "-", stdin=line + "\n").startswith("accepted 1,")
     assert json.loads(pod.dejaq("consume", topic, "--count", "1"))["id"] == "m1"
+    # ... for callers the principals file knows: without the token, nothing
+    anonymous = subprocess.run(
+        ["dejaq", "topic", "list"],
+        env={"PATH": f"{BIN}:{os.environ['PATH']}", "DEJAQ_BROKER": pod.address},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert anonymous.returncode == 1 and "no credentials" in anonymous.stderr
 
     # And /metrics answers a scraper with a client certificate, over HTTPS
     context = ssl.create_default_context(cafile=str(certs.ca))

@@ -118,7 +118,7 @@ def test_brokers_are_spread_and_guarded_by_a_budget(rendered: Rendered) -> None:
 
 
 def test_services_reach_the_brokers() -> None:
-    rendered = render()
+    rendered = render(VALUE_SETS["anonymous"])
     selector = rendered.one("Deployment")["spec"]["selector"]["matchLabels"]
 
     client = rendered.one("Service", "rel-dejaq")
@@ -129,7 +129,7 @@ def test_services_reach_the_brokers() -> None:
 
 
 def test_bundled_etcd_forms_one_cluster_of_three() -> None:
-    etcd = render().one("StatefulSet", "rel-dejaq-etcd")
+    etcd = render(VALUE_SETS["anonymous"]).one("StatefulSet", "rel-dejaq-etcd")
     args = etcd["spec"]["template"]["spec"]["containers"][0]["args"]
     flags = dict(a.removeprefix("--").split("=", 1) for a in args)
 
@@ -143,7 +143,7 @@ def test_bundled_etcd_forms_one_cluster_of_three() -> None:
 
 
 def test_bundled_redis_keeps_an_append_only_file() -> None:
-    redis = render().one("StatefulSet", "rel-dejaq-redis")
+    redis = render(VALUE_SETS["anonymous"]).one("StatefulSet", "rel-dejaq-redis")
     args = redis["spec"]["template"]["spec"]["containers"][0]["args"]
 
     assert args[args.index("--appendonly") + 1] == "yes"

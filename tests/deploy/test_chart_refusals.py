@@ -1,5 +1,6 @@
-"""Values that would strand messages, or that do not fit together (a TLS switch
-without its Secret, TLS on one side of a link only), are refused when the chart
+"""Values that would strand messages, that leave the brokers open to anyone
+without saying so, or that do not fit together (a TLS switch without its
+Secret, TLS on one side of a link only), are refused when the chart
 renders (`helm install` stops before creating anything), and values.schema.json
 refuses wrong keys and types with the path of the bad value."""
 
@@ -38,6 +39,14 @@ REFUSED: dict[str, tuple[Values, str]] = {
     "etcd auth without its Secret": (
         {"etcd": {"client": {"auth": {"enabled": True}}}},
         "etcd.client.auth.enabled needs etcd.client.auth.existingSecret",
+    ),
+    "neither a principals file nor anonymous access": (
+        {},
+        "set broker.auth.existingSecret=SECRET (a Secret holding the principals file",
+    ),
+    "anonymous access not chosen, only spelled out as false": (
+        {"broker": {"auth": {"insecureAllowAnonymous": False}}},
+        "broker.auth.insecureAllowAnonymous=true (anyone who reaches the Service may read,",
     ),
     "a principals file and anonymous access": (
         {"broker": {"auth": {"existingSecret": "a", "insecureAllowAnonymous": True}}},

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.chart import OWN_STORAGE, VALUE_SETS, Rendered, broker_container, render
+from tests.deploy.chart import ANONYMOUS, OWN_STORAGE, VALUE_SETS, Rendered, broker_container, render
 
 SECURE = VALUE_SETS["tls-everywhere"]
 
@@ -21,7 +21,7 @@ def env_of(rendered: Rendered) -> dict[str, dict[str, Any]]:
 @pytest.mark.parametrize(
     ("values", "args"),
     [
-        ({}, []),
+        (VALUE_SETS["auth-secret"], ["--auth=/etc/dejaq/auth/auth"]),
         (
             SECURE,
             [
@@ -31,9 +31,9 @@ def env_of(rendered: Rendered) -> dict[str, dict[str, Any]]:
                 "--auth=/etc/dejaq/auth/auth",
             ],
         ),
-        ({"broker": {"auth": {"insecureAllowAnonymous": True}}}, ["--insecure-allow-anonymous"]),
+        (ANONYMOUS, ["--insecure-allow-anonymous"]),
     ],
-    ids=["defaults", "tls and auth", "anonymous"],
+    ids=["principals file", "tls and auth", "anonymous"],
 )
 def test_the_broker_gets_its_tls_and_auth_flags_only_when_asked(
     values: dict[str, Any], args: list[str]
@@ -86,7 +86,11 @@ def test_every_file_the_broker_is_given_is_mounted_from_its_secret() -> None:
 )
 def test_the_storage_password_is_filled_in_by_the_kubelet(url: str, filled: str) -> None:
     rendered = render(
-        {**OWN_STORAGE, "storage": {"url": url, "passwordSecret": {"name": "pw", "key": "p"}}}
+        {
+            **ANONYMOUS,
+            **OWN_STORAGE,
+            "storage": {"url": url, "passwordSecret": {"name": "pw", "key": "p"}},
+        }
     )
     env = broker_container(rendered)["env"]
     names = [e["name"] for e in env]

@@ -20,7 +20,7 @@ from typing import IO
 import pytest
 
 from tests.deploy import kubelet
-from tests.deploy.chart import render
+from tests.deploy.chart import ANONYMOUS, render
 from tests.deploy.podman import Container, build_image
 from tests.etcd_server import EtcdServer
 from tests.redis_server import RedisServer
@@ -120,7 +120,7 @@ def test_three_containers_lose_nothing_when_one_stops(
     brokers: list[Container], tmp_path: Path
 ) -> None:
     first, second, third = brokers
-    grace_s = render().one("Deployment")["spec"]["template"]["spec"][
+    grace_s = render(ANONYMOUS).one("Deployment")["spec"]["template"]["spec"][
         "terminationGracePeriodSeconds"
     ]
 

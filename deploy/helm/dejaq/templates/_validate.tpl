@@ -66,4 +66,7 @@ cannot honour yet. Included by the Deployment, so `helm template` and
 {{- fail "storage.url already carries a password: drop it from the URL when storage.passwordSecret gives it" -}}
 {{- end -}}
 {{- end -}}
+{{- if not (or .Values.broker.auth.existingSecret .Values.broker.auth.insecureAllowAnonymous) -}}
+{{- fail "broker.auth: set broker.auth.existingSecret=SECRET (a Secret holding the principals file, under key broker.auth.existingSecretKey: who may do what), or, to try dejaq out, broker.auth.insecureAllowAnonymous=true (anyone who reaches the Service may read, change and delete every topic). The brokers listen on the pod's address and refuse to start with neither" -}}
+{{- end -}}
 {{- end -}}
