@@ -60,7 +60,7 @@ VALUE_SETS: dict[str, Values] = {
         "etcd": {
             "enabled": False,
             "externalEndpoints": ["http://etcd-0.infra:2379", "http://etcd-1.infra:2379"],
-        }
+        },
     },
     "observability": {
         **ANONYMOUS,

@@ -42,17 +42,24 @@ def run(*args: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
 
 @dataclass
 class Container:
-    """One detached container of ``image`` on the host network, read-only root."""
+    """One detached container of ``image`` on the host network, read-only root;
+    ``files`` are host files mounted read-only at the given paths."""
 
     image: str
     name: str
     env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
 
     def start(self) -> Container:
         settings = [a for k, v in self.env.items() for a in ("--env", f"{k}={v}")]
+        settings += [a for at, f in self.files.items() for a in ("--volume", f"{f}:{at}:ro")]
         run("run", "--detach", "--name", self.name, "--network", "host", "--read-only",
             *ULIMITS, *settings, self.image)  # fmt: skip
         return self
+
+    def wait(self, timeout_s: float) -> int:
+        """Its exit code, once it has ended (within ``timeout_s``)."""
+        return int(run("wait", self.name, timeout=timeout_s))
 
     def exec(self, *command: str) -> str:
         return run("exec", self.name, *command)

@@ -1,10 +1,10 @@
 """The chart boots: the broker container exactly as the rendered Deployment
 states it (command, args, environment from values, fields and the storage
-Secret), with anonymous access as a trial installs it, runs against a real etcd and a real Redis on loopback, with the
-in-cluster addresses mapped there. The kubelet's gRPC probes decide it is
-started, ready and alive; a storage outage makes it unready but not dead; the
-dejaq CLI produces and consumes through it; SIGTERM ends it within the grace
-period."""
+Secret), with anonymous access as a trial installs it, runs against a real
+etcd and a real Redis on loopback, with the in-cluster addresses mapped there.
+The kubelet's gRPC probes decide it is started, ready and alive; a storage
+outage makes it unready but not dead; the dejaq CLI produces and consumes
+through it; SIGTERM ends it within the grace period."""
 
 from __future__ import annotations
 

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.chart import ANONYMOUS, OWN_STORAGE, VALUE_SETS, Rendered, broker_container, render
+from tests.deploy.chart import (
+    ANONYMOUS,
+    OWN_STORAGE,
+    VALUE_SETS,
+    Rendered,
+    broker_container,
+    render,
+)
 
 SECURE = VALUE_SETS["tls-everywhere"]
 
@@ -139,3 +146,12 @@ def test_metrics_are_scraped_over_https() -> None:
     assert (
         env_of(rendered)["DEJAQ_METRICS_TLS_CLIENT_CA"]["value"] == "/etc/dejaq/metrics-tls/ca.crt"
     )
+
+
+def test_the_notes_say_who_may_call_the_brokers() -> None:
+    anonymous = render(ANONYMOUS).notes
+    principals = render(VALUE_SETS["auth-secret"]).notes
+
+    assert "WARNING: anonymous access" in anonymous and "DEJAQ_TOKEN" not in anonymous
+    assert "principals file in Secret dejaq-auth" in principals
+    assert "WARNING: anonymous access" not in principals

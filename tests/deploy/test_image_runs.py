@@ -3,21 +3,28 @@ containers of it on the host network form a cluster over a local etcd and
 Redis. 10,000 messages produced through the CLI are all consumed, none early,
 although the broker the consumer is attached to is stopped (`podman stop`) mid-run.
 The broker runs as non-root on a read-only root, and SIGTERM ends it, exit 0,
-within the grace period the chart gives it."""
+within the grace period the chart gives it.
+
+Run as the README shows (the image's own 0.0.0.0 listen address; host network
+here, where `-p` has no network backend), it refuses to start until it is told
+who may call it: DEJAQ_INSECURE_ALLOW_ANONYMOUS=true serves anyone, DEJAQ_AUTH
+with a mounted principals file serves its token's holder and no one else."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
 import pytest
+import yaml
 
 from tests.deploy import kubelet
 from tests.deploy.chart import ANONYMOUS, render
@@ -163,3 +170,72 @@ def test_three_containers_lose_nothing_when_one_stops(
     for c in (second, third):
         took_s, exit_code = c.stop(grace_s)
         assert exit_code == 0 and took_s < grace_s, (c.name, took_s, exit_code)
+
+
+@pytest.fixture
+def run_image(image: str) -> Iterator[Callable[..., Container]]:
+    """Start a container of the image as ``podman run`` would; all removed at the end."""
+    started: list[Container] = []
+
+    def start(env: dict[str, str], files: dict[str, Path] | None = None) -> Container:
+        name = f"dejaq-test-{uuid.uuid4().hex[:8]}"
+        started.append(Container(image, name, env, files or {}).start())
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for c in started:
+            c.remove()
+
+
+def cli(port: int, *args: str, token: str = "") -> subprocess.CompletedProcess[str]:
+    """``dejaq ARGS`` against 127.0.0.1:``port``, with ``token`` or no credentials."""
+    env = {k: v for k, v in os.environ.items() if k != "DEJAQ_TOKEN"}
+    env.update(PATH=f"{BIN}:{os.environ['PATH']}", DEJAQ_BROKER=f"127.0.0.1:{port}")
+    if token:
+        env["DEJAQ_TOKEN"] = token
+    return subprocess.run(["dejaq", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_plain_run_serves_only_whom_it_is_told_to(
+    run_image: Callable[..., Container], redis: RedisServer, tmp_path: Path
+) -> None:
+    storage = {"DEJAQ_STORAGE": redis.url}
+    token = f"ops-{uuid.uuid4().hex}"
+    ops = {
+        "token_sha256": hashlib.sha256(token.encode()).hexdigest(),
+        "grants": [{"topics": "*", "allow": ["admin"]}],
+    }
+    auth = tmp_path / "auth.yaml"
+    auth.write_text(yaml.safe_dump({"principals": {"ops": ops}}))
+    auth.chmod(0o644)  # the broker's uid reads it
+
+    # Given the image's own listen address (0.0.0.0:7700) and nothing about callers
+    plain = run_image(storage)
+
+    # Then it refuses to start, and says what to set
+    assert plain.wait(START_TIMEOUT_S) != 0
+    assert "refusing to serve 0.0.0.0:7700 without --auth" in plain.logs()
+
+    # When it is told that anyone may do anything: it serves anyone
+    port = free_port()
+    anonymous = run_image(
+        {**storage, "DEJAQ_LISTEN": f"0.0.0.0:{port}", "DEJAQ_INSECURE_ALLOW_ANONYMOUS": "true"}
+    )
+    wait_serving(anonymous)
+    topic = f"plain-{uuid.uuid4().hex[:8]}"
+    created = cli(port, "topic", "create", topic)
+    assert created.returncode == 0, created.stderr
+
+    # When it is given a principals file: it serves the token's holder, no one else
+    port = free_port()
+    secured = run_image(
+        {**storage, "DEJAQ_LISTEN": f"0.0.0.0:{port}", "DEJAQ_AUTH": "/etc/dejaq/auth.yaml"},
+        {"/etc/dejaq/auth.yaml": auth},
+    )
+    wait_serving(secured)
+    listed = cli(port, "topic", "list", token=token)
+    assert listed.returncode == 0 and topic in listed.stdout, listed.stderr
+    refused = cli(port, "topic", "list")
+    assert refused.returncode != 0 and "no credentials" in refused.stderr
