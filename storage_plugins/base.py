@@ -22,6 +22,14 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   otherwise ``deliveries`` is incremented and, when ``max_deliveries == 1``
   (at-most-once), it is deleted on delivery, else its timestamp becomes
   ``until`` (``bound + lease_ms``) with ``owner`` as lease owner.
+- **Tombstones.** When a topic's ``dedup_window_ms`` is not 0, deleting a
+  message (ack, cancel, an at-most-once delivery) leaves a tombstone (topic,
+  id, deleted at ``now``; no payload) in the same atomic step, and ``insert``
+  answers DUPLICATE for a tombstoned id, storing nothing. A tombstone lasts
+  until ``purge_tombstones`` removes it (the broker's retention sweep, once it
+  is older than the window): so an id stays taken for at least the window.
+  Purging a dead message, redriving, deleting the topic leave none (delete_topic
+  removes the topic's tombstones too).
 - **Errors.** A missing topic or message raises ``NotFound``; a stale version
   ``StaleVersion``; a settle by a consumer that does not hold the lease
   ``NotLeaseHolder``; a move or cancel of a message under a live lease
@@ -289,6 +297,16 @@ class Storage(abc.ABC):
         """Delete dead messages that died before ``died_before``."""
         return await self._timed("purge_dead", self._purge_dead(topic, died_before))
 
+    async def purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
+        """Forget up to ``limit`` tombstones of ids deleted before ``deleted_before``
+        (the ids become free again); how many were forgotten. Bounded, so a sweep
+        never holds the storage for long: call again while it returns ``limit``."""
+        if limit <= 0:
+            raise InvalidArgument(f"purge limit must be positive, not {limit}")
+        return await self._timed(
+            "purge_tombstones", self._purge_tombstones(topic, deleted_before, limit)
+        )
+
     # -- primitives -----------------------------------------------------------
 
     @abc.abstractmethod
@@ -339,3 +357,5 @@ class Storage(abc.ABC):
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int: ...
     @abc.abstractmethod
     async def _purge_dead(self, topic: str, died_before: int) -> int: ...
+    @abc.abstractmethod
+    async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int: ...

@@ -24,7 +24,7 @@ import numpy as np
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus, Message, NewMessage, Topic
-from dejaq.storage_plugins.memory.columns import DEAD, LIVE, Columns
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.owners import Owners
 from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex, push_all
@@ -46,6 +46,7 @@ class Timeline:
         # Kept as messages change, so counts() never scans every message.
         self.live = 0  # messages not dead
         self.dead = 0
+        self.tombs = 0  # tombstones of deleted messages (see ``delete``)
         # id -> slot of each live message with a lease owner (the lease may have run out)
         self.held: dict[str, int] = {}
 
@@ -281,6 +282,39 @@ class Timeline:
         self._touch(slots)
         self.ids.remove(slots)
         c.release(slots)
+
+    def delete(self, slots: I64, ids: list[str], now: int) -> None:
+        """Delete live messages (ack, cancel, an at-most-once delivery): with the
+        topic's dedup window, each leaves a tombstone deleted at ``now`` (its slot
+        keeps only the id, so the id stays taken until ``forget``); without, they
+        are removed."""
+        if not self.topic.settings.dedup_window_ms:
+            self.remove(slots, ids)
+            return
+        if not len(slots):
+            return
+        c = self.cols
+        self.live -= len(slots)
+        self.tombs += len(slots)
+        self._set_owner(slots, None, ids)
+        self._touch(slots)
+        c.state[slots] = TOMB
+        c.timestamp[slots] = now
+        c.version[slots] += 1
+        c.keep_ids(slots, [id.encode() for id in ids])
+
+    def forget(self, deleted_before: int, limit: int) -> int:
+        """Remove up to ``limit`` tombstones deleted before ``deleted_before``."""
+        if not self.tombs:
+            return 0
+        c = self.cols
+        slots = c.slots_in(TOMB)
+        slots = slots[c.timestamp[slots] < deleted_before][:limit]
+        if len(slots):
+            self.tombs -= len(slots)
+            self.ids.remove(slots)
+            c.release(slots)
+        return len(slots)
 
     def kill(self, slots: I64, now: int, ids: list[str] | None = None) -> None:
         """Move live messages to the dead timeline, dead since ``now``."""

@@ -69,16 +69,20 @@ class _Locked:
     def __init__(self, topic: str, rows: list[Any]) -> None:
         if any(row[2] is None for row in rows):  # the topic-is-missing row
             raise _missing(topic)
+        self._topic = topic
         self.states = {row[2]: RowState(*row[3:]) for row in rows}
         self._tids = {row[2]: (row[0], row[1]) for row in rows}
 
-    def writes(self, plan: SettlePlan) -> dict[str, list[Any]] | None:
-        """``sql.APPLY_STATES`` parameters for a plan; None when it changes nothing."""
+    def writes(self, plan: SettlePlan, now: int) -> dict[str, Any] | None:
+        """``sql.APPLY_STATES`` parameters for a plan (deletes at ``now``); None
+        when it changes nothing."""
         if not plan.deleted and not plan.updated:
             return None
         gone = [self._tids[id] for id in plan.deleted]
         states = plan.updated.values()
         return {
+            "topic": self._topic,
+            "now": now,
             "deleted": [tid for tid, _ in gone],
             "deleted_payloads": [payload for _, payload in gone if payload is not None],
             "tids": [self._tids[id][0] for id in plan.updated],
@@ -259,8 +263,9 @@ class PostgresStorage(Storage):
         rows = await _all(conn, sql.LOCK_STATES, {"topic": topic, "ids": sorted(ids)})
         return _Locked(topic, rows)
 
-    async def _write(self, conn: Conn, locked: _Locked, plan: SettlePlan) -> None:
-        params = locked.writes(plan)
+    async def _write(self, conn: Conn, locked: _Locked, plan: SettlePlan, now: int = 0) -> None:
+        """Apply ``plan``; ``now`` is when deleted messages were deleted (their tombstones)."""
+        params = locked.writes(plan, now)
         if params is not None:
             await conn.execute(sql.APPLY_STATES, params)
 
@@ -269,17 +274,18 @@ class PostgresStorage(Storage):
         topic: str,
         items: Sequence[SettleItem],
         plan: Callable[[dict[str, RowState]], SettlePlan],
+        now: int = 0,
     ) -> list[Outcome]:
         async with self._pool.transaction() as conn:
             locked = await self._locked(conn, topic, list({id for id, _ in items}))
             planned = plan(locked.states)
-            await self._write(conn, locked, planned)
+            await self._write(conn, locked, planned, now)
         return planned.outcomes
 
     async def _ack(
         self, topic: str, items: Sequence[SettleItem], owner: str, now: int
     ) -> list[Outcome]:
-        return await self._settle(topic, items, lambda st: base.plan_ack(items, st, owner))
+        return await self._settle(topic, items, lambda st: base.plan_ack(items, st, owner), now)
 
     async def _extend(
         self, topic: str, items: Sequence[SettleItem], owner: str, until: int
@@ -310,7 +316,7 @@ class PostgresStorage(Storage):
         async with self._pool.transaction() as conn:
             locked = await self._locked(conn, topic, [id])
             settled = base.plan_cancel(id, locked.states.get(id), version, now)
-            await self._write(conn, locked, SettlePlan(deleted={id}))
+            await self._write(conn, locked, SettlePlan(deleted={id}), now)
         return settled
 
     async def _get(self, topic: str, id: str) -> Message | None:
@@ -365,4 +371,12 @@ class PostgresStorage(Storage):
             (count,) = await _one(conn, sql.PURGE_DEAD, params)
             if count == 0:
                 await _require_topic(conn, topic)
+        return int(count)
+
+    async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
+        async with self._pool.connection() as conn:
+            params = {"topic": topic, "deleted_before": deleted_before, "limit": limit}
+            exists, count = await _one(conn, sql.PURGE_TOMBSTONES, params)
+        if not exists:
+            raise _missing(topic)
         return int(count)

@@ -190,7 +190,7 @@ class RedisStorage(Storage):
                 columns.decimals(m.expires_at for m in batch),
                 *columns.strings(m.payload for m in batch),
             )
-            inserts.append(Call(lua.INSERT, (s.alive, s.heads), args))
+            inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.tombs(s)), args))
         # Make strays findable from their bucket's slot before they exist.
         pointers = [
             Call(None, (), ("SADD", info.slot(own).stray_homes, home))
@@ -257,7 +257,7 @@ class RedisStorage(Storage):
                 args.append(columns.decimals(items[i][1] for i in indexes))
                 if dues:
                     args.append(columns.decimals(dues[i] for i in indexes))
-                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids)
+                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.tombs(s))
                 calls.append(Call(lua.SETTLE, keys_, args))
             out: list[Outcome | None] = [None] * len(items)
             replies = await self._runner.run(calls)
@@ -292,7 +292,7 @@ class RedisStorage(Storage):
         async def op(info: TopicEntry) -> Settled:
             s = info.slot(info.home(id))
             args = (info.gen, s.prefix, mode, id, version, at, now)
-            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned), args)
+            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.tombs(s)), args)
             [reply] = await self._runner.run([call])
             numbers, owners = body(reply)
             [(code, version_now, ts)] = groups(numbers, lua.SETTLED_ITEM)
@@ -358,6 +358,21 @@ class RedisStorage(Storage):
         return await self._registry.on_topic(
             topic, lambda info: dead.purge(self._runner, info, died_before)
         )
+
+    async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
+        async def op(info: TopicEntry) -> int:
+            forgotten = 0
+            for index in range(info.slots):  # slot by slot: at most `limit` in all
+                s = info.slot(index)
+                args = (info.gen, deleted_before, limit - forgotten)
+                [reply] = await self._runner.run([Call(lua.PURGE_TOMBS, (s.alive, s.tombs), args)])
+                [count] = body(reply)
+                forgotten += count
+                if forgotten >= limit:
+                    break
+            return forgotten
+
+        return await self._registry.on_topic(topic, op)
 
 
 def _refused(id: str, code: int, err: DejaqError | None) -> DejaqError:

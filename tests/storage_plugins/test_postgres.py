@@ -283,7 +283,8 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
     ),
     "apply_states": (
         sql.APPLY_STATES,
-        {"deleted": ["(0,1)"], "deleted_payloads": ["(0,1)"], "tids": ["(0,2)"], "ts": [NOW]}
+        {"topic": T, "now": NOW, "deleted": ["(0,1)"], "deleted_payloads": ["(0,1)"]}
+        | {"tids": ["(0,2)"], "ts": [NOW]}
         | {"versions": [2], "deliveries": [1], "owners": [None], "deads": [False]},
         "",
     ),
