@@ -46,6 +46,7 @@ class BrokerConfig:
     etcd_ttl_s: int = 4  # a broker that stops heartbeating leaves the cluster after this
     etcd_timeout_s: float = 5.0  # at start-up, give up reaching etcd after this
     skew_warn_ms: int = 50  # warn when another broker's clock is further off than this
+    clock_sync_ms: int = 5000  # how often the storage server's clock is read again
 
     @classmethod
     def from_sources(
@@ -73,7 +74,13 @@ class BrokerConfig:
     def validate(self) -> None:
         if not _is_host_port(self.listen):
             raise InvalidArgument(f"listen address {self.listen!r} is not HOST:PORT")
-        for name in ("max_frame_messages", "rescan_ms", "retention_sweep_ms", "metrics_refresh_ms"):
+        for name in (
+            "max_frame_messages",
+            "rescan_ms",
+            "retention_sweep_ms",
+            "metrics_refresh_ms",
+            "clock_sync_ms",
+        ):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive")
         if not -1 <= self.lookahead_ms <= MAX_LOOKAHEAD_MS:

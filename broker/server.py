@@ -23,7 +23,9 @@ from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
+from dejaq.broker.storage_clock import storage_clock
 from dejaq.broker.topics import TopicCache
+from dejaq.core.clock import WallClock
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from dejaq.storage_plugins import storage_from_url
@@ -41,7 +43,18 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
 
     storage = storage_from_url(config.storage)
     await storage.open()
-    broker = BrokerContext(config, storage, coordinator_for(config), TopicCache(storage))
+    try:  # one clock decides: the storage server's, when it has one
+        clock = await storage_clock(storage, config.clock_sync_ms)
+    except BaseException:
+        await storage.close()
+        raise
+    broker = BrokerContext(
+        config,
+        storage,
+        coordinator_for(config),
+        TopicCache(storage),
+        clock=clock if clock is not None else WallClock(),
+    )
     storage.on_operation = broker.metrics.storage_op
     server = grpc.aio.server(
         options=[
@@ -73,6 +86,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         asyncio.create_task(health.monitor(storage, health_servicer, broker.metrics)),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
     ]
+    if clock is not None:
+        background.append(asyncio.create_task(clock.run_forever()))
     metrics_server = None
     if config.metrics:
         mhost, _, mport = config.metrics.rpartition(":")

@@ -3,7 +3,9 @@
 Contract (the conformance suite in tests/storage_plugins checks every point):
 
 - **Time.** All timestamps are integer epoch milliseconds. Storage never reads
-  a clock: the broker passes ``now``. "Due" means ``timestamp <= now``.
+  a clock: the broker passes ``now``. "Due" means ``timestamp <= now``. A
+  served backend tells its server's clock (``server_time_us``): brokers
+  sharing it judge ``now`` by that one clock (broker/storage_clock.py).
 - **Metadata and payloads apart.** A message's metadata (id, timestamp, bucket,
   version, deliveries, lease owner) lives in a time-ordered index; its payload
   is stored separately and never rewritten by a mutation.
@@ -186,6 +188,13 @@ class Storage(abc.ABC):
     async def healthy(self) -> bool:
         """True when the backend answers."""
         return True
+
+    async def server_time_us(self) -> int | None:
+        """The storage server's clock, in microseconds since the epoch, read in
+        one round trip; None when the storage has no clock of its own (embedded
+        storage: the broker's clock decides). ``StorageUnavailable`` when the
+        server cannot be reached."""
+        return None
 
     # -- topics ---------------------------------------------------------------
 

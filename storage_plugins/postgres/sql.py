@@ -121,6 +121,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 
 PING = "SELECT 1"
+# The server's clock now (not the transaction's start), in microseconds.
+SERVER_TIME_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8"
 # Run on every new connection: see "Plans" above.
 SESSION_SETUP = """SELECT set_config('enable_bitmapscan', 'off', false),
     set_config('enable_seqscan', 'off', false),

@@ -158,6 +158,11 @@ class PostgresStorage(Storage):
             return False
         return True
 
+    async def server_time_us(self) -> int | None:
+        async with self._pool.connection() as conn:
+            (us,) = await _one(conn, sql.SERVER_TIME_US, ())
+        return int(us)
+
     # -- topics ---------------------------------------------------------------
 
     async def _create_topic(self, topic: Topic) -> None:

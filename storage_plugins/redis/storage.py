@@ -134,6 +134,10 @@ class RedisStorage(Storage):
             return False
         return True
 
+    async def server_time_us(self) -> int | None:
+        seconds, micros = await self._runner.command("TIME")
+        return int(seconds) * 1_000_000 + int(micros)
+
     @property
     def _runner(self) -> Runner:
         if self._runner_ is None:
