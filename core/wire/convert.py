@@ -28,9 +28,7 @@ def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
         max_payload_bytes=p.max_payload_bytes or d.max_payload_bytes,
         dead_retention_ms=p.dead_retention_ms,
         expiry_ms=p.expiry_ms,
-        dedup_window_ms=(
-            p.dedup_window_ms if p.HasField("dedup_window_ms") else d.dedup_window_ms
-        ),
+        dedup_window_ms=(p.dedup_window_ms if p.HasField("dedup_window_ms") else d.dedup_window_ms),
     )
 
 

@@ -205,8 +205,9 @@ INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(top
 #    redone under the lock (on the newest version, should another transaction
 #    have changed the row meanwhile), and the fate of each decided (below).
 # 3. ``moved`` / ``dropped``: the writes, by the ``ctid`` of the row just
-#    locked (``buried``: the dropped ids' tombstones, with a dedup window). A row another transaction changed after our snapshot is not
-#    written, and so not returned: it stays for the next pass.
+#    locked (``buried``: tombstones of the dropped ids, with a dedup window).
+#    A row another transaction changed after our snapshot is not written, and
+#    so not returned: it stays for the next pass.
 #    Rows are only ever addressed by ``ctid`` (a TID scan) after step 1, so no
 #    estimate can turn a lookup into a scan of the topic.
 # 4. One row per written message (with its payload, also by ``ctid``), each

@@ -168,9 +168,7 @@ def _held(conn: Conn, topic: str, items: Sequence[SettleItem]) -> dict[str, RowS
     return _states(conn, topic, {id for id, _ in items})
 
 
-def ack(
-    conn: Conn, topic: str, items: Sequence[SettleItem], owner: str, now: int
-) -> list[Outcome]:
+def ack(conn: Conn, topic: str, items: Sequence[SettleItem], owner: str, now: int) -> list[Outcome]:
     states = _held(conn, topic, items)
     return _apply(conn, topic, base.plan_ack(items, states, owner), now)
 

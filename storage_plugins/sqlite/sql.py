@@ -105,7 +105,8 @@ TOPIC_DEDUP_WINDOW = f"""SELECT coalesce(json_extract(settings, '$.dedup_window_
 # -- messages -----------------------------------------------------------------
 
 # (topic, ids JSON): the ids taken, by a message or by a tombstone
-EXISTING_IDS = """SELECT id FROM messages WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))
+EXISTING_IDS = """SELECT id FROM messages
+    WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))
     UNION ALL
     SELECT id FROM tombstones WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))"""
 INSERT_MESSAGE = """INSERT INTO messages

@@ -135,7 +135,8 @@ def test_topic_dedup_window_keeps_an_acked_id_taken(cli: Cli, topic_name: str) -
         cli.ok("consume", name, "--count", "1")
     # Then producing it again is a duplicate where the window keeps it, not elsewhere
     assert cli.ok("produce", topic_name, "x", "--id", "m1", "--in", "0s") == "duplicate m1\n"
-    assert cli.ok("produce", f"{topic_name}-off", "x", "--id", "m1", "--in", "0s") == "accepted m1\n"
+    off = cli.ok("produce", f"{topic_name}-off", "x", "--id", "m1", "--in", "0s")
+    assert off == "accepted m1\n"
     # and a bad window is refused readably
     assert "duration" in cli.fails("topic", "create", f"{topic_name}-2", "--dedup-window", "long")
 
