@@ -47,6 +47,9 @@ class BrokerConfig:
     etcd_timeout_s: float = 5.0  # at start-up, give up reaching etcd after this
     skew_warn_ms: int = 50  # warn when another broker's clock is further off than this
     clock_sync_ms: int = 5000  # how often the storage server's clock is read again
+    # Embedded storage in a cluster: stop dispatching while this broker's clock is
+    # further than this from the cluster's (broker/clock_guard.py); 0 = never stop.
+    skew_max_ms: int = 100
 
     @classmethod
     def from_sources(
@@ -83,6 +86,8 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive")
+        if self.skew_max_ms < 0:
+            raise InvalidArgument("skew_max_ms cannot be negative (0 turns the guard off)")
         if not -1 <= self.lookahead_ms <= MAX_LOOKAHEAD_MS:
             raise InvalidArgument(
                 f"lookahead_ms must be between 0 and {MAX_LOOKAHEAD_MS} (-1: the storage's default)"

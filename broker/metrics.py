@@ -130,6 +130,11 @@ class Metrics:
             "Largest wall-clock difference to another broker (0 when alone)",
             registry=r,
         )
+        self.clock_guard_paused = Gauge(
+            "dejaq_clock_guard_paused",
+            "1 while this broker's clock is too far from the cluster's to dispatch (skew guard)",
+            registry=r,
+        )
         self.storage_up = Gauge("dejaq_storage_up", "1 when storage answers", registry=r)
         self.coordinator_up = Gauge(
             "dejaq_coordinator_up", "1 when the coordinator answers", registry=r

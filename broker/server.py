@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from dejaq.broker import health
+from dejaq.broker.clock_guard import ClockGuard, guard_forever
 from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
@@ -55,6 +56,9 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         TopicCache(storage),
         clock=clock if clock is not None else WallClock(),
     )
+    if clock is None and config.etcd and config.skew_max_ms:
+        # Brokers' own clocks decide (embedded storage): guard against one that is off.
+        broker.guard = ClockGuard(config.skew_max_ms)
     storage.on_operation = broker.metrics.storage_op
     server = grpc.aio.server(
         options=[
@@ -83,11 +87,18 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     await health.set_alive(health_servicer)
     background = [
         asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
-        asyncio.create_task(health.monitor(storage, health_servicer, broker.metrics)),
+        asyncio.create_task(
+            health.monitor(
+                storage, health_servicer, broker.metrics, clock_ok=lambda: not _guarded(broker)
+            )
+        ),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
     ]
     if clock is not None:
         background.append(asyncio.create_task(clock.run_forever()))
+    elif broker.guard is not None:
+        view, changed = broker.coordinator.view, broker.clock_guard_changed
+        background.append(asyncio.create_task(guard_forever(broker.guard, view, changed)))
     metrics_server = None
     if config.metrics:
         mhost, _, mport = config.metrics.rpartition(":")
@@ -117,6 +128,11 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             await d.stop()
         await storage.close()
         print("dejaq broker stopped", file=sys.stderr, flush=True)
+
+
+def _guarded(broker: BrokerContext) -> bool:
+    """Whether the skew guard holds dispatch back now."""
+    return broker.guard is not None and broker.guard.paused
 
 
 def run(config: BrokerConfig) -> None:
