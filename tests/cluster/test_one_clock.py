@@ -1,16 +1,21 @@
-"""One clock decides: a broker whose clock runs 500 ms ahead (started under
-faketime) delivers nothing early and never leases a message another broker's
-consumer still holds, over Redis and over PostgreSQL (the storage server's
-clock decides). Early and held are judged by this test's own, true clock."""
+"""One clock decides: a broker whose clock runs 500 ms ahead (libfaketime)
+delivers nothing early and never leases a message another broker's consumer
+still holds — over Redis and PostgreSQL because the storage server's clock
+decides, over SQLite because the skew guard stops that broker until its clock
+is back. Early and held are judged by this test's own, true clock."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from dejaq.core.buckets import bucket_of
 from dejaq.core.model import InsertStatus, TopicSettings
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
@@ -100,6 +105,76 @@ async def test_a_broker_ahead_delivers_nothing_early_and_takes_no_held_message(
     # and the broker ahead did deliver its share
     print("lateness", figures([s.lateness_ms for s in recorder.seen]))
     assert len(recorder.seen) == MESSAGES + HELD
+
+
+async def test_on_sqlite_the_broker_ahead_stops_until_its_clock_is_back(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given two brokers on true time and a third whose clock runs 500 ms ahead,
+    # on one SQLite file (each broker's own clock judges "due")
+    shift = tmp_path / "shift"
+    shift.write_text(f"+{AHEAD_S}\n")
+    on_time = cluster.start(2)
+    [ahead] = cluster.start(
+        1,
+        LD_PRELOAD=str(_libfaketime()),
+        FAKETIME_TIMESTAMP_FILE=str(shift),
+        FAKETIME_CACHE_DURATION="1",  # read the file again every second
+    )
+    addresses = [b.address for b in (*on_time, ahead)]
+    topic = "guarded"
+    async with Client(addresses[0]) as client:
+        await Admin(client).create_topic(topic, TopicSettings(buckets=24, lease_ms=LEASE_MS))
+    recorder = Recorder()
+    try:
+        for i, address in enumerate(addresses):
+            await recorder.add(f"c{i}", [address], topic)
+        await wait_converged(addresses, topic, consumers=3)
+        # Then the broker ahead says it is not serving
+        await wait_until(lambda: _not_serving(ahead.address), 10, "the guard to stop it")
+        # When messages fall due over the next 1.5 s
+        rng = random.Random(5)
+        start = now_ms() + 300
+        fresh = [Outgoing(b"x", start + rng.randrange(1500), id=f"m{i}") for i in range(MESSAGES)]
+        async with Client(addresses[0]) as client, Producer(client, topic) as producer:
+            results = await producer.send_batch(fresh)
+            assert {r.status for r in results} == {InsertStatus.ACCEPTED}
+        # Then the two brokers on time deliver theirs, the one ahead none of its own
+        s = await status(addresses[0])
+        [t] = [t for t in s.topics if t.name == topic]
+        owner = {
+            b: c.id
+            for c in t.consumers
+            for first, last in c.buckets
+            for b in range(first, last + 1)
+        }
+        stranded = [m.id for m in fresh if owner[bucket_of(m.id, 24)] == "c2"]
+        assert stranded, "the consumer on the broker ahead owns some of the messages"
+        await recorder.wait_for([m.id for m in fresh if m.id not in stranded], timeout_s=20)
+        await asyncio.sleep(0.3)  # then a quiet spell: nothing of its share comes early
+        assert not recorder.ids() & set(stranded)
+        # When its clock is set right again
+        shift.write_text("+0\n")
+        # Then it serves again and delivers the rest
+        await recorder.wait_for(stranded, timeout_s=20)
+        await wait_until(lambda: _serving(ahead.address), 10, "the guard to let it go")
+    finally:
+        await recorder.close()
+    early = [s for s in recorder.seen if s.received_ms < s.due_ms]
+    assert not early, early[:5]
+    assert holder_overlaps(recorder.seen) == []
+    assert len(recorder.seen) == MESSAGES
+
+
+async def _serving(address: str) -> bool:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service="dejaq.v1.Timeline"))
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+async def _not_serving(address: str) -> bool:
+    return not await _serving(address)
 
 
 def _libfaketime() -> Path:
