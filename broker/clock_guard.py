@@ -17,7 +17,9 @@ delivers late, never early). A broker behind stops too: the leases it grants
 would end, by the others' clocks, before its consumers expect.
 
 Until it has heard every other broker's clock once the guard keeps a broker
-that just joined from dispatching (a heartbeat comes within a second).
+that just joined from dispatching (a heartbeat comes within a second); after
+``GRACE_S`` without (etcd went away meanwhile) it judges by the clocks it has
+heard, if any.
 """
 
 from __future__ import annotations
@@ -25,18 +27,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import statistics
+import time
 from collections.abc import Callable
 
 from dejaq.broker.coordination import ClusterView
 
 log = logging.getLogger(__name__)
+GRACE_S = 3.0  # heartbeats come every second: three missed ones
 
 
 class ClockGuard:
     """Whether this broker's clock is close enough to the cluster's to dispatch."""
 
-    def __init__(self, bound_ms: int) -> None:
+    def __init__(self, bound_ms: int, grace_s: float = GRACE_S) -> None:
         self.bound_ms = bound_ms
+        self._wait_until = time.monotonic() + grace_s
         self.paused = True  # until the other brokers' clocks are known
         self.deviation_ms: int | None = None  # ours minus the cluster's median; None = unknown
 
@@ -44,7 +49,8 @@ class ClockGuard:
         """Judge again from the brokers' skews in ``view``; True when ``paused`` changed."""
         others = [b.skew_ms for b in view.brokers if b.id != view.broker]
         known = [s for s in others if s is not None]
-        if len(known) < len(others) and self.deviation_ms is None:
+        first = self.deviation_ms is None
+        if first and len(known) < len(others) and time.monotonic() < self._wait_until:
             return False  # not heard from everyone yet: stay paused
         # skew = their clock - ours, so the median clock - ours is the median skew
         # (our own counted as 0), and ours - the median is its negation.

@@ -30,6 +30,7 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   answers DUPLICATE for a tombstoned id, storing nothing. A tombstone lasts
   until ``purge_tombstones`` removes it (the broker's retention sweep, once it
   is older than the window): so an id stays taken for at least the window.
+  ``forget_tombstones`` removes those of given ids at once.
   Purging a dead message, redriving, deleting the topic leave none (delete_topic
   removes the topic's tombstones too).
 - **Errors.** A missing topic or message raises ``NotFound``; a stale version
@@ -306,6 +307,13 @@ class Storage(abc.ABC):
         """Delete dead messages that died before ``died_before``."""
         return await self._timed("purge_dead", self._purge_dead(topic, died_before))
 
+    async def forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        """Forget the tombstones of ``ids`` at once (the broker stores again an
+        at-most-once message it took ahead and never sent); how many there were."""
+        if not ids:
+            return 0
+        return await self._timed("forget_tombstones", self._forget_tombstones(topic, ids))
+
     async def purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         """Forget up to ``limit`` tombstones of ids deleted before ``deleted_before``
         (the ids become free again); how many were forgotten. Bounded, so a sweep
@@ -366,5 +374,7 @@ class Storage(abc.ABC):
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int: ...
     @abc.abstractmethod
     async def _purge_dead(self, topic: str, died_before: int) -> int: ...
+    @abc.abstractmethod
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int: ...
     @abc.abstractmethod
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int: ...

@@ -360,5 +360,8 @@ class MemoryStorage(Storage):
         tl.remove(slots)
         return len(slots)
 
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        return self._tl(topic).forget_ids(ids)
+
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         return self._tl(topic).forget(deleted_before, limit)

@@ -303,6 +303,19 @@ class Timeline:
         c.version[slots] += 1
         c.keep_ids(slots, [id.encode() for id in ids])
 
+    def forget_ids(self, ids: Sequence[str]) -> int:
+        """Remove the tombstones of ``ids`` (ids without one are left alone)."""
+        if not self.tombs:
+            return 0
+        found = self.find(ids)
+        found = np.unique(found[found >= 0])
+        slots = found[self.cols.state[found] == TOMB]
+        if len(slots):
+            self.tombs -= len(slots)
+            self.ids.remove(slots)
+            self.cols.release(slots)
+        return len(slots)
+
     def forget(self, deleted_before: int, limit: int) -> int:
         """Remove up to ``limit`` tombstones deleted before ``deleted_before``."""
         if not self.tombs:

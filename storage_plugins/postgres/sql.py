@@ -373,6 +373,12 @@ PURGE_DEAD = """WITH gone AS (
         DELETE FROM dejaq_payloads WHERE topic = %(topic)s AND id IN (SELECT id FROM gone))
     SELECT count(*) FROM gone"""
 
+# (topic, ids): (topic exists, tombstones forgotten); one key lookup per id
+FORGET_TOMBSTONES = """WITH gone AS (
+        DELETE FROM dejaq_tombstones AS g USING unnest(%(ids)s::text[]) AS u (id)
+        WHERE g.topic = %(topic)s AND g.id = u.id
+        RETURNING 1)
+    SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s), (SELECT count(*) FROM gone)"""
 # (topic, deleted_before, limit): (topic exists, tombstones forgotten), the
 # oldest first through dejaq_tombstones_age
 PURGE_TOMBSTONES = """WITH gone AS (

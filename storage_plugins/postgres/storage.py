@@ -378,6 +378,14 @@ class PostgresStorage(Storage):
                 await _require_topic(conn, topic)
         return int(count)
 
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        async with self._pool.connection() as conn:
+            params = {"topic": topic, "ids": sorted(set(ids))}
+            exists, count = await _one(conn, sql.FORGET_TOMBSTONES, params)
+        if not exists:
+            raise _missing(topic)
+        return int(count)
+
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         async with self._pool.connection() as conn:
             params = {"topic": topic, "deleted_before": deleted_before, "limit": limit}

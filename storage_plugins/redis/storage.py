@@ -363,6 +363,20 @@ class RedisStorage(Storage):
             topic, lambda info: dead.purge(self._runner, info, died_before)
         )
 
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        async def op(info: TopicEntry) -> int:
+            calls = []
+            for home, indexes in info.by_home(ids).items():
+                s = info.slot(home)
+                calls.append(
+                    Call(
+                        lua.FORGET_TOMBS, (s.alive, s.tombs), (info.gen, *[ids[i] for i in indexes])
+                    )
+                )
+            return sum(n for [n] in map(body, await self._runner.run(calls)))
+
+        return await self._registry.on_topic(topic, op)
+
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         async def op(info: TopicEntry) -> int:
             forgotten = 0

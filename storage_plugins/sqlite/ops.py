@@ -248,6 +248,11 @@ def purge_dead(conn: Conn, topic: str, died_before: int) -> int:
     return conn.execute(sql.PURGE_DEAD_MESSAGES, (topic, died_before)).rowcount
 
 
+def forget_tombstones(conn: Conn, topic: str, ids: Sequence[str]) -> int:
+    _topic_buckets(conn, topic)
+    return conn.execute(sql.FORGET_TOMBSTONES, (topic, _ids(ids))).rowcount
+
+
 def purge_tombstones(conn: Conn, topic: str, deleted_before: int, limit: int) -> int:
     _topic_buckets(conn, topic)
     return conn.execute(sql.PURGE_TOMBSTONES, (topic, deleted_before, limit)).rowcount

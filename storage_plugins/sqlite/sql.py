@@ -121,6 +121,8 @@ DELETE_PAYLOADS = f"DELETE FROM payloads WHERE topic = ? AND id IN {_IDS}"
 # (topic, deleted_at, ids JSON)
 BURY = """INSERT OR REPLACE INTO tombstones (topic, id, deleted_at)
     SELECT ?, value, ? FROM json_each(?)"""
+# (topic, ids JSON)
+FORGET_TOMBSTONES = f"DELETE FROM tombstones WHERE topic = ? AND id IN {_IDS}"
 # (topic, deleted_before, limit): the oldest first, through tombstones_age
 PURGE_TOMBSTONES = """DELETE FROM tombstones WHERE topic = ?1 AND id IN (
     SELECT id FROM tombstones WHERE topic = ?1 AND deleted_at < ?2

@@ -243,5 +243,8 @@ class SqliteStorage(Storage):
     async def _purge_dead(self, topic: str, died_before: int) -> int:
         return await self._run(ops.purge_dead, topic, died_before)
 
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        return await self._run(ops.forget_tombstones, topic, ids)
+
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         return await self._run(ops.purge_tombstones, topic, deleted_before, limit)

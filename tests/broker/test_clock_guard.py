@@ -57,3 +57,9 @@ def test_a_broker_back_within_the_bound_resumes() -> None:
     assert guard.update(view(-50, -60)) is True
     assert not guard.paused
     assert guard.update(view(-40, -60)) is False  # no change, nothing to tell
+
+
+def test_without_news_a_broker_judges_by_the_clocks_it_heard_after_a_grace() -> None:
+    guard = ClockGuard(BOUND, grace_s=0)
+    assert guard.update(view(None, 4)) is True
+    assert not guard.paused

@@ -127,3 +127,17 @@ async def test_tombstones_are_per_topic(storage: Storage) -> None:
     await given_topic(storage, "other")
 
     assert await storage.insert("other", [msg("m", LATER)]) == [ACCEPTED]
+
+
+async def test_forgetting_the_tombstones_of_ids_frees_them_at_once(storage: Storage) -> None:
+    await given_topic(storage)
+    await given_messages(storage, msg("once", max_deliveries=1), msg("kept", LATER))
+    assert ids(await lease(storage)) == ["once"]
+
+    assert await storage.forget_tombstones(T, ["once", "kept", "never"]) == 1
+
+    assert await storage.insert(T, [msg("once", LATER), msg("kept", LATER)]) == [
+        ACCEPTED,
+        DUPLICATE,
+    ]
+    assert await storage.forget_tombstones(T, ["once"]) == 0
