@@ -116,7 +116,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             deleted_at bigint NOT NULL,
             PRIMARY KEY (topic, id)
         )""",
-        "CREATE INDEX dejaq_tombstones_age ON dejaq_tombstones (topic, deleted_at)",
+        # Partial, on a condition only the purge states: a key lookup of a
+        # tombstone (topic, id) can never walk a topic's tombstones through it,
+        # whatever the statistics say.
+        """CREATE INDEX dejaq_tombstones_age ON dejaq_tombstones (topic, deleted_at)
+            WHERE deleted_at >= 0""",
     ),
 )
 
@@ -167,6 +171,12 @@ _BURY = """INSERT INTO dejaq_tombstones (topic, id, deleted_at)
 
 # -- messages -----------------------------------------------------------------
 
+# The tombstone of id ``u.id`` in topic {topic}, found by its key: a lateral
+# subquery with a LIMIT is never flattened into a join over the topic's
+# tombstones (and dejaq_tombstones_age, partial, is out of its reach).
+_TOMBSTONE_OF = """SELECT 1 AS hit FROM dejaq_tombstones AS g
+            WHERE g.topic = {topic} AND g.id = u.id LIMIT 1"""
+
 # (topic, ids, buckets, ts, max_deliveries, expires_at, payloads as arrays):
 # after LOCK_TOPIC_SHARED. Ids are unique within the batch (sql_base.plan_insert).
 # Returns (topic exists, ids stored): an id already stored, or tombstoned, is
@@ -174,15 +184,15 @@ _BURY = """INSERT INTO dejaq_tombstones (topic, id, deleted_at)
 # COPY into a temporary table, then INSERT ... SELECT, measured no faster here
 # (42k msgs/s either way, batches of 1,000: maintaining the indexes dominates),
 # so the one statement stays.
-INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(topic)s),
+INSERT_MESSAGES = f"""WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(topic)s),
     new AS (
         INSERT INTO dejaq_messages
             (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead)
         SELECT t.name, u.id, u.bucket, u.ts, 1, 0, NULL, u.md, u.expires_at, false
         FROM t, unnest(%(ids)s::text[], %(buckets)s::int[], %(ts)s::int8[], %(md)s::int[],
                        %(expires_at)s::int8[]) AS u (id, bucket, ts, md, expires_at)
-        WHERE NOT EXISTS (
-            SELECT FROM dejaq_tombstones AS g WHERE g.topic = t.name AND g.id = u.id)
+            LEFT JOIN LATERAL ({_TOMBSTONE_OF.format(topic="t.name")}) AS g ON true
+        WHERE g.hit IS NULL
         ON CONFLICT (topic, id) DO NOTHING
         RETURNING id),
     stored AS (
@@ -191,6 +201,30 @@ INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(top
         FROM new JOIN unnest(%(ids)s::text[], %(payloads)s::bytea[]) AS u (id, payload)
             USING (id))
     SELECT EXISTS (SELECT FROM t), array(SELECT id FROM new)"""
+
+# (topic, ids): run after INSERT_MESSAGES, in its transaction, with a snapshot
+# of its own. An insert that met an id being deleted (an ack, a cancel, an
+# at-most-once delivery in flight) waited for that delete and then stored the
+# id: its tombstone, committed with the delete, was not in the insert's
+# snapshot. Such messages are taken out again here (a duplicate); no other
+# stored message has a tombstone. Returns the ids taken out. One key lookup per
+# id in the tombstones, and in the messages for the few found there (LATERAL
+# ... LIMIT 1: never a join over the topic's rows).
+UNDO_TOMBSTONED = f"""WITH doomed AS MATERIALIZED (
+        SELECT m.tid, m.id,
+            (SELECT p.ctid FROM dejaq_payloads AS p
+                WHERE p.topic = %(topic)s AND p.id = m.id) AS payload_tid
+        FROM unnest(%(ids)s::text[]) AS u (id)
+        CROSS JOIN LATERAL ({_TOMBSTONE_OF.format(topic="%(topic)s")}) AS g
+        CROSS JOIN LATERAL (
+            SELECT m.ctid AS tid, m.id FROM dejaq_messages AS m
+            WHERE m.topic = %(topic)s AND m.id = u.id LIMIT 1) AS m
+        WHERE {_BURIES}),
+    gone AS (
+        DELETE FROM dejaq_messages WHERE ctid = ANY (ARRAY(SELECT tid FROM doomed))),
+    gone_payloads AS (
+        DELETE FROM dejaq_payloads WHERE ctid = ANY (ARRAY(SELECT payload_tid FROM doomed)))
+    SELECT array(SELECT id FROM doomed)"""
 
 # -- lease ----------------------------------------------------------------------
 #
@@ -380,12 +414,12 @@ FORGET_TOMBSTONES = """WITH gone AS (
         RETURNING 1)
     SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s), (SELECT count(*) FROM gone)"""
 # (topic, deleted_before, limit): (topic exists, tombstones forgotten), the
-# oldest first through dejaq_tombstones_age
+# oldest first through dejaq_tombstones_age, deleted by ctid
 PURGE_TOMBSTONES = """WITH gone AS (
-        DELETE FROM dejaq_tombstones WHERE topic = %(topic)s AND id IN (
-            SELECT id FROM dejaq_tombstones
-            WHERE topic = %(topic)s AND deleted_at < %(deleted_before)s
-            ORDER BY deleted_at LIMIT %(limit)s)
+        DELETE FROM dejaq_tombstones WHERE ctid = ANY (ARRAY(
+            SELECT ctid FROM dejaq_tombstones
+            WHERE topic = %(topic)s AND deleted_at < %(deleted_before)s AND deleted_at >= 0
+            ORDER BY deleted_at LIMIT %(limit)s))
         RETURNING 1)
     SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s), (SELECT count(*) FROM gone)"""
 

@@ -206,11 +206,16 @@ class PostgresStorage(Storage):
         }
         async with self._pool.transaction() as conn:
             await conn.execute(sql.LOCK_TOPIC_SHARED, (topic,))
-            exists, stored = await _one(conn, sql.INSERT_MESSAGES, params)
+            inserted = await conn.execute(sql.INSERT_MESSAGES, params)
+            # Sent in the same round trip (pipeline); runs once the insert is done.
+            undone = await conn.execute(sql.UNDO_TOMBSTONED, params)
+            exists, stored = await inserted.fetchone() or (False, [])
+            [tombstoned] = await undone.fetchone() or ([],)
             if not exists:
                 raise _missing(topic)
-        # An id the batch repeats was planned a duplicate; one already stored is too.
-        taken = set(stored)
+        # An id the batch repeats was planned a duplicate; one already stored, or
+        # tombstoned, is too.
+        taken = set(stored) - set(tombstoned)
         return [
             InsertStatus.DUPLICATE if s is InsertStatus.ACCEPTED and m.id not in taken else s
             for s, m in zip(statuses, messages, strict=True)
