@@ -220,8 +220,9 @@ class Storage(abc.ABC):
     # -- messages -------------------------------------------------------------
 
     async def insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
-        """Insert new messages; an id that already exists (live or dead) is a DUPLICATE
-        and is left untouched. Within one batch the first of a repeated id wins."""
+        """Insert new messages; an id that already exists (live or dead) or has a
+        tombstone is a DUPLICATE and is left untouched. Within one batch the first
+        of a repeated id wins."""
         if not messages:
             return []
         return await self._timed("insert", self._insert(topic, messages))
