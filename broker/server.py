@@ -56,6 +56,9 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         TopicCache(storage),
         clock=clock if clock is not None else WallClock(),
     )
+    if clock is not None:
+        clock.on_sync = broker.metrics.storage_clock_synced
+        broker.metrics.storage_clock_synced(clock.offset_ms / 1000, clock.uncertainty_us / 1e6)
     if clock is None and config.etcd and config.skew_max_ms:
         # Brokers' own clocks decide (embedded storage): guard against one that is off.
         broker.guard = ClockGuard(config.skew_max_ms)

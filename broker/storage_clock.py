@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from dejaq.core.clock import Wake
 from dejaq.core.errors import DejaqError
@@ -55,6 +56,8 @@ class StorageClock:
         self._synced_us = 0  # monotonic time of the last measurement
         self.uncertainty_us = 0  # the round trip of the sample kept
         self.synced = False
+        # Called after each sync with (offset to the wall clock, uncertainty), in s.
+        self.on_sync: Callable[[float, float], None] | None = None
 
     @property
     def offset_ms(self) -> float:
@@ -97,6 +100,8 @@ class StorageClock:
                 rtt / 1000,
             )
         self.synced = True
+        if self.on_sync is not None:
+            self.on_sync(self.offset_ms / 1000, rtt / 1_000_000)
 
     async def run_forever(self) -> None:
         """Refresh the offset every ``refresh_ms``; a failed refresh keeps the last one."""

@@ -39,9 +39,14 @@ async def test_the_clock_never_reads_ahead_of_the_storage_server(served: Storage
             # Then it is never after the server's time, and close behind it
             assert mine <= server_ms
             assert server_ms - mine < 50
-        # and a refresh keeps it so
+        # and a refresh keeps it so, and reports the offset (this host's clock
+        # is the server's here) and its uncertainty
+        synced: list[tuple[float, float]] = []
+        clock.on_sync = lambda offset_s, uncertainty_s: synced.append((offset_s, uncertainty_s))
         await clock.sync()
         assert clock.now_ms() <= (await served.server_time_us() or 0) // 1000
+        [(offset_s, uncertainty_s)] = synced
+        assert abs(offset_s) < 0.05 and 0 < uncertainty_s < 0.05
     finally:
         await served.close()
 
