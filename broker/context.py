@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dejaq.broker.clock_guard import ClockGuard
 from dejaq.broker.config import BrokerConfig
@@ -15,6 +16,9 @@ from dejaq.core.buckets import Buckets
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
+
+if TYPE_CHECKING:
+    from dejaq.broker.cron.firers import CronFirers
 
 
 @dataclass
@@ -34,6 +38,7 @@ class BrokerContext:
     # The skew guard (embedded storage in a cluster); None = the clock is one
     # for every broker (a storage server's) or there is no cluster.
     guard: ClockGuard | None = None
+    cron: CronFirers | None = None  # fires cron entries (set by the server)
 
     def dispatcher(self, topic: Topic) -> Dispatcher:
         """The topic's dispatcher, started on first use."""
@@ -48,6 +53,7 @@ class BrokerContext:
                 self.metrics,
                 self.clock,
                 self.lookahead_ms,
+                lambda ids, stalled: self.coordinator.stalled(topic.name, ids, stalled),
             )
             d.start()
             self.dispatchers[topic.name] = d

@@ -21,6 +21,7 @@ from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
+from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
@@ -52,7 +53,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     broker = BrokerContext(
         config,
         storage,
-        coordinator_for(config),
+        coordinator_for(config, storage),
         TopicCache(storage),
         clock=clock if clock is not None else WallClock(),
     )
@@ -63,6 +64,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         # Brokers' own clocks decide (embedded storage): guard against one that is off.
         broker.guard = ClockGuard(config.skew_max_ms)
     storage.on_operation = broker.metrics.storage_op
+    broker.cron = CronFirers(broker)
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
@@ -96,6 +98,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             )
         ),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
+        asyncio.create_task(broker.cron.run_forever()),
     ]
     if clock is not None:
         background.append(asyncio.create_task(clock.run_forever()))
@@ -126,6 +129,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         if metrics_server is not None:
             metrics_server.shutdown()
         await server.stop(config.grace_s)
+        await broker.cron.stop()
         await broker.coordinator.stop()
         for d in list(broker.dispatchers.values()):
             await d.stop()

@@ -32,6 +32,8 @@ class TopicSettings:
     # How long the id of a deleted message (acked, cancelled, delivered at most
     # once) stays taken, so a resent produce is a duplicate; 0 = free at once.
     dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS
+    # Deliveries a second across the cluster; 0 = no cap (a due burst flows at once).
+    max_rate: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
