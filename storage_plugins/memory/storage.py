@@ -53,8 +53,9 @@ class MemoryStorage(Storage):
 
     Sized for millions of waiting messages (about 215 bytes each with a
     26-byte id and a 100-byte payload, at 1M and at 10M; a tombstone, kept for
-    the topic's dedup window after a delete, about 105: its slot's columns,
-    65, the id's row in the arena, 32, and its place in the id table) and for batches of
+    the topic's dedup window after a delete, about 113: its slot's columns,
+    65, the id's row in the arena, 32, its place in the id table, ~8, and in
+    ``Graves``, 8) and for batches of
     thousands per call. Each topic (``Timeline``) keeps its messages' fields in
     numpy columns indexed by slot (``Columns``), their ids and payloads in a
     byte arena (``Blobs``), id -> slot in a compact hash table (``IdTable``,

@@ -25,6 +25,7 @@ import numpy as np
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus, Message, NewMessage, Topic
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
+from dejaq.storage_plugins.memory.graves import Graves
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.owners import Owners
 from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex, push_all
@@ -47,6 +48,7 @@ class Timeline:
         self.live = 0  # messages not dead
         self.dead = 0
         self.tombs = 0  # tombstones of deleted messages (see ``delete``)
+        self.graves = Graves()  # their slots, oldest first
         # id -> slot of each live message with a lease owner (the lease may have run out)
         self.held: dict[str, int] = {}
 
@@ -302,6 +304,7 @@ class Timeline:
         c.timestamp[slots] = now
         c.version[slots] += 1
         c.keep_ids(slots, [id.encode() for id in ids])
+        self.graves.push(slots)
 
     def forget_ids(self, ids: Sequence[str]) -> int:
         """Remove the tombstones of ``ids`` (ids without one are left alone)."""
@@ -317,17 +320,27 @@ class Timeline:
         return len(slots)
 
     def forget(self, deleted_before: int, limit: int) -> int:
-        """Remove up to ``limit`` tombstones deleted before ``deleted_before``."""
-        if not self.tombs:
-            return 0
+        """Remove up to ``limit`` tombstones deleted before ``deleted_before``, the
+        oldest first (from the head of ``graves``: no scan of every slot)."""
         c = self.cols
-        slots = c.slots_in(TOMB)
-        slots = slots[c.timestamp[slots] < deleted_before][:limit]
-        if len(slots):
-            self.tombs -= len(slots)
-            self.ids.remove(slots)
-            c.release(slots)
-        return len(slots)
+        forgotten = 0
+        while forgotten < limit and self.tombs and len(self.graves):
+            batch = self.graves.peek(limit - forgotten)
+            tomb = c.state[batch] == TOMB  # the others are stale entries
+            old = tomb & (c.timestamp[batch] < deleted_before)
+            young = np.flatnonzero(tomb & ~old)
+            end = int(young[0]) if len(young) else len(batch)
+            # unique: a slot forgotten by id, reused and buried again is listed twice
+            slots = np.unique(batch[:end][old[:end]])
+            self.graves.pop(end)
+            if len(slots):
+                self.tombs -= len(slots)
+                self.ids.remove(slots)
+                c.release(slots)
+                forgotten += len(slots)
+            if end < len(batch):
+                break  # the head is not old enough yet
+        return forgotten
 
     def kill(self, slots: I64, now: int, ids: list[str] | None = None) -> None:
         """Move live messages to the dead timeline, dead since ``now``."""
