@@ -70,6 +70,10 @@ class BrokerConfig:
     tls_client_ca: str = ""  # PEM CA bundle: require client certificates it issued (mTLS)
     auth: str = ""  # principals and grants (YAML or JSON, see broker/security/policy.py)
     insecure_allow_anonymous: bool = False  # serve a non-loopback address without --auth
+    clock_sync_ms: int = 5000  # how often the storage server's clock is read again
+    # Embedded storage in a cluster: stop dispatching while this broker's clock is
+    # further than this from the cluster's (broker/clock_guard.py); 0 = never stop.
+    skew_max_ms: int = 100
 
     @classmethod
     def from_sources(
@@ -97,9 +101,17 @@ class BrokerConfig:
     def validate(self) -> None:
         if not _is_host_port(self.listen):
             raise InvalidArgument(f"listen address {self.listen!r} is not HOST:PORT")
-        for name in ("max_frame_messages", "rescan_ms", "retention_sweep_ms", "metrics_refresh_ms"):
+        for name in (
+            "max_frame_messages",
+            "rescan_ms",
+            "retention_sweep_ms",
+            "metrics_refresh_ms",
+            "clock_sync_ms",
+        ):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive")
+        if self.skew_max_ms < 0:
+            raise InvalidArgument("skew_max_ms cannot be negative (0 turns the guard off)")
         if not -1 <= self.lookahead_ms <= MAX_LOOKAHEAD_MS:
             raise InvalidArgument(
                 f"lookahead_ms must be between 0 and {MAX_LOOKAHEAD_MS} (-1: the storage's default)"

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dejaq.broker.clock_guard import ClockGuard
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.coordination import Coordinator
 from dejaq.broker.dispatch import Dispatcher
 from dejaq.broker.ids import IdGenerator
 from dejaq.broker.metrics import Metrics
 from dejaq.broker.topics import TopicCache
+from dejaq.core.buckets import Buckets
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
@@ -33,6 +35,9 @@ class BrokerContext:
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
     consumer_ids: set[tuple[str, str]] = field(default_factory=set)  # (topic, consumer)
     clock: Clock = field(default_factory=WallClock)
+    # The skew guard (embedded storage in a cluster); None = the clock is one
+    # for every broker (a storage server's) or there is no cluster.
+    guard: ClockGuard | None = None
     cron: CronFirers | None = None  # fires cron entries (set by the server)
 
     def dispatcher(self, topic: Topic) -> Dispatcher:
@@ -42,7 +47,7 @@ class BrokerContext:
             d = Dispatcher(
                 topic,
                 self.storage,
-                lambda: self.coordinator.buckets(topic.name),
+                lambda: self.buckets(topic.name),
                 self.config.max_frame_messages,
                 self.config.rescan_ms,
                 self.metrics,
@@ -53,6 +58,20 @@ class BrokerContext:
             d.start()
             self.dispatchers[topic.name] = d
         return d
+
+    def buckets(self, topic: str) -> Buckets:
+        """The buckets this broker's consumers of ``topic`` own: none while the
+        skew guard holds dispatch back."""
+        if self.guard is not None and self.guard.paused:
+            return frozenset()
+        return self.coordinator.buckets(topic)
+
+    def clock_guard_changed(self, paused: bool) -> None:
+        """The skew guard stopped or resumed dispatch."""
+        self.metrics.clock_guard_paused.set(1 if paused else 0)
+        if not paused:
+            for d in self.dispatchers.values():
+                d.poke()
 
     @property
     def lookahead_ms(self) -> int:

@@ -168,6 +168,8 @@ class Dispatcher:
                     NewMessage(m.id, m.timestamp, m.payload, bucket_of(m.id, buckets), 1)
                     for m in gone
                 ]
+                # Its delete left a tombstone: the id must be free to store it again.
+                await self._storage.forget_tombstones(name, [m.id for m in gone])
                 await self._storage.insert(name, again)
         except DejaqError as exc:
             log.warning("%s: could not hand back %d held messages: %s", name, len(held), exc)

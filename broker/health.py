@@ -1,16 +1,19 @@
 """Reflect storage health into gRPC health checking (grpc.health.v1).
 
-While storage does not answer, the broker reports NOT_SERVING (and logs it
-once); when it answers again, SERVING. Requests meanwhile get UNAVAILABLE
-from the storage layer, and the dispatchers retry on their own. The
-``liveness`` service answers SERVING for as long as the broker runs (until
-its graceful stop), for a kubelet's liveness probe.
+While storage does not answer, or the skew guard holds dispatch back (its
+clock is too far from the cluster's: broker/clock_guard.py), the broker
+reports NOT_SERVING (and logs it once); when both are well again, SERVING.
+Requests meanwhile get UNAVAILABLE from the storage layer, and the
+dispatchers retry on their own. The ``liveness`` service answers SERVING for
+as long as the broker runs (until its graceful stop), for a kubelet's
+liveness probe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from grpc_health.v1 import health_pb2
@@ -48,17 +51,24 @@ async def storage_healthy(storage: Storage) -> bool:
 
 
 async def monitor(
-    storage: Storage, servicer: Any, metrics: Metrics, interval_s: float = 1.0
+    storage: Storage,
+    servicer: Any,
+    metrics: Metrics,
+    interval_s: float = 1.0,
+    clock_ok: Callable[[], bool] = lambda: True,
 ) -> None:
     serving = True
     while True:
         await asyncio.sleep(interval_s)
         ok = await storage_healthy(storage)
         metrics.storage_up.set(1 if ok else 0)
-        if ok != serving:
-            serving = ok
-            if ok:
-                log.info("storage answers again: serving")
-            else:
+        timely = clock_ok()
+        if (ok and timely) != serving:
+            serving = ok and timely
+            if serving:
+                log.info("storage answers and the clock is in bounds: serving")
+            elif not ok:
                 log.error("storage does not answer: reporting NOT_SERVING")
-            await set_status(servicer, ok)
+            else:
+                log.error("the clock guard holds dispatch back: reporting NOT_SERVING")
+            await set_status(servicer, serving)

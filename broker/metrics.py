@@ -132,6 +132,21 @@ class Metrics:
             "Largest wall-clock difference to another broker (0 when alone)",
             registry=r,
         )
+        self.storage_clock_offset = Gauge(
+            "dejaq_storage_clock_offset_seconds",
+            "The storage server's clock minus this host's, as measured (safe side; 0 without one)",
+            registry=r,
+        )
+        self.storage_clock_uncertainty = Gauge(
+            "dejaq_storage_clock_uncertainty_seconds",
+            "Round trip of the storage clock's best sample: how far behind it may read",
+            registry=r,
+        )
+        self.clock_guard_paused = Gauge(
+            "dejaq_clock_guard_paused",
+            "1 while this broker's clock is too far from the cluster's to dispatch (skew guard)",
+            registry=r,
+        )
         self.storage_up = Gauge("dejaq_storage_up", "1 when storage answers", registry=r)
         self.coordinator_up = Gauge(
             "dejaq_coordinator_up", "1 when the coordinator answers", registry=r
@@ -159,6 +174,11 @@ class Metrics:
     def count(self, event: Event, topic: str, n: int = 1) -> None:
         if n:
             self.events[event].labels(topic).inc(n)
+
+    def storage_clock_synced(self, offset_s: float, uncertainty_s: float) -> None:
+        """The storage clock measured its offset again."""
+        self.storage_clock_offset.set(offset_s)
+        self.storage_clock_uncertainty.set(uncertainty_s)
 
     def delivered(
         self,

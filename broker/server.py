@@ -15,6 +15,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from dejaq.broker import health
+from dejaq.broker.clock_guard import ClockGuard, guard_forever
 from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
@@ -26,7 +27,9 @@ from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
 from dejaq.broker.service import TimelineService
+from dejaq.broker.storage_clock import storage_clock
 from dejaq.broker.topics import TopicCache
+from dejaq.core.clock import WallClock
 from dejaq.core.redact import redact
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
@@ -52,7 +55,24 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     metrics_tls = tls_context(config)  # a bad certificate stops the broker before it starts
     storage = storage_from_url(config.storage)
     await storage.open()
-    broker = BrokerContext(config, storage, coordinator_for(config, storage), TopicCache(storage))
+    try:  # one clock decides: the storage server's, when it has one
+        clock = await storage_clock(storage, config.clock_sync_ms)
+    except BaseException:
+        await storage.close()
+        raise
+    broker = BrokerContext(
+        config,
+        storage,
+        coordinator_for(config, storage),
+        TopicCache(storage),
+        clock=clock if clock is not None else WallClock(),
+    )
+    if clock is not None:
+        clock.on_sync = broker.metrics.storage_clock_synced
+        broker.metrics.storage_clock_synced(clock.offset_ms / 1000, clock.uncertainty_us / 1e6)
+    if clock is None and config.etcd and config.skew_max_ms:
+        # Brokers' own clocks decide (embedded storage): guard against one that is off.
+        broker.guard = ClockGuard(config.skew_max_ms)
     storage.on_operation = broker.metrics.storage_op
     broker.cron = CronFirers(broker)
     server = grpc.aio.server(
@@ -85,10 +105,19 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     await health.set_alive(health_servicer)
     background = [
         asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
-        asyncio.create_task(health.monitor(storage, health_servicer, broker.metrics)),
+        asyncio.create_task(
+            health.monitor(
+                storage, health_servicer, broker.metrics, clock_ok=lambda: not _guarded(broker)
+            )
+        ),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
         asyncio.create_task(broker.cron.run_forever()),
     ]
+    if clock is not None:
+        background.append(asyncio.create_task(clock.run_forever()))
+    elif broker.guard is not None:
+        view, changed = broker.coordinator.view, broker.clock_guard_changed
+        background.append(asyncio.create_task(guard_forever(broker.guard, view, changed)))
     metrics_server = None
     if config.metrics:
         metrics_server = serve_metrics(config, broker.metrics.registry, metrics_tls)
@@ -133,6 +162,11 @@ def _log_security(config: BrokerConfig, guard: Guard) -> None:
         log.warning("%s, no --auth: every caller may do everything (anonymous mode)", tls)
     else:
         log.info("%s, %d principals from %s", tls, len(guard.policy.principals), config.auth)
+
+
+def _guarded(broker: BrokerContext) -> bool:
+    """Whether the skew guard holds dispatch back now."""
+    return broker.guard is not None and broker.guard.paused
 
 
 def run(config: BrokerConfig) -> None:

@@ -43,7 +43,11 @@ def settings(s: TopicSettings) -> TopicSettings:
         raise InvalidArgument(f"max payload must be between 1 and {MAX_PAYLOAD_LIMIT} bytes")
     if s.max_deliveries < 0:
         raise InvalidArgument("max deliveries cannot be negative")
-    for name, ms in (("dead retention", s.dead_retention_ms), ("expiry", s.expiry_ms)):
+    for name, ms in (
+        ("dead retention", s.dead_retention_ms),
+        ("expiry", s.expiry_ms),
+        ("dedup window", s.dedup_window_ms),
+    ):
         if not 0 <= ms <= MAX_TIMESTAMP:
             raise InvalidArgument(f"{name} must be between 0 and {MAX_TIMESTAMP} ms, not {ms}")
     if s.max_rate != 0:  # 0: no cap

@@ -11,6 +11,7 @@ DEFAULT_LEASE_MS = 30_000
 DEFAULT_MAX_PAYLOAD = 1 << 20
 MAX_BUCKETS = 4096
 MAX_PAYLOAD_LIMIT = 16 << 20
+DEFAULT_DEDUP_WINDOW_MS = 24 * 3600 * 1000
 
 
 class State(enum.Enum):
@@ -28,6 +29,9 @@ class TopicSettings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
     dead_retention_ms: int = 0  # 0 = keep forever
     expiry_ms: int = 0  # 0 = never
+    # How long the id of a deleted message (acked, cancelled, delivered at most
+    # once) stays taken, so a resent produce is a duplicate; 0 = free at once.
+    dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS
     # Deliveries a second across the cluster; 0 = no cap (a due burst flows at once).
     max_rate: float = 0.0
 

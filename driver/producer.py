@@ -4,7 +4,9 @@
 ``max_batch``); ``send_batch`` sends a batch as it is. Up to ``max_in_flight``
 frames are pipelined. Ids missing from a message are generated here, in the
 client, so a frame resent after a broker failure is idempotent: the broker
-answers DUPLICATE for what it had already stored.
+answers DUPLICATE for what it had already stored — also when that message was
+acked, cancelled or delivered at most once meanwhile, as long as the topic's
+dedup window (``TopicSettings.dedup_window_ms``, 24 h by default) has not passed.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ class Producer:
     """Puts messages on a topic's timeline through one Produce stream.
 
     ``send`` queues one message and returns its ``ProduceResult`` (ACCEPTED, or
-    DUPLICATE when the id exists: produce is idempotent by id); messages sent in
+    DUPLICATE when the id exists, or existed within the topic's dedup window:
+    produce is idempotent by id, so resending is safe); messages sent in
     the same event-loop turn share a frame. ``send_batch`` sends many at once.
 
     Options:

@@ -7,6 +7,7 @@ command -v etcd >/dev/null || need+=(etcd-server)
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(prometheus)
 command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)  # Spark (tests/spark, benchmarks)
+command -v faketime >/dev/null || need+=(faketime)  # a broker with a shifted clock (tests/cluster)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing ${need[*]}"

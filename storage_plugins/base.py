@@ -3,7 +3,9 @@
 Contract (the conformance suite in tests/storage_plugins checks every point):
 
 - **Time.** All timestamps are integer epoch milliseconds. Storage never reads
-  a clock: the broker passes ``now``. "Due" means ``timestamp <= now``.
+  a clock: the broker passes ``now``. "Due" means ``timestamp <= now``. A
+  served backend tells its server's clock (``server_time_us``): brokers
+  sharing it judge ``now`` by that one clock (broker/storage_clock.py).
 - **Metadata and payloads apart.** A message's metadata (id, timestamp, bucket,
   version, deliveries, lease owner) lives in a time-ordered index; its payload
   is stored separately and never rewritten by a mutation.
@@ -22,6 +24,15 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   otherwise ``deliveries`` is incremented and, when ``max_deliveries == 1``
   (at-most-once), it is deleted on delivery, else its timestamp becomes
   ``until`` (``bound + lease_ms``) with ``owner`` as lease owner.
+- **Tombstones.** When a topic's ``dedup_window_ms`` is not 0, deleting a
+  message (ack, cancel, an at-most-once delivery) leaves a tombstone (topic,
+  id, deleted at ``now``; no payload) in the same atomic step, and ``insert``
+  answers DUPLICATE for a tombstoned id, storing nothing. A tombstone lasts
+  until ``purge_tombstones`` removes it (the broker's retention sweep, once it
+  is older than the window): so an id stays taken for at least the window.
+  ``forget_tombstones`` removes those of given ids at once.
+  Purging a dead message, redriving, deleting the topic leave none (delete_topic
+  removes the topic's tombstones too).
 - **Errors.** A missing topic or message raises ``NotFound``; a stale version
   ``StaleVersion``; a settle by a consumer that does not hold the lease
   ``NotLeaseHolder``; a move or cancel of a message under a live lease
@@ -189,6 +200,13 @@ class Storage(abc.ABC):
         """True when the backend answers."""
         return True
 
+    async def server_time_us(self) -> int | None:
+        """The storage server's clock, in microseconds since the epoch, read in
+        one round trip; None when the storage has no clock of its own (embedded
+        storage: the broker's clock decides). ``StorageUnavailable`` when the
+        server cannot be reached."""
+        return None
+
     # -- topics ---------------------------------------------------------------
 
     async def create_topic(self, topic: Topic) -> None:
@@ -219,8 +237,9 @@ class Storage(abc.ABC):
     # -- messages -------------------------------------------------------------
 
     async def insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
-        """Insert new messages; an id that already exists (live or dead) is a DUPLICATE
-        and is left untouched. Within one batch the first of a repeated id wins."""
+        """Insert new messages; an id that already exists (live or dead) or has a
+        tombstone is a DUPLICATE and is left untouched. Within one batch the first
+        of a repeated id wins."""
         if not messages:
             return []
         return await self._timed("insert", self._insert(topic, messages))
@@ -309,6 +328,23 @@ class Storage(abc.ABC):
         """Delete dead messages that died before ``died_before``."""
         return await self._timed("purge_dead", self._purge_dead(topic, died_before))
 
+    async def forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        """Forget the tombstones of ``ids`` at once (the broker stores again an
+        at-most-once message it took ahead and never sent); how many there were."""
+        if not ids:
+            return 0
+        return await self._timed("forget_tombstones", self._forget_tombstones(topic, ids))
+
+    async def purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
+        """Forget up to ``limit`` tombstones of ids deleted before ``deleted_before``
+        (the ids become free again); how many were forgotten. Bounded, so a sweep
+        never holds the storage for long: call again while it returns ``limit``."""
+        if limit <= 0:
+            raise InvalidArgument(f"purge limit must be positive, not {limit}")
+        return await self._timed(
+            "purge_tombstones", self._purge_tombstones(topic, deleted_before, limit)
+        )
+
     # -- primitives -----------------------------------------------------------
 
     @abc.abstractmethod
@@ -365,3 +401,7 @@ class Storage(abc.ABC):
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int: ...
     @abc.abstractmethod
     async def _purge_dead(self, topic: str, died_before: int) -> int: ...
+    @abc.abstractmethod
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int: ...
+    @abc.abstractmethod
+    async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int: ...

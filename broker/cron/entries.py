@@ -27,7 +27,8 @@ LEAD_MS = 10_000  # an occurrence is produced this long before it is due
 SPAN_MS = 5_000  # a firing also produces what falls due within this much more
 FIRING_LEASE_MS = 5_000  # a broker that dies while firing is replaced after this
 PARKED = MAX_TIMESTAMP  # where paused and ended entries wait
-SETTINGS = TopicSettings(buckets=16, lease_ms=FIRING_LEASE_MS)
+# No dedup window: an entry's id is its name, free again once it is deleted.
+SETTINGS = TopicSettings(buckets=16, lease_ms=FIRING_LEASE_MS, dedup_window_ms=0)
 
 
 def companion(topic: str) -> str:

@@ -16,12 +16,13 @@ def settings_to_pb(s: TopicSettings) -> pb.TopicSettings:
         max_payload_bytes=s.max_payload_bytes,
         dead_retention_ms=s.dead_retention_ms,
         expiry_ms=s.expiry_ms,
+        dedup_window_ms=s.dedup_window_ms,
         max_rate=s.max_rate,
     )
 
 
 def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
-    """Zero fields take the defaults."""
+    """Zero fields take the defaults (an unset dedup window too; 0 turns it off)."""
     d = TopicSettings()
     return TopicSettings(
         buckets=p.buckets or d.buckets,
@@ -30,6 +31,7 @@ def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
         max_payload_bytes=p.max_payload_bytes or d.max_payload_bytes,
         dead_retention_ms=p.dead_retention_ms,
         expiry_ms=p.expiry_ms,
+        dedup_window_ms=(p.dedup_window_ms if p.HasField("dedup_window_ms") else d.dedup_window_ms),
         max_rate=p.max_rate,
     )
 

@@ -34,6 +34,11 @@ def register(sub: Any) -> None:
     p.add_argument("--max-payload", type=int, default=0, help="bytes (default 1 MiB)")
     p.add_argument("--dead-retention", help="how long dead messages are kept, e.g. 7d")
     p.add_argument("--expiry", help="dead-letter messages still undelivered this long after due")
+    p.add_argument(
+        "--dedup-window",
+        help="how long a deleted message's id stays taken (resends are duplicates),"
+        " e.g. 24h (default 24h; 0 = free at once)",
+    )
     p.add_argument("--max-rate", help=_MAX_RATE_HELP)
     add_broker(p)
     p.set_defaults(run=client_command(create))
@@ -70,6 +75,9 @@ async def create(client: Client, args: argparse.Namespace) -> int:
         max_payload_bytes=args.max_payload or d.max_payload_bytes,
         dead_retention_ms=duration_ms(args.dead_retention) if args.dead_retention else 0,
         expiry_ms=duration_ms(args.expiry) if args.expiry else 0,
+        dedup_window_ms=(
+            duration_ms(args.dedup_window) if args.dedup_window else d.dedup_window_ms
+        ),
         max_rate=rate_per_s(args.max_rate) if args.max_rate else 0.0,
     )
     topic = await Admin(client).create_topic(args.name, settings)

@@ -16,8 +16,10 @@ import numpy as np
 from dejaq.storage_plugins.memory.blobs import OFFSET_BITS, OFFSET_MASK, Blobs
 from dejaq.storage_plugins.memory.types import I64, Mask
 
-# Slot states.
-FREE, LIVE, DEAD = 0, 1, 2
+# Slot states. A TOMB slot is a deleted message's tombstone: its id (the record
+# holds nothing else), the time it was deleted in ``timestamp``, and its entry
+# in the IdTable, so a produce of the id finds it taken.
+FREE, LIVE, DEAD, TOMB = 0, 1, 2, 3
 
 GROWTH = 1.5
 MIN_CAPACITY = 64
@@ -29,14 +31,15 @@ class Columns:
     def __init__(self) -> None:
         self.capacity = 0
         self.used = 0  # slots [0, used) have been handed out at least once
-        self.timestamp = np.zeros(0, np.int64)  # due time; for the dead, when they died
+        # due time; for the dead, when they died; for a tombstone, when it was deleted
+        self.timestamp = np.zeros(0, np.int64)
         self.version = np.zeros(0, np.int64)
         self.deliveries = np.zeros(0, np.uint32)
         self.max_deliveries = np.zeros(0, np.uint32)  # 0 = the topic's setting
         self.expires_at = np.zeros(0, np.int64)  # 0 = never
         self.owner = np.zeros(0, np.uint32)  # an Owners number; 0 = no lease owner
         self.bucket = np.zeros(0, np.uint16)
-        self.state = np.zeros(0, np.uint8)  # FREE, LIVE or DEAD
+        self.state = np.zeros(0, np.uint8)  # FREE, LIVE, DEAD or TOMB
         self.id_hash = np.zeros(0, np.int64)  # hash(id), for IdTable
         self.id_at = np.zeros(0, np.uint32)  # the IdTable position that names this slot
         self.id_len = np.zeros(0, np.uint16)  # UTF-8 bytes of the id at the start of the record
@@ -108,6 +111,13 @@ class Columns:
             if view(int(self.record_at[slot]), len(ids[i])) != ids[i]:
                 same[i] = False
         return same
+
+    def keep_ids(self, slots: I64, ids: list[bytes]) -> None:
+        """Replace the records of ``slots`` by their ids alone (``ids``, UTF-8,
+        in order): the payloads' rows are given back."""
+        self.blobs.free(self.record_at[slots], self.record_len[slots].astype(np.int64))
+        self.record_len[slots] = self.id_len[slots]
+        self.record_at[slots] = self.blobs.put(ids)
 
     def release(self, slots: I64) -> None:
         """Free ``slots`` for reuse (their owner must already be cleared)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dejaq.storage_plugins.base import ScanPage
-from dejaq.storage_plugins.memory.columns import FREE
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE
 from dejaq.storage_plugins.memory.timeline import Timeline
 
 
@@ -20,7 +20,8 @@ def scan(tl: Timeline, bucket: int, after_id: str, limit: int) -> ScanPage:
         return ScanPage([], None)
     c = tl.cols
     used = c.used
-    slots = np.flatnonzero((c.state[:used] != FREE) & (c.bucket[:used] == bucket))
+    state = c.state[:used]
+    slots = np.flatnonzero(((state == LIVE) | (state == DEAD)) & (c.bucket[:used] == bucket))
     ids, _ = c.records(slots)
     named = sorted((id, s) for id, s in zip(ids, slots.tolist(), strict=True) if id > after_id)
     return ScanPage.of([tl.message(s) for _, s in named[: limit + 1]], limit)

@@ -29,7 +29,7 @@ from dejaq.storage_plugins.base import (
     Storage,
 )
 from dejaq.storage_plugins.memory import scan
-from dejaq.storage_plugins.memory.columns import DEAD, LIVE
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB
 from dejaq.storage_plugins.memory.timeline import Timeline
 from dejaq.storage_plugins.memory.types import I64
 from dejaq.storage_plugins.rules import (
@@ -52,7 +52,10 @@ class MemoryStorage(Storage):
     restart, and only one broker process can use it.
 
     Sized for millions of waiting messages (about 215 bytes each with a
-    26-byte id and a 100-byte payload, at 1M and at 10M) and for batches of
+    26-byte id and a 100-byte payload, at 1M and at 10M; a tombstone, kept for
+    the topic's dedup window after a delete, about 113: its slot's columns,
+    65, the id's row in the arena, 32, its place in the id table, ~8, and in
+    ``Graves``, 8) and for batches of
     thousands per call. Each topic (``Timeline``) keeps its messages' fields in
     numpy columns indexed by slot (``Columns``), their ids and payloads in a
     byte arena (``Blobs``), id -> slot in a compact hash table (``IdTable``,
@@ -152,8 +155,10 @@ class MemoryStorage(Storage):
             if Fate.DROP in fates:  # at-most-once: gone as it is delivered
                 drop = np.array([f is Fate.DROP for f in fates], np.bool_)
                 c.version[slots[drop]] += 1
-                tl.remove(
-                    slots[drop], [i for i, f in zip(ids, fates, strict=True) if f is Fate.DROP]
+                tl.delete(
+                    slots[drop],
+                    [i for i, f in zip(ids, fates, strict=True) if f is Fate.DROP],
+                    now,
                 )
                 slots = slots[~drop]
                 ids = [i for i, f in zip(ids, fates, strict=True) if f is not Fate.DROP]
@@ -219,7 +224,7 @@ class MemoryStorage(Storage):
             return [o for item in items for o in await self._ack(topic, [item], owner, now)]
         out, slots, held = self._held(tl, ids, items, owner)
         settled = map(Settled, [ids[i] for i in held], repeat(0), tl.cols.timestamp[slots].tolist())
-        tl.remove(slots, [ids[i] for i in held])
+        tl.delete(slots, [ids[i] for i in held], now)
         return self._merge(out, held, settled)
 
     async def _extend(
@@ -316,13 +321,13 @@ class MemoryStorage(Storage):
         tl = self._tl(topic)
         slot = self._movable(tl, id, version, now)
         timestamp = int(tl.cols.timestamp[slot[0]])
-        tl.remove(slot, [id])
+        tl.delete(slot, [id], now)
         return Settled(id, 0, timestamp)
 
     async def _get(self, topic: str, id: str) -> Message | None:
         tl = self._tl(topic)
         slot = tl.find_one(id)
-        return tl.message(slot) if slot >= 0 else None
+        return tl.message(slot) if slot >= 0 and tl.cols.state[slot] != TOMB else None
 
     async def _release(self, topic: str, owner: str, now: int) -> int:
         tl = self._timelines.get(topic)
@@ -373,3 +378,9 @@ class MemoryStorage(Storage):
         slots = slots[tl.cols.timestamp[slots] < died_before]
         tl.remove(slots)
         return len(slots)
+
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        return self._tl(topic).forget_ids(ids)
+
+    async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
+        return self._tl(topic).forget(deleted_before, limit)

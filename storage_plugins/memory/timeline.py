@@ -24,7 +24,8 @@ import numpy as np
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus, Message, NewMessage, Topic
-from dejaq.storage_plugins.memory.columns import DEAD, LIVE, Columns
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
+from dejaq.storage_plugins.memory.graves import Graves
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.owners import Owners
 from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex, push_all
@@ -46,6 +47,8 @@ class Timeline:
         # Kept as messages change, so counts() never scans every message.
         self.live = 0  # messages not dead
         self.dead = 0
+        self.tombs = 0  # tombstones of deleted messages (see ``delete``)
+        self.graves = Graves()  # their slots, oldest first
         # id -> slot of each live message with a lease owner (the lease may have run out)
         self.held: dict[str, int] = {}
 
@@ -281,6 +284,63 @@ class Timeline:
         self._touch(slots)
         self.ids.remove(slots)
         c.release(slots)
+
+    def delete(self, slots: I64, ids: list[str], now: int) -> None:
+        """Delete live messages (ack, cancel, an at-most-once delivery): with the
+        topic's dedup window, each leaves a tombstone deleted at ``now`` (its slot
+        keeps only the id, so the id stays taken until ``forget``); without, they
+        are removed."""
+        if not self.topic.settings.dedup_window_ms:
+            self.remove(slots, ids)
+            return
+        if not len(slots):
+            return
+        c = self.cols
+        self.live -= len(slots)
+        self.tombs += len(slots)
+        self._set_owner(slots, None, ids)
+        self._touch(slots)
+        c.state[slots] = TOMB
+        c.timestamp[slots] = now
+        c.version[slots] += 1
+        c.keep_ids(slots, [id.encode() for id in ids])
+        self.graves.push(slots)
+
+    def forget_ids(self, ids: Sequence[str]) -> int:
+        """Remove the tombstones of ``ids`` (ids without one are left alone)."""
+        if not self.tombs:
+            return 0
+        found = self.find(ids)
+        found = np.unique(found[found >= 0])
+        slots = found[self.cols.state[found] == TOMB]
+        if len(slots):
+            self.tombs -= len(slots)
+            self.ids.remove(slots)
+            self.cols.release(slots)
+        return len(slots)
+
+    def forget(self, deleted_before: int, limit: int) -> int:
+        """Remove up to ``limit`` tombstones deleted before ``deleted_before``, the
+        oldest first (from the head of ``graves``: no scan of every slot)."""
+        c = self.cols
+        forgotten = 0
+        while forgotten < limit and self.tombs and len(self.graves):
+            batch = self.graves.peek(limit - forgotten)
+            tomb = c.state[batch] == TOMB  # the others are stale entries
+            old = tomb & (c.timestamp[batch] < deleted_before)
+            young = np.flatnonzero(tomb & ~old)
+            end = int(young[0]) if len(young) else len(batch)
+            # unique: a slot forgotten by id, reused and buried again is listed twice
+            slots = np.unique(batch[:end][old[:end]])
+            self.graves.pop(end)
+            if len(slots):
+                self.tombs -= len(slots)
+                self.ids.remove(slots)
+                c.release(slots)
+                forgotten += len(slots)
+            if end < len(batch):
+                break  # the head is not old enough yet
+        return forgotten
 
     def kill(self, slots: I64, now: int, ids: list[str] | None = None) -> None:
         """Move live messages to the dead timeline, dead since ``now``."""

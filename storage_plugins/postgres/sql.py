@@ -56,8 +56,10 @@ text is constant and prepared once per connection.
 
 from __future__ import annotations
 
+from dejaq.core.model import DEFAULT_DEDUP_WINDOW_MS
+
 SCHEMA_TABLE = "dejaq_schema"
-DATA_TABLES = ("dejaq_topics", "dejaq_messages", "dejaq_payloads")
+DATA_TABLES = ("dejaq_topics", "dejaq_messages", "dejaq_payloads", "dejaq_tombstones")
 
 # Advisory lock keys (two int4 keys: a class of our own, then an object).
 _LOCK_CLASS_SCHEMA = 0x646A7100
@@ -106,9 +108,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (topic, id)
         )""",
     ),
+    (
+        # The ids of deleted messages, kept for the topic's dedup window.
+        """CREATE TABLE dejaq_tombstones (
+            topic text COLLATE "C" NOT NULL,
+            id text COLLATE "C" NOT NULL,
+            deleted_at bigint NOT NULL,
+            PRIMARY KEY (topic, id)
+        )""",
+        # Partial, on a condition only the purge states: a key lookup of a
+        # tombstone (topic, id) can never walk a topic's tombstones through it,
+        # whatever the statistics say.
+        """CREATE INDEX dejaq_tombstones_age ON dejaq_tombstones (topic, deleted_at)
+            WHERE deleted_at >= 0""",
+    ),
 )
 
 PING = "SELECT 1"
+# The server's clock now (not the transaction's start), in microseconds.
+SERVER_TIME_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8"
 # The storage's identity: the database and when its schema was created (to the
 # microsecond), written once by the first migration and never changed.
 IDENTITY = f"""SELECT current_database(), applied_at::text FROM {SCHEMA_TABLE} WHERE version = 1"""
@@ -146,24 +164,43 @@ TOPIC_EXISTS = "SELECT 1 FROM dejaq_topics WHERE name = %s"
 # (name): after LOCK_TOPIC; the count of topics deleted (0 or 1)
 DELETE_TOPIC = """WITH t AS (DELETE FROM dejaq_topics WHERE name = %(topic)s RETURNING 1),
     m AS (DELETE FROM dejaq_messages WHERE topic = %(topic)s),
-    p AS (DELETE FROM dejaq_payloads WHERE topic = %(topic)s)
+    p AS (DELETE FROM dejaq_payloads WHERE topic = %(topic)s),
+    g AS (DELETE FROM dejaq_tombstones WHERE topic = %(topic)s)
     SELECT count(*) FROM t"""
+
+# Whether deletes of the topic %(topic)s leave tombstones (its dedup window is
+# not 0; a topic stored before the setting existed has the default).
+_BURIES = f"""EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s
+    AND coalesce((settings ->> 'dedup_window_ms')::int8, {DEFAULT_DEDUP_WINDOW_MS:d}) <> 0)"""
+# The tombstones of the ids in CTE ``{gone}``, deleted at %(now)s.
+_BURY = """INSERT INTO dejaq_tombstones (topic, id, deleted_at)
+        SELECT %(topic)s, g.id, %(now)s FROM {gone} AS g WHERE {buries}
+        ON CONFLICT (topic, id) DO UPDATE SET deleted_at = excluded.deleted_at"""
 
 # -- messages -----------------------------------------------------------------
 
+# The tombstone of id ``u.id`` in topic {topic}, found by its key: a lateral
+# subquery with a LIMIT is never flattened into a join over the topic's
+# tombstones (and dejaq_tombstones_age, partial, is out of its reach).
+_TOMBSTONE_OF = """SELECT 1 AS hit FROM dejaq_tombstones AS g
+            WHERE g.topic = {topic} AND g.id = u.id LIMIT 1"""
+
 # (topic, ids, buckets, ts, max_deliveries, expires_at, payloads as arrays):
 # after LOCK_TOPIC_SHARED. Ids are unique within the batch (sql_base.plan_insert).
-# Returns (topic exists, ids stored): an id already stored is left untouched.
+# Returns (topic exists, ids stored): an id already stored, or tombstoned, is
+# left untouched.
 # COPY into a temporary table, then INSERT ... SELECT, measured no faster here
 # (42k msgs/s either way, batches of 1,000: maintaining the indexes dominates),
 # so the one statement stays.
-INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(topic)s),
+INSERT_MESSAGES = f"""WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(topic)s),
     new AS (
         INSERT INTO dejaq_messages
             (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead)
         SELECT t.name, u.id, u.bucket, u.ts, 1, 0, NULL, u.md, u.expires_at, false
         FROM t, unnest(%(ids)s::text[], %(buckets)s::int[], %(ts)s::int8[], %(md)s::int[],
                        %(expires_at)s::int8[]) AS u (id, bucket, ts, md, expires_at)
+            LEFT JOIN LATERAL ({_TOMBSTONE_OF.format(topic="t.name")}) AS g ON true
+        WHERE g.hit IS NULL
         ON CONFLICT (topic, id) DO NOTHING
         RETURNING id),
     stored AS (
@@ -172,6 +209,30 @@ INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(top
         FROM new JOIN unnest(%(ids)s::text[], %(payloads)s::bytea[]) AS u (id, payload)
             USING (id))
     SELECT EXISTS (SELECT FROM t), array(SELECT id FROM new)"""
+
+# (topic, ids): run after INSERT_MESSAGES, in its transaction, with a snapshot
+# of its own. An insert that met an id being deleted (an ack, a cancel, an
+# at-most-once delivery in flight) waited for that delete and then stored the
+# id: its tombstone, committed with the delete, was not in the insert's
+# snapshot. Such messages are taken out again here (a duplicate); no other
+# stored message has a tombstone. Returns the ids taken out. One key lookup per
+# id in the tombstones, and in the messages for the few found there (LATERAL
+# ... LIMIT 1: never a join over the topic's rows).
+UNDO_TOMBSTONED = f"""WITH doomed AS MATERIALIZED (
+        SELECT m.tid, m.id,
+            (SELECT p.ctid FROM dejaq_payloads AS p
+                WHERE p.topic = %(topic)s AND p.id = m.id) AS payload_tid
+        FROM unnest(%(ids)s::text[]) AS u (id)
+        CROSS JOIN LATERAL ({_TOMBSTONE_OF.format(topic="%(topic)s")}) AS g
+        CROSS JOIN LATERAL (
+            SELECT m.ctid AS tid, m.id FROM dejaq_messages AS m
+            WHERE m.topic = %(topic)s AND m.id = u.id LIMIT 1) AS m
+        WHERE {_BURIES}),
+    gone AS (
+        DELETE FROM dejaq_messages WHERE ctid = ANY (ARRAY(SELECT tid FROM doomed))),
+    gone_payloads AS (
+        DELETE FROM dejaq_payloads WHERE ctid = ANY (ARRAY(SELECT payload_tid FROM doomed)))
+    SELECT array(SELECT id FROM doomed)"""
 
 # -- lease ----------------------------------------------------------------------
 #
@@ -186,8 +247,9 @@ INSERT_MESSAGES = """WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(top
 #    redone under the lock (on the newest version, should another transaction
 #    have changed the row meanwhile), and the fate of each decided (below).
 # 3. ``moved`` / ``dropped``: the writes, by the ``ctid`` of the row just
-#    locked. A row another transaction changed after our snapshot is not
-#    written, and so not returned: it stays for the next pass.
+#    locked (``buried``: tombstones of the dropped ids, with a dedup window).
+#    A row another transaction changed after our snapshot is not written, and
+#    so not returned: it stays for the next pass.
 #    Rows are only ever addressed by ``ctid`` (a TID scan) after step 1, so no
 #    estimate can turn a lookup into a scan of the topic.
 # 4. One row per written message (with its payload, also by ``ctid``), each
@@ -245,6 +307,7 @@ _LEASE = """WITH candidates AS MATERIALIZED (
         RETURNING c.n, c.fate, m.id, c.ts, m.version + 1, m.deliveries + 1, c.payload_tid),
     dropped_payloads AS (
         DELETE FROM dejaq_payloads AS p USING dropped AS d WHERE p.ctid = d.payload_tid),
+    buried AS ({bury}),
     written AS (SELECT * FROM moved UNION ALL SELECT * FROM dropped)
     SELECT s.candidates, s.topic_exists, w.n, w.fate, w.id, w.ts, w.version, w.deliveries,
         CASE WHEN w.fate <> 'kill' THEN
@@ -255,8 +318,9 @@ _LEASE = """WITH candidates AS MATERIALIZED (
 # (topic, now, bound, window, limit, until, owner, max_deliveries [, buckets]):
 # rows (candidates, topic exists, then per message written: its rank among the
 # candidates, fate, id, due ts, version, deliveries, payload)
-LEASE_TOPIC = _LEASE.format(candidates=_CANDIDATES_OF_TOPIC)
-LEASE_BUCKETS = _LEASE.format(candidates=_CANDIDATES_OF_BUCKETS)
+_LEASE_BURY = _BURY.format(gone="dropped", buries=_BURIES)
+LEASE_TOPIC = _LEASE.format(candidates=_CANDIDATES_OF_TOPIC, bury=_LEASE_BURY)
+LEASE_BUCKETS = _LEASE.format(candidates=_CANDIDATES_OF_BUCKETS, bury=_LEASE_BURY)
 
 # (topic [, buckets]): (topic exists, the smallest live timestamp or NULL)
 NEXT_DUE = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
@@ -293,10 +357,12 @@ LOCK_STATES = """SELECT m.* FROM unnest(%(ids)s::text[]) AS u (id)
     UNION ALL
     SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
     WHERE NOT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s)"""
-# (deleted, deleted_payloads, tids, ts, versions, owners, deads): a plan of
-# sql_base over rows LOCK_STATES locked in this transaction, by ctid
-APPLY_STATES = """WITH gone AS (
-        DELETE FROM dejaq_messages WHERE ctid = ANY (%(deleted)s::text[]::tid[])),
+# (topic, now, deleted, deleted_payloads, tids, ts, versions, owners, deads): a
+# plan of sql_base over rows LOCK_STATES locked in this transaction, by ctid;
+# the deleted leave tombstones (deleted at now) when the topic has a window.
+APPLY_STATES = f"""WITH gone AS (
+        DELETE FROM dejaq_messages WHERE ctid = ANY (%(deleted)s::text[]::tid[]) RETURNING id),
+    buried AS ({_BURY.format(gone="gone", buries=_BURIES)}),
     gone_payloads AS (
         DELETE FROM dejaq_payloads WHERE ctid = ANY (%(deleted_payloads)s::text[]::tid[])),
     changed AS (
@@ -348,6 +414,22 @@ PURGE_DEAD = """WITH gone AS (
     gone_payloads AS (
         DELETE FROM dejaq_payloads WHERE topic = %(topic)s AND id IN (SELECT id FROM gone))
     SELECT count(*) FROM gone"""
+
+# (topic, ids): (topic exists, tombstones forgotten); one key lookup per id
+FORGET_TOMBSTONES = """WITH gone AS (
+        DELETE FROM dejaq_tombstones AS g USING unnest(%(ids)s::text[]) AS u (id)
+        WHERE g.topic = %(topic)s AND g.id = u.id
+        RETURNING 1)
+    SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s), (SELECT count(*) FROM gone)"""
+# (topic, deleted_before, limit): (topic exists, tombstones forgotten), the
+# oldest first through dejaq_tombstones_age, deleted by ctid
+PURGE_TOMBSTONES = """WITH gone AS (
+        DELETE FROM dejaq_tombstones WHERE ctid = ANY (ARRAY(
+            SELECT ctid FROM dejaq_tombstones
+            WHERE topic = %(topic)s AND deleted_at < %(deleted_before)s AND deleted_at >= 0
+            ORDER BY deleted_at LIMIT %(limit)s))
+        RETURNING 1)
+    SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s), (SELECT count(*) FROM gone)"""
 
 # (topic, bucket, after_id, limit): one bucket's messages, live and dead, by id.
 # Live rows come through dejaq_messages_due (the bucket's rows, sorted here),

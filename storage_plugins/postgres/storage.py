@@ -69,16 +69,20 @@ class _Locked:
     def __init__(self, topic: str, rows: list[Any]) -> None:
         if any(row[2] is None for row in rows):  # the topic-is-missing row
             raise _missing(topic)
+        self._topic = topic
         self.states = {row[2]: RowState(*row[3:]) for row in rows}
         self._tids = {row[2]: (row[0], row[1]) for row in rows}
 
-    def writes(self, plan: SettlePlan) -> dict[str, list[Any]] | None:
-        """``sql.APPLY_STATES`` parameters for a plan; None when it changes nothing."""
+    def writes(self, plan: SettlePlan, now: int) -> dict[str, Any] | None:
+        """``sql.APPLY_STATES`` parameters for a plan (deletes at ``now``); None
+        when it changes nothing."""
         if not plan.deleted and not plan.updated:
             return None
         gone = [self._tids[id] for id in plan.deleted]
         states = plan.updated.values()
         return {
+            "topic": self._topic,
+            "now": now,
             "deleted": [tid for tid, _ in gone],
             "deleted_payloads": [payload for _, payload in gone if payload is not None],
             "tids": [self._tids[id][0] for id in plan.updated],
@@ -154,6 +158,11 @@ class PostgresStorage(Storage):
             return False
         return True
 
+    async def server_time_us(self) -> int | None:
+        async with self._pool.connection() as conn:
+            (us,) = await _one(conn, sql.SERVER_TIME_US, ())
+        return int(us)
+
     async def _identity(self) -> str:
         async with self._pool.connection() as conn:
             database, created = await _one(conn, sql.IDENTITY, {})
@@ -207,11 +216,16 @@ class PostgresStorage(Storage):
         }
         async with self._pool.transaction() as conn:
             await conn.execute(sql.LOCK_TOPIC_SHARED, (topic,))
-            exists, stored = await _one(conn, sql.INSERT_MESSAGES, params)
+            inserted = await conn.execute(sql.INSERT_MESSAGES, params)
+            # Sent in the same round trip (pipeline); runs once the insert is done.
+            undone = await conn.execute(sql.UNDO_TOMBSTONED, params)
+            exists, stored = await inserted.fetchone() or (False, [])
+            [tombstoned] = await undone.fetchone() or ([],)
             if not exists:
                 raise _missing(topic)
-        # An id the batch repeats was planned a duplicate; one already stored is too.
-        taken = set(stored)
+        # An id the batch repeats was planned a duplicate; one already stored, or
+        # tombstoned, is too.
+        taken = set(stored) - set(tombstoned)
         return [
             InsertStatus.DUPLICATE if s is InsertStatus.ACCEPTED and m.id not in taken else s
             for s, m in zip(statuses, messages, strict=True)
@@ -269,8 +283,9 @@ class PostgresStorage(Storage):
         rows = await _all(conn, sql.LOCK_STATES, {"topic": topic, "ids": sorted(ids)})
         return _Locked(topic, rows)
 
-    async def _write(self, conn: Conn, locked: _Locked, plan: SettlePlan) -> None:
-        params = locked.writes(plan)
+    async def _write(self, conn: Conn, locked: _Locked, plan: SettlePlan, now: int = 0) -> None:
+        """Apply ``plan``; ``now`` is when deleted messages were deleted (their tombstones)."""
+        params = locked.writes(plan, now)
         if params is not None:
             await conn.execute(sql.APPLY_STATES, params)
 
@@ -279,17 +294,18 @@ class PostgresStorage(Storage):
         topic: str,
         items: Sequence[SettleItem],
         plan: Callable[[dict[str, RowState]], SettlePlan],
+        now: int = 0,
     ) -> list[Outcome]:
         async with self._pool.transaction() as conn:
             locked = await self._locked(conn, topic, list({id for id, _ in items}))
             planned = plan(locked.states)
-            await self._write(conn, locked, planned)
+            await self._write(conn, locked, planned, now)
         return planned.outcomes
 
     async def _ack(
         self, topic: str, items: Sequence[SettleItem], owner: str, now: int
     ) -> list[Outcome]:
-        return await self._settle(topic, items, lambda st: base.plan_ack(items, st, owner))
+        return await self._settle(topic, items, lambda st: base.plan_ack(items, st, owner), now)
 
     async def _extend(
         self, topic: str, items: Sequence[SettleItem], owner: str, until: int
@@ -324,7 +340,7 @@ class PostgresStorage(Storage):
         async with self._pool.transaction() as conn:
             locked = await self._locked(conn, topic, [id])
             settled = base.plan_cancel(id, locked.states.get(id), version, now)
-            await self._write(conn, locked, SettlePlan(deleted={id}))
+            await self._write(conn, locked, SettlePlan(deleted={id}), now)
         return settled
 
     async def _get(self, topic: str, id: str) -> Message | None:
@@ -379,4 +395,20 @@ class PostgresStorage(Storage):
             (count,) = await _one(conn, sql.PURGE_DEAD, params)
             if count == 0:
                 await _require_topic(conn, topic)
+        return int(count)
+
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        async with self._pool.connection() as conn:
+            params = {"topic": topic, "ids": sorted(set(ids))}
+            exists, count = await _one(conn, sql.FORGET_TOMBSTONES, params)
+        if not exists:
+            raise _missing(topic)
+        return int(count)
+
+    async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
+        async with self._pool.connection() as conn:
+            params = {"topic": topic, "deleted_before": deleted_before, "limit": limit}
+            exists, count = await _one(conn, sql.PURGE_TOMBSTONES, params)
+        if not exists:
+            raise _missing(topic)
         return int(count)

@@ -30,6 +30,10 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        ex, dead — see ``scripts``).
 - ``p:<id>``           string: the payload, apart from the record, so no
                        mutation ever rewrites it.
+- ``tombs``            sorted set: the tombstones of deleted messages (acked,
+                       cancelled, delivered at most once), member = id, score =
+                       when it was deleted; written, with the topic's dedup
+                       window, by the script that deletes, and read by insert.
 
 The *home* of a message is the slot of ``bucket_of(id, buckets)`` (crc32, as
 the broker computes buckets): storage finds a message from its id alone. The
@@ -65,6 +69,7 @@ DEAD_IDS = "dead-ids"
 STRAY_HOMES = "stray-homes"
 RECORD = "m:"
 PAYLOAD = "p:"
+TOMBS = "tombs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +110,10 @@ class Slot:
     @property
     def stray_homes(self) -> str:
         return self.prefix + STRAY_HOMES
+
+    @property
+    def tombs(self) -> str:
+        return self.prefix + TOMBS
 
     def record(self, id: str) -> str:
         return self.prefix + RECORD + id

@@ -121,7 +121,7 @@ async def _take(
         calls.append(
             Call(
                 lua.LEASE,
-                (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes),
+                (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, *info.tombs(s)),
                 (*args, request.max_deliveries, "1" if solo else "0", asked),
             )
         )

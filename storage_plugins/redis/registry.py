@@ -74,6 +74,11 @@ class TopicEntry:
                 ranges.append([b, b])
         return ",".join(f"{lo}-{hi}" for lo, hi in ranges)
 
+    def tombs(self, s: Slot) -> tuple[str, ...]:
+        """The tombstones key of slot ``s`` when deletes leave tombstones (the
+        topic has a dedup window), else nothing: the scripts' optional last key."""
+        return (s.tombs,) if self.topic.settings.dedup_window_ms else ()
+
     def by_home(self, ids: Sequence[str]) -> dict[int, list[int]]:
         """Indexes of ``ids`` grouped by home slot, in their order."""
         if self.slots == 1:  # the default: no crc32 per id
@@ -156,7 +161,7 @@ class Registry:
         calls = []
         for i in range(info.slots):
             s = info.slot(i)
-            k = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes)
+            k = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, s.tombs)
             calls.append(Call(lua.DROP, k, (info.gen, s.prefix)))
         await self._runner.run(calls)
         await self._runner.run([Call(lua.FORGET, (keys.TOPICS,), (name, info.entry))])

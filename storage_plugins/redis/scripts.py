@@ -127,11 +127,13 @@ REDRIVE = Script("redrive")
 PURGE = Script("purge")
 DROP = Script("drop")
 FORGET = Script("forget")
+PURGE_TOMBS = Script("purge_tombs")
+FORGET_TOMBS = Script("forget_tombs")
 REPLACE = Script("replace")
 
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
-ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, REPLACE)
+ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE)
 
 
 # -- calling them ------------------------------------------------------------

@@ -144,6 +144,10 @@ class RedisStorage(Storage):
             return False
         return True
 
+    async def server_time_us(self) -> int | None:
+        seconds, micros = await self._runner.command("TIME")
+        return int(seconds) * 1_000_000 + int(micros)
+
     async def _identity(self) -> str:
         await self._runner.command("SET", keys.IDENTITY, uuid.uuid4().hex, "NX")
         identity = text(await self._runner.command("GET", keys.IDENTITY))
@@ -210,7 +214,7 @@ class RedisStorage(Storage):
                 columns.decimals(m.expires_at for m in batch),
                 *columns.strings(m.payload for m in batch),
             )
-            inserts.append(Call(lua.INSERT, (s.alive, s.heads), args))
+            inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.tombs(s)), args))
         # Make strays findable from their bucket's slot before they exist.
         pointers = [
             Call(None, (), ("SADD", info.slot(own).stray_homes, home))
@@ -277,7 +281,7 @@ class RedisStorage(Storage):
                 args.append(columns.decimals(items[i][1] for i in indexes))
                 if dues:
                     args.append(columns.decimals(dues[i] for i in indexes))
-                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids)
+                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.tombs(s))
                 calls.append(Call(lua.SETTLE, keys_, args))
             out: list[Outcome | None] = [None] * len(items)
             replies = await self._runner.run(calls)
@@ -316,7 +320,7 @@ class RedisStorage(Storage):
         async def op(info: TopicEntry) -> Settled:
             s = info.slot(info.home(id))
             args = (info.gen, s.prefix, mode, id, version, at, now, payload)
-            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned), args)
+            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.tombs(s)), args)
             [reply] = await self._runner.run([call])
             numbers, owners = body(reply)
             [(code, version_now, ts)] = groups(numbers, lua.SETTLED_ITEM)
@@ -382,6 +386,35 @@ class RedisStorage(Storage):
         return await self._registry.on_topic(
             topic, lambda info: dead.purge(self._runner, info, died_before)
         )
+
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        async def op(info: TopicEntry) -> int:
+            calls = []
+            for home, indexes in info.by_home(ids).items():
+                s = info.slot(home)
+                calls.append(
+                    Call(
+                        lua.FORGET_TOMBS, (s.alive, s.tombs), (info.gen, *[ids[i] for i in indexes])
+                    )
+                )
+            return sum(n for [n] in map(body, await self._runner.run(calls)))
+
+        return await self._registry.on_topic(topic, op)
+
+    async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
+        async def op(info: TopicEntry) -> int:
+            forgotten = 0
+            for index in range(info.slots):  # slot by slot: at most `limit` in all
+                s = info.slot(index)
+                args = (info.gen, deleted_before, limit - forgotten)
+                [reply] = await self._runner.run([Call(lua.PURGE_TOMBS, (s.alive, s.tombs), args)])
+                [count] = body(reply)
+                forgotten += count
+                if forgotten >= limit:
+                    break
+            return forgotten
+
+        return await self._registry.on_topic(topic, op)
 
 
 def _refused(id: str, code: int, err: DejaqError | None) -> DejaqError:

@@ -72,11 +72,16 @@ def _states(conn: Conn, topic: str, ids: Iterable[str]) -> dict[str, RowState]:
     return {row[0]: RowState(*row[1:]) for row in conn.execute(sql.STATES, (topic, _ids(ids)))}
 
 
-def _delete(conn: Conn, topic: str, ids: Collection[str]) -> None:
+def _delete(conn: Conn, topic: str, ids: Collection[str], now: int) -> None:
+    """Delete live messages (ack, cancel, at-most-once delivery); with the topic's
+    dedup window, their tombstones, deleted at ``now``, in the same transaction."""
     if ids:
         keys = (topic, _ids(ids))
         conn.execute(sql.DELETE_MESSAGES, keys)
         conn.execute(sql.DELETE_PAYLOADS, keys)
+        window = conn.execute(sql.TOPIC_DEDUP_WINDOW, (topic,)).fetchone()
+        if window is not None and window[0]:
+            conn.execute(sql.BURY, (topic, now, keys[1]))
 
 
 def _store(conn: Conn, topic: str, states: Mapping[str, RowState]) -> None:
@@ -87,8 +92,8 @@ def _store(conn: Conn, topic: str, states: Mapping[str, RowState]) -> None:
     conn.executemany(sql.SET_STATE, rows)
 
 
-def _apply(conn: Conn, topic: str, plan: base.SettlePlan) -> list[Outcome]:
-    _delete(conn, topic, plan.deleted)
+def _apply(conn: Conn, topic: str, plan: base.SettlePlan, now: int = 0) -> list[Outcome]:
+    _delete(conn, topic, plan.deleted, now)
     _store(conn, topic, plan.updated)
     return plan.outcomes
 
@@ -109,6 +114,7 @@ def delete_topic(conn: Conn, name: str) -> None:
         raise NotFound(f"topic {name!r} does not exist")
     conn.execute(sql.DELETE_TOPIC_MESSAGES, (name,))
     conn.execute(sql.DELETE_TOPIC_PAYLOADS, (name,))
+    conn.execute(sql.DELETE_TOPIC_TOMBSTONES, (name,))
 
 
 def update_topic(conn: Conn, topic: Topic) -> bool:
@@ -157,7 +163,7 @@ def lease(conn: Conn, request: LeaseRequest) -> Leases:
         conn.executemany(sql.KILL, [(now, topic, id) for id in plan.kill])
         until, owner = request.until, request.owner
         conn.executemany(sql.TAKE, [(until, owner, topic, id) for id in plan.keep])
-        _delete(conn, topic, plan.drop)
+        _delete(conn, topic, plan.drop, now)
         dead += len(plan.kill)
         if not plan.kill or len(rows) < asked:
             break
@@ -175,9 +181,9 @@ def _held(conn: Conn, topic: str, items: Sequence[SettleItem]) -> dict[str, RowS
     return _states(conn, topic, {id for id, _ in items})
 
 
-def ack(conn: Conn, topic: str, items: Sequence[SettleItem], owner: str) -> list[Outcome]:
+def ack(conn: Conn, topic: str, items: Sequence[SettleItem], owner: str, now: int) -> list[Outcome]:
     states = _held(conn, topic, items)
-    return _apply(conn, topic, base.plan_ack(items, states, owner))
+    return _apply(conn, topic, base.plan_ack(items, states, owner), now)
 
 
 def extend(
@@ -219,7 +225,7 @@ def move(
 def cancel(conn: Conn, topic: str, id: str, version: int, now: int) -> Settled:
     _topic_buckets(conn, topic)
     settled = base.plan_cancel(id, _states(conn, topic, [id]).get(id), version, now)
-    _delete(conn, topic, [id])
+    _delete(conn, topic, [id], now)
     return settled
 
 
@@ -257,3 +263,13 @@ def purge_dead(conn: Conn, topic: str, died_before: int) -> int:
     _topic_buckets(conn, topic)
     conn.execute(sql.PURGE_DEAD_PAYLOADS, (topic, died_before))
     return conn.execute(sql.PURGE_DEAD_MESSAGES, (topic, died_before)).rowcount
+
+
+def forget_tombstones(conn: Conn, topic: str, ids: Sequence[str]) -> int:
+    _topic_buckets(conn, topic)
+    return conn.execute(sql.FORGET_TOMBSTONES, (topic, _ids(ids))).rowcount
+
+
+def purge_tombstones(conn: Conn, topic: str, deleted_before: int, limit: int) -> int:
+    _topic_buckets(conn, topic)
+    return conn.execute(sql.PURGE_TOMBSTONES, (topic, deleted_before, limit)).rowcount

@@ -22,7 +22,11 @@ and 0.01 ms through the index), so those statements pin their index with
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1  # PRAGMA user_version: bump with a migration step in sqlite.py
+from dejaq.core.model import DEFAULT_DEDUP_WINDOW_MS
+
+# PRAGMA user_version: bump with a migration step in sqlite.py. 2: tombstones
+# (created by SCHEMA's IF NOT EXISTS in a version 1 file).
+SCHEMA_VERSION = 2
 
 JOURNAL_WAL = "PRAGMA journal_mode = WAL"
 # The checkpointer's own connection checkpoints (checkpoint.py); the writer's
@@ -78,6 +82,14 @@ SCHEMA = (
         payload BLOB NOT NULL,
         PRIMARY KEY (topic, id)
     )""",
+    # The ids of deleted messages, kept for the topic's dedup window (no payload).
+    """CREATE TABLE IF NOT EXISTS tombstones (
+        topic TEXT NOT NULL,
+        id TEXT NOT NULL,
+        deleted_at INTEGER NOT NULL,
+        PRIMARY KEY (topic, id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS tombstones_age ON tombstones (topic, deleted_at)",
 )
 
 # (a random id): kept when the database already has one
@@ -95,10 +107,18 @@ TOPIC_BUCKETS = "SELECT json_extract(settings, '$.buckets') FROM topics WHERE na
 DELETE_TOPIC = "DELETE FROM topics WHERE name = ?"
 DELETE_TOPIC_MESSAGES = "DELETE FROM messages WHERE topic = ?"
 DELETE_TOPIC_PAYLOADS = "DELETE FROM payloads WHERE topic = ?"
+DELETE_TOPIC_TOMBSTONES = "DELETE FROM tombstones WHERE topic = ?"
+# (topic): the dedup window (a topic stored before it existed has the default)
+TOPIC_DEDUP_WINDOW = f"""SELECT coalesce(json_extract(settings, '$.dedup_window_ms'),
+    {DEFAULT_DEDUP_WINDOW_MS:d}) FROM topics WHERE name = ?"""
 
 # -- messages -----------------------------------------------------------------
 
-EXISTING_IDS = "SELECT id FROM messages WHERE topic = ? AND id IN (SELECT value FROM json_each(?))"
+# (topic, ids JSON): the ids taken, by a message or by a tombstone
+EXISTING_IDS = """SELECT id FROM messages
+    WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))
+    UNION ALL
+    SELECT id FROM tombstones WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))"""
 INSERT_MESSAGE = """INSERT INTO messages
     (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead)
     VALUES (?, ?, ?, ?, 1, 0, NULL, ?, ?, 0)"""
@@ -109,6 +129,15 @@ _IDS = "(SELECT value FROM json_each(?))"
 # (topic, ids JSON)
 DELETE_MESSAGES = f"DELETE FROM messages WHERE topic = ? AND id IN {_IDS}"
 DELETE_PAYLOADS = f"DELETE FROM payloads WHERE topic = ? AND id IN {_IDS}"
+# (topic, deleted_at, ids JSON)
+BURY = """INSERT OR REPLACE INTO tombstones (topic, id, deleted_at)
+    SELECT ?, value, ? FROM json_each(?)"""
+# (topic, ids JSON)
+FORGET_TOMBSTONES = f"DELETE FROM tombstones WHERE topic = ? AND id IN {_IDS}"
+# (topic, deleted_before, limit): the oldest first, through tombstones_age
+PURGE_TOMBSTONES = """DELETE FROM tombstones WHERE topic = ?1 AND id IN (
+    SELECT id FROM tombstones WHERE topic = ?1 AND deleted_at < ?2
+    ORDER BY deleted_at LIMIT ?3)"""
 
 # (topic, now, buckets JSON, limit, topic): the earliest due rows with their
 # payloads. The payloads are joined to the ``LIMIT``-ed rows only (a subquery

@@ -225,7 +225,7 @@ class SqliteStorage(Storage):
     async def _ack(
         self, topic: str, items: Sequence[SettleItem], owner: str, now: int
     ) -> list[Outcome]:
-        return await self._run(ops.ack, topic, items, owner)
+        return await self._run(ops.ack, topic, items, owner, now)
 
     async def _extend(
         self, topic: str, items: Sequence[SettleItem], owner: str, until: int
@@ -268,3 +268,9 @@ class SqliteStorage(Storage):
 
     async def _purge_dead(self, topic: str, died_before: int) -> int:
         return await self._run(ops.purge_dead, topic, died_before)
+
+    async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
+        return await self._run(ops.forget_tombstones, topic, ids)
+
+    async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
+        return await self._run(ops.purge_tombstones, topic, deleted_before, limit)

@@ -34,10 +34,11 @@ class Cluster:
     etcd_url: str
     folder: Path
     brokers: list[BrokerProcess] = field(default_factory=list)
+    storage_url: str = ""  # the brokers' storage; empty: one SQLite file
 
     @property
     def storage(self) -> str:
-        return f"sqlite:///{self.folder / 'cluster.db'}"
+        return self.storage_url or f"sqlite:///{self.folder / 'cluster.db'}"
 
     def start(self, n: int, **env: str) -> list[BrokerProcess]:
         """Start ``n`` brokers side by side; each has joined the cluster when this returns."""
@@ -48,7 +49,9 @@ class Cluster:
         }
         new = [
             BrokerProcess(
-                self.storage, self.folder / f"broker-{len(self.brokers) + i}.log", {**base, **env}
+                self.storage,
+                self.folder / f"broker-{len(self.brokers) + i}.log",
+                {**base, **env},
             )
             for i in range(n)
         ]

@@ -114,8 +114,31 @@ def test_topic_create_list_and_describe(cli: Cli, topic_name: str) -> None:
     assert info["consumers"] == 0
     text = cli.ok("topic", "describe", topic_name)
     assert "max_deliveries=5" in text and "waiting=0" in text
+    # and with the default dedup window
+    assert info["settings"]["dedup_window_ms"] == 24 * 3600 * 1000
     # and a second create fails readably
     assert "already exists" in cli.fails("topic", "create", topic_name)
+
+
+def test_topic_dedup_window_keeps_an_acked_id_taken(cli: Cli, topic_name: str) -> None:
+    # Given topics with a 2 h dedup window and with none
+    cli.ok("topic", "create", topic_name, "--dedup-window", "2h")
+    cli.ok("topic", "create", f"{topic_name}-off", "--dedup-window", "0")
+    windows = {
+        name: cli.json("topic", "describe", name, "--json")["settings"]["dedup_window_ms"]
+        for name in (topic_name, f"{topic_name}-off")
+    }
+    assert windows == {topic_name: 7_200_000, f"{topic_name}-off": 0}
+    # When a message of each is delivered and acked
+    for name in windows:
+        assert cli.ok("produce", name, "x", "--id", "m1", "--in", "0s") == "accepted m1\n"
+        cli.ok("consume", name, "--count", "1")
+    # Then producing it again is a duplicate where the window keeps it, not elsewhere
+    assert cli.ok("produce", topic_name, "x", "--id", "m1", "--in", "0s") == "duplicate m1\n"
+    off = cli.ok("produce", f"{topic_name}-off", "x", "--id", "m1", "--in", "0s")
+    assert off == "accepted m1\n"
+    # and a bad window is refused readably
+    assert "duration" in cli.fails("topic", "create", f"{topic_name}-2", "--dedup-window", "long")
 
 
 def test_produce_with_in_and_at_then_consume_acks_everything(cli: Cli, topic_name: str) -> None:

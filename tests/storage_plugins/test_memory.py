@@ -26,7 +26,7 @@ from dejaq.core.model import (
 )
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.memory import MemoryStorage, time_index
-from dejaq.storage_plugins.memory.columns import DEAD, LIVE
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB
 from dejaq.storage_plugins.memory.time_index import LEVEL_BITS
 from dejaq.storage_plugins.memory.timeline import Timeline
 from dejaq.storage_plugins.rules import Fate, lease_fate
@@ -49,14 +49,14 @@ async def scanned(storage: MemoryStorage, ids: list[str], now: int) -> Counts:
 async def test_counts_match_a_full_scan_through_a_random_walk() -> None:
     rng = random.Random(7)
     storage = MemoryStorage()
-    await storage.create_topic(Topic(T, TopicSettings(buckets=BUCKETS)))
+    await storage.create_topic(Topic(T, TopicSettings(buckets=BUCKETS, dedup_window_ms=100)))
     now = 1_000
     ids = [f"m{i}" for i in range(40)]
     for _ in range(1_500):
         now += rng.choice((0, 1, 5, 50, 5_000))
         mid = rng.choice(ids)
         owner = rng.choice(("a", "b"))
-        op = rng.randrange(11)
+        op = rng.randrange(12)
         try:
             if op == 0:
                 md = rng.choice((0, 0, 1, 2))
@@ -87,6 +87,8 @@ async def test_counts_match_a_full_scan_through_a_random_walk() -> None:
                 await storage.redrive(T, rng.choice((None, [mid])), now + rng.randint(0, 30))
             elif op == 9:
                 await storage.purge_dead(T, now - rng.randint(0, 100))
+            elif op == 10:  # tombstones leave the counts alone, and free their ids
+                await storage.purge_tombstones(T, now - 100, rng.randint(1, 5))
             else:
                 await storage.lease(
                     LeaseRequest.of(T, {rng.randrange(BUCKETS)}, now, 3, 30, owner, 0)
@@ -116,8 +118,19 @@ class Rec:
 class Model:
     """The contract the slow, obvious way: a dict, scanned and sorted."""
 
-    def __init__(self) -> None:
+    def __init__(self, window_ms: int = 0) -> None:
         self.recs: dict[str, Rec] = {}
+        self.window_ms = window_ms
+        self.tombs: dict[str, int] = {}  # id -> deleted at, with a dedup window
+
+    def delete(self, mid: str, now: int) -> None:
+        """Ack, cancel, at-most-once delivery: gone, leaving a tombstone with a window."""
+        del self.recs[mid]
+        if self.window_ms:
+            self.tombs[mid] = now
+
+    def taken(self, mid: str) -> bool:
+        return mid in self.recs or mid in self.tombs
 
     def message(self, mid: str) -> Message:
         r = self.recs[mid]
@@ -152,7 +165,7 @@ class Model:
         r.version += 1
         delivery = LeasedMessage(mid, due, r.payload, r.version, r.deliveries)
         if (r.md or request.max_deliveries) == 1:  # at-most-once
-            del self.recs[mid]
+            self.delete(mid, request.now)
         else:
             r.ts, r.owner = request.until, request.owner
         return delivery
@@ -198,10 +211,18 @@ async def test_the_columnar_index_agrees_with_a_model_through_long_walks(
         await walk_against_the_model(seed, steps=700)
 
 
-async def walk_against_the_model(seed: int, steps: int) -> None:
+async def test_tombstones_agree_with_a_model_through_long_walks() -> None:
+    for seed in range(6):
+        await walk_against_the_model(seed, steps=700, window_ms=1 << 24)
+
+
+async def walk_against_the_model(seed: int, steps: int, window_ms: int = 0) -> None:
+    """Random operations on storage and model alike. Without a dedup window the
+    walk reuses the ids of deleted messages at once; with one, after a purge."""
     rng = random.Random(seed)
-    storage, model = MemoryStorage(), Model()
-    await storage.create_topic(Topic(T, TopicSettings(buckets=BUCKETS)))
+    storage, model = MemoryStorage(), Model(window_ms)
+    settings = TopicSettings(buckets=BUCKETS, dedup_window_ms=window_ms)
+    await storage.create_topic(Topic(T, settings))
     ids = [f"id-{i}-é" if i % 7 == 0 else f"id-{i}" for i in range(60)]
     now = rng.randrange(1 << 40)
     sizes = [1 << bits for bits in LEVEL_BITS]  # every level's window, and more
@@ -228,7 +249,7 @@ async def walk_against_the_model(seed: int, steps: int) -> None:
             statuses = await storage.insert(T, batch)
             expected = []
             for m in batch:
-                if m.id in model.recs:
+                if model.taken(m.id):
                     expected.append(1)
                 else:
                     expected.append(0)
@@ -266,7 +287,7 @@ async def walk_against_the_model(seed: int, steps: int) -> None:
                 assert isinstance(out, Settled) == bool(ok), (mid, out)
                 if ok and op == 4:
                     assert out == Settled(mid, 0, r.ts)
-                    del model.recs[mid]
+                    model.delete(mid, now)
                 elif ok and op == 5:
                     r.ts, r.version = out.timestamp, r.version + 1
                     assert out == Settled(mid, r.version, r.ts)
@@ -293,7 +314,7 @@ async def walk_against_the_model(seed: int, steps: int) -> None:
                     out = await storage.cancel(T, mid, version, now)
                     assert r and movable
                     assert out == Settled(mid, 0, r.ts)
-                    del model.recs[mid]
+                    model.delete(mid, now)
             except DejaqError:
                 assert not movable
         elif op == 8:
@@ -319,6 +340,11 @@ async def walk_against_the_model(seed: int, steps: int) -> None:
             for m in gone:
                 del model.recs[m]
             assert purged == len(gone)
+            forgotten = await storage.purge_tombstones(T, before, 1_000)
+            expired = [m for m, at in model.tombs.items() if at < before]
+            for m in expired:
+                del model.tombs[m]
+            assert forgotten == len(expired)
         else:
             after = rng.choice(("", "id-3", "id-40"))
             page = await storage.list_dead(T, after, 5)
@@ -340,6 +366,7 @@ def assert_consistent(tl: Timeline) -> None:
     c = tl.cols
     tl.ids.check()
     state, owner = c.state[: c.used], c.owner[: c.used]
+    assert tl.tombs == np.count_nonzero(state == TOMB)
     assert (tl.live, tl.dead) == (np.count_nonzero(state == LIVE), np.count_nonzero(state == DEAD))
     owned = np.flatnonzero(owner != 0)
     assert (state[owned] == LIVE).all()

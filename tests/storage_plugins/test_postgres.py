@@ -283,9 +283,20 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
     ),
     "apply_states": (
         sql.APPLY_STATES,
-        {"deleted": ["(0,1)"], "deleted_payloads": ["(0,1)"], "tids": ["(0,2)"], "ts": [NOW]}
+        {"topic": T, "now": NOW, "deleted": ["(0,1)"], "deleted_payloads": ["(0,1)"]}
+        | {"tids": ["(0,2)"], "ts": [NOW]}
         | {"versions": [2], "deliveries": [1], "owners": [None], "deads": [False]},
         "",
+    ),
+    "undo_tombstoned": (
+        sql.UNDO_TOMBSTONED,
+        {"topic": T, "ids": [f"m{i}" for i in range(100)]},
+        "dejaq_messages_pkey",
+    ),
+    "purge_tombstones": (
+        sql.PURGE_TOMBSTONES,
+        {"topic": T, "deleted_before": NOW, "limit": 100},
+        "dejaq_tombstones_age",
     ),
     "list_dead": (
         sql.LIST_DEAD,
@@ -427,3 +438,47 @@ def test_hot_statements_prepared_on_an_empty_topic_still_seek_once_it_fills(
         # then each still seeks its rows
         for name, names in prepared.items():
             _assert_seeks(name, _plan(conn, name, names))
+
+
+# -- tombstones ---------------------------------------------------------------
+
+
+async def test_a_resend_racing_the_ack_of_its_id_is_a_duplicate(url: str) -> None:
+    # Given a stored message, and an ack of it in flight: its transaction has
+    # deleted the row and written the tombstone, and not committed yet
+    storage = storage_from_url(url)
+    await storage.open()
+    try:
+        await storage.create_topic(Topic(T, TopicSettings(buckets=4)))
+        assert await storage.insert(T, [msg("m")]) == [InsertStatus.ACCEPTED]
+        async with await psycopg.AsyncConnection.connect(url) as ack:
+            async with ack.transaction():
+                await ack.execute("DELETE FROM dejaq_messages WHERE topic = %s AND id = 'm'", (T,))
+                await ack.execute("DELETE FROM dejaq_payloads WHERE topic = %s AND id = 'm'", (T,))
+                await ack.execute(
+                    "INSERT INTO dejaq_tombstones (topic, id, deleted_at) VALUES (%s, 'm', %s)",
+                    (T, NOW),
+                )
+                # When a resend of the id arrives meanwhile (it waits for the ack)
+                resend = asyncio.create_task(storage.insert(T, [msg("m", NOW + 1)]))
+                await _until_waiting_for_a_lock(ack)
+            # and the ack commits
+            # Then the resend is a duplicate and stores nothing
+            assert await resend == [InsertStatus.DUPLICATE]
+        with pytest.raises(NotFound):
+            await storage.get(T, "m")
+    finally:
+        await storage.close()
+
+
+async def _until_waiting_for_a_lock(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Poll (bounded) until another session waits for a lock."""
+    deadline = time.monotonic() + 10
+    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    while True:
+        async with await psycopg.AsyncConnection.connect(conn.info.dsn) as probe:
+            row = await (await probe.execute(query)).fetchone()
+        if row is not None and row[0] > 0:
+            return
+        assert time.monotonic() < deadline, "the resend never waited for the ack"
+        await asyncio.sleep(0.02)  # polling a condition under a deadline

@@ -100,6 +100,12 @@ local function drop(prefix, id, rec, owned, changed)
   left(changed, rec.b, rec.ts)
 end
 
+-- Write the tombstones of deleted ids: `buried` holds (deleted at, id) pairs;
+-- `tombs` is the slot's keys.TOMBS, or nil when the topic keeps none.
+local function bury(tombs, buried)
+  if tombs and #buried > 0 then bulk('ZADD', tombs, buried) end
+end
+
 -- Move a live message to the dead timeline at `at` (a decimal string).
 local function kill(prefix, id, rec, at, owned, dead, dead_ids, changed)
   local key = prefix .. K_RECORD .. id

@@ -1,10 +1,10 @@
--- KEYS: alive, heads. ARGV: gen, prefix, then the batch as columns
+-- KEYS: alive, heads[, tombs]. ARGV: gen, prefix, then the batch as columns
 -- (columns.py): ids, their lengths, timestamps, buckets, max deliveries,
 -- expiries (comma-separated decimals), payloads, their lengths.
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
--- or an earlier one of this batch: the first wins).
+-- a tombstoned one, or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
-local prefix = ARGV[2]
+local prefix, tombs = ARGV[2], KEYS[3]
 local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
 local mds, exs, bodies = decimals(ARGV[7]), decimals(ARGV[8]), cut(ARGV[9], ARGV[10])
 local out = {OK}
@@ -12,7 +12,7 @@ local payloads, timelines, earliest = {}, {}, {}
 for i = 1, #ids do
   local id, ts, bucket = ids[i], stamps[i], buckets[i]
   local key = prefix .. K_RECORD .. id
-  if redis.call('EXISTS', key) == 1 then
+  if redis.call('EXISTS', key) == 1 or (tombs and redis.call('ZSCORE', tombs, id)) then
     out[#out + 1] = 1
   else
     -- The record now, so a repeat of the id later in the batch is a duplicate.

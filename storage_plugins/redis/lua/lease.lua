@@ -1,4 +1,5 @@
--- KEYS: alive, heads, owned, dead, dead-ids, stray-homes.
+-- KEYS: alive, heads, owned, dead, dead-ids, stray-homes[, tombs: an
+-- at-most-once delivery leaves a tombstone].
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
 -- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
 -- in other slots), asked buckets ('*' or 'lo-hi,...').
@@ -14,7 +15,7 @@ if ARGV[9] == '1' and redis.call('SCARD', KEYS[6]) > 0 then return {STRAYS} end
 local prefix, now_s, quota, bound = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local lease_until, owner, topic_max = ARGV[6], ARGV[7], tonumber(ARGV[8])
 local now = tonumber(now_s)
-local numbers, blob, leased, owned, changed = {}, {}, {}, {}, {}
+local numbers, blob, leased, owned, changed, buried = {}, {}, {}, {}, {}, {}
 local dead = 0
 
 local function visit(bucket, id)
@@ -37,6 +38,7 @@ local function visit(bucket, id)
   push(blob, id, payload)
   if fate == 'drop' then
     drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
+    push(buried, now_s, id)
     return false, true
   end
   redis.call('HSET', prefix .. K_RECORD .. id, 'ts', lease_until, 'o', owner,
@@ -58,4 +60,5 @@ walk(prefix, heap, bound, quota, visit)
 for bucket, entries in pairs(leased) do bulk('ZADD', timeline(prefix, bucket), entries) end
 bulk('ZADD', KEYS[3], owned)
 fix_heads(prefix, KEYS[2], changed)
+bury(KEYS[7], buried)
 return {OK, dead, table.concat(numbers, ','), table.concat(blob)}

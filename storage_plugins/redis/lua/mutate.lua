@@ -1,15 +1,17 @@
--- KEYS: alive, heads, owned. ARGV: gen, prefix, mode ('move' | 'rewrite' | 'cancel'), id,
--- version, at, now, payload ('rewrite': a move that also replaces the payload).
+-- KEYS: alive, heads, owned[, tombs: a cancel leaves a tombstone]. ARGV: gen, prefix,
+-- mode ('move' | 'rewrite' | 'cancel'), id, version, at, now, payload ('rewrite':
+-- a move that also replaces the payload).
 -- Reply {OK, 'code,version,timestamp', owners} as SETTLE's, for one item.
 if not alive() then return {GONE} end
 local prefix, mode, id, at = ARGV[2], ARGV[3], ARGV[4], ARGV[6]
 local rec = load(prefix, id)
-local numbers, owners, changed = {}, {}, {}
+local numbers, owners, changed, buried = {}, {}, {}, {}
 local code = check_movable(rec, tonumber(ARGV[5]), tonumber(ARGV[7]))
 if code ~= OK then
   refusal(numbers, owners, code, rec)
 elseif mode == 'cancel' then
   drop(prefix, id, rec, KEYS[3], changed)
+  push(buried, ARGV[7], id)
   push(numbers, '0', '0', int(rec.ts))
 else
   reschedule(prefix, KEYS[2], id, rec, at, changed)
@@ -21,4 +23,5 @@ else
   push(numbers, '0', int(rec.v + 1), at)
 end
 fix_heads(prefix, KEYS[2], changed)
+bury(KEYS[4], buried)
 return {OK, table.concat(numbers, ','), owners}

@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned, dead, dead-ids.
+-- KEYS: alive, heads, owned, dead, dead-ids[, tombs: an ack leaves tombstones].
 -- ARGV: gen, prefix, mode ('ack' | 'extend' | 'nack' | 'back'), owner, time
 -- (extend: until, nack: at), max deliveries (the topic's), then the items as
 -- columns (columns.py): ids, their lengths, versions, and for 'back' (hand back
@@ -7,7 +7,7 @@
 -- refused item (code > 0; it changed nothing) the owner ('' for none) in owners.
 if not alive() then return {GONE} end
 local prefix, mode, owner, time, topic_max = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
-local numbers, owners, changed = {}, {}, {}
+local numbers, owners, changed, buried = {}, {}, {}, {}
 local ids, versions = cut(ARGV[7], ARGV[8]), decimals(ARGV[9])
 local dues = mode == 'back' and decimals(ARGV[10]) or {}
 for i = 1, #ids do
@@ -18,6 +18,7 @@ for i = 1, #ids do
     refusal(numbers, owners, code, rec)
   elseif mode == 'ack' then
     drop(prefix, id, rec, KEYS[3], changed)
+    push(buried, time, id)
     push(numbers, '0', '0', int(rec.ts))
   elseif mode == 'back' then
     local due, key = dues[i], prefix .. K_RECORD .. id
@@ -41,4 +42,5 @@ for i = 1, #ids do
   end
 end
 fix_heads(prefix, KEYS[2], changed)
+bury(KEYS[6], buried)
 return {OK, table.concat(numbers, ','), owners}

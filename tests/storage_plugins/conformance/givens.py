@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dejaq.core.buckets import Buckets
 from dejaq.core.model import InsertStatus, Leases, NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins import Storage
@@ -26,8 +28,14 @@ def msg(
     return NewMessage(id, ts, body, bucket, max_deliveries, expires_at)
 
 
-async def given_topic(storage: Storage, name: str = T, buckets: int = 4) -> Topic:
-    topic = Topic(name, TopicSettings(buckets=buckets, lease_ms=LEASE), created_at_ms=42)
+async def given_topic(
+    storage: Storage, name: str = T, buckets: int = 4, dedup_window_ms: int | None = None
+) -> Topic:
+    """A topic; ``dedup_window_ms`` None keeps the default window."""
+    settings = TopicSettings(buckets=buckets, lease_ms=LEASE)
+    if dedup_window_ms is not None:
+        settings = dataclasses.replace(settings, dedup_window_ms=dedup_window_ms)
+    topic = Topic(name, settings, created_at_ms=42)
     await storage.create_topic(topic)
     return topic
 

@@ -1,0 +1,92 @@
+"""The skew guard: in a cluster on embedded storage, a broker whose clock is off
+stops dispatching.
+
+SQLite (a file several brokers share over etcd) has no clock of its own, so
+each broker's wall clock judges "due" and lease expiry, and a broker ahead of
+the others would deliver early and take messages whose leases another broker
+still holds. Each broker hears the others' clocks in their heartbeats
+(``cluster/skew.py``); the guard compares its own clock with the cluster's
+*median* clock (its own included; of two middle ones, the earlier): past
+``bound_ms`` it stops leasing (its
+dispatchers see no buckets), says so in its log, the
+``dejaq_clock_guard_paused`` gauge and gRPC health (NOT_SERVING), and resumes
+once it is back within the bound. The median lets the majority decide: with
+three brokers, the one that is off stops and the two that agree go on. With
+two, the one ahead stops (the earlier middle clock is the safe side: it
+delivers late, never early). A broker behind stops too: the leases it grants
+would end, by the others' clocks, before its consumers expect.
+
+Until it has heard every other broker's clock once the guard keeps a broker
+that just joined from dispatching (a heartbeat comes within a second); after
+``GRACE_S`` without (etcd went away meanwhile) it judges by the clocks it has
+heard, if any.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+import time
+from collections.abc import Callable
+
+from dejaq.broker.coordination import ClusterView
+
+log = logging.getLogger(__name__)
+GRACE_S = 3.0  # heartbeats come every second: three missed ones
+
+
+class ClockGuard:
+    """Whether this broker's clock is close enough to the cluster's to dispatch."""
+
+    def __init__(self, bound_ms: int, grace_s: float = GRACE_S) -> None:
+        self.bound_ms = bound_ms
+        self._wait_until = time.monotonic() + grace_s
+        self.paused = True  # until the other brokers' clocks are known
+        self.deviation_ms: int | None = None  # ours minus the cluster's median; None = unknown
+
+    def update(self, view: ClusterView) -> bool:
+        """Judge again from the brokers' skews in ``view``; True when ``paused`` changed."""
+        others = [b.skew_ms for b in view.brokers if b.id != view.broker]
+        known = [s for s in others if s is not None]
+        first = self.deviation_ms is None
+        if first and len(known) < len(others) and time.monotonic() < self._wait_until:
+            return False  # not heard from everyone yet: stay paused
+        # skew = their clock - ours, so the median clock - ours is the median skew
+        # (our own counted as 0), and ours - the median is its negation.
+        self.deviation_ms = -int(statistics.median_low([0, *known]))
+        paused = abs(self.deviation_ms) > self.bound_ms
+        if paused == self.paused:
+            return False
+        self.paused = paused
+        if paused:
+            log.error(
+                "clock guard: this broker's clock is %+d ms from the cluster's (bound %d ms):"
+                " dispatch stopped until it is back within the bound; synchronise the clocks"
+                " (NTP)",
+                self.deviation_ms,
+                self.bound_ms,
+            )
+        else:
+            log.warning(
+                "clock guard: this broker's clock is within %d ms of the cluster's (%+d ms):"
+                " dispatching",
+                self.bound_ms,
+                self.deviation_ms,
+            )
+        return True
+
+
+async def guard_forever(
+    guard: ClockGuard,
+    view: Callable[[], ClusterView],
+    changed: Callable[[bool], None],
+    interval_s: float = 0.2,
+) -> None:
+    """Judge every ``interval_s``; call ``changed(paused)`` on every change (and
+    once at the start, with the initial state)."""
+    changed(guard.paused)
+    while True:
+        if guard.update(view()):
+            changed(guard.paused)
+        await asyncio.sleep(interval_s)
