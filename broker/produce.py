@@ -16,7 +16,7 @@ from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.metrics import Event
 from dejaq.core.buckets import bucket_of, buckets_of
-from dejaq.core.model import InsertStatus, NewMessage, TopicSettings
+from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
 from dejaq.proto import dejaq_pb2 as pb
 
@@ -25,12 +25,20 @@ _INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 
 
 async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceResponse:
+    """One frame: checked as a whole, then stored."""
+    return await _store(broker, *await _check(broker, req))
+
+
+async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, ProduceBatch]:
+    """What refuses a whole frame (an unknown topic, a malformed batch)."""
+    return await broker.topics.get(req.topic), decode_messages(req.batch)
+
+
+async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb.ProduceResponse:
     # Frames that arrive together would otherwise run back to back without a
     # suspension (an in-process backend never waits): let a due dispatch pass
     # go first, so a burst of produce frames delays delivery by one frame at most.
     await asyncio.sleep(0)
-    topic = await broker.topics.get(req.topic)
-    batch = decode_messages(req.batch)
     ids = batch.ids
     if not all(ids):
         fresh = iter(broker.new_id.many(ids.count("")))
@@ -148,7 +156,11 @@ def _count(broker: BrokerContext, topic: str, status: list[int]) -> None:
 async def produce_stream(
     broker: BrokerContext, requests: AsyncIterator[pb.ProduceRequest]
 ) -> AsyncIterator[pb.ProduceResponse]:
-    pending: asyncio.Queue[asyncio.Task[pb.ProduceResponse] | None] = asyncio.Queue(PIPELINE)
+    # In order: a frame being stored, the error that refused a frame (it ends
+    # the stream after the answers before it), or None at the end.
+    pending: asyncio.Queue[asyncio.Task[pb.ProduceResponse] | Exception | None] = asyncio.Queue(
+        PIPELINE
+    )
 
     frames_in = broker.metrics.frame_counter("produce", "in")
     frames_out = broker.metrics.frame_counter("produce", "out")
@@ -158,13 +170,22 @@ async def produce_stream(
         with contextlib.suppress(grpc.RpcError, ConnectionError):
             async for req in requests:
                 frames_in.inc()
-                await pending.put(asyncio.create_task(produce(broker, req)))
+                # Checked here, in order, so no frame after a refused one is
+                # stored: the stream's error then covers every frame not answered.
+                try:
+                    checked = await _check(broker, req)
+                except Exception as exc:
+                    await pending.put(exc)
+                    return
+                await pending.put(asyncio.create_task(_store(broker, *checked)))
         await pending.put(None)
 
     reader = asyncio.create_task(read())
     broker.metrics.producers.inc()
     try:
         while (task := await pending.get()) is not None:
+            if isinstance(task, Exception):
+                raise task
             response = await task
             frames_out.inc()
             yield response
