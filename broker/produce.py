@@ -166,18 +166,18 @@ async def produce_stream(
     frames_out = broker.metrics.frame_counter("produce", "out")
 
     async def read() -> None:
-        # A broken request stream ends the response stream the same way (None).
-        with contextlib.suppress(grpc.RpcError, ConnectionError):
+        try:
             async for req in requests:
                 frames_in.inc()
                 # Checked here, in order, so no frame after a refused one is
                 # stored: the stream's error then covers every frame not answered.
-                try:
-                    checked = await _check(broker, req)
-                except Exception as exc:
-                    await pending.put(exc)
-                    return
+                checked = await _check(broker, req)
                 await pending.put(asyncio.create_task(_store(broker, *checked)))
+        except (grpc.RpcError, ConnectionError):
+            pass  # a broken request stream ends the response stream the same way (None)
+        except Exception as exc:  # a refused frame: answered after the frames before it
+            await pending.put(exc)
+            return
         await pending.put(None)
 
     reader = asyncio.create_task(read())

@@ -15,7 +15,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
-from dejaq.broker import health
+from dejaq.broker import health, requests
 from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
@@ -25,7 +25,6 @@ from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
-from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from dejaq.storage_plugins import storage_from_url
 
 log = logging.getLogger("dejaq.broker")
@@ -49,7 +48,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             ("grpc.max_send_message_length", MAX_FRAME_BYTES),
         ]
     )
-    pb_grpc.add_TimelineServicer_to_server(TimelineService(broker), server)
+    requests.add_to_server(TimelineService(broker), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
