@@ -32,8 +32,8 @@ class Journal:
         self.path = path
         self._file: IO[str] = path.open("a", buffering=1)
 
-    def write(self, kind: str, **fields: Any) -> None:
-        self._file.write(json.dumps({"k": kind, **fields}) + "\n")
+    def write(self, k: str, /, **fields: Any) -> None:
+        self._file.write(json.dumps({"k": k, **fields}) + "\n")
 
     def close(self) -> None:
         self._file.close()
