@@ -22,6 +22,7 @@ from tests.fuzz.strategies import damaged, messages
 SERVICE = pb.DESCRIPTOR.services_by_name["Timeline"]
 METHODS = [m.name for m in SERVICE.methods]
 
+
 @st.composite
 def raw_requests(draw: st.DrawFn, method: str, live: LiveBroker) -> bytes:
     """Random bytes, or a request of the method's type serialized and damaged."""

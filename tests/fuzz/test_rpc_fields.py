@@ -70,11 +70,12 @@ def test_produce_frames_get_a_clear_status_and_store_only_what_was_accepted(
         code = exc.code()
         assert code in CLEAR, f"Produce answered {code.name}: {exc.details()}"
     # Then every refusal inside a frame carries a clear code, and the topic
-    # grew by exactly the messages answered ACCEPTED
+    # grew by exactly the messages answered ACCEPTED for it
     accepted = 0
-    for answer in answers:
+    for frame, answer in zip(frames, answers, strict=False):
         status, _ = decode_results(answer.results)
-        accepted += status.count(InsertStatus.ACCEPTED)
+        if frame.topic == live.produce_topic:  # a junk name may be a topic fuzzing created
+            accepted += status.count(InsertStatus.ACCEPTED)
         for r in answer.rejections:
             assert grpc_code(r.code) in CLEAR - {Code.OK}, r
             assert status[r.index] == InsertStatus.REJECTED and r.reason
