@@ -70,6 +70,7 @@ class Report:
     lost: list[str] = field(default_factory=list)
     never_acked: list[str] = field(default_factory=list)
     early: list[str] = field(default_factory=list)
+    early_why: collections.Counter[str] = field(default_factory=collections.Counter)
     overlaps: list[str] = field(default_factory=list)
     after_ack: list[str] = field(default_factory=list)
     at_most_once_twice: list[str] = field(default_factory=list)
@@ -108,7 +109,8 @@ class Report:
             f"duplicates  {sum(self.duplicates.values())}: {dup}",
             f"at-most-once never delivered: {self.at_most_once_undelivered} (allowed: lost"
             " with a killed broker)",
-            f"lost {len(self.lost)}, never acked {len(self.never_acked)}, early {len(self.early)},"
+            f"lost {len(self.lost)}, never acked {len(self.never_acked)}, early {len(self.early)}"
+            f"{_reasons(self.early_why)},"
             f" overlaps {len(self.overlaps)}, after ack {len(self.after_ack)},"
             f" at-most-once twice {len(self.at_most_once_twice)}",
             f"faults      {sum(self.faults.values())}: {faults}",
@@ -171,7 +173,10 @@ def check(records: Iterable[Record]) -> Report:
             report.unknown.append(mid)
             continue
         hs.sort(key=lambda h: h.recv)
-        report.early += [mid for h in hs if h.recv < due[(topic, mid)]]
+        for h in hs:
+            if h.recv < due[(topic, mid)]:
+                report.early.append(mid)
+                report.early_why[_why_early(h, faults)] += 1
         if topic == AT_MOST_ONCE:
             if len(hs) > 1:
                 report.at_most_once_twice.append(mid)
@@ -196,6 +201,17 @@ def _produce(report: Report, answered: dict[tuple[str, str], str]) -> None:
             report.produce_refused.append(mid)
         else:
             report.produce_failed.append(mid)
+
+
+def _reasons(counts: collections.Counter[str]) -> str:
+    return f" ({', '.join(f'{n} {why}' for why, n in counts.most_common())})" if counts else ""
+
+
+def _why_early(h: Held, faults: list[Fault]) -> str:
+    for f in faults:
+        if f.kind == "clock_step" and f.target == h.broker and f.start <= h.recv <= f.end:
+            return "from a broker whose clock was stepped ahead"
+    return "no fault explains it"
 
 
 def _why(h: Held, faults: list[Fault]) -> str:

@@ -74,7 +74,7 @@ def clock_step(run: Target, rng: random.Random) -> str:
     broker.step_clock(CLOCK_STEP_S)
     time.sleep(rng.uniform(2.0, 4.0))
     broker.step_clock(0)
-    time.sleep(1.1)  # libfaketime reads the file again within a second
+    time.sleep(2.0)  # libfaketime reads the file again within a second (or so)
     return broker.address
 
 
