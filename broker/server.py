@@ -15,12 +15,13 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
-from dejaq.broker import health, requests
+from dejaq.broker import health
 from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.gauges import refresh_forever
+from dejaq.broker.requests import add_to_server
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
@@ -48,7 +49,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             ("grpc.max_send_message_length", MAX_FRAME_BYTES),
         ]
     )
-    requests.add_to_server(TimelineService(broker), server)
+    add_to_server(TimelineService(broker), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
