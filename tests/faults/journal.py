@@ -39,10 +39,10 @@ class Journal:
         self._file.close()
 
 
-def read_all(folder: Path) -> Iterator[Record]:
+def read_all(folder: Path, pattern: str = "*.jsonl") -> Iterator[Record]:
     """Every whole record of every journal in ``folder`` (a line cut short by a
     kill is skipped)."""
-    for path in sorted(folder.glob("*.jsonl")):
+    for path in sorted(folder.glob(pattern)):
         for line in path.read_text().splitlines():
             try:
                 yield json.loads(line)

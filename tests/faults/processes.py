@@ -166,6 +166,14 @@ class Worker:
         except subprocess.TimeoutExpired:
             return None
 
+    def dump_tasks(self) -> str:
+        """Ask the worker for its tasks' stacks (SIGUSR1); its log tail then."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)  # a diagnostic pause: time to write the stacks
+        return self.log_tail(80)
+
     def stop(self) -> int | None:
         """SIGTERM (thawed first), then SIGKILL after a grace; the exit code."""
         if self.process is None:

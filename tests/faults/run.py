@@ -104,6 +104,12 @@ def fault_run(
         _inject(run, rng, window_s)
         for p in run.producers:
             code = p.wait(window_s + drain_s)
+            if code is None:
+                unanswered = _unanswered(run.folder / f"{p.name}.jsonl")
+                raise AssertionError(
+                    f"producer {p.name} did not end; {unanswered} sends unanswered; its tasks:\n"
+                    + p.dump_tasks()
+                )
             assert code == 0, f"producer {p.name} ended with {code}:\n{p.log_tail()}"
         report = _drain(run, drain_s)
         for c in run.consumers:
@@ -166,6 +172,17 @@ def _drain(run: FaultRun, drain_s: float) -> Report | None:
             return report
         time.sleep(POLL_S)  # polling a condition under a deadline
     return None
+
+
+def _unanswered(journal: Path) -> int:
+    sent = {
+        (r["topic"], r["id"]) for r in read_all(journal.parent, journal.name) if r["k"] == "sent"
+    }
+    return sum(
+        1
+        for r in read_all(journal.parent, journal.name)
+        if r["k"] == "send" and (r["topic"], r["id"]) not in sent
+    )
 
 
 def _stop_all(run: FaultRun) -> None:

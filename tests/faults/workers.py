@@ -42,9 +42,23 @@ CREDITS = 32
 RETRY_S = 60.0  # a driver keeps trying through every fault of the run
 
 
+def _dump_tasks_on_sigusr1() -> None:
+    """SIGUSR1 prints every task's stack to stderr (the worker's log): what a
+    worker that does not end is waiting for."""
+
+    def dump() -> None:
+        for task in asyncio.all_tasks():
+            print(f"-- {task!r}", file=sys.stderr)
+            task.print_stack(file=sys.stderr)
+        sys.stderr.flush()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump)
+
+
 async def produce(
     name: str, journal: Journal, brokers: Sequence[str], seed: int, seconds: float
 ) -> None:
+    _dump_tasks_on_sigusr1()
     rng = random.Random(seed)
     async with Client(list(brokers)) as client:
         producers = {t: Producer(client, t, retry_timeout_s=RETRY_S) for t in TOPICS}
@@ -85,6 +99,7 @@ async def _send(journal: Journal, producer: Producer, topic: str, batch: list[Ou
 
 
 async def consume(name: str, journal: Journal, brokers: Sequence[str], lease_ms: int) -> None:
+    _dump_tasks_on_sigusr1()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
