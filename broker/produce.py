@@ -194,7 +194,7 @@ async def produce_stream(
         reader.cancel()
         while not pending.empty():
             t = pending.get_nowait()
-            if t is not None:
+            if isinstance(t, asyncio.Task):
                 t.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reader
