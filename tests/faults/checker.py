@@ -5,7 +5,8 @@
 - no delivery came before the message's due time (by the true clock);
 - no message was held by two consumers at once: a delivery holds its message
   from its receipt until its confirmed ack, or else until its lease ran out,
-  and the next delivery of the message must come after that;
+  and the next lease of the message (the next version) must reach its
+  consumer after that;
 - a message delivered again was so because the lease before ran out (the
   reason is named: consumer frozen, broker killed, storage restarted, ...),
   never after a confirmed ack;
@@ -172,7 +173,9 @@ def check(records: Iterable[Record]) -> Report:
         if (topic, mid) not in due:
             report.unknown.append(mid)
             continue
-        hs.sort(key=lambda h: h.recv)
+        # In lease order: every lease bumps the version. (By receipt, a frozen
+        # consumer's old lease, read after its thaw, would look like the newer.)
+        hs.sort(key=lambda h: h.version)
         for h in hs:
             if h.recv < due[(topic, mid)]:
                 report.early.append(mid)

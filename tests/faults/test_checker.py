@@ -67,6 +67,22 @@ def test_a_clean_run_passes_and_counts_an_expired_lease_as_an_allowed_duplicate(
     assert "duplicates  1: 1 lease expired (consumer frozen)" in report.tally()
 
 
+def test_an_old_lease_read_late_by_a_thawed_consumer_is_no_second_holder() -> None:
+    # Given m delivered (version 2) to c2 while c2 was frozen; its lease ran out,
+    # c0 got version 3 and acked it; then c2 thawed and read its old delivery
+    report = check(
+        [
+            *send("m", 100),
+            {**deliver("m", "c2", 2, 3000), "lease_until": 1100},
+            deliver("m", "c0", 3, 1105),
+            ack("m", "c0", 3, 1150),
+            ack("m", "c2", 2, 3010, ok=False),
+        ]
+    )
+    assert report.violations == []
+    assert sum(report.duplicates.values()) == 1
+
+
 def violations(*records: Record | list[Record]) -> list[str]:
     flat: list[Record] = []
     for r in records:
