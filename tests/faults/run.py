@@ -58,6 +58,7 @@ class FaultRun:
     brokers: list[Broker] = field(default_factory=list)
     consumers: list[Worker] = field(default_factory=list)
     producers: list[Worker] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=lambda: list(KINDS))  # the kinds to inject
     skipped: dict[str, str] = field(default_factory=dict)  # fault kind -> why not run
 
     def broker_list(self, first: int) -> str:
@@ -84,7 +85,7 @@ def storage_server(backend: str) -> Iterator[tuple[LocalServer, str]]:
 
 
 def fault_run(
-    backend: str, seed: int, folder: Path, window_s: float, drain_s: float
+    backend: str, seed: int, folder: Path, window_s: float, drain_s: float, kinds: list[str]
 ) -> tuple[FaultRun, Report]:
     rng = random.Random(seed)
     with contextlib.ExitStack() as stack:
@@ -92,7 +93,7 @@ def fault_run(
         etcd = stack.enter_context(
             running(EtcdServer(require_binary("etcd"), temporary_root("etcd")))
         )
-        run = FaultRun(seed, backend, folder, storage, url, etcd)
+        run = FaultRun(seed, backend, folder, storage, url, etcd, kinds=kinds)
         stack.callback(_stop_all, run)
         _start_cluster(run)
         for i in range(CONSUMERS):
@@ -146,7 +147,7 @@ async def _create_topics(brokers: str) -> None:
 def _inject(run: FaultRun, rng: random.Random, window_s: float) -> None:
     """Faults one after another until the window ends and every kind ran: each
     kind first (in a seeded order), then kinds drawn at random."""
-    kinds = [k for k in KINDS if k not in run.skipped]
+    kinds = [k for k in run.kinds if k not in run.skipped]
     plan = rng.sample(kinds, len(kinds))
     journal = Journal(run.folder / "harness.jsonl")
     deadline = time.monotonic() + window_s
