@@ -1,7 +1,9 @@
 """The checker of a fault run: reads every journal and proves the promises.
 
 - every message whose produce was acknowledged (accepted or duplicate) to the
-  at-least-once topic was delivered, and an ack of it was confirmed;
+  at-least-once topic was delivered, and an ack of it was confirmed (or, when
+  the ack's answer was lost with its broker, the message is gone from storage:
+  ``gone``, asked by the harness at the end);
 - no delivery came before the message's due time (by the true clock);
 - no message was held by two consumers at once: a delivery holds its message
   from its receipt until its confirmed ack, or else until its lease ran out,
@@ -66,6 +68,7 @@ class Report:
     produce_failed: list[str] = field(default_factory=list)
     delivered: int = 0
     acked: int = 0
+    unconfirmed_acks: int = 0  # applied, the answer lost with its broker
     ack_refusals: collections.Counter[str] = field(default_factory=collections.Counter)
     duplicates: collections.Counter[str] = field(default_factory=collections.Counter)
     lost: list[str] = field(default_factory=list)
@@ -106,7 +109,7 @@ class Report:
             f"{self.produced[AT_MOST_ONCE]} at-most-once (acknowledged); "
             f"refused {len(self.produce_refused)}, failed {len(self.produce_failed)}",
             f"delivered   {self.delivered} deliveries; acked {self.acked} "
-            f"(ack refusals: {refusals})",
+            f"(+{self.unconfirmed_acks} applied, answer lost; ack refusals: {refusals})",
             f"duplicates  {sum(self.duplicates.values())}: {dup}",
             f"at-most-once never delivered: {self.at_most_once_undelivered} (allowed: lost"
             " with a killed broker)",
@@ -119,8 +122,11 @@ class Report:
         return "\n".join(lines)
 
 
-def check(records: Iterable[Record]) -> Report:
+def check(records: Iterable[Record], gone: Iterable[str] = ()) -> Report:
+    """The report of a run's records; ``gone`` are at-least-once ids the
+    storage no longer holds (an ack applied whose answer was lost)."""
     report = Report()
+    deleted = set(gone)
     due: dict[tuple[str, str], int] = {}
     answered: dict[tuple[str, str], str] = {}
     holds: dict[tuple[str, str, str, int], Held] = {}
@@ -185,7 +191,10 @@ def check(records: Iterable[Record]) -> Report:
                 report.at_most_once_twice.append(mid)
             continue
         if all(h.acked_at is None for h in hs):
-            report.never_acked.append(mid)
+            if mid in deleted:
+                report.unconfirmed_acks += 1
+            else:
+                report.never_acked.append(mid)
         for before, after in itertools.pairwise(hs):
             if after.recv < before.end:
                 report.overlaps.append(mid)

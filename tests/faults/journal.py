@@ -12,6 +12,7 @@ Records (``k`` is the kind):
   timestamp before this lease) and ``lease_until``;
 - ``ack``: its ack of that delivery (``version``) was confirmed at ``at``
   (``ok``), or refused with ``error``;
+- ``ready``: a consumer process has its streams open;
 - ``fault``: the harness injected ``kind`` on ``target`` from ``start`` to ``end``.
 """
 

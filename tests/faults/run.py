@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dejaq.core.clock import now_ms
+from dejaq.core.errors import NotFound
 from dejaq.core.model import TopicSettings
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
@@ -42,6 +43,7 @@ LEASE_MS = 1500
 BUCKETS = 16
 GAP_S = (0.5, 2.0)  # calm between two faults
 POLL_S = 0.5
+START_S = 60.0  # for the consumer processes to connect
 
 
 @dataclass
@@ -102,6 +104,7 @@ def fault_run(
         for i in range(PRODUCERS):
             args = ["produce", run.broker_list(i % BROKERS), str(seed * 10 + i), str(window_s)]
             run.producers.append(Worker(f"p{i}", args, folder).start())
+        _wait_ready(run)
         _inject(run, rng, window_s)
         for p in run.producers:
             code = p.wait(window_s + drain_s)
@@ -116,7 +119,7 @@ def fault_run(
         for c in run.consumers:
             code = c.stop()
             assert code == 0, f"consumer {c.name} ended with {code}:\n{c.log_tail()}"
-        return run, check(read_all(folder)) if report is None else report
+        return run, report
 
 
 def _start_cluster(run: FaultRun) -> None:
@@ -162,17 +165,41 @@ def _inject(run: FaultRun, rng: random.Random, window_s: float) -> None:
         journal.close()
 
 
-def _drain(run: FaultRun, drain_s: float) -> Report | None:
+def _wait_ready(run: FaultRun) -> None:
+    """Until every consumer process has its streams open (faults come after)."""
+    deadline = time.monotonic() + START_S
+    names = {c.name for c in run.consumers}
+    while {r["consumer"] for r in read_all(run.folder, "c*.jsonl") if r["k"] == "ready"} != names:
+        for c in run.consumers:
+            assert c.wait(0) is None, f"consumer {c.name} ended at start:\n{c.log_tail()}"
+        assert time.monotonic() < deadline, "the consumers did not start"
+        time.sleep(POLL_S)  # polling a condition under a deadline
+
+
+def _drain(run: FaultRun, drain_s: float) -> Report:
     """Wait until every acknowledged at-least-once message was delivered and
-    acked; the report then (None when the deadline passed first: the caller
-    checks what there is)."""
+    acked; the report then, or at the deadline."""
     deadline = time.monotonic() + drain_s
-    while time.monotonic() < deadline:
+    while True:
         report = check(read_all(run.folder))
-        if not report.lost and not report.never_acked:
+        if report.never_acked:  # an ack may have been applied, its answer lost
+            report = check(read_all(run.folder), asyncio.run(_gone(run, report.never_acked)))
+        if (not report.lost and not report.never_acked) or time.monotonic() > deadline:
             return report
         time.sleep(POLL_S)  # polling a condition under a deadline
-    return None
+
+
+async def _gone(run: FaultRun, ids: list[str]) -> set[str]:
+    """Which of ``ids`` the at-least-once topic no longer holds."""
+    gone = set()
+    async with Client(run.broker_list(0)) as client:
+        admin = Admin(client)
+        for mid in ids:
+            try:
+                await admin.get(AT_LEAST_ONCE, mid)
+            except NotFound:
+                gone.add(mid)
+    return gone
 
 
 def _unanswered(journal: Path) -> int:

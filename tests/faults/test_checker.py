@@ -128,3 +128,16 @@ def test_an_at_most_once_message_lost_with_its_broker_is_allowed_and_counted() -
     report = check(send("a", 100, AT_MOST_ONCE))
     assert report.violations == []
     assert report.at_most_once_undelivered == 1
+
+
+def test_an_ack_whose_answer_was_lost_counts_when_the_message_is_gone() -> None:
+    # Given m delivered, its ack sent, and its broker killed before answering
+    records = [
+        *send("m", 100),
+        deliver("m", "c1", 1, 110),
+        {**ack("m", "c1", 1, 150, ok=False), "error": "BrokerUnavailable"},
+    ]
+    # Then it is "never acked" while storage still holds it, and fine once gone
+    assert check(records).never_acked == ["m"]
+    report = check(records, gone=["m"])
+    assert report.violations == [] and report.unconfirmed_acks == 1

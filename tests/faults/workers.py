@@ -126,6 +126,7 @@ async def consume(name: str, journal: Journal, brokers: Sequence[str], lease_ms:
             retry_timeout_s=RETRY_S,
         )
         consumers.append(await c.start())
+    journal.write("ready", consumer=name, at=now_ms())
     pumps = [asyncio.create_task(_pump(name, journal, c, rng)) for c in consumers]
     await stop.wait()
     for c in consumers:
