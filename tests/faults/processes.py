@@ -2,8 +2,9 @@
 found at its old address) and the worker processes.
 
 Every broker is started with libfaketime preloaded when it is installed, its
-clock shift read from a file of its own (``+0`` until a clock step writes
-another), so any broker's clock can be stepped while it runs.
+wall clock's shift read from a file of its own (``+0`` until a clock step
+writes another), so any broker's wall clock can be stepped while it runs; its
+monotonic clock is left alone, as a real step leaves it.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ class Broker:
                 "LD_PRELOAD": str(self.faketime),
                 "FAKETIME_TIMESTAMP_FILE": str(self.shift_file),
                 "FAKETIME_CACHE_DURATION": "1",  # read the file again every second
+                # A step moves the wall clock only, as an NTP or operator step does
+                # (libfaketime would shift the monotonic clock too).
+                "DONT_FAKE_MONOTONIC": "1",
             }
         args = [sys.executable, "-m", "dejaq.driver.cli.main", "broker"]
         args += ["--listen", self.address, "--storage", self.storage]
