@@ -20,6 +20,7 @@ from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
+from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.requests import add_to_server
 from dejaq.broker.retention import sweep_forever
@@ -41,8 +42,9 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
 
     storage = storage_from_url(config.storage)
     await storage.open()
-    broker = BrokerContext(config, storage, coordinator_for(config), TopicCache(storage))
+    broker = BrokerContext(config, storage, coordinator_for(config, storage), TopicCache(storage))
     storage.on_operation = broker.metrics.storage_op
+    broker.cron = CronFirers(broker)
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
@@ -72,6 +74,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
         asyncio.create_task(health.monitor(storage, health_servicer, broker.metrics)),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
+        asyncio.create_task(broker.cron.run_forever()),
     ]
     metrics_server = None
     if config.metrics:
@@ -97,6 +100,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         if metrics_server is not None:
             metrics_server.shutdown()
         await server.stop(config.grace_s)
+        await broker.cron.stop()
         await broker.coordinator.stop()
         for d in list(broker.dispatchers.values()):
             await d.stop()
