@@ -195,6 +195,13 @@ class LiveBroker:
         assert welcome.HasField("welcome") and deliveries.HasField("deliveries")
         self._holder = responses
 
+    def aim(self, method: str) -> str:
+        """The topic a call of ``method`` aims at: calls on a whole topic (create,
+        delete, update, cron entries, whose firings change it later) get the
+        doomed one, every other call the one the snapshots watch."""
+        topic_wide = method in ("CreateTopic", "DeleteTopic", "UpdateTopic")
+        return self.doomed_topic if topic_wide or method.startswith("Cron") else self.unary_topic
+
     def known(self, *topics: str) -> Known:
         return Known([*topics, MISSING], [*WAITING, HELD, "c0"], [HOLDER])
 

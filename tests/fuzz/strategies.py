@@ -155,6 +155,8 @@ def _by_type(f: FieldDescriptor) -> st.SearchStrategy[Any]:
         return st.integers(-(2**31), 2**31 - 1)
     if t in (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64):
         return i64
+    if t in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        return st.sampled_from([0.0, -1.0, 1e-9, 1e308]) | st.floats()  # NaN and inf too
     raise AssertionError(f"no strategy for field {f.full_name} of type {t}")
 
 
