@@ -181,7 +181,9 @@ def check(records: Iterable[Record], gone: Iterable[str] = ()) -> Report:
             continue
         # In lease order: every lease bumps the version. (By receipt, a frozen
         # consumer's old lease, read after its thaw, would look like the newer.)
-        hs.sort(key=lambda h: h.version)
+        # (A message stored again, e.g. by a resend after its ack, starts its
+        # versions anew: receipt orders equal versions.)
+        hs.sort(key=lambda h: (h.version, h.recv))
         for h in hs:
             if h.recv < due[(topic, mid)]:
                 report.early.append(mid)
