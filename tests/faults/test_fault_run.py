@@ -32,8 +32,9 @@ def test_a_randomized_fault_run_keeps_every_promise(
     backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed = int(os.environ.get("FAULT_SEED") or random.SystemRandom().randrange(2**31))
+    kinds = f"FAULT_KINDS={os.environ['FAULT_KINDS']} " if "FAULT_KINDS" in os.environ else ""
     replay = (
-        f"replay: FAULT_SEED={seed} python -m pytest "
+        f"replay: FAULT_SEED={seed} {kinds}python -m pytest "
         f"'tests/faults/test_fault_run.py::test_a_randomized_fault_run_keeps_every_promise[{backend}]'"
     )
     with capsys.disabled():
