@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dejaq.broker.cluster.endpoints import parse_endpoints
+from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
 
 DEFAULT_LISTEN = "127.0.0.1:7700"
@@ -21,7 +22,11 @@ DEFAULT_STORAGE = "sqlite:///dejaq-data/dejaq.db"
 # cancel as leased: keep the look-ahead well under any lease.
 MAX_LOOKAHEAD_MS = 1000
 # Variables that belong to the client side and may share an environment.
-CLIENT_VARIABLES = {"DEJAQ_BROKER"}
+# DEJAQ_TLS_CERT / DEJAQ_TLS_KEY are this process's own certificate on either
+# side: the broker's server certificate, or a client's client certificate.
+CLIENT_VARIABLES = {"DEJAQ_BROKER", "DEJAQ_TLS_CA", "DEJAQ_TOKEN"}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -38,14 +43,33 @@ class BrokerConfig:
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
     metrics_refresh_ms: int = 5000  # how often storage-backed gauges are refreshed
+    # /metrics over HTTPS with this certificate and key (PEM files); with a client CA,
+    # scrapers must show a certificate it signed.
+    metrics_tls_cert: str = ""
+    metrics_tls_key: str = ""
+    metrics_tls_client_ca: str = ""
     log_format: str = "text"  # text | json
     log_level: str = "INFO"
-    etcd: str = ""  # etcd endpoints http://HOST:PORT[,...]; empty = a single broker
+    etcd: str = ""  # etcd endpoints http(s)://HOST:PORT[,...]; empty = a single broker
+    # Towards etcd over https://: the CA to trust (default: the system's) and a client
+    # certificate and key (PEM files) when etcd asks for one.
+    etcd_ca: str = ""
+    etcd_cert: str = ""
+    etcd_key: str = ""
+    # etcd authentication; the password from one of these, never printed.
+    etcd_user: str = ""
+    etcd_password: str = dataclasses.field(default="", repr=False)
+    etcd_password_file: str = ""
     cluster: str = "default"  # the cluster's keys live under /dejaq/<cluster>/ in etcd
     advertise: str = ""  # HOST:PORT others reach this broker at; empty = the listen address
     etcd_ttl_s: int = 4  # a broker that stops heartbeating leaves the cluster after this
     etcd_timeout_s: float = 5.0  # at start-up, give up reaching etcd after this
     skew_warn_ms: int = 50  # warn when another broker's clock is further off than this
+    tls_cert: str = ""  # PEM server certificate (chain): serve TLS; empty = plaintext
+    tls_key: str = ""  # PEM private key of tls_cert
+    tls_client_ca: str = ""  # PEM CA bundle: require client certificates it issued (mTLS)
+    auth: str = ""  # principals and grants (YAML or JSON, see broker/security/policy.py)
+    insecure_allow_anonymous: bool = False  # serve a non-loopback address without --auth
 
     @classmethod
     def from_sources(
@@ -87,6 +111,20 @@ class BrokerConfig:
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise InvalidArgument(f"log level {self.log_level!r} is not DEBUG/INFO/WARNING/ERROR")
         self._validate_cluster()
+        self._validate_security()
+        self._validate_links()
+
+    def _validate_security(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise InvalidArgument("TLS needs both --tls-cert and --tls-key (a cert and its key)")
+        if self.tls_client_ca and not self.tls_cert:
+            raise InvalidArgument("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        if not self.auth and not self.insecure_allow_anonymous and not is_loopback(self.listen):
+            raise InvalidArgument(
+                f"refusing to serve {self.listen} without --auth: anyone who reaches it could"
+                " read, change and delete every topic. Give --auth FILE, listen on loopback,"
+                " or accept that with --insecure-allow-anonymous"
+            )
 
     def _validate_cluster(self) -> None:
         if self.etcd:
@@ -100,6 +138,31 @@ class BrokerConfig:
         if self.etcd_timeout_s <= 0 or self.skew_warn_ms <= 0:
             raise InvalidArgument("etcd_timeout_s and skew_warn_ms must be positive")
 
+    def _validate_links(self) -> None:
+        """TLS and credentials towards etcd and of the metrics endpoint; the files
+        themselves are read (and a missing one named) when the broker starts."""
+        if bool(self.etcd_cert) != bool(self.etcd_key):
+            raise InvalidArgument("etcd_cert and etcd_key go together: set both or neither")
+        if (self.etcd_ca or self.etcd_cert or self.etcd_user) and not self.etcd:
+            raise InvalidArgument("etcd credentials are set but --etcd is not")
+        if (self.etcd_ca or self.etcd_cert) and not parse_endpoints(self.etcd)[0].tls:
+            raise InvalidArgument("etcd_ca / etcd_cert need https:// etcd endpoints")
+        if self.etcd_password and self.etcd_password_file:
+            raise InvalidArgument("set one of etcd_password and etcd_password_file, not both")
+        has_password = bool(self.etcd_password or self.etcd_password_file)
+        if self.etcd_user and not has_password:
+            raise InvalidArgument("etcd_user needs etcd_password_file (or etcd_password)")
+        if has_password and not self.etcd_user:
+            raise InvalidArgument("an etcd password needs etcd_user")
+        if bool(self.metrics_tls_cert) != bool(self.metrics_tls_key):
+            raise InvalidArgument("metrics_tls_cert and metrics_tls_key go together")
+        if self.metrics_tls_client_ca and not self.metrics_tls_cert:
+            raise InvalidArgument(
+                "metrics_tls_client_ca needs metrics_tls_cert and metrics_tls_key"
+            )
+        if self.metrics_tls_cert and not self.metrics:
+            raise InvalidArgument("metrics_tls_cert is set but --metrics is not")
+
 
 def _is_host_port(address: str) -> bool:
     host, sep, port = address.rpartition(":")
@@ -112,6 +175,10 @@ def _known(fields: Mapping[str, Any]) -> str:
 
 def _convert(key: str, raw: str, kind: Any) -> Any:
     kind = kind if isinstance(kind, str) else kind.__name__
+    if kind == "bool":
+        if raw.strip().lower() not in _TRUE | _FALSE:
+            raise InvalidArgument(f"{key}={raw!r} is not a boolean (true or false)")
+        return raw.strip().lower() in _TRUE
     try:
         if kind == "int":
             return int(raw)

@@ -22,6 +22,7 @@ import grpc
 from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch import Dispatcher
+from dejaq.broker.security.identity import consumer_id_of, lease_owner
 from dejaq.broker.settle import Kind, settle
 from dejaq.broker.tasks import Background
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
@@ -76,7 +77,7 @@ async def consume_stream(
         await broker.coordinator.consumer_joined(*key)
         yield pb.ConsumeResponse(
             welcome=pb.Welcome(
-                consumer_id=session.consumer_id,
+                consumer_id=consumer_id_of(session.consumer_id),
                 lease_ms=session.lease_ms,
                 topic=topic_to_pb(session.topic),
             )
@@ -102,7 +103,10 @@ async def consume_stream(
 
 async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
     topic = await broker.topics.get(hello.topic)
-    cid = validation.consumer_id(hello.consumer_id) if hello.consumer_id else broker.new_id()
+    # The session's id is the lease owner: the caller's principal and its consumer id.
+    cid = lease_owner(
+        validation.consumer_id(hello.consumer_id) if hello.consumer_id else broker.new_id()
+    )
     if (topic.name, cid) in broker.consumer_ids:
         raise AlreadyExists(f"consumer {cid!r} is already connected to topic {topic.name!r}")
     lease = validation.lease_ms(hello.lease_ms or topic.settings.lease_ms)

@@ -8,6 +8,7 @@ from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import entries as cron_entries
 from dejaq.broker.metrics import Event
+from dejaq.broker.security.identity import lease_owner
 from dejaq.broker.settle import Kind, settle
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
 from dejaq.core.model import Settled, Topic
@@ -147,7 +148,8 @@ async def _settle_one(
 ) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     item = (validation.message_id(req.id), req.version)
-    owner = validation.consumer_id(req.consumer_id)
+    # The caller's own consumer: another principal's leases are not its to settle.
+    owner = lease_owner(validation.consumer_id(req.consumer_id))
     (outcome,) = await settle(broker, topic, kind, [item], owner, ms)
     if isinstance(outcome, DejaqError):
         raise outcome

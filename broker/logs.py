@@ -1,6 +1,8 @@
 """Broker logging: readable lines by default, JSON lines with ``--log-format json``.
 
-Log records carry ids and counts, never payloads.
+Log records carry ids and counts, never payloads; every line goes through
+``redact``, so a URL password or token that reaches a message (an error from a
+driver quoting its URL) is masked before it is written.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+
+from dejaq.core.redact import redact
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -23,12 +27,17 @@ class JsonFormatter(logging.Formatter):
         }
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
+        return redact(json.dumps(entry))
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def setup(level: str, fmt: str) -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

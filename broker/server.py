@@ -13,7 +13,6 @@ import grpc
 from grpc_health.v1 import health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import start_http_server
 
 from dejaq.broker import health
 from dejaq.broker.cluster.events import BrokerEvents
@@ -22,10 +21,14 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.gauges import refresh_forever
+from dejaq.broker.metrics_endpoint import serve_metrics, tls_context
 from dejaq.broker.requests import add_to_server
 from dejaq.broker.retention import sweep_forever
+from dejaq.broker.security.guard import Guard
+from dejaq.broker.security.tls import ServerTls
 from dejaq.broker.service import TimelineService
 from dejaq.broker.topics import TopicCache
+from dejaq.core.redact import redact
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.storage_plugins import storage_from_url
 
@@ -39,7 +42,14 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    # TLS files and the auth file are checked before anything is opened;
+    # SIGHUP reads them again.
+    tls = ServerTls.from_config(config)
+    guard = Guard.from_file(config.auth)
+    if tls is not None or config.auth:
+        loop.add_signal_handler(signal.SIGHUP, _reload, guard, tls)
 
+    metrics_tls = tls_context(config)  # a bad certificate stops the broker before it starts
     storage = storage_from_url(config.storage)
     await storage.open()
     broker = BrokerContext(config, storage, coordinator_for(config, storage), TopicCache(storage))
@@ -51,14 +61,17 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             ("grpc.max_send_message_length", MAX_FRAME_BYTES),
         ]
     )
-    add_to_server(TimelineService(broker), server)
+    add_to_server(TimelineService(broker, guard), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*health.SERVICES[1:], "grpc.health.v1.Health", reflection.SERVICE_NAME), server
     )
     try:
-        port = server.add_insecure_port(config.listen)
+        if tls is None:
+            port = server.add_insecure_port(config.listen)
+        else:
+            port = server.add_secure_port(config.listen, tls.credentials())
     except RuntimeError as exc:
         await storage.close()
         raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
@@ -78,9 +91,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     ]
     metrics_server = None
     if config.metrics:
-        mhost, _, mport = config.metrics.rpartition(":")
-        metrics_server, _ = start_http_server(int(mport), mhost, broker.metrics.registry)
-        print(f"dejaq metrics on http://{mhost}:{metrics_server.server_port}/metrics", flush=True)
+        metrics_server = serve_metrics(config, broker.metrics.registry, metrics_tls)
+        print(f"dejaq metrics on {metrics_server.url}", flush=True)
     # Everything built so far lives as long as the broker: keep it out of the
     # collector's full passes, which otherwise walk it every few seconds under
     # load and stall dispatch for milliseconds each time.
@@ -88,8 +100,9 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     gc.freeze()
     host = config.listen.rpartition(":")[0]
     # Tests and scripts read this line to learn the port (--listen HOST:0).
-    print(f"dejaq broker listening on {host}:{port} (storage {config.storage})", flush=True)
+    print(f"dejaq broker listening on {host}:{port} (storage {redact(config.storage)})", flush=True)
     log.info("serving on %s:%d", host, port)
+    _log_security(config, guard)
     try:
         await stop.wait()
     finally:
@@ -98,7 +111,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         for task in background:
             task.cancel()
         if metrics_server is not None:
-            metrics_server.shutdown()
+            metrics_server.stop()
         await server.stop(config.grace_s)
         await broker.cron.stop()
         await broker.coordinator.stop()
@@ -106,6 +119,20 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             await d.stop()
         await storage.close()
         print("dejaq broker stopped", file=sys.stderr, flush=True)
+
+
+def _reload(guard: Guard, tls: ServerTls | None) -> None:
+    guard.reload()
+    if tls is not None:
+        tls.reload()
+
+
+def _log_security(config: BrokerConfig, guard: Guard) -> None:
+    tls = "mutual TLS" if config.tls_client_ca else "TLS" if config.tls_cert else "plaintext"
+    if guard.policy is None:
+        log.warning("%s, no --auth: every caller may do everything (anonymous mode)", tls)
+    else:
+        log.info("%s, %d principals from %s", tls, len(guard.policy.principals), config.auth)
 
 
 def run(config: BrokerConfig) -> None:

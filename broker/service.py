@@ -1,5 +1,9 @@
 """The gRPC servicer: routes each RPC to its handler and maps errors to status codes.
 
+Every call passes the guard first (``dejaq.broker.security``): it is
+authenticated, checked against the permission table, and served with the
+caller set for the handlers that need it (lease owners).
+
 Here an error that ends a call becomes its gRPC status (through the one table
 in ``dejaq.core.wire.status``, which also codes the per-message refusals inside
 stream frames); anything else is logged and answered INTERNAL, and the broker
@@ -9,6 +13,7 @@ keeps serving.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -22,12 +27,16 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron
 from dejaq.broker.produce import produce_stream
 from dejaq.broker.scan import scan_bucket
-from dejaq.core.errors import DejaqError
+from dejaq.broker.security.guard import Guard, Refusal
+from dejaq.broker.security.identity import CALLER, Caller
+from dejaq.core.errors import DejaqError, Unauthenticated
 from dejaq.core.wire.status import code_for, trailing_metadata_for
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
+# How long a refused stream waits for its opening frame (see _authenticate_stream).
+FIRST_FRAME_WAIT_S = 1.0
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
@@ -54,7 +63,15 @@ def _unary(
 ) -> Callable[[TimelineService, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
     async def rpc(self: TimelineService, request: Req, context: Any) -> Resp:
         try:
-            response = await handler(self.broker, request)
+            caller = self.guard.authenticate(context)
+            self.guard.admit(method, caller, request)
+            bound = CALLER.set(caller)
+            try:
+                response: Resp = self.guard.trim(
+                    method, caller, await handler(self.broker, request)
+                )
+            finally:
+                CALLER.reset(bound)
         except Exception as exc:
             await _abort(self.broker, method, context, exc)
             raise  # unreachable: abort raises
@@ -68,20 +85,42 @@ def _stream(
     method: str, handler: Callable[[BrokerContext, AsyncIterator[Req]], AsyncIterator[Resp]]
 ) -> Callable[[TimelineService, AsyncIterator[Req], Any], AsyncIterator[Resp]]:
     async def rpc(self: TimelineService, requests: AsyncIterator[Req], context: Any) -> Any:
+        refusal = Refusal()
         try:
-            async for response in handler(self.broker, requests):
+            caller = await _authenticate_stream(self.guard, context, requests)
+            CALLER.set(caller)  # the stream's own task: the value ends with it
+            frames = self.guard.admit_frames(method, caller, requests, refusal)
+            async for response in handler(self.broker, frames):
                 yield response
+            if refusal.error is not None:
+                raise refusal.error
         except (Exception, asyncio.CancelledError) as exc:
-            await _abort(self.broker, method, context, exc)
+            # A refused frame ended the requests: that, not how the handler
+            # took the early end, is why the stream stops.
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            await _abort(self.broker, method, context, exc if cancelled else refusal.error or exc)
         else:
             self.broker.metrics.request(method, grpc.StatusCode.OK)
 
     return rpc
 
 
+async def _authenticate_stream(guard: Guard, context: Any, requests: AsyncIterator[Any]) -> Caller:
+    """The caller of a stream. A refused one is told after its opening frame has
+    arrived: a client still writing that frame when the refusal lands sees its
+    write fail (grpc/grpc#36066), not the refusal."""
+    try:
+        return guard.authenticate(context)
+    except Unauthenticated:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(anext(requests), FIRST_FRAME_WAIT_S)
+        raise
+
+
 class TimelineService(pb_grpc.TimelineServicer):
-    def __init__(self, broker: BrokerContext) -> None:
+    def __init__(self, broker: BrokerContext, guard: Guard | None = None) -> None:
         self.broker = broker
+        self.guard = guard or Guard()
 
     CreateTopic = _unary("CreateTopic", control.create_topic)
     DeleteTopic = _unary("DeleteTopic", control.delete_topic)

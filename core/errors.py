@@ -37,6 +37,14 @@ class Leased(DejaqError):
     """The message is leased by a consumer and cannot be moved or cancelled now."""
 
 
+class Unauthenticated(DejaqError):
+    """The call carried no credentials, or ones the broker does not know."""
+
+
+class PermissionDenied(DejaqError):
+    """The caller is known but has no grant for this call on this topic."""
+
+
 class StorageError(DejaqError):
     """The storage backend failed."""
 

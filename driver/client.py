@@ -25,6 +25,7 @@ import grpc
 from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.core.wire.status import error_for, kind_in
+from dejaq.driver.tls import ClientTls, Dialer, client_tls, client_token
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 DEFAULT_BROKER = "127.0.0.1:7700"
@@ -72,11 +73,30 @@ def to_error(exc: grpc.aio.AioRpcError) -> DejaqError:
 
 
 class Client:
-    """One channel at a time to one of several brokers; moves on when one fails."""
+    """One channel at a time to one of several brokers; moves on when one fails.
 
-    def __init__(self, brokers: str | Sequence[str] | None = None, timeout_s: float = 30.0):
+    Options:
+        brokers: ``"h1:7700,h2:7700"``, a list, or None for ``DEJAQ_BROKER``.
+        timeout_s: per-call deadline.
+        tls: ``ClientTls(ca, cert, key)``; True for TLS trusting the system's
+            roots; False for plaintext; None (default) reads ``DEJAQ_TLS_CA``,
+            ``DEJAQ_TLS_CERT``, ``DEJAQ_TLS_KEY`` (plaintext when none is set).
+        token: a bearer token; None (default) reads ``DEJAQ_TOKEN``. Sent in
+            plaintext only to loopback addresses, otherwise TLS is required.
+    """
+
+    def __init__(
+        self,
+        brokers: str | Sequence[str] | None = None,
+        timeout_s: float = 30.0,
+        *,
+        tls: ClientTls | bool | None = None,
+        token: str | None = None,
+    ):
         self.addresses = parse_brokers(brokers)
         self.timeout_s = timeout_s
+        settings = client_tls() if tls is None else ClientTls() if tls is True else tls or None
+        self._dialer = Dialer(self.addresses, settings, client_token(token))
         self._index = 0
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.TimelineStub | None = None
@@ -87,14 +107,14 @@ class Client:
 
     def stub(self) -> pb_grpc.TimelineStub:
         if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(
+            self._channel = self._dialer.channel(
                 self.address,
                 options=[
                     ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
                     ("grpc.max_send_message_length", MAX_FRAME_BYTES),
                 ],
             )
-            self._stub = pb_grpc.TimelineStub(self._channel)
+            self._stub = self._dialer.stub(self._channel)
         return self._stub
 
     async def failover(self) -> None:
@@ -118,7 +138,7 @@ class Client:
             try:
                 return await rpc(request, timeout=self.timeout_s, wait_for_ready=False)
             except grpc.aio.AioRpcError as exc:
-                last = to_error(exc)
+                last = self._explain(to_error(exc))
                 if not retryable(exc):
                     raise last from exc
                 if not idempotent:
@@ -148,6 +168,20 @@ class Client:
                 return False
             state = channel.get_state(try_to_connect=True)
         return True
+
+    def _explain(self, error: DejaqError) -> DejaqError:
+        # A TLS broker closes a plaintext connection at once, a mutual TLS one a
+        # connection without a client certificate: say what may be missing.
+        if not isinstance(error, BrokerUnavailable) or "Socket closed" not in str(error):
+            return error
+        tls = self._dialer.tls
+        if tls is None:
+            hint = "if the broker serves TLS, give its CA: --tls-ca or DEJAQ_TLS_CA"
+        elif not tls.cert:
+            hint = "if the broker requires client certificates, give --tls-cert and --tls-key"
+        else:
+            return error
+        return BrokerUnavailable(f"{error} ({hint})")
 
     async def _close_channel(self) -> None:
         if self._channel is not None:

@@ -29,6 +29,7 @@ from dejaq.driver.consumer import SETTLED_LOOK_S, Consumer
 from dejaq.driver.cron import Cron
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.producer import Producer
+from dejaq.driver.tls import ClientTls
 
 T = TypeVar("T")
 
@@ -177,15 +178,28 @@ class SyncClient:
     Options:
         brokers: ``"h1:7700,h2:7700"`` (default ``DEJAQ_BROKER`` or 127.0.0.1:7700).
         timeout_s: per-call deadline (default 30 s).
+        tls, token: TLS settings and a bearer token, as for ``Client``
+            (default ``DEJAQ_TLS_*`` and ``DEJAQ_TOKEN``).
     """
 
-    def __init__(self, brokers: str | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        brokers: str | None = None,
+        timeout_s: float = 30.0,
+        *,
+        tls: ClientTls | bool | None = None,
+        token: str | None = None,
+    ) -> None:
         self._loop = _Loop()
 
         async def make() -> Client:
-            return Client(brokers, timeout_s)
+            return Client(brokers, timeout_s, tls=tls, token=token)
 
-        self._client = self._loop.run(make())
+        try:
+            self._client = self._loop.run(make())
+        except BaseException:
+            self._loop.stop()  # no thread left behind by a refused setting
+            raise
         self.admin = _Proxy(self._loop, Admin(self._client))
         self.cron = _Proxy(self._loop, Cron(self._client))
 

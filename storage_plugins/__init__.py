@@ -10,6 +10,7 @@ import importlib
 from urllib.parse import urlsplit
 
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.redact import redact
 from dejaq.storage_plugins.base import Storage
 
 # scheme -> (module, class, pip extra or None)
@@ -17,6 +18,7 @@ BACKENDS: dict[str, tuple[str, str, str | None]] = {
     "memory": ("dejaq.storage_plugins.memory.storage", "MemoryStorage", None),
     "sqlite": ("dejaq.storage_plugins.sqlite.storage", "SqliteStorage", None),
     "redis": ("dejaq.storage_plugins.redis.storage", "RedisStorage", "redis"),
+    "rediss": ("dejaq.storage_plugins.redis.storage", "RedisStorage", "redis"),
     "postgresql": ("dejaq.storage_plugins.postgres.storage", "PostgresStorage", "postgres"),
     "postgres": ("dejaq.storage_plugins.postgres.storage", "PostgresStorage", "postgres"),
 }
@@ -27,7 +29,7 @@ def storage_from_url(url: str) -> Storage:
     scheme = urlsplit(url).scheme
     if scheme not in BACKENDS:
         known = ", ".join(f"{s}://" for s in BACKENDS)
-        raise InvalidArgument(f"unknown storage URL {url!r}: expected one of {known}")
+        raise InvalidArgument(f"unknown storage URL {redact(url)!r}: expected one of {known}")
     module_name, class_name, extra = BACKENDS[scheme]
     try:
         module = importlib.import_module(module_name)

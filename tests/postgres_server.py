@@ -9,6 +9,12 @@ one, else as a ``dejaq-pg`` user created for the purpose.
 The session fixture ``postgres_server`` yields the running server; each test
 gets a clean state through ``PostgresServer.reset`` (TRUNCATE of the dejaq
 tables) or a database of its own (``create_database``).
+
+``PostgresServer.create(..., tls=certs, password=...)`` makes a server of a
+test's own that takes TCP connections only over TLS (``ssl = on`` with the test
+server certificate; ``hostssl`` lines only in ``pg_hba.conf``) and, with a
+password, only with that password (scram-sha-256). ``url`` then says
+``sslmode=verify-full`` with the test CA, as a production URL should.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import os
 import pwd
 import shutil
 import subprocess
+import urllib.parse
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from dejaq.storage_plugins.postgres.sql import DATA_TABLES
+from tests.certs import Certs
 from tests.servers import (
     LocalServer,
     free_port,
@@ -97,16 +106,24 @@ class PostgresServer(LocalServer):
     root: Path
     port: int
     account: tuple[int, int] | None
+    tls: Certs | None = None  # TCP connections over TLS only, verified by clients
+    password: str = ""  # the superuser's; required over TCP when set
 
     @classmethod
-    def create(cls, bin_dir: Path, **settings: str) -> PostgresServer:
+    def create(
+        cls, bin_dir: Path, tls: Certs | None = None, password: str = "", **settings: str
+    ) -> PostgresServer:
         """initdb a new cluster in a fresh temporary folder (not started);
         ``settings`` override the test defaults (``fsync="on"``)."""
         account = _server_account()
         root = temporary_root("pg")
         if account is not None:
             os.chown(root, *account)
-        server = cls(bin_dir, root, free_port(), account)
+        server = cls(bin_dir, root, free_port(), account, tls, password)
+        secret = []
+        if password:
+            server._own_file(root / "pwfile", password)
+            secret = ["--pwfile", str(root / "pwfile")]
         server._run(
             "initdb",
             "--pgdata",
@@ -120,12 +137,31 @@ class PostgresServer(LocalServer):
             "--locale",
             "C",
             "--no-sync",
+            *secret,
         )
         conf = {**SETTINGS, **settings, "port": str(server.port)}
         conf["unix_socket_directories"] = f"'{root}'"
+        if tls is not None:
+            conf |= server._tls_files(tls)
         with (server.data / "postgresql.conf").open("a") as file:
             file.writelines(f"{key} = {value}\n" for key, value in conf.items())
         return server
+
+    def _tls_files(self, tls: Certs) -> dict[str, str]:
+        """Copy the server certificate and key where the server account owns them
+        (PostgreSQL refuses a key others can read); TCP only over TLS."""
+        self._own_file(self.data / "server.crt", tls.server.cert.read_text())
+        self._own_file(self.data / "server.key", tls.server.key.read_text())
+        method = "scram-sha-256" if self.password else "trust"
+        hba = f"local all all trust\nhostssl all all 127.0.0.1/32 {method}\n"
+        self._own_file(self.data / "pg_hba.conf", hba)
+        return {"ssl": "on", "ssl_cert_file": "'server.crt'", "ssl_key_file": "'server.key'"}
+
+    def _own_file(self, path: Path, text: str) -> None:
+        path.write_text(text)
+        path.chmod(0o600)
+        if self.account is not None:
+            os.chown(path, *self.account)
 
     @property
     def data(self) -> Path:
@@ -136,7 +172,11 @@ class PostgresServer(LocalServer):
         return self.root / "server.log"
 
     def url(self, database: str = DATABASE) -> str:
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+        user = SUPERUSER + (f":{urllib.parse.quote(self.password)}" if self.password else "")
+        url = f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
+        if self.tls is not None:
+            url += f"?sslmode=verify-full&sslrootcert={self.tls.ca}"
+        return url
 
     def _launch(self) -> None:
         self._run("pg_ctl", "start", "--pgdata", str(self.data), "--log", str(self.log), "-W")
@@ -214,5 +254,15 @@ def postgres_server() -> Iterator[PostgresServer]:
     """A running server with an empty database ``dejaq``, for the whole session."""
     require_driver()
     with running(PostgresServer.create(bin_dir())) as server:
+        server.create_database(DATABASE)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def tls_postgres_server(certs: Certs) -> Iterator[PostgresServer]:
+    """A server of its own that takes TCP only over TLS and with a password."""
+    require_driver()
+    password = "pg-s3cret-" + uuid.uuid4().hex[:8]
+    with running(PostgresServer.create(bin_dir(), tls=certs, password=password)) as server:
         server.create_database(DATABASE)
         yield server

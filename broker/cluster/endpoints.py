@@ -1,4 +1,4 @@
-"""``--etcd http://h1:2379,http://h2:2379``: the etcd endpoints a broker may use."""
+"""``--etcd https://h1:2379,https://h2:2379``: the etcd endpoints a broker may use."""
 
 from __future__ import annotations
 
@@ -6,37 +6,48 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.redact import redact
 
 DEFAULT_PORT = 2379
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One etcd member's client address (plain HTTP)."""
+    """One etcd member's client address, over TLS (https://) or plain HTTP."""
 
     host: str
     port: int
+    tls: bool = False
 
     def __str__(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
 
 def parse_endpoints(text: str) -> list[Endpoint]:
-    """Comma-separated ``http://HOST:PORT`` (or bare ``HOST:PORT``) endpoints."""
+    """Comma-separated ``http(s)://HOST:PORT`` (or bare ``HOST:PORT``, plain HTTP)
+    endpoints, all of one scheme."""
     endpoints = [_parse_one(item.strip()) for item in text.split(",") if item.strip()]
     if not endpoints:
         raise InvalidArgument("--etcd needs at least one endpoint, like http://127.0.0.1:2379")
+    if len({e.tls for e in endpoints}) > 1:
+        raise InvalidArgument(f"etcd endpoints {redact(text)!r} mix http:// and https://")
     return endpoints
 
 
 def _parse_one(item: str) -> Endpoint:
     url = urlsplit(item if "://" in item else f"http://{item}")
-    if url.scheme != "http":
-        raise InvalidArgument(f"etcd endpoint {item!r}: only http:// is supported")
+    shown = redact(item)
+    if url.scheme not in ("http", "https"):
+        raise InvalidArgument(f"etcd endpoint {shown!r}: expected http:// or https://")
+    if url.username is not None or url.password is not None:
+        raise InvalidArgument(
+            f"etcd endpoint {shown!r}: give credentials with --etcd-user and"
+            " --etcd-password-file, not in the URL"
+        )
     try:
         port = url.port or DEFAULT_PORT
     except ValueError as exc:
-        raise InvalidArgument(f"etcd endpoint {item!r}: bad port") from exc
+        raise InvalidArgument(f"etcd endpoint {shown!r}: bad port") from exc
     if not url.hostname or url.path not in ("", "/"):
-        raise InvalidArgument(f"etcd endpoint {item!r} is not http://HOST:PORT")
-    return Endpoint(url.hostname, port)
+        raise InvalidArgument(f"etcd endpoint {shown!r} is not http(s)://HOST:PORT")
+    return Endpoint(url.hostname, port, url.scheme == "https")

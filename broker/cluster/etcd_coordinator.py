@@ -29,6 +29,7 @@ from typing import Any
 
 from dejaq.broker.cluster.assignment import assign
 from dejaq.broker.cluster.endpoints import Endpoint, parse_endpoints
+from dejaq.broker.cluster.etcd_access import EtcdAccess
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Keys, encode
 from dejaq.broker.cluster.membership import BrokerInfo
@@ -68,6 +69,7 @@ class EtcdCoordinator(Coordinator):
         timeout_s: float = 5.0,
         skew_warn_ms: int = 50,
         hint_horizon_ms: int = 1000 + HINT_MARGIN_MS,
+        access: EtcdAccess | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.cluster = cluster
@@ -80,8 +82,9 @@ class EtcdCoordinator(Coordinator):
         self._hints = HintPublisher(hint_horizon_ms)
         self._registrar = Registrar()
         self._view = WatchedView(keys, skew_warn_ms, self._local_topics)
+        self._access = access or EtcdAccess()
         self._sessions = EtcdSessions(
-            endpoints, keys, ttl_s, self._view, self._hints, self._registrar
+            endpoints, keys, ttl_s, self._view, self._hints, self._registrar, self._access
         )
         self._id = ""
         self._started_ms = now_ms()
@@ -98,6 +101,7 @@ class EtcdCoordinator(Coordinator):
             config.etcd_timeout_s,
             config.skew_warn_ms,
             config.rescan_ms + HINT_MARGIN_MS,
+            EtcdAccess.from_config(config),
         )
         coordinator._storage = storage
         return coordinator
@@ -106,7 +110,9 @@ class EtcdCoordinator(Coordinator):
 
     async def start(self, address: str, listener: ClusterListener) -> None:
         """Join, or raise ``CoordinationUnavailable`` after ``timeout_s``, or
-        ``StorageMismatch`` when the cluster runs on another storage."""
+        ``StorageMismatch`` when the cluster runs on another storage
+        (``InvalidArgument`` at once when a TLS or password file cannot be read)."""
+        self._access.check()
         self._id = address
         if self._storage is not None:
             self._sessions.storage_identity = await self._storage.identity()

@@ -33,6 +33,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from dejaq.broker.cluster.endpoints import Endpoint
+from dejaq.broker.cluster.etcd_access import EtcdAccess
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Keys, Kind, decode, encode
 from dejaq.broker.cluster.registrar import Registrar, Registration, Write
@@ -65,9 +66,9 @@ class WatchSink(Protocol):
 
 
 def load_aetcd() -> ModuleType:
-    """The ``aetcd`` module, or ``InvalidArgument`` with the install hint."""
+    """``etcd_client`` (on the ``aetcd`` package), or ``InvalidArgument`` with the install hint."""
     try:
-        return importlib.import_module("aetcd")
+        return importlib.import_module("dejaq.broker.cluster.etcd_client")
     except ImportError as exc:
         raise InvalidArgument(
             f"--etcd needs the aetcd package: pip install 'dejaq-timeline[etcd]' ({exc})"
@@ -101,8 +102,10 @@ class EtcdSessions:
         sink: WatchSink,
         hints: HintPublisher,
         registrar: Registrar,
+        access: EtcdAccess | None = None,
     ) -> None:
         self.endpoints = endpoints
+        self._access = access or EtcdAccess()
         self.ttl_s = ttl_s
         self._keys = keys
         self._sink = sink
@@ -133,18 +136,23 @@ class EtcdSessions:
         self._started_ms = started_ms
         self._etcd = load_aetcd()
         deadline = time.monotonic() + timeout_s
+        last: BaseException | None = None  # what went wrong before the deadline cut in
         while True:
             try:
                 session = await asyncio.wait_for(self._open(), deadline - time.monotonic())
                 break
-            except StorageMismatch:
+            except InvalidArgument:
+                # StorageMismatch too: refused credentials, unreadable files or another
+                # store; retrying cannot help.
                 raise
             except Exception as exc:
+                if not isinstance(exc, TimeoutError) or last is None:
+                    last = exc
                 if time.monotonic() + RETRY_MIN_S >= deadline:
                     where = ",".join(str(e) for e in self.endpoints)
                     raise CoordinationUnavailable(
                         f"cannot reach etcd at {where} within {timeout_s:g} s"
-                        f" ({describe(exc)}); is etcd running?"
+                        f" ({describe(last)}); is etcd running?"
                     ) from None
                 await asyncio.sleep(RETRY_MIN_S)
         self._session = session
@@ -202,6 +210,7 @@ class EtcdSessions:
 
     async def _reopen(self) -> Session:
         delay = RETRY_MIN_S
+        refused = ""  # said once: etcd refuses our user, or a TLS / password file is unreadable
         while True:
             await asyncio.sleep(delay)
             try:
@@ -209,15 +218,19 @@ class EtcdSessions:
             except StorageMismatch as exc:
                 log.error("cannot re-join: %s", exc)
                 delay = RETRY_MAX_S
+            except InvalidArgument as exc:
+                if str(exc) != refused:
+                    refused = str(exc)
+                    log.warning("cannot rejoin etcd until this is fixed: %s", refused)
             except Exception as exc:
                 log.debug("etcd still unreachable: %s", describe(exc))
-                delay = min(RETRY_MAX_S, delay * 2)
+            delay = min(RETRY_MAX_S, delay * 2)
 
     async def _open(self) -> Session:
         assert self._etcd is not None
         endpoint = self.endpoints[self._next_endpoint % len(self.endpoints)]
         self._next_endpoint += 1
-        client = self._etcd.Client(endpoint.host, endpoint.port, timeout=CALL_TIMEOUT_S)
+        client = self._etcd.Client(endpoint, self._access.credentials(), CALL_TIMEOUT_S)
         try:
             if self.storage_identity:  # before writing anything
                 live = await client.get_prefix(self._keys.brokers())

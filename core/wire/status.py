@@ -26,6 +26,8 @@ _CODES: dict[type[errors.DejaqError], grpc.StatusCode] = {
     errors.StaleVersion: grpc.StatusCode.ABORTED,
     errors.NotLeaseHolder: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Leased: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     errors.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     errors.StorageError: grpc.StatusCode.INTERNAL,
     errors.BrokerUnavailable: grpc.StatusCode.UNAVAILABLE,
@@ -39,6 +41,8 @@ _ERRORS: dict[grpc.StatusCode, type[errors.DejaqError]] = {
     grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
     grpc.StatusCode.ABORTED: errors.StaleVersion,
     grpc.StatusCode.FAILED_PRECONDITION: errors.NotLeaseHolder,
+    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
     grpc.StatusCode.UNAVAILABLE: errors.BrokerUnavailable,
     grpc.StatusCode.INTERNAL: errors.StorageError,
 }

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from typing import Any
 
 from dejaq.broker.config import DEFAULT_LISTEN, DEFAULT_STORAGE, BrokerConfig
+from dejaq.core.errors import DejaqError
+from dejaq.core.redact import redact
+from dejaq.driver.cli import broker_link_flags
 
 
 def register(sub: Any) -> None:
@@ -22,7 +26,7 @@ def register(sub: Any) -> None:
     p.add_argument("--log-format", choices=("text", "json"), help="log lines (default text)")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.add_argument(
-        "--etcd", help="etcd endpoints http://HOST:PORT[,...]: join a cluster (default: alone)"
+        "--etcd", help="etcd endpoints http(s)://HOST:PORT[,...]: join a cluster (default: alone)"
     )
     p.add_argument("--cluster", help="cluster name, one per set of brokers (default 'default')")
     p.add_argument("--advertise", help="HOST:PORT others reach this broker at (default --listen)")
@@ -33,6 +37,20 @@ def register(sub: Any) -> None:
         " fewer storage round trips, and a slow one does not make deliveries late"
         " (default 20, on memory:// 0; 0 leases only what is due now)",
     )
+    g = p.add_argument_group("security (see the README's Security section)")
+    g.add_argument("--tls-cert", help="PEM server certificate (chain): serve TLS (SIGHUP reloads)")
+    g.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    g.add_argument("--tls-client-ca", help="PEM CA: require client certificates it issued (mTLS)")
+    g.add_argument(
+        "--auth", metavar="FILE", help="principals and grants, YAML or JSON (SIGHUP reloads)"
+    )
+    g.add_argument(
+        "--insecure-allow-anonymous",
+        action="store_true",
+        default=None,
+        help="serve a non-loopback address without --auth: anyone reaching it may do anything",
+    )
+    broker_link_flags.add(p)
     p.set_defaults(run=run)
 
 
@@ -51,6 +69,12 @@ def run(args: argparse.Namespace) -> int:
             "cluster": args.cluster,
             "advertise": args.advertise,
             "lookahead_ms": args.lookahead_ms,
+            "tls_cert": args.tls_cert,
+            "tls_key": args.tls_key,
+            "tls_client_ca": args.tls_client_ca,
+            "auth": args.auth,
+            "insecure_allow_anonymous": args.insecure_allow_anonymous,
+            **broker_link_flags.values(args),
         },
         os.environ,
     )
@@ -58,6 +82,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         serve(config)
     except OSError as exc:
-        print(f"dejaq: error: {exc}", file=sys.stderr)
+        print(f"dejaq: error: {redact(str(exc))}", file=sys.stderr)
+        return 1
+    except (DejaqError, KeyboardInterrupt):
+        raise  # main says these in one line
+    except Exception:
+        # A crash still tells where, but never the storage password in it.
+        print(redact(traceback.format_exc()), file=sys.stderr, end="")
         return 1
     return 0

@@ -15,6 +15,7 @@ from typing import Any
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import InvalidArgument
 from dejaq.driver.client import DEFAULT_BROKER, Client
+from dejaq.driver.tls import client_tls
 
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
@@ -27,6 +28,17 @@ def add_broker(p: argparse.ArgumentParser) -> None:
         "--broker",
         help=f"HOST:PORT[,HOST:PORT...] of brokers (default $DEJAQ_BROKER or {DEFAULT_BROKER})",
     )
+    g = p.add_argument_group("security")
+    g.add_argument("--tls-ca", help="PEM CA of the brokers' certificates: use TLS ($DEJAQ_TLS_CA)")
+    g.add_argument("--tls-cert", help="PEM client certificate, for mutual TLS ($DEJAQ_TLS_CERT)")
+    g.add_argument("--tls-key", help="PEM key of --tls-cert ($DEJAQ_TLS_KEY)")
+    g.add_argument("--token", help="bearer token (prefer $DEJAQ_TOKEN: arguments show in ps)")
+
+
+def connect(args: argparse.Namespace) -> Client:
+    """A client from --broker and the security flags (each over its DEJAQ_* twin)."""
+    tls = client_tls(args.tls_ca, args.tls_cert, args.tls_key)
+    return Client(args.broker, tls=tls or False, token=args.token)
 
 
 def client_command(
@@ -36,7 +48,7 @@ def client_command(
 
     def run(args: argparse.Namespace) -> int:
         async def main() -> int | None:
-            async with Client(args.broker) as client:
+            async with connect(args) as client:
                 return await fn(client, args)
 
         return asyncio.run(main()) or 0

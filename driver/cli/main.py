@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from dejaq.core.errors import DejaqError
+from dejaq.core.redact import redact
 from dejaq.driver.cli import (
     broker_cmd,
     cluster_cmd,
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except DejaqError as exc:
-        print(f"dejaq: error: {exc}", file=sys.stderr)
+        print(f"dejaq: error: {redact(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 from typing import Any
 
 from dejaq.core.errors import DejaqError, InvalidArgument
 from dejaq.driver.admin import Admin
-from dejaq.driver.cli.common import add_broker
-from dejaq.driver.client import Client, parse_brokers
+from dejaq.driver.cli.common import add_broker, connect
+from dejaq.driver.client import parse_brokers
+
+# The security flags reach Spark's Python workers as the variables the driver
+# reads (a local master's workers inherit this process's environment).
+SECURITY_FLAGS = {
+    "tls_ca": "DEJAQ_TLS_CA",
+    "tls_cert": "DEJAQ_TLS_CERT",
+    "tls_key": "DEJAQ_TLS_KEY",
+    "token": "DEJAQ_TOKEN",
+}
 
 _RAISED = re.compile(
-    r"dejaq\.\S*\.(?:[A-Za-z]+Error|InvalidArgument|NotFound|TooManyRejects): (.+)"
+    r"dejaq\.\S*\.(?:[A-Za-z]+Error|InvalidArgument|NotFound|TooManyRejects"
+    r"|PermissionDenied|Unauthenticated): (.+)"
 )
 # flag -> the data source option it sets
 COLUMN_FLAGS = {
@@ -73,7 +84,10 @@ def schedule(args: argparse.Namespace) -> int:
         if value is not None:
             options[option] = str(value)
     if args.topic:
-        asyncio.run(_check_topic(options["broker"], args.topic))
+        asyncio.run(_check_topic(args, args.topic))
+    for flag, variable in SECURITY_FLAGS.items():
+        if getattr(args, flag):
+            os.environ[variable] = getattr(args, flag)
     try:
         job.run(job.Job(args.input, options, args.format, args.master))
     except DejaqError:
@@ -93,7 +107,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-async def _check_topic(brokers: str, topic: str) -> None:
+async def _check_topic(args: argparse.Namespace, topic: str) -> None:
     """Fail before Spark starts (seconds) when the topic does not exist."""
-    async with Client(brokers) as client:
+    async with connect(args) as client:
         await Admin(client).describe_topic(topic)

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.redact import redact
 
 SYNCHRONOUS_COMMIT = ("on", "remote_apply", "remote_write", "local", "off")
 # Passed to libpq untouched.
@@ -70,7 +71,7 @@ def parse_url(url: str) -> PostgresOptions:
     """Read a ``postgresql://...?option=value`` URL; ``InvalidArgument`` names what is wrong."""
     parts = urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
-        raise InvalidArgument(f"expected postgresql://user@host:port/database, got {url!r}")
+        raise InvalidArgument(f"expected postgresql://user@host:port/database, got {redact(url)!r}")
     fields: dict[str, Any] = {}
     libpq = {"connect_timeout": "5"}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):

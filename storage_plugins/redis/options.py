@@ -1,22 +1,27 @@
-"""What a ``redis://`` URL says: the server to connect to and dejaq's options.
+"""What a ``redis://`` or ``rediss://`` URL says: the server to connect to and dejaq's options.
 
 ``redis://[[user]:password@]host[:port][/db]?option=value&...``; each option is
-described on ``RedisStorage``. An unknown option or a bad value is refused with
-``InvalidArgument`` naming it, when the backend is built.
+described on ``RedisStorage``. ``rediss://`` is the same over TLS, with the
+``ssl_*`` options below. An unknown option or a bad value is refused with
+``InvalidArgument`` naming it, when the backend is built; the URL is quoted
+with its password masked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.redact import redact
 
 
 @dataclass(frozen=True, slots=True)
 class RedisOptions:
-    """A parsed ``redis://`` URL."""
+    """A parsed ``redis://`` or ``rediss://`` URL."""
 
     url: str  # the server URL without dejaq's options
     wait_replicas: int = 0
@@ -24,23 +29,71 @@ class RedisOptions:
     socket_timeout_ms: int = 5000
     connect_timeout_ms: int = 2000
     topic_slots: int = 1
+    # rediss:// only: the CA to trust (default: the system's), a client
+    # certificate and key (PEM files), and whether the server's name is checked.
+    ssl_ca_certs: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_check_hostname: bool = True
+
+    def tls_arguments(self) -> dict[str, Any]:
+        """Keyword arguments of redis-py's TLS connection (empty for redis://)."""
+        if not self.url.startswith("rediss:"):
+            return {}
+        given = {
+            "ssl_ca_certs": self.ssl_ca_certs,
+            "ssl_certfile": self.ssl_certfile,
+            "ssl_keyfile": self.ssl_keyfile,
+        }
+        return {
+            "ssl_cert_reqs": "required",
+            "ssl_check_hostname": self.ssl_check_hostname,
+            **{k: v for k, v in given.items() if v},
+        }
 
 
+FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 OPTIONS = tuple(f.name for f in dataclasses.fields(RedisOptions) if f.name != "url")
 _MAY_BE_ZERO = ("wait_replicas",)
+_BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
 
 def parse_url(url: str) -> RedisOptions:
-    """Read a ``redis://host:port/db?option=value`` URL; ``InvalidArgument`` names what is wrong."""
+    """Read a ``redis(s)://host:port/db?option=value`` URL; ``InvalidArgument`` names the fault."""
     parts = urlsplit(url)
     db = parts.path.lstrip("/")
-    if parts.scheme != "redis" or not parts.hostname or not (db == "" or db.isdigit()):
-        raise InvalidArgument(f"expected redis://host:port/db, got {url!r}")
-    values: dict[str, int] = {}
+    if (
+        parts.scheme not in ("redis", "rediss")
+        or not parts.hostname
+        or not (db == "" or db.isdigit())
+    ):
+        raise InvalidArgument(f"expected redis://host:port/db or rediss://..., got {redact(url)!r}")
+    try:
+        parts.port  # noqa: B018 - checked now, not when the client connects
+    except ValueError as exc:
+        raise InvalidArgument(f"bad port in redis URL {redact(url)!r}: {exc}") from None
+    values: dict[str, Any] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key not in OPTIONS:
             raise InvalidArgument(f"unknown redis option {key!r}: expected one of {OPTIONS}")
-        if not value.isdigit() or (key not in _MAY_BE_ZERO and int(value) == 0):
-            raise InvalidArgument(f"bad value {value!r} for redis option {key!r}")
-        values[key] = int(value)
+        values[key] = _value(key, value)
+    tls = [key for key in values if key.startswith("ssl_")]
+    if tls and parts.scheme != "rediss":
+        raise InvalidArgument(f"redis option {tls[0]!r} needs a rediss:// (TLS) URL")
+    if bool(values.get("ssl_certfile")) != bool(values.get("ssl_keyfile")):
+        raise InvalidArgument("redis options ssl_certfile and ssl_keyfile go together")
     return RedisOptions(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), **values)
+
+
+def _value(key: str, value: str) -> Any:
+    if key in FILES:
+        if not os.access(value, os.R_OK):
+            raise InvalidArgument(f"redis option {key}: cannot read the file {value!r}")
+        return value
+    if key == "ssl_check_hostname":
+        if value.lower() not in _BOOLEANS:
+            raise InvalidArgument(f"bad value {value!r} for redis option {key!r}: true or false")
+        return _BOOLEANS[value.lower()]
+    if not value.isdigit() or (key not in _MAY_BE_ZERO and int(value) == 0):
+        raise InvalidArgument(f"bad value {value!r} for redis option {key!r}")
+    return int(value)

@@ -45,6 +45,7 @@ class RedisStorage(Storage):
     Construct with a URL, then ``open()`` (connects and loads the scripts)::
 
         redis://[[user]:password@]host[:port][/db][?option=value&...]
+        rediss://...   (TLS)
 
     Options (integers):
 
@@ -66,6 +67,13 @@ class RedisStorage(Storage):
       are split into N contiguous ranges (one per hash slot, so per shard); a
       pass costs a script per slot its buckets touch — two round trips when
       that is more than one — and the throughput of one topic can use N shards.
+
+    Over TLS (``rediss://``): ``ssl_ca_certs=PATH`` (the CA to trust; default
+    the system's), ``ssl_certfile=PATH`` and ``ssl_keyfile=PATH`` (a client
+    certificate, when the server asks for one: ``tls-auth-clients yes``), and
+    ``ssl_check_hostname=false`` to accept a certificate not naming the host
+    (the chain is still verified). The password, if any, is masked wherever
+    the URL is printed.
 
     Durability is the server's: ``appendonly yes`` with ``appendfsync always``
     keeps every acknowledged call through a crash of the server, ``everysec``
@@ -114,6 +122,7 @@ class RedisStorage(Storage):
             socket_timeout=timeout_ms / 1000,
             socket_connect_timeout=o.connect_timeout_ms / 1000,
             retry=Retry(NoBackoff(), 0),
+            **o.tls_arguments(),
         )
         self._runner_ = Runner(self._client)
         self._registry_ = Registry(self._runner_)

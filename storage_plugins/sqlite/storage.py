@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
+from dejaq.core.redact import redact
 from dejaq.storage_plugins.base import (
     HandBack,
     LeaseRequest,
@@ -32,6 +34,7 @@ from dejaq.storage_plugins.sqlite import ops, scan, sql
 from dejaq.storage_plugins.sqlite.checkpoint import Checkpointer
 from dejaq.storage_plugins.sqlite.writer import Writer, storage_error
 
+_OPEN_RETRY_S = 0.05
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -49,7 +52,7 @@ def parse_url(url: str) -> SqliteOptions:
     """Read a ``sqlite:///path?option=value`` URL; ``InvalidArgument`` names what is wrong."""
     parts = urlsplit(url)
     if parts.scheme != "sqlite" or parts.netloc or len(parts.path) < 2:
-        raise InvalidArgument(f"expected sqlite:///path/to/file.db, got {url!r}")
+        raise InvalidArgument(f"expected sqlite:///path/to/file.db, got {redact(url)!r}")
     path = unquote(parts.path[1:])
     if path == ":memory:":
         raise InvalidArgument("sqlite:///:memory: is not supported: use memory://")
@@ -69,7 +72,20 @@ def parse_url(url: str) -> SqliteOptions:
 
 
 def connect(options: SqliteOptions) -> sqlite3.Connection:
-    """Open the file in WAL mode and create or check the schema."""
+    """Open the file in WAL mode and create or check the schema. Brokers starting
+    together on a new file race to switch it to WAL, which SQLite answers with
+    "database is locked" at once, busy timeout or not: try again until it passes."""
+    deadline = time.monotonic() + options.busy_timeout_ms / 1000
+    while True:
+        try:
+            return _connect(options)
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(_OPEN_RETRY_S)
+
+
+def _connect(options: SqliteOptions) -> sqlite3.Connection:
     options.path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(
         options.path,

@@ -65,3 +65,45 @@ def test_the_look_ahead_is_the_storage_default_unless_set(
     backend = storage_from_url(storage)  # not opened: only its defaults are read
     broker = BrokerContext(config, backend, LocalCoordinator(), TopicCache(backend))
     assert broker.lookahead_ms == expected
+
+
+HTTPS = {"DEJAQ_ETCD": "https://e:2379"}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({**HTTPS, "DEJAQ_ETCD_CERT": "c.pem"}, "etcd_cert and etcd_key go together"),
+        ({"DEJAQ_ETCD": "http://e:2379", "DEJAQ_ETCD_CA": "ca.pem"}, "need https://"),
+        ({"DEJAQ_ETCD_CA": "ca.pem"}, "--etcd is not"),
+        ({**HTTPS, "DEJAQ_ETCD_USER": "u"}, "etcd_user needs etcd_password_file"),
+        ({**HTTPS, "DEJAQ_ETCD_PASSWORD": "p"}, "an etcd password needs etcd_user"),
+        (
+            {
+                **HTTPS,
+                "DEJAQ_ETCD_USER": "u",
+                "DEJAQ_ETCD_PASSWORD": "p",
+                "DEJAQ_ETCD_PASSWORD_FILE": "f",
+            },
+            "not both",
+        ),
+        ({"DEJAQ_METRICS": "127.0.0.1:0", "DEJAQ_METRICS_TLS_KEY": "k"}, "go together"),
+        ({"DEJAQ_METRICS_TLS_CERT": "c", "DEJAQ_METRICS_TLS_KEY": "k"}, "--metrics is not"),
+        (
+            {"DEJAQ_METRICS": "127.0.0.1:0", "DEJAQ_METRICS_TLS_CLIENT_CA": "ca"},
+            "needs metrics_tls_cert",
+        ),
+    ],
+)
+def test_tls_and_credential_settings_come_in_whole_sets(env: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        BrokerConfig.from_sources({}, env)
+
+
+def test_the_etcd_password_stays_out_of_the_config_repr() -> None:
+    env = {**HTTPS, "DEJAQ_ETCD_USER": "u", "DEJAQ_ETCD_PASSWORD": "hunter2"}
+
+    config = BrokerConfig.from_sources({}, env)
+
+    assert config.etcd_password == "hunter2"
+    assert "hunter2" not in repr(config)

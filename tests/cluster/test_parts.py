@@ -39,9 +39,21 @@ def test_endpoints() -> None:
         Endpoint("h2", 2380),
         Endpoint("h3", 2379),
     ]
-    for bad in ("", "https://h:2379", "http://h:port", "http://h:1/path"):
+    assert parse_endpoints("https://e1:2379,https://e2") == [
+        Endpoint("e1", 2379, tls=True),
+        Endpoint("e2", 2379, tls=True),
+    ]
+    for bad in ("", "ftp://h:2379", "http://h:port", "http://h:1/path", "http://a,https://b"):
         with pytest.raises(InvalidArgument):
             parse_endpoints(bad)
+
+
+def test_credentials_in_an_etcd_url_are_refused_without_showing_the_password() -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        parse_endpoints("https://dejaq:hunter2@e:2379")
+
+    assert "--etcd-user" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
 
 
 def test_cluster_settings_are_read_and_checked() -> None:

@@ -51,4 +51,6 @@ async def test_a_burst_drains_at_the_cap_across_three_brokers(cluster: Cluster) 
     drain_s = (received[-1] - due) / 1000
     print(f"\n{MESSAGES} due at one ms, cap {RATE:g}/s over 3 brokers: drained in {drain_s:.2f} s")
     assert drain_s >= 0.8 * MESSAGES / RATE  # a per-broker cap would take a third of it
-    assert drain_s <= 1.6 * MESSAGES / RATE
+    # (and well under what a cap applied three times over would take: how close it
+    # comes to the ideal is measured in benchmarks/, on a quiet machine)
+    assert drain_s <= 2.5 * MESSAGES / RATE

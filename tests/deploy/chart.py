@@ -54,6 +54,41 @@ VALUE_SETS: dict[str, Values] = {
         "metrics": {"serviceMonitor": {"enabled": True}},
         "grafanaDashboard": {"enabled": True},
     },
+    # TLS and secrets everywhere: brokers (mutual TLS, principals file), PostgreSQL
+    # with verify-full and the password from a Secret, the bundled etcd over TLS with
+    # client certificates and a user, /metrics over HTTPS.
+    "tls-everywhere": {
+        **OWN_STORAGE,
+        "broker": {
+            "tls": {"enabled": True, "existingSecret": "dejaq-tls", "clientCA": True},
+            "auth": {"existingSecret": "dejaq-auth"},
+        },
+        "storage": {
+            "url": "postgresql://dejaq@pg.data:5432/dejaq?sslmode=verify-full"
+            "&sslrootcert=/etc/dejaq/storage-tls/ca.crt",
+            "passwordSecret": {"name": "pg-password"},
+            "tls": {"existingSecret": "pg-ca"},
+        },
+        "etcd": {
+            "tls": {"enabled": True, "existingSecret": "etcd-server-tls"},
+            "client": {
+                "tls": {"enabled": True, "existingSecret": "etcd-client-tls"},
+                "auth": {"enabled": True, "existingSecret": "etcd-auth"},
+            },
+        },
+        "metrics": {
+            "tls": {"enabled": True, "existingSecret": "metrics-tls", "clientCA": True},
+            "serviceMonitor": {"enabled": True, "tlsConfig": {"insecureSkipVerify": False}},
+        },
+    },
+    "external-etcd-tls": {
+        "broker": {"auth": {"insecureAllowAnonymous": True}},
+        "etcd": {
+            "enabled": False,
+            "externalEndpoints": ["https://etcd-0.infra:2379", "https://etcd-1.infra:2379"],
+            "client": {"tls": {"enabled": True, "existingSecret": "etcd-client-tls"}},
+        },
+    },
 }
 
 

@@ -4,7 +4,9 @@
 ``fieldRef``, ``secretKeyRef`` on the chart's own Secrets) and expands
 ``$(VAR)`` references to earlier entries, as Kubernetes does. ``to_loopback``
 maps in-cluster addresses (Services and StatefulSet pods behind headless
-Services) to servers started on 127.0.0.1. ``grpc_probe`` asks the gRPC health
+Services) to servers started on 127.0.0.1. ``mount_secrets`` projects the
+Secret volumes a container mounts into local folders, as the kubelet does, and
+``to_local_paths`` points the container's paths there. ``grpc_probe`` asks the gRPC health
 service what a kubelet's native gRPC probe asks, and ``until_probe_passes``
 repeats it on the probe's own period and failure threshold.
 """
@@ -15,6 +17,7 @@ import base64
 import re
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -70,6 +73,37 @@ def to_loopback(text: str, services: Mapping[str, int]) -> str:
         return match[0]
 
     return _ADDRESS.sub(local, text)
+
+
+def mount_secrets(
+    pod_spec: Mapping[str, Any], container: Mapping[str, Any], secret_values: Secrets, root: Path
+) -> dict[str, Path]:
+    """Write every Secret volume ``container`` mounts under ``root`` (each key as a
+    file, or the listed ``items``, with the volume's ``defaultMode``): mount path ->
+    local folder."""
+    volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+    mounts: dict[str, Path] = {}
+    for mount in container.get("volumeMounts", []):
+        secret = volumes[mount["name"]].get("secret")
+        if secret is None:
+            continue
+        values = secret_values[secret["secretName"]]
+        items = secret.get("items") or [{"key": key, "path": key} for key in values]
+        folder = root / mount["name"]
+        folder.mkdir(parents=True)
+        for item in items:
+            path = folder / item["path"]
+            path.write_text(values[item["key"]])
+            path.chmod(secret.get("defaultMode", 0o644))
+        mounts[mount["mountPath"]] = folder
+    return mounts
+
+
+def to_local_paths(text: str, mounts: Mapping[str, Path]) -> str:
+    """Paths under a mounted folder, pointed at its local copy."""
+    for mount_path, folder in mounts.items():
+        text = text.replace(f"{mount_path}/", f"{folder}/")
+    return text
 
 
 def grpc_probe(probe: Mapping[str, Any], host: str = POD_IP) -> bool:

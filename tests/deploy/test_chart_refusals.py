@@ -1,6 +1,7 @@
-"""Values that would strand messages, or that this broker cannot honour yet, are
-refused when the chart renders (`helm install` stops before creating anything),
-and values.schema.json refuses wrong keys and types with the path of the bad value."""
+"""Values that would strand messages, or that do not fit together (a TLS switch
+without its Secret, TLS on one side of a link only), are refused when the chart
+renders (`helm install` stops before creating anything), and values.schema.json
+refuses wrong keys and types with the path of the bad value."""
 
 from __future__ import annotations
 
@@ -30,13 +31,54 @@ REFUSED: dict[str, tuple[Values, str]] = {
         {"etcd": {"externalEndpoints": ["http://e:2379"]}},
         "set etcd.enabled=false to use etcd.externalEndpoints",
     ),
-    "broker TLS before the broker serves it": (
-        {"broker": {"tls": {"enabled": True, "existingSecret": "dejaq-tls"}}},
-        "does not serve TLS yet",
+    "broker TLS without its Secret": (
+        {"broker": {"tls": {"enabled": True}}},
+        "broker.tls.enabled needs broker.tls.existingSecret",
     ),
-    "etcd auth before the broker speaks it": (
-        {"etcd": {"client": {"auth": {"enabled": True, "existingSecret": "etcd-auth"}}}},
-        "plain HTTP to etcd without auth",
+    "etcd auth without its Secret": (
+        {"etcd": {"client": {"auth": {"enabled": True}}}},
+        "etcd.client.auth.enabled needs etcd.client.auth.existingSecret",
+    ),
+    "a principals file and anonymous access": (
+        {"broker": {"auth": {"existingSecret": "a", "insecureAllowAnonymous": True}}},
+        "not both",
+    ),
+    "bundled etcd over TLS, brokers without a client certificate": (
+        {"etcd": {"tls": {"enabled": True, "existingSecret": "etcd-tls"}}},
+        "etcd.tls and etcd.client.tls go together",
+    ),
+    "client TLS towards a plain bundled etcd": (
+        {"etcd": {"client": {"tls": {"enabled": True, "existingSecret": "c"}}}},
+        "etcd.tls and etcd.client.tls go together",
+    ),
+    "client TLS towards http:// endpoints": (
+        {
+            "etcd": {
+                "enabled": False,
+                "externalEndpoints": ["http://e:2379"],
+                "client": {"tls": {"enabled": True, "existingSecret": "c"}},
+            }
+        },
+        "needs https:// etcd.externalEndpoints",
+    ),
+    "mixed etcd schemes": (
+        {"etcd": {"enabled": False, "externalEndpoints": ["http://e1:2379", "https://e2:2379"]}},
+        "mix https:// and http://",
+    ),
+    "metrics TLS with metrics off": (
+        {"metrics": {"enabled": False, "tls": {"enabled": True, "existingSecret": "m"}}},
+        "metrics.tls.enabled needs metrics.enabled=true",
+    ),
+    "a password Secret for the bundled Redis": (
+        {"storage": {"passwordSecret": {"name": "pw"}}},
+        "storage.passwordSecret fills in the password of storage.url",
+    ),
+    "a password both in the URL and in a Secret": (
+        {
+            **OWN_STORAGE,
+            "storage": {"url": "redis://:inline@r:6379/0", "passwordSecret": {"name": "pw"}},
+        },
+        "storage.url already carries a password",
     ),
 }
 

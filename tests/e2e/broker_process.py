@@ -8,9 +8,11 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dejaq.core.redact import redact
 
 LISTENING = re.compile(r"dejaq broker listening on (\S+):(\d+) \(storage (.*)\)")
 START_TIMEOUT_S = 20.0
@@ -34,8 +36,10 @@ class BrokerProcess:
     storage: str
     log_path: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    args: Sequence[str] = ()  # more flags of ``dejaq broker``
     process: subprocess.Popen[str] | None = None
     address: str = ""
+    banner: list[str] = field(default_factory=list)  # stdout up to the listening line
 
     def start(self) -> BrokerProcess:
         env = {**os.environ, **self.env}
@@ -51,6 +55,7 @@ class BrokerProcess:
                     "127.0.0.1:0",
                     "--storage",
                     self.storage,
+                    *self.args,
                 ],
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -63,7 +68,7 @@ class BrokerProcess:
     def _read_address(self) -> str:
         """Wait (bounded) for the line that tells the port."""
         assert self.process is not None and self.process.stdout is not None
-        found: list[str] = []
+        found = self.banner
         stdout = self.process.stdout
 
         def read() -> None:
@@ -79,7 +84,7 @@ class BrokerProcess:
         if match is None:
             self.kill()
             raise RuntimeError(f"broker did not start; stdout {found!r}; log:\n{self.log_tail()}")
-        assert match.group(3) == self.storage
+        assert match.group(3) == redact(self.storage)  # a password is never printed
         return f"{match.group(1)}:{match.group(2)}"
 
     @property

@@ -57,6 +57,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.storage.existingSecret }}{{ .Values.storage.existingSecretKey }}{{ else }}url{{ end -}}
 {{- end -}}
 
+{{/* With storage.passwordSecret: the URL with $(STORAGE_PASSWORD) as its password,
+which the kubelet fills in from the Secret (postgresql://dejaq@db/d becomes
+postgresql://dejaq:$(STORAGE_PASSWORD)@db/d, redis://r:6379/0 redis://:$(...)@r:6379/0). */}}
+{{- define "dejaq.storageUrlWithPassword" -}}
+{{- regexReplaceAll "^([a-z]+://)(?:([^:@/]*)@)?" .Values.storage.url "${1}${2}:$$(STORAGE_PASSWORD)@" -}}
+{{- end -}}
+
 {{/* The storage URL the chart knows (empty with storage.existingSecret). */}}
 {{- define "dejaq.storageUrl" -}}
 {{- if .Values.redis.enabled -}}
@@ -80,7 +87,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.etcd.enabled -}}
 {{- $urls := list -}}
 {{- range $i := until (int .Values.etcd.replicaCount) -}}
-{{- $urls = append $urls (printf "http://%s:2379" (include "dejaq.etcdMemberHost" (dict "ctx" $ "i" $i))) -}}
+{{- $urls = append $urls (printf "%s://%s:2379" (include "dejaq.etcdScheme" $) (include "dejaq.etcdMemberHost" (dict "ctx" $ "i" $i))) -}}
 {{- end -}}
 {{- join "," $urls -}}
 {{- else -}}
@@ -92,9 +99,58 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "dejaq.etcdInitialCluster" -}}
 {{- $members := list -}}
 {{- range $i := until (int .Values.etcd.replicaCount) -}}
-{{- $members = append $members (printf "%s-etcd-%d=http://%s:2380" (include "dejaq.fullname" $) $i (include "dejaq.etcdMemberHost" (dict "ctx" $ "i" $i))) -}}
+{{- $members = append $members (printf "%s-etcd-%d=%s://%s:2380" (include "dejaq.fullname" $) $i (include "dejaq.etcdScheme" $) (include "dejaq.etcdMemberHost" (dict "ctx" $ "i" $i))) -}}
 {{- end -}}
 {{- join "," $members -}}
+{{- end -}}
+
+{{/* The bundled etcd's scheme, for clients and peers. */}}
+{{- define "dejaq.etcdScheme" -}}
+{{- if .Values.etcd.tls.enabled }}https{{ else }}http{{ end -}}
+{{- end -}}
+
+{{/* The broker's flags for its own TLS and auth (the rest of its settings are
+DEJAQ_* variables): each appears only when its value asks for it. */}}
+{{- define "dejaq.brokerArgs" -}}
+{{- $args := list -}}
+{{- if .Values.broker.tls.enabled -}}
+{{- $args = concat $args (list "--tls-cert=/etc/dejaq/tls/tls.crt" "--tls-key=/etc/dejaq/tls/tls.key") -}}
+{{- if .Values.broker.tls.clientCA -}}
+{{- $args = append $args "--tls-client-ca=/etc/dejaq/tls/ca.crt" -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.broker.auth.existingSecret -}}
+{{- $args = append $args (printf "--auth=/etc/dejaq/auth/%s" .Values.broker.auth.existingSecretKey) -}}
+{{- end -}}
+{{- if .Values.broker.auth.insecureAllowAnonymous -}}
+{{- $args = append $args "--insecure-allow-anonymous" -}}
+{{- end -}}
+{{- toJson $args -}}
+{{- end -}}
+
+{{/* Secrets mounted into the broker: (volume name, Secret, mount path, items or nil). */}}
+{{- define "dejaq.brokerSecretVolumes" -}}
+{{- $v := list -}}
+{{- if .Values.broker.tls.enabled -}}
+{{- $v = append $v (dict "name" "tls" "secret" .Values.broker.tls.existingSecret "path" "/etc/dejaq/tls") -}}
+{{- end -}}
+{{- with .Values.broker.auth.existingSecret -}}
+{{- $v = append $v (dict "name" "auth" "secret" . "path" "/etc/dejaq/auth") -}}
+{{- end -}}
+{{- with .Values.storage.tls.existingSecret -}}
+{{- $v = append $v (dict "name" "storage-tls" "secret" . "path" "/etc/dejaq/storage-tls") -}}
+{{- end -}}
+{{- if .Values.etcd.client.tls.enabled -}}
+{{- $v = append $v (dict "name" "etcd-tls" "secret" .Values.etcd.client.tls.existingSecret "path" "/etc/dejaq/etcd-tls") -}}
+{{- end -}}
+{{- if .Values.etcd.client.auth.enabled -}}
+{{- $items := list (dict "key" .Values.etcd.client.auth.passwordKey "path" "password") -}}
+{{- $v = append $v (dict "name" "etcd-auth" "secret" .Values.etcd.client.auth.existingSecret "path" "/etc/dejaq/etcd-auth" "items" $items) -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled .Values.metrics.tls.enabled -}}
+{{- $v = append $v (dict "name" "metrics-tls" "secret" .Values.metrics.tls.existingSecret "path" "/etc/dejaq/metrics-tls") -}}
+{{- end -}}
+{{- toJson $v -}}
 {{- end -}}
 
 {{- define "dejaq.terminationGracePeriodSeconds" -}}

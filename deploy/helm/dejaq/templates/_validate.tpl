@@ -25,10 +25,45 @@ cannot honour yet. Included by the Deployment, so `helm template` and
 {{- if and (gt $replicas 1) (not (include "dejaq.etcdEndpoints" .)) -}}
 {{- fail (printf "replicaCount=%d needs etcd to share the buckets: etcd.enabled=true or etcd.externalEndpoints" $replicas) -}}
 {{- end -}}
-{{- if .Values.broker.tls.enabled -}}
-{{- fail "broker.tls.enabled: this dejaq version does not serve TLS yet (the security issue adds it); leave it false" -}}
+{{- include "dejaq.validateSecurity" . -}}
 {{- end -}}
-{{- if or .Values.etcd.client.tls.enabled .Values.etcd.client.auth.enabled -}}
-{{- fail "etcd.client.tls / etcd.client.auth: this dejaq version speaks plain HTTP to etcd without auth (the security issue adds both); leave them disabled" -}}
+
+{{/* TLS and secrets: each switch names the Secret it needs, and the parts agree. */}}
+{{- define "dejaq.validateSecurity" -}}
+{{- range $what, $tls := dict "broker.tls" .Values.broker.tls "metrics.tls" .Values.metrics.tls "etcd.tls" .Values.etcd.tls "etcd.client.tls" .Values.etcd.client.tls "etcd.client.auth" .Values.etcd.client.auth -}}
+{{- if and $tls.enabled (not $tls.existingSecret) -}}
+{{- fail (printf "%s.enabled needs %s.existingSecret: the Secret holding its files" $what $what) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.broker.auth.existingSecret .Values.broker.auth.insecureAllowAnonymous -}}
+{{- fail "broker.auth: set existingSecret (who may do what) or insecureAllowAnonymous, not both" -}}
+{{- end -}}
+{{- if and .Values.metrics.tls.enabled (not .Values.metrics.enabled) -}}
+{{- fail "metrics.tls.enabled needs metrics.enabled=true" -}}
+{{- end -}}
+{{- if .Values.etcd.enabled -}}
+{{- if ne .Values.etcd.tls.enabled .Values.etcd.client.tls.enabled -}}
+{{- fail "etcd.tls and etcd.client.tls go together with the bundled etcd: over TLS it wants a client certificate from every broker, and without TLS it speaks plain HTTP" -}}
+{{- end -}}
+{{- else -}}
+{{- if .Values.etcd.tls.enabled -}}
+{{- fail "etcd.tls is for the bundled etcd (etcd.enabled=true); for an external one set etcd.client.tls and https:// endpoints" -}}
+{{- end -}}
+{{- $https := 0 -}}
+{{- range .Values.etcd.externalEndpoints }}{{ if hasPrefix "https://" . }}{{ $https = add1 $https }}{{ end }}{{ end -}}
+{{- if and $https (ne $https (len .Values.etcd.externalEndpoints)) -}}
+{{- fail "etcd.externalEndpoints mix https:// and http://: use one scheme" -}}
+{{- end -}}
+{{- if and .Values.etcd.client.tls.enabled (not $https) -}}
+{{- fail "etcd.client.tls.enabled needs https:// etcd.externalEndpoints" -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.storage.passwordSecret.name -}}
+{{- if or (not $.Values.storage.url) $.Values.redis.enabled -}}
+{{- fail "storage.passwordSecret fills in the password of storage.url: set storage.url (without a password) and redis.enabled=false" -}}
+{{- end -}}
+{{- if regexMatch "^[a-z]+://[^@/]*:[^@/]*@" $.Values.storage.url -}}
+{{- fail "storage.url already carries a password: drop it from the URL when storage.passwordSecret gives it" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

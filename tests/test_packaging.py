@@ -1,0 +1,23 @@
+"""Every source package is in the wheel: a folder missing from pyproject.toml's
+package list imports fine from a checkout and fails in the image."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_package_folder_is_listed_in_pyproject() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    roots = {folder: name for name, folder in config["package-dir"].items()}
+    found = set()
+    for folder, name in roots.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder)
+            if "generated" in rel.parts or "__pycache__" in rel.parts:
+                continue
+            found.add(".".join([name, *rel.parts]) if rel.parts else name)
+    assert found - listed == set(), "add these to [tool.setuptools] packages"
