@@ -17,7 +17,7 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.metrics import Event
 from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import InsertStatus, NewMessage, TopicSettings
+from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
 from dejaq.core.wire.status import kind_of
 from dejaq.proto import dejaq_pb2 as pb
@@ -28,12 +28,20 @@ _INVALID_KIND = kind_of(InvalidArgument(""))
 
 
 async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceResponse:
+    """One frame: checked as a whole, then stored."""
+    return await _store(broker, *await _check(broker, req))
+
+
+async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, ProduceBatch]:
+    """What refuses a whole frame (an unknown topic, a malformed batch)."""
+    return await broker.topics.get(req.topic), decode_messages(req.batch)
+
+
+async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb.ProduceResponse:
     # Frames that arrive together would otherwise run back to back without a
     # suspension (an in-process backend never waits): let a due dispatch pass
     # go first, so a burst of produce frames delays delivery by one frame at most.
     await asyncio.sleep(0)
-    topic = await broker.topics.get(req.topic)
-    batch = decode_messages(req.batch)
     ids = batch.ids
     if not all(ids):
         fresh = iter(broker.new_id.many(ids.count("")))
@@ -151,23 +159,36 @@ def _count(broker: BrokerContext, topic: str, status: list[int]) -> None:
 async def produce_stream(
     broker: BrokerContext, requests: AsyncIterator[pb.ProduceRequest]
 ) -> AsyncIterator[pb.ProduceResponse]:
-    pending: asyncio.Queue[asyncio.Task[pb.ProduceResponse] | None] = asyncio.Queue(PIPELINE)
+    # In order: a frame being stored, the error that refused a frame (it ends
+    # the stream after the answers before it), or None at the end.
+    pending: asyncio.Queue[asyncio.Task[pb.ProduceResponse] | Exception | None] = asyncio.Queue(
+        PIPELINE
+    )
 
     frames_in = broker.metrics.frame_counter("produce", "in")
     frames_out = broker.metrics.frame_counter("produce", "out")
 
     async def read() -> None:
-        # A broken request stream ends the response stream the same way (None).
-        with contextlib.suppress(grpc.RpcError, ConnectionError):
+        try:
             async for req in requests:
                 frames_in.inc()
-                await pending.put(asyncio.create_task(produce(broker, req)))
+                # Checked here, in order, so no frame after a refused one is
+                # stored: the stream's error then covers every frame not answered.
+                checked = await _check(broker, req)
+                await pending.put(asyncio.create_task(_store(broker, *checked)))
+        except (grpc.RpcError, ConnectionError):
+            pass  # a broken request stream ends the response stream the same way (None)
+        except Exception as exc:  # a refused frame: answered after the frames before it
+            await pending.put(exc)
+            return
         await pending.put(None)
 
     reader = asyncio.create_task(read())
     broker.metrics.producers.inc()
     try:
         while (task := await pending.get()) is not None:
+            if isinstance(task, Exception):
+                raise task
             response = await task
             frames_out.inc()
             yield response
@@ -176,7 +197,7 @@ async def produce_stream(
         reader.cancel()
         while not pending.empty():
             t = pending.get_nowait()
-            if t is not None:
+            if isinstance(t, asyncio.Task):
                 t.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reader

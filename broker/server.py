@@ -23,6 +23,7 @@ from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.metrics_endpoint import serve_metrics, tls_context
+from dejaq.broker.requests import add_to_server
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
@@ -32,7 +33,6 @@ from dejaq.broker.topics import TopicCache
 from dejaq.core.clock import WallClock
 from dejaq.core.redact import redact
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
-from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from dejaq.storage_plugins import storage_from_url
 
 log = logging.getLogger("dejaq.broker")
@@ -81,7 +81,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             ("grpc.max_send_message_length", MAX_FRAME_BYTES),
         ]
     )
-    pb_grpc.add_TimelineServicer_to_server(TimelineService(broker, guard), server)
+    add_to_server(TimelineService(broker, guard), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

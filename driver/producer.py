@@ -255,7 +255,7 @@ class Producer:
                     call = self.client.stub().Produce()
                     for frame in list(self._inflight):
                         await call.write(frame.request)
-                except grpc.RpcError:
+                except (grpc.RpcError, asyncio.InvalidStateError):  # ended before we wrote
                     if backoff.expired():
                         self._fail_all(BrokerUnavailable("no broker accepted the produce stream"))
                         return

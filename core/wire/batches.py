@@ -8,7 +8,8 @@ anything malformed, so a bad frame never reaches storage.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -143,9 +144,23 @@ def _blob(array: Any) -> bytes:
     return array.tobytes() if isinstance(array, np.ndarray) else b""
 
 
+@contextlib.contextmanager
+def _frame(table: str) -> Iterator[None]:
+    """Turn whatever a corrupt ``table`` frame makes the generated accessors
+    raise into ``InvalidArgument``."""
+    try:
+        yield
+    except InvalidArgument:
+        raise
+    except (UnicodeDecodeError, ValueError, TypeError, IndexError, OverflowError) as exc:
+        raise InvalidArgument(f"malformed {table} frame: {exc}") from exc
+    except Exception as exc:  # struct.error and friends from a corrupt buffer
+        raise InvalidArgument(f"malformed {table} frame: {type(exc).__name__}") from exc
+
+
 def decode_messages(buf: bytes) -> ProduceBatch:
     """Decode and validate a MessageBatch frame."""
-    try:
+    with _frame("MessageBatch"):
         batch = MessageBatch.MessageBatch.GetRootAs(buf, 0)
         ts_col = batch.TimestampsAsNumpy()
         timestamps: list[int] = ts_col.tolist() if isinstance(ts_col, np.ndarray) else []
@@ -160,12 +175,6 @@ def decode_messages(buf: bytes) -> ProduceBatch:
             ids = _split_text(_blob(raw_ids), batch.IdOffsetsAsNumpy(), n, "id")
         md = _column(batch.MaxDeliveriesAsNumpy(), n, "max_deliveries")
         exp = _column(batch.ExpiresAtAsNumpy(), n, "expires_at")
-    except InvalidArgument:
-        raise
-    except (UnicodeDecodeError, ValueError, TypeError, IndexError, OverflowError) as exc:
-        raise InvalidArgument(f"malformed MessageBatch frame: {exc}") from exc
-    except Exception as exc:  # struct.error and friends from a corrupt buffer
-        raise InvalidArgument(f"malformed MessageBatch frame: {type(exc).__name__}") from exc
     return ProduceBatch(timestamps, ids, payloads, md, exp)
 
 
@@ -181,6 +190,7 @@ def encode_results(status: Sequence[int], ids: Sequence[str]) -> bytes:
     return bytes(builder.Output())
 
 
+@_frame("ProduceResults")
 def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
     res = ProduceResults.ProduceResults.GetRootAs(buf, 0)
     st = res.StatusAsNumpy()
@@ -225,6 +235,7 @@ class DeliveryColumns(NamedTuple):
     lease_until: int
 
 
+@_frame("DeliveryBatch")
 def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
     batch = DeliveryBatch.DeliveryBatch.GetRootAs(buf, 0)
     ts_col = batch.TimestampsAsNumpy()
