@@ -2,7 +2,8 @@
 
 The first frame is a Hello (topic, consumer id, lease, initial credit). Then a
 reader task applies credits and settles (ack / extend / nack) as they come,
-while the dispatcher pushes DeliveryBatch frames through the session's outbox.
+while the dispatcher pushes DeliveryBatch frames (cut at ``max_frame_bytes``)
+through the session's bounded outbox (outbox.py).
 
 A consumer that says Goodbye is leaving cleanly: its leases are released at
 once (due now, for another consumer). One whose stream ends or breaks without
@@ -15,18 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import grpc
 
 from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch import Dispatcher
+from dejaq.broker.outbox import Outbox
 from dejaq.broker.settle import Kind, settle
 from dejaq.broker.tasks import Background
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import Leases, Topic
-from dejaq.core.wire.batches import encode_deliveries
+from dejaq.core.wire.batches import delivery_frames
 from dejaq.core.wire.convert import topic_to_pb
 from dejaq.core.wire.status import code_for
 from dejaq.proto import dejaq_pb2 as pb
@@ -37,29 +40,53 @@ _cleanup = Background("consumer cleanup")
 HELLO_TIMEOUT_S = 30.0
 MAX_WINDOW = 10 * validation.MAX_CREDITS
 
-OutboxItem = pb.ConsumeResponse | Exception | None  # None = end the stream cleanly
+CutOff = Callable[[DejaqError], Coroutine[Any, Any, None]]  # ends the call with a status at once
 
 
 class Session:
     """A connected consumer, as the dispatcher sees it."""
 
-    def __init__(self, topic: Topic, consumer_id: str, lease_ms: int, credit: int) -> None:
+    def __init__(
+        self,
+        topic: Topic,
+        consumer_id: str,
+        lease_ms: int,
+        credit: int,
+        max_frame_bytes: int = 4 << 20,
+        max_outbox_frames: int = 256,
+    ) -> None:
         self.topic = topic
         self.consumer_id = consumer_id
         self.lease_ms = lease_ms
         self.credit = credit
-        self.outbox: asyncio.Queue[OutboxItem] = asyncio.Queue()
+        self.max_frame_bytes = max_frame_bytes
+        self.outbox = Outbox(consumer_id, max_outbox_frames)
 
     def deliver(self, leases: Leases) -> None:
-        frame = encode_deliveries(leases.delivered, leases.lease_until)
-        self.outbox.put_nowait(pb.ConsumeResponse(deliveries=frame))
+        """A pass's deliveries, in frames of at most ``max_frame_bytes``."""
+        for frame, carries in delivery_frames(
+            leases.delivered, leases.lease_until, self.max_frame_bytes
+        ):
+            self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries)
 
     def fail(self, exc: Exception) -> None:
-        self.outbox.put_nowait(exc)
+        self.outbox.fail(exc)
 
 
 async def consume_stream(
-    broker: BrokerContext, requests: AsyncIterator[pb.ConsumeRequest]
+    broker: BrokerContext,
+    requests: AsyncIterator[pb.ConsumeRequest],
+    cut_off: CutOff | None = None,
+) -> AsyncIterator[pb.ConsumeResponse]:
+    """One consumer's stream. ``cut_off`` ends the call with a status even while
+    a write waits on a consumer that does not read (outbox.py)."""
+    with broker.streams.slot():
+        async for response in _consume(broker, requests, cut_off):
+            yield response
+
+
+async def _consume(
+    broker: BrokerContext, requests: AsyncIterator[pb.ConsumeRequest], cut_off: CutOff | None
 ) -> AsyncIterator[pb.ConsumeResponse]:
     try:
         first = await asyncio.wait_for(anext(requests), HELLO_TIMEOUT_S)
@@ -68,9 +95,20 @@ async def consume_stream(
     if first.WhichOneof("frame") != "hello":
         raise InvalidArgument("a Consume stream must open with a Hello frame")
     session = await _open(broker, first.hello)
+    dispatcher = broker.dispatcher(session.topic)
+
+    def cut(exc: DejaqError) -> None:
+        log.warning("%s: %s", session.topic.name, exc)
+        broker.metrics.consumers_cut_off.inc()
+        held = dispatcher.remove(session) + session.outbox.take_deliveries()
+        if held:
+            _cleanup.spawn(dispatcher.hand_back(session.consumer_id, held))
+        if cut_off is not None:
+            _cleanup.spawn(cut_off(exc))
+
+    session.outbox.on_cut_off = cut
     key = (session.topic.name, session.consumer_id)
     broker.consumer_ids.add(key)
-    dispatcher = broker.dispatcher(session.topic)
     reader: asyncio.Task[None] | None = None
     try:
         await broker.coordinator.consumer_joined(*key)
@@ -85,14 +123,12 @@ async def consume_stream(
         reader = asyncio.create_task(_read(broker, session, dispatcher, requests))
         frames_out = broker.metrics.frame_counter("consume", "out")
         while (item := await session.outbox.get()) is not None:
-            if isinstance(item, Exception):
-                raise item
             frames_out.inc()
             yield item
     finally:
         if reader is not None:
             reader.cancel()
-        held = dispatcher.remove(session)
+        held = dispatcher.remove(session) + session.outbox.take_deliveries()
         broker.consumer_ids.discard(key)
         # Cleanup must not await here: this may run while the stream is cancelled.
         if held:
@@ -106,7 +142,15 @@ async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
     if (topic.name, cid) in broker.consumer_ids:
         raise AlreadyExists(f"consumer {cid!r} is already connected to topic {topic.name!r}")
     lease = validation.lease_ms(hello.lease_ms or topic.settings.lease_ms)
-    return Session(topic, cid, lease, validation.credits(hello.credits))
+    config = broker.config
+    return Session(
+        topic,
+        cid,
+        lease,
+        validation.credits(hello.credits),
+        config.max_frame_bytes,
+        config.max_outbox_frames,
+    )
 
 
 async def _read(
@@ -125,7 +169,7 @@ async def _read(
             elif kind == "settle":
                 if req.settle.credits:
                     _add_credits(session, dispatcher, req.settle.credits)
-                session.outbox.put_nowait(await _settle(broker, session, req.settle))
+                session.outbox.put(await _settle(broker, session, req.settle))
             elif kind == "goodbye":
                 await _goodbye(broker, session, dispatcher)
                 return
@@ -139,7 +183,7 @@ async def _read(
     except (grpc.RpcError, ConnectionError):
         pass
     # Ended without a goodbye: end our side too, keep the leases until they expire.
-    session.outbox.put_nowait(None)
+    session.outbox.end()
 
 
 def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
@@ -151,8 +195,9 @@ def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
 
 async def _goodbye(broker: BrokerContext, session: Session, dispatcher: Dispatcher) -> None:
     """Stop dispatching to the consumer first, then hand its leases back: the ones
-    held for it and never sent at their own time, then the rest due now."""
-    await dispatcher.hand_back(session.consumer_id, dispatcher.remove(session))
+    held for it or queued and never sent at their own time, then the rest due now."""
+    held = dispatcher.remove(session) + session.outbox.take_deliveries()
+    await dispatcher.hand_back(session.consumer_id, held)
     released = await broker.storage.release(
         session.topic.name, session.consumer_id, broker.clock.now_ms()
     )
@@ -164,7 +209,7 @@ async def _goodbye(broker: BrokerContext, session: Session, dispatcher: Dispatch
             session.topic.name,
             released,
         )
-    session.outbox.put_nowait(None)
+    session.outbox.end()
 
 
 _KINDS = {pb.Settle.ACK: Kind.ACK, pb.Settle.EXTEND: Kind.EXTEND, pb.Settle.NACK: Kind.NACK}

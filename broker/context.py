@@ -9,6 +9,7 @@ from dejaq.broker.coordination import Coordinator
 from dejaq.broker.dispatch import Dispatcher
 from dejaq.broker.ids import IdGenerator
 from dejaq.broker.metrics import Metrics
+from dejaq.broker.streams import StreamSlots
 from dejaq.broker.topics import TopicCache
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic
@@ -29,6 +30,10 @@ class BrokerContext:
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
     consumer_ids: set[tuple[str, str]] = field(default_factory=set)  # (topic, consumer)
     clock: Clock = field(default_factory=WallClock)
+    streams: StreamSlots = field(init=False)  # open Produce + Consume streams, bounded
+
+    def __post_init__(self) -> None:
+        self.streams = StreamSlots(self.config.max_streams)
 
     def dispatcher(self, topic: Topic) -> Dispatcher:
         """The topic's dispatcher, started on first use."""

@@ -119,6 +119,11 @@ class Metrics:
         self.producers = Gauge(
             "dejaq_producer_streams", "Open produce streams on this broker", registry=r
         )
+        self.consumers_cut_off = Counter(
+            "dejaq_consumers_cut_off",
+            "Consumer streams ended because the consumer stopped reading (outbox full)",
+            registry=r,
+        )
         self.buckets = Gauge(
             "dejaq_buckets_owned",
             "Buckets owned by this broker's consumers",

@@ -1,7 +1,9 @@
 """The Produce stream: decode a batch, validate each message, insert, answer.
 
 Frames of one stream are processed concurrently (up to ``PIPELINE`` in flight)
-and answered in order, so a backend with group commit can merge them.
+and answered in order, so a backend with group commit can merge them. A frame
+over the broker's ``max_produce_bytes`` or ``max_produce_messages`` is refused
+whole (INVALID_ARGUMENT, nothing stored): the driver splits what it sends.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.metrics import Event
 from dejaq.core.buckets import bucket_of, buckets_of
+from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus, NewMessage, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
 from dejaq.proto import dejaq_pb2 as pb
@@ -30,7 +33,12 @@ async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceRe
     # go first, so a burst of produce frames delays delivery by one frame at most.
     await asyncio.sleep(0)
     topic = await broker.topics.get(req.topic)
-    batch = decode_messages(req.batch)
+    limit = broker.config.max_produce_bytes
+    if len(req.batch) > limit:
+        raise InvalidArgument(
+            f"a produce frame carries at most {limit} bytes, this one {len(req.batch)}: split it"
+        )
+    batch = decode_messages(req.batch, broker.config.max_produce_messages)
     ids = batch.ids
     if not all(ids):
         fresh = iter(broker.new_id.many(ids.count("")))
@@ -146,6 +154,14 @@ def _count(broker: BrokerContext, topic: str, status: list[int]) -> None:
 
 
 async def produce_stream(
+    broker: BrokerContext, requests: AsyncIterator[pb.ProduceRequest]
+) -> AsyncIterator[pb.ProduceResponse]:
+    with broker.streams.slot():
+        async for response in _produce_frames(broker, requests):
+            yield response
+
+
+async def _produce_frames(
     broker: BrokerContext, requests: AsyncIterator[pb.ProduceRequest]
 ) -> AsyncIterator[pb.ProduceResponse]:
     pending: asyncio.Queue[asyncio.Task[pb.ProduceResponse] | None] = asyncio.Queue(PIPELINE)

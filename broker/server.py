@@ -29,6 +29,9 @@ from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from dejaq.storage_plugins import storage_from_url
 
 log = logging.getLogger("dejaq.broker")
+# The shortest interval between a client's pings the broker accepts; more often
+# and it answers GOAWAY (too many pings). The driver pings every 10 s.
+MIN_CLIENT_PING_MS = 5_000
 
 
 async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None:
@@ -43,12 +46,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     await storage.open()
     broker = BrokerContext(config, storage, coordinator_for(config), TopicCache(storage))
     storage.on_operation = broker.metrics.storage_op
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
-            ("grpc.max_send_message_length", MAX_FRAME_BYTES),
-        ]
-    )
+    server = grpc.aio.server(options=server_options(config))
     pb_grpc.add_TimelineServicer_to_server(TimelineService(broker), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -102,6 +100,23 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
             await d.stop()
         await storage.close()
         print("dejaq broker stopped", file=sys.stderr, flush=True)
+
+
+def server_options(config: BrokerConfig) -> list[tuple[str, int]]:
+    """Frame limits and keepalive: the broker pings each connection every
+    ``keepalive_ms`` and closes it when a ping goes unanswered for
+    ``keepalive_timeout_ms``, so a frozen or vanished client (half-open TCP)
+    releases its stream in seconds, not after the kernel's hours."""
+    return [
+        ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
+        ("grpc.max_send_message_length", MAX_FRAME_BYTES),
+        ("grpc.keepalive_time_ms", config.keepalive_ms),
+        ("grpc.keepalive_timeout_ms", config.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),  # keep pinging an idle stream
+        # Clients ping too (driver/client.py): allow it this often.
+        ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_MS),
+    ]
 
 
 def run(config: BrokerConfig) -> None:

@@ -9,6 +9,7 @@ keeps serving.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -78,6 +79,25 @@ def _stream(
     return rpc
 
 
+async def _consume(
+    self: TimelineService, requests: AsyncIterator[pb.ConsumeRequest], context: Any
+) -> AsyncIterator[pb.ConsumeResponse]:
+    """Consume, able to end the call at once: a write to a consumer that does not
+    read waits for it, so a status raised from the stream would wait too."""
+
+    async def cut_off(exc: DejaqError) -> None:
+        with contextlib.suppress(Exception):  # abort raises once the status is sent
+            await _abort(self.broker, "Consume", context, exc)
+
+    try:
+        async for response in consume_stream(self.broker, requests, cut_off):
+            yield response
+    except (Exception, asyncio.CancelledError) as exc:
+        await _abort(self.broker, "Consume", context, exc)
+    else:
+        self.broker.metrics.request("Consume", grpc.StatusCode.OK)
+
+
 class TimelineService(pb_grpc.TimelineServicer):
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
@@ -96,7 +116,7 @@ class TimelineService(pb_grpc.TimelineServicer):
     Redrive = _unary("Redrive", control.redrive)
     ScanBucket = _unary("ScanBucket", scan_bucket)
     Produce = _stream("Produce", produce_stream)
-    Consume = _stream("Consume", consume_stream)
+    Consume = _consume
     ClusterStatus = _unary("ClusterStatus", cluster_status)
 
 

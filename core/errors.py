@@ -37,6 +37,11 @@ class Leased(DejaqError):
     """The message is leased by a consumer and cannot be moved or cancelled now."""
 
 
+class ResourceExhausted(DejaqError):
+    """A bound was reached: too many streams, or a consumer fell too far behind
+    reading its stream. Nothing was changed; retry later or read faster."""
+
+
 class StorageError(DejaqError):
     """The storage backend failed."""
 

@@ -17,6 +17,7 @@ _CODES: dict[type[errors.DejaqError], grpc.StatusCode] = {
     errors.StaleVersion: grpc.StatusCode.ABORTED,
     errors.NotLeaseHolder: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Leased: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     errors.StorageError: grpc.StatusCode.INTERNAL,
     errors.BrokerUnavailable: grpc.StatusCode.UNAVAILABLE,
@@ -31,6 +32,7 @@ _ERRORS: dict[grpc.StatusCode, type[errors.DejaqError]] = {
     grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
     grpc.StatusCode.ABORTED: errors.StaleVersion,
     grpc.StatusCode.FAILED_PRECONDITION: errors.NotLeaseHolder,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
     grpc.StatusCode.UNAVAILABLE: errors.BrokerUnavailable,
     grpc.StatusCode.INTERNAL: errors.StorageError,
 }
