@@ -15,7 +15,9 @@ from dejaq.core.wire.frames import (
 
 
 def _leased(sizes: list[int]) -> list[LeasedMessage]:
-    return [LeasedMessage("i" * MAX_ID_BYTES, 1000 + n, b"p" * s, 2, 1) for n, s in enumerate(sizes)]
+    return [
+        LeasedMessage("i" * MAX_ID_BYTES, 1000 + n, b"p" * s, 2, 1) for n, s in enumerate(sizes)
+    ]
 
 
 def test_the_allowance_covers_the_longest_id_and_every_column() -> None:
