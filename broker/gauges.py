@@ -18,16 +18,15 @@ from dejaq.broker.context import BrokerContext
 from dejaq.core.errors import DejaqError
 
 log = logging.getLogger(__name__)
-SLICE = 200  # topics' gauges set between two yields to the loop
+SLICE = 25  # topics' gauges set between two yields to the loop
 BUDGET = 10  # a refresh takes at most 1/BUDGET of the time (at least the interval apart)
 
 
 async def refresh_forever(broker: BrokerContext, interval_ms: int) -> None:
-    touched: set[str] = set()
     while True:
         started = time.monotonic()
         try:
-            await refresh(broker, touched)
+            await refresh(broker)
         except DejaqError as exc:
             log.debug("gauge refresh skipped: %s", exc)
         except Exception:  # metrics must never take the broker down
@@ -36,30 +35,28 @@ async def refresh_forever(broker: BrokerContext, interval_ms: int) -> None:
         await asyncio.sleep(max(interval_ms / 1000, BUDGET * took))
 
 
-async def refresh(broker: BrokerContext, touched: set[str] | None = None) -> None:
-    """Refresh every gauge once. ``touched``: topics whose series exist already."""
+async def refresh(broker: BrokerContext) -> None:
+    """Refresh every gauge once."""
     m = broker.metrics
-    touched = set() if touched is None else touched
     # Cluster gauges first: they do not need storage.
     m.coordinator_up.set(1 if broker.coordinator.healthy else 0)
     skews = broker.coordinator.skew_ms().values()
     m.skew.set(max((abs(s) for s in skews), default=0) / 1000)
     now = broker.clock.now_ms()
     census = await broker.storage.census(now)
-    touched &= census.keys()  # a deleted topic's series were dropped
     for n, (name, topic) in enumerate(census.items(), 1):
-        if name not in touched:
-            m.touch_topic(name)
-            touched.add(name)
+        gauges = m.topic_gauges(name)
         counts = topic.counts
-        for state in ("waiting", "due", "leased", "dead"):
-            m.messages.labels(name, state).set(getattr(counts, state))
+        for gauge, value in zip(
+            gauges.messages, (counts.waiting, counts.due, counts.leased, counts.dead), strict=True
+        ):
+            gauge.set(value)
         # The oldest includes running leases; only a past timestamp is lag.
         oldest = topic.oldest
-        m.lag.labels(name).set(max(0, now - oldest) / 1000 if oldest is not None else 0)
+        gauges.lag.set(max(0, now - oldest) / 1000 if oldest is not None else 0)
         d = broker.dispatchers.get(name)
-        m.consumers.labels(name).set(len(d.receivers) if d else 0)
+        gauges.consumers.set(len(d.receivers) if d else 0)
         owned = broker.coordinator.buckets(name)
-        m.buckets.labels(name).set(topic.buckets if owned is None else len(owned))
+        gauges.buckets.set(topic.buckets if owned is None else len(owned))
         if n % SLICE == 0:
             await asyncio.sleep(0)

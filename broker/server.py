@@ -112,6 +112,8 @@ def server_options(config: BrokerConfig) -> list[tuple[str, int]]:
         ("grpc.max_send_message_length", MAX_FRAME_BYTES),
         ("grpc.keepalive_time_ms", config.keepalive_ms),
         ("grpc.keepalive_timeout_ms", config.keepalive_timeout_ms),
+        # This gRPC judges an unanswered ping by its own ping timeout, not by the above.
+        ("grpc.http2.ping_timeout_ms", config.keepalive_timeout_ms),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),  # keep pinging an idle stream
         # Clients ping too (driver/client.py): allow it this often.

@@ -29,6 +29,7 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_FRAME_BYTES),
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.ping_timeout_ms", 5_000),  # what this gRPC judges a lost ping by
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
 ]

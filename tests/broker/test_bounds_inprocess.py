@@ -90,9 +90,11 @@ async def test_a_consumer_that_stops_reading_is_cut_off_and_its_deliveries_go_ba
     broker = await _broker(max_outbox_frames=8)
     await produce(broker, _frame(10))
     cut: list[DejaqError] = []
+    was_cut = asyncio.Event()
 
     async def cut_off(exc: DejaqError) -> None:
         cut.append(exc)
+        was_cut.set()
 
     async def requests() -> AsyncIterator[pb.ConsumeRequest]:
         # A consumer that takes 5 deliveries, asks for 5 more, then only sends
@@ -112,9 +114,7 @@ async def test_a_consumer_that_stops_reading_is_cut_off_and_its_deliveries_go_ba
     assert (await anext(stream)).WhichOneof("frame") == "welcome"
     assert len(decode_deliveries((await anext(stream)).deliveries)[0]) == 5
     # When it reads nothing more while its settles keep being answered
-    async with asyncio.timeout(5):
-        while not cut:
-            await asyncio.sleep(0.001)
+    await asyncio.wait_for(was_cut.wait(), 5)
     # Then it is cut off with a clear status, out of the dispatcher at once,
     assert cut and isinstance(cut[0], ResourceExhausted)
     assert "not reading its stream" in str(cut[0])

@@ -1,0 +1,139 @@
+"""Resource bounds on a real broker process: large payloads through the CLI and
+back out in frames gRPC accepts, a message too large for any frame, the stream
+limit, and a frozen consumer found by keepalive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from dejaq.core.errors import InvalidArgument, ResourceExhausted
+from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD
+from dejaq.driver.admin import Admin
+from dejaq.driver.client import Client
+from dejaq.driver.producer import Outgoing, Producer
+from tests.e2e.broker_process import BrokerProcess, StartBroker
+from tests.e2e.support import ChildConsumer, consuming, counts, create_topic, now_ms, wait_until
+from tests.e2e.test_cli import DEJAQ
+
+pytestmark = pytest.mark.timeout(120)
+BIG = 900_000
+
+
+def _cli(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DEJAQ_BROKER"}
+    return subprocess.run(
+        [*DEJAQ, *args, "--broker", address], capture_output=True, text=True, env=env, timeout=90
+    )
+
+
+async def test_the_cli_produces_100_messages_of_900_kb_and_they_come_back(
+    memory_broker: BrokerProcess, topic_name: str, tmp_path: Path
+) -> None:
+    # Given 100 lines of 900 KB each (90 MB: more than one gRPC frame may carry)
+    async with Client(memory_broker.address) as client:
+        await create_topic(client, topic_name)
+        lines = tmp_path / "big.jsonl"
+        due = now_ms()
+        with lines.open("w") as f:
+            for i in range(100):
+                payload = chr(ord("a") + i % 26) * BIG
+                f.write(json.dumps({"id": f"m{i}", "timestamp_ms": due, "payload": payload}) + "\n")
+        # When the CLI produces them
+        done = await asyncio.to_thread(
+            _cli, memory_broker.address, "produce", topic_name, "--jsonl", str(lines)
+        )
+        # Then all are accepted
+        assert done.returncode == 0, done.stderr
+        assert "accepted 100, duplicate 0, rejected 0" in done.stdout
+        assert await counts(client, topic_name) == (0, 100, 0, 0)
+        # and a consumer with credit for all of them gets them, in frames under the cap.
+        async with consuming(client, topic_name, credits=100) as inbox:
+            got = await inbox.take(100, timeout_s=60)
+        assert sorted(d.id for d in got) == sorted(f"m{i}" for i in range(100))
+        assert all(len(d.payload) == BIG for d in got)
+
+
+async def test_a_message_too_large_for_any_frame_gets_a_clear_error(
+    memory_broker: BrokerProcess, topic_name: str, tmp_path: Path
+) -> None:
+    async with Client(memory_broker.address) as client:
+        await create_topic(client, topic_name)
+        # The driver refuses it before sending anything
+        huge = b"z" * (MAX_MESSAGE_PAYLOAD + 1)
+        async with Producer(client, topic_name) as producer:
+            with pytest.raises(InvalidArgument, match="does not fit any frame"):
+                await producer.send_batch(
+                    [Outgoing(b"ok", now_ms(), "a"), Outgoing(huge, now_ms(), "b")]
+                )
+        assert await counts(client, topic_name) == (0, 0, 0, 0)
+        # and the CLI names the line, sending the others.
+        lines = tmp_path / "huge.jsonl"
+        with lines.open("w") as f:
+            f.write(json.dumps({"id": "small", "timestamp_ms": now_ms(), "payload": "x"}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": "huge",
+                        "timestamp_ms": now_ms(),
+                        "payload": "z" * (MAX_MESSAGE_PAYLOAD + 1),
+                    }
+                )
+                + "\n"
+            )
+        done = await asyncio.to_thread(
+            _cli, memory_broker.address, "produce", topic_name, "--jsonl", str(lines)
+        )
+        assert done.returncode == 1
+        assert "Traceback" not in done.stderr
+        assert "line 2: rejected: a payload of" in done.stderr
+        assert "does not fit any frame" in done.stderr
+        assert "accepted 1, duplicate 0, rejected 1" in done.stdout
+
+
+async def test_streams_past_max_streams_are_refused(
+    start_broker: StartBroker, topic_name: str
+) -> None:
+    broker = start_broker("memory://", DEJAQ_MAX_STREAMS="1")
+    async with Client(broker.address) as client:
+        await create_topic(client, topic_name)
+        # Given one open stream (a consumer)
+        async with consuming(client, topic_name):
+            await wait_until(lambda: _consumers(client, topic_name, 1), timeout_s=10)
+            # a second one is refused with RESOURCE_EXHAUSTED
+            async with Client(broker.address) as other, Producer(other, topic_name) as producer:
+                with pytest.raises(ResourceExhausted, match="at most 1 streams"):
+                    await producer.send_batch([Outgoing(b"x", now_ms(), "a")])
+
+
+async def _consumers(client: Client, topic: str, n: int) -> bool:
+    return (await Admin(client).describe_topic(topic)).consumers == n
+
+
+async def test_a_frozen_consumer_is_found_by_keepalive_in_seconds(
+    start_broker: StartBroker, topic_name: str
+) -> None:
+    broker = start_broker("memory://", DEJAQ_KEEPALIVE_MS="500", DEJAQ_KEEPALIVE_TIMEOUT_MS="1000")
+    async with Client(broker.address) as client:
+        await create_topic(client, topic_name)
+        await Producer(client, topic_name).send_batch([Outgoing(b"x", now_ms(), "m")])
+        # Given a consumer process holding a message
+        child = await ChildConsumer.start(broker.address, topic_name, 1, lease_ms=600_000)
+        try:
+            assert await _consumers(client, topic_name, 1)
+            # When it freezes (SIGSTOP: its socket stays open, nothing answers)
+            child.process.send_signal(signal.SIGSTOP)
+            frozen = time.monotonic()
+            # Then the broker closes its stream within a few seconds
+            await wait_until(lambda: _consumers(client, topic_name, 0), timeout_s=15)
+            print(f"\nfrozen consumer dropped after {time.monotonic() - frozen:.1f} s")
+        finally:
+            child.process.send_signal(signal.SIGCONT)
+            await child.kill()
