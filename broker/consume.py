@@ -28,7 +28,7 @@ from dejaq.broker.outbox import Outbox
 from dejaq.broker.settle import Kind, settle
 from dejaq.broker.tasks import Background
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
-from dejaq.core.model import Leases, Topic
+from dejaq.core.model import LeasedMessage, Leases, Topic
 from dejaq.core.wire.batches import delivery_frames
 from dejaq.core.wire.convert import topic_to_pb
 from dejaq.core.wire.status import code_for
@@ -52,8 +52,8 @@ class Session:
         consumer_id: str,
         lease_ms: int,
         credit: int,
-        max_frame_bytes: int = 4 << 20,
-        max_outbox_frames: int = 256,
+        max_frame_bytes: int,
+        max_outbox_frames: int,
     ) -> None:
         self.topic = topic
         self.consumer_id = consumer_id
@@ -67,7 +67,7 @@ class Session:
         for frame, carries in delivery_frames(
             leases.delivered, leases.lease_until, self.max_frame_bytes
         ):
-            self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries)
+            self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries, leases.lease_until)
 
     def fail(self, exc: Exception) -> None:
         self.outbox.fail(exc)
@@ -100,7 +100,7 @@ async def _consume(
     def cut(exc: DejaqError) -> None:
         log.warning("%s: %s", session.topic.name, exc)
         broker.metrics.consumers_cut_off.inc()
-        held = dispatcher.remove(session) + session.outbox.take_deliveries()
+        held = _withdraw(broker, dispatcher, session)
         if held:
             _cleanup.spawn(dispatcher.hand_back(session.consumer_id, held))
         if cut_off is not None:
@@ -128,7 +128,7 @@ async def _consume(
     finally:
         if reader is not None:
             reader.cancel()
-        held = dispatcher.remove(session) + session.outbox.take_deliveries()
+        held = _withdraw(broker, dispatcher, session)
         broker.consumer_ids.discard(key)
         # Cleanup must not await here: this may run while the stream is cancelled.
         if held:
@@ -186,6 +186,14 @@ async def _read(
     session.outbox.end()
 
 
+def _withdraw(
+    broker: BrokerContext, dispatcher: Dispatcher, session: Session
+) -> list[LeasedMessage]:
+    """Stop dispatching to ``session``: the messages leased to it that it never
+    got (held in the window, or queued in its outbox), to hand back."""
+    return dispatcher.remove(session) + session.outbox.take_deliveries(broker.clock.now_ms())
+
+
 def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
     session.credit += n
     if session.credit > MAX_WINDOW:
@@ -196,7 +204,7 @@ def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
 async def _goodbye(broker: BrokerContext, session: Session, dispatcher: Dispatcher) -> None:
     """Stop dispatching to the consumer first, then hand its leases back: the ones
     held for it or queued and never sent at their own time, then the rest due now."""
-    held = dispatcher.remove(session) + session.outbox.take_deliveries()
+    held = _withdraw(broker, dispatcher, session)
     await dispatcher.hand_back(session.consumer_id, held)
     released = await broker.storage.release(
         session.topic.name, session.consumer_id, broker.clock.now_ms()

@@ -22,7 +22,13 @@ from dejaq.core.model import LeasedMessage
 from dejaq.proto import dejaq_pb2 as pb
 
 _END = None  # a clean end of the stream
-_Item = tuple[pb.ConsumeResponse, Sequence[LeasedMessage]] | Exception | None
+# A frame, the leased messages it carries (if a delivery) and their lease end.
+_Frame = tuple[pb.ConsumeResponse, Sequence[LeasedMessage], int]
+_Item = _Frame | Exception | None
+# Unsent deliveries go back only while their lease has this much left: one whose
+# lease ran out may be another consumer's by now (and acked: gone), and handing
+# it back would store it again.
+HAND_BACK_MARGIN_MS = 1000
 
 
 class Outbox:
@@ -41,11 +47,17 @@ class Outbox:
     def __len__(self) -> int:
         return self._frames
 
-    def put(self, frame: pb.ConsumeResponse, carries: Sequence[LeasedMessage] = ()) -> None:
-        """Queue a frame (``carries``: the leased messages a delivery frame holds)."""
+    def put(
+        self,
+        frame: pb.ConsumeResponse,
+        carries: Sequence[LeasedMessage] = (),
+        lease_until: int = 0,
+    ) -> None:
+        """Queue a frame (``carries``: the messages a delivery frame holds, leased
+        until ``lease_until``)."""
         if self.cut is not None:
             return
-        self._items.append((frame, carries))
+        self._items.append((frame, carries, lease_until))
         self._frames += 1
         self._ready.set()
         if self._frames > self.max_frames:
@@ -77,14 +89,16 @@ class Outbox:
             self._ready.clear()
             await self._ready.wait()
 
-    def take_deliveries(self) -> list[LeasedMessage]:
-        """Take the unsent delivery frames out; the messages they carry (still
-        leased to this consumer, never seen by it)."""
+    def take_deliveries(self, now: int) -> list[LeasedMessage]:
+        """Take the unsent delivery frames out: the messages they carry whose
+        lease (to this consumer, which never saw them) still has
+        ``HAND_BACK_MARGIN_MS`` left at ``now``; the others' leases just expire."""
         taken: list[LeasedMessage] = []
         kept: deque[_Item] = deque()
         for item in self._items:
             if isinstance(item, tuple) and item[1]:
-                taken += item[1]
+                if item[2] > now + HAND_BACK_MARGIN_MS:
+                    taken += item[1]
                 self._frames -= 1
             else:
                 kept.append(item)

@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from dejaq.core.errors import InvalidArgument, ResourceExhausted
@@ -19,8 +20,18 @@ from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.producer import Outgoing, Producer
+from dejaq.proto import dejaq_pb2 as pb
+from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import BrokerProcess, StartBroker
-from tests.e2e.support import ChildConsumer, consuming, counts, create_topic, now_ms, wait_until
+from tests.e2e.support import (
+    ChildConsumer,
+    assert_serves,
+    consuming,
+    counts,
+    create_topic,
+    now_ms,
+    wait_until,
+)
 from tests.e2e.test_cli import DEJAQ
 
 pytestmark = pytest.mark.timeout(120)
@@ -137,3 +148,38 @@ async def test_a_frozen_consumer_is_found_by_keepalive_in_seconds(
         finally:
             child.process.send_signal(signal.SIGCONT)
             await child.kill()
+
+
+async def test_a_consumer_that_sends_but_never_reads_is_cut_off(
+    start_broker: StartBroker, topic_name: str
+) -> None:
+    broker = start_broker("memory://", DEJAQ_MAX_OUTBOX_FRAMES="4")
+    async with Client(broker.address) as client:
+        await create_topic(client, topic_name)
+        async with grpc.aio.insecure_channel(broker.address) as channel:
+            stub = pb_grpc.TimelineStub(channel)
+            call = stub.Consume()
+            hello = pb.Hello(topic=topic_name, consumer_id="deaf", credits=1)
+            await call.write(pb.ConsumeRequest(hello=hello))
+            # Given a consumer that sends settles (each answered with 200 refusals)
+            # and reads nothing,
+            ids = [f"no-such-message-{i}" for i in range(200)]
+            settle = pb.Settle(kind=pb.Settle.ACK, ids=ids, versions=[1] * len(ids))
+            for token in range(2000):
+                settle.token = token
+                write = asyncio.ensure_future(call.write(pb.ConsumeRequest(settle=settle)))
+                await asyncio.wait({write}, timeout=5)
+                if not write.done() or write.exception() is not None:
+                    break  # the broker no longer reads: it ended the call
+            # then the broker lets it go while it still has not read a thing,
+            await wait_until(lambda: _consumers(client, topic_name, 0), timeout_s=10)
+            # and when it reads at last, its stream ends with RESOURCE_EXHAUSTED.
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                async with asyncio.timeout(30):
+                    async for _ in call:
+                        pass
+            assert ended.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "not reading its stream" in (ended.value.details() or "")
+            write.cancel()
+        # The broker serves on.
+        await assert_serves(broker.address)
