@@ -183,3 +183,22 @@ async def test_a_consumer_that_sends_but_never_reads_is_cut_off(
             write.cancel()
         # The broker serves on.
         await assert_serves(broker.address)
+
+
+async def test_a_produce_frame_past_the_broker_cap_is_refused_and_stores_nothing(
+    start_broker: StartBroker, topic_name: str
+) -> None:
+    broker = start_broker("memory://", DEJAQ_MAX_PRODUCE_MESSAGES="10")
+    async with Client(broker.address) as client:
+        await create_topic(client, topic_name)
+        batch = [Outgoing(b"x", now_ms() + 60_000, f"m{i}") for i in range(20)]
+        # A producer whose frames carry 20 messages is refused, nothing stored;
+        async with Producer(client, topic_name, max_batch=20) as producer:
+            with pytest.raises(InvalidArgument, match="at most 10 messages"):
+                await producer.send_batch(batch)
+        assert await counts(client, topic_name) == (0, 0, 0, 0)
+        # one that cuts at the cap sends the same in two frames.
+        async with Producer(client, topic_name, max_batch=10) as producer:
+            results = await producer.send_batch(batch)
+        assert all(r.accepted for r in results)
+        assert await counts(client, topic_name) == (20, 0, 0, 0)
