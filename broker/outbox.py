@@ -44,9 +44,6 @@ class Outbox:
         # Told once when the consumer is cut off (the stream ends it at once).
         self.on_cut_off: Callable[[ResourceExhausted], None] | None = None
 
-    def __len__(self) -> int:
-        return self._frames
-
     def put(
         self,
         frame: pb.ConsumeResponse,
