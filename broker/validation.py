@@ -54,12 +54,6 @@ def settings(s: TopicSettings, max_frame_bytes: int = MAX_FRAME_BYTES) -> TopicS
     return s
 
 
-def max_payload_limit(max_frame_bytes: int) -> int:
-    """The largest max payload a topic may have: one message of it, with its
-    metadata, fits a frame of ``max_frame_bytes``."""
-    return min(MAX_PAYLOAD_LIMIT, max_frame_bytes - frame_bytes(1, 0))
-
-
 def lease_ms(ms: int) -> int:
     if not MIN_LEASE_MS <= ms <= MAX_LEASE_MS:
         raise InvalidArgument(f"lease must be between {MIN_LEASE_MS} ms and 7 days, not {ms} ms")
@@ -106,3 +100,9 @@ def credits(n: int) -> int:
     if not 1 <= n <= MAX_CREDITS:
         raise InvalidArgument(f"credits must be between 1 and {MAX_CREDITS}, not {n}")
     return n
+
+
+def max_payload_limit(max_frame_bytes: int) -> int:
+    """The largest max payload a topic may have: one message of it, with its
+    metadata, fits a frame of ``max_frame_bytes``."""
+    return min(MAX_PAYLOAD_LIMIT, max_frame_bytes - frame_bytes(1, 0))
