@@ -83,17 +83,26 @@ async def _consume(
     self: TimelineService, requests: AsyncIterator[pb.ConsumeRequest], context: Any
 ) -> AsyncIterator[pb.ConsumeResponse]:
     """Consume, able to end the call at once: a write to a consumer that does not
-    read waits for it, so a status raised from the stream would wait too."""
+    read waits for it, so a status raised from the stream would wait too. The
+    cut-off (from another task) and the stream's own error end the call once."""
+    ended = False
 
     async def cut_off(exc: DejaqError) -> None:
-        with contextlib.suppress(Exception):  # abort raises once the status is sent
-            await _abort(self.broker, "Consume", context, exc)
+        nonlocal ended
+        if not ended:
+            ended = True
+            with contextlib.suppress(Exception):  # abort raises once the status is sent
+                await _abort(self.broker, "Consume", context, exc)
 
     try:
         async for response in consume_stream(self.broker, requests, cut_off):
             yield response
-    except (Exception, asyncio.CancelledError) as exc:
+    except asyncio.CancelledError as exc:
         await _abort(self.broker, "Consume", context, exc)
+    except Exception as exc:
+        if not ended:  # else the cut-off has ended the call with its status
+            ended = True
+            await _abort(self.broker, "Consume", context, exc)
     else:
         self.broker.metrics.request("Consume", grpc.StatusCode.OK)
 
