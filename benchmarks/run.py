@@ -15,6 +15,8 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - cli       3 x ``dejaq consume`` at 1k due/s (p50 / p99); one
             ``dejaq consume`` at rising rates until it no longer keeps up
 - bulk      produce -> deliver -> ack, all due now (memory only)
+- burst     100k due at one ms, drained with a 20k/s rate cap (drain time,
+            per-100 ms spread) and without one (msgs/s) (memory only)
 - produce   msgs/s by batch size through ``Producer.send_batch``
 - wire      WIRE LIMIT, a private client, reported apart (memory only)
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
@@ -55,7 +57,7 @@ from suite.procstat import load_average, machine
 from suite.targets import evaluate
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-ALL_SCENARIOS = ("steady", "cli", "bulk", "produce", "wire", "scale", "cluster", "spark")
+ALL_SCENARIOS = ("steady", "cli", "bulk", "burst", "produce", "wire", "scale", "cluster", "spark")
 ALL_BACKENDS = (*BACKENDS, RIVAL)
 
 
@@ -83,6 +85,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--cli-rates", help="cli: rates one `dejaq consume` is stepped through")
     p.add_argument("--cli-step-s", type=float, help="cli: seconds each step is held")
     p.add_argument("--bulk-messages", type=int, help="bulk: messages (full: 200,000)")
+    p.add_argument("--burst-messages", type=int, help="burst: messages (full: 100,000)")
+    p.add_argument("--burst-rate", type=int, help="burst: the rate cap, msgs/s (full: 20,000)")
     p.add_argument("--poll-ms", type=float, help="the rival's poll period (default 1 ms)")
     p.add_argument(
         "--broker-env",
@@ -133,6 +137,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
         ("drain_s", "drain_s"),
         ("cli_step_s", "cli_step_s"),
         ("bulk_messages", "bulk_messages"),
+        ("burst_messages", "burst_messages"),
+        ("burst_rate", "burst_rate"),
         ("poll_ms", "poll_ms"),
     ):
         if getattr(args, flag) is not None:

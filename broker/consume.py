@@ -31,7 +31,7 @@ from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import LeasedMessage, Leases, Topic
 from dejaq.core.wire.batches import delivery_frames
 from dejaq.core.wire.convert import topic_to_pb
-from dejaq.core.wire.status import code_for
+from dejaq.core.wire.status import code_for, kind_of
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import Outcome
 
@@ -171,7 +171,7 @@ async def _read(
                     _add_credits(session, dispatcher, req.settle.credits)
                 session.outbox.put(await _settle(broker, session, req.settle))
             elif kind == "goodbye":
-                await _goodbye(broker, session, dispatcher)
+                await _goodbye(broker, session, dispatcher, len(req.goodbye.keep))
                 return
             elif kind == "hello":
                 raise InvalidArgument("Hello may only open the stream")
@@ -201,11 +201,24 @@ def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
     dispatcher.poke()
 
 
-async def _goodbye(broker: BrokerContext, session: Session, dispatcher: Dispatcher) -> None:
+async def _goodbye(
+    broker: BrokerContext, session: Session, dispatcher: Dispatcher, in_hand: int
+) -> None:
     """Stop dispatching to the consumer first, then hand its leases back: the ones
-    held for it or queued and never sent at their own time, then the rest due now."""
+    held for it or queued and never sent at their own time, then the rest due now,
+    unless it still processes some (``in_hand``): then the rest run out at their own
+    time, so no message whose ack may still come goes to another consumer."""
     held = _withdraw(broker, dispatcher, session)
     await dispatcher.hand_back(session.consumer_id, held)
+    if in_hand:
+        log.info(
+            "consumer %s left %s still processing %d deliveries: its leases run out",
+            session.consumer_id,
+            session.topic.name,
+            in_hand,
+        )
+        session.outbox.end()
+        return
     released = await broker.storage.release(
         session.topic.name, session.consumer_id, broker.clock.now_ms()
     )
@@ -239,7 +252,7 @@ def settle_result(token: int, kind: Kind, outcomes: list[Outcome]) -> pb.SettleR
     """The refusals by index; the new versions only for an extend (an acked or
     nacked message is no longer the consumer's, so its version is of no use)."""
     rejections = [
-        pb.Rejection(index=i, code=code_for(o).value[0], reason=str(o))
+        pb.Rejection(index=i, code=code_for(o).value[0], reason=str(o), kind=kind_of(o))
         for i, o in enumerate(outcomes)
         if isinstance(o, DejaqError)
     ]

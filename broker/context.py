@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.coordination import Coordinator
@@ -14,6 +15,9 @@ from dejaq.broker.topics import TopicCache
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
+
+if TYPE_CHECKING:
+    from dejaq.broker.cron.firers import CronFirers
 
 
 @dataclass
@@ -30,6 +34,7 @@ class BrokerContext:
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
     consumer_ids: set[tuple[str, str]] = field(default_factory=set)  # (topic, consumer)
     clock: Clock = field(default_factory=WallClock)
+    cron: CronFirers | None = None  # fires cron entries (set by the server)
     streams: StreamSlots = field(init=False)  # open Produce + Consume streams, bounded
 
     def __post_init__(self) -> None:
@@ -48,6 +53,7 @@ class BrokerContext:
                 self.metrics,
                 self.clock,
                 self.lookahead_ms,
+                lambda ids, stalled: self.coordinator.stalled(topic.name, ids, stalled),
             )
             d.start()
             self.dispatchers[topic.name] = d

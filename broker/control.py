@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
+from dejaq.broker.cron import entries as cron_entries
 from dejaq.broker.metrics import Event
 from dejaq.broker.settle import Kind, settle
-from dejaq.core.errors import DejaqError, NotFound
+from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
 from dejaq.core.model import Settled, Topic
 from dejaq.core.wire.convert import (
     counts_to_pb,
@@ -37,12 +40,44 @@ async def delete_topic(broker: BrokerContext, req: pb.DeleteTopicRequest) -> pb.
     # a topic created again under the name starts afresh.
     await broker.drop_dispatcher(name, NotFound(f"topic {name!r} was deleted"))
     broker.metrics.forget_topic(name)
+    await _delete_cron_timeline(broker, name)
     return pb.DeleteTopicResponse()
 
 
+async def _delete_cron_timeline(broker: BrokerContext, name: str) -> None:
+    """A topic's cron entries go with it."""
+    if broker.cron is not None:
+        await broker.cron.forget(name)
+    timeline = cron_entries.companion(name)
+    try:
+        await broker.storage.delete_topic(timeline)
+    except NotFound:
+        return
+    await broker.coordinator.topic_deleted(timeline)
+
+
+async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.Topic:
+    """Change what a running topic may change: its delivery rate cap."""
+    name = validation.topic_name(req.name)
+    if req.no_max_rate == req.HasField("max_rate"):
+        raise InvalidArgument("say what to change: a max rate, or no max rate")
+    rate = 0.0 if req.no_max_rate else validation.max_rate(req.max_rate)
+    current = await broker.storage.get_topic(name)
+    settings = dataclasses.replace(current.settings, max_rate=rate)
+    topic = dataclasses.replace(current, settings=settings)
+    await broker.storage.update_topic(topic)
+    broker.topics.forget(name)
+    d = broker.dispatchers.get(name)
+    if d is not None and d.topic.created_at_ms == topic.created_at_ms:
+        d.retune(topic)
+    await broker.coordinator.topic_created(topic)  # other brokers read it again
+    return topic_to_pb(topic)
+
+
 async def list_topics(broker: BrokerContext, req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
+    topics = await broker.storage.list_topics()
     return pb.ListTopicsResponse(
-        topics=[topic_to_pb(t) for t in await broker.storage.list_topics()]
+        topics=[topic_to_pb(t) for t in topics if cron_entries.target_of(t.name) is None]
     )
 
 

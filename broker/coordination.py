@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
+from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import Topic
+from dejaq.storage_plugins.base import Storage
 
 if TYPE_CHECKING:
     from dejaq.broker.config import BrokerConfig
@@ -92,6 +94,12 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     async def consumer_left(self, topic: str, consumer_id: str) -> None: ...
 
+    def stalled(self, topic: str, consumers: list[str], stalled: bool) -> None:  # noqa: B027
+        """This broker's ``consumers`` of ``topic`` stopped taking deliveries while
+        messages of their buckets are due (``stalled``), or take them again: while
+        stalled they should not count for the bucket assignment (a single broker
+        has nobody else to give the buckets to)."""
+
     def announce(self, topic: str, timestamp: int) -> None:  # noqa: B027 - optional hook
         """A message of ``topic`` due at ``timestamp`` was stored here: tell the
         brokers whose consumers may own it. Must not block."""
@@ -155,10 +163,19 @@ def advertised_address(config: BrokerConfig, port: int) -> str:
     return f"{host}:{port}"
 
 
-def coordinator_for(config: BrokerConfig) -> Coordinator:
-    """etcd when ``--etcd`` is given, else the single-broker coordinator."""
+def coordinator_for(config: BrokerConfig, storage: Storage) -> Coordinator:
+    """etcd when ``--etcd`` is given, else the single-broker coordinator. A
+    cluster needs a storage its brokers share: ``memory://`` is refused."""
     if not config.etcd:
         return LocalCoordinator()
+    if not storage.shared:
+        scheme = config.storage.partition(":")[0]
+        raise InvalidArgument(
+            f"--etcd needs a storage every broker of the cluster shares, not {scheme}://"
+            " (it lives inside one broker: messages produced through it would be"
+            " stranded there); use sqlite:///PATH (brokers on one host), redis:// or"
+            " postgresql://"
+        )
     from dejaq.broker.cluster.etcd_coordinator import EtcdCoordinator
 
-    return EtcdCoordinator.from_config(config)
+    return EtcdCoordinator.from_config(config, storage)

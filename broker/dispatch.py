@@ -16,12 +16,25 @@ for a few ms (a large insert ahead of it in Redis, a checkpoint) no longer makes
 deliveries late: they were taken before they were due. With 0 a pass takes only
 what is due now and runs at the next millisecond.
 
+A stall: when none of the dispatcher's consumers has had credit for one lease
+(the longest of theirs) while messages of its buckets are due, they have
+stopped taking deliveries, and alone on this broker they would starve their
+buckets for good (in a cluster nobody else leases them). The dispatcher tells
+``on_stall`` (the coordinator stops counting them for the bucket assignment, so
+the buckets go to consumers elsewhere) and tells it again, with
+``stalled=False``, as soon as one of them has credit again.
+
 Fairness: each pass walks the consumers that have credit, starting one further
 along each time (round-robin), and leases to each at most its credit (held
 messages count against it). A slow consumer is never sent more than its window;
 an idle one is served on every pass. Storage decides what is due by the pass's
 bound and the window releases nothing before its timestamp, both by the one
 clock, so nothing is ever early.
+
+A topic with a rate cap (``max_rate``) leases no more a pass than its
+``RateCap`` allows, and while a backlog waits on the cap the next pass runs when
+the next token is in. Deliveries made while the cap holds a backlog back are
+observed as rate-limited lateness, apart from the broker's own.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ from typing import Protocol
 import numpy as np
 
 from dejaq.broker.metrics import Event, Metrics
+from dejaq.broker.rate import RateCap
 from dejaq.broker.window import Window
 from dejaq.core.buckets import Buckets, bucket_of
 from dejaq.core.clock import Clock, Wake, WallClock
@@ -52,6 +66,7 @@ class _Pass(enum.Enum):
     DRAINED_SOME = "drained some"  # everything due now was leased, and something was
     NO_CREDIT = "no credit"
     NO_BUCKETS = "no buckets"  # our consumers own no bucket (cluster): wait for a rebalance
+    THROTTLED = "throttled"  # the topic's rate cap allowed no more: more may be due
 
 
 STORAGE_RETRY_MS = 500
@@ -69,6 +84,9 @@ class Receiver(Protocol):
     def fail(self, exc: Exception) -> None: ...
 
 
+OnStall = Callable[[list[str], bool], None]  # (consumer ids, stalled or not)
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -80,6 +98,7 @@ class Dispatcher:
         metrics: Metrics | None = None,
         clock: Clock | None = None,
         lookahead_ms: int = 0,
+        on_stall: OnStall | None = None,
     ) -> None:
         self.topic = topic
         self._storage = storage
@@ -100,6 +119,13 @@ class Dispatcher:
         self._hints = True
         self._task: asyncio.Task[None] | None = None
         self._last_pass_ms = 0  # the "now" of the latest lease pass
+        self._on_stall = on_stall
+        self._no_credit_since: int | None = None  # no consumer here has had credit since
+        self._stalled: list[str] = []  # consumers reported stalled to on_stall
+        self._cap: RateCap | None = None
+        self._share = 1.0  # of the topic's buckets this broker serves (for the cap)
+        self._throttled = False  # the cap holds back a backlog
+        self.retune(topic)
 
     @property
     def receivers(self) -> list[Receiver]:
@@ -149,6 +175,19 @@ class Dispatcher:
         self.hint(min(m.timestamp for m in held))
         log.info("%s: handed back %d messages held for %s", name, len(held), owner)
 
+    def retune(self, topic: Topic) -> None:
+        """The topic's settings changed (its rate cap: the only one that may)."""
+        self.topic = topic
+        rate = topic.settings.max_rate
+        if not rate:
+            self._cap = None
+            self._throttled = False
+        elif self._cap is None:
+            self._cap = RateCap(rate, self._clock.now_ms())
+        else:
+            self._cap.rate = rate
+        self.poke()
+
     def poke(self) -> None:
         """Look again now (new credit, a new consumer)."""
         self._wake.set()
@@ -189,7 +228,12 @@ class Dispatcher:
         """When to run the next pass."""
         if outcome is _Pass.MORE:
             return self._last_pass_ms  # at once (after letting acks and produces in)
-        if outcome is _Pass.NO_CREDIT or outcome is _Pass.NO_BUCKETS:
+        if outcome is _Pass.THROTTLED:
+            assert self._cap is not None
+            return self._cap.next_ms(self._share)
+        if outcome is _Pass.NO_CREDIT:
+            return await self._stall_check()
+        if outcome is _Pass.NO_BUCKETS:
             # Hints cannot help, only new credit, a consumer or a rebalance (each pokes).
             self._hints = False
             return _NEVER
@@ -204,6 +248,35 @@ class Dispatcher:
             return rescan
         return min(max(due - self._lookahead, self._last_pass_ms + 1), rescan)
 
+    async def _stall_check(self) -> int:
+        """No consumer here has credit: when the next pass is due. Past one lease
+        of it, with messages of our buckets due, report the consumers stalled."""
+        self._hints = False  # only credit, a consumer or a rebalance helps (each pokes)
+        if self._on_stall is None or self._stalled or not self._receivers:
+            return _NEVER
+        now = self._clock.now_ms()
+        if self._no_credit_since is None:
+            self._no_credit_since = now
+        at = self._no_credit_since + max(r.lease_ms for r in self._receivers)
+        if now < at:
+            return at
+        buckets = self._buckets()
+        if buckets is not None and not buckets:
+            return _NEVER  # they own nothing: nothing is starved
+        due = await self._storage.next_due(self.topic.name, buckets)
+        if due is None or due > now:
+            # Nothing waits for them yet: look again when it does (or a re-scan later).
+            return min(due if due is not None else _NEVER, now + self._rescan_ms)
+        self._stalled = [r.consumer_id for r in self._receivers]
+        log.warning(
+            "%s: consumers %s took no delivery for a lease while messages of their"
+            " buckets are due: their buckets go to other consumers until they do",
+            self.topic.name,
+            self._stalled,
+        )
+        self._on_stall(self._stalled, True)
+        return _NEVER
+
     async def _pass(self) -> _Pass:
         """Lease due messages (and what the look-ahead reaches) to the consumers with credit."""
         self._pass_at, self._hints = _NEVER, True  # any hint now means "look again"
@@ -211,15 +284,29 @@ class Dispatcher:
         ready = [r for r in self._rotated() if r.credit > 0]
         if not ready:
             return _Pass.NO_CREDIT
+        self._no_credit_since = None
+        if self._stalled:
+            stalled, self._stalled = self._stalled, []
+            log.info("%s: consumers %s take deliveries again", self.topic.name, stalled)
+            assert self._on_stall is not None
+            self._on_stall(stalled, False)
         now = self._last_pass_ms = self._clock.now_ms()
         buckets = self._buckets()
         if buckets is not None and not buckets:
             return _Pass.NO_BUCKETS  # no storage call: a rebalance pokes us
+        allowed = self._allowed(now, buckets)
+        if allowed == 0:
+            self._throttled = True
+            return _Pass.THROTTLED
         delivered = 0
         for r in ready:
             if r not in self._receivers:
                 continue  # left while we awaited storage
             limit = min(r.credit, self._max_frame)
+            capped = allowed is not None and allowed - delivered <= limit
+            if capped:
+                assert allowed is not None
+                limit = allowed - delivered
             leases = await self._storage.lease(
                 LeaseRequest.of(
                     self.topic.name,
@@ -234,6 +321,8 @@ class Dispatcher:
             )
             if self._metrics is not None:
                 self._metrics.count(Event.DEAD_LETTERED, self.topic.name, leases.dead_lettered)
+            if self._cap is not None:
+                self._cap.spend(len(leases.delivered))
             if leases.delivered:
                 r.credit -= len(leases.delivered)
                 delivered += len(leases.delivered)
@@ -241,8 +330,20 @@ class Dispatcher:
                     self._window.hold(r, leases)
                     self._send_held()  # what is due now, in due order with what was held
             if len(leases.delivered) < limit:
+                self._throttled = False  # everything due is out
                 return _Pass.DRAINED_SOME if delivered or leases.dead_lettered else _Pass.DRAINED
+            if capped:
+                self._throttled = True
+                return _Pass.THROTTLED
         return _Pass.MORE
+
+    def _allowed(self, now: int, buckets: Buckets) -> int | None:
+        """Deliveries the rate cap allows this pass; None without a cap."""
+        if self._cap is None:
+            return None
+        total = self.topic.settings.buckets
+        self._share = 1.0 if buckets is None else len(buckets) / total
+        return self._cap.allowed(now, self._share)
 
     def _send_held(self) -> None:
         for r, leases in self._window.due(self._clock.now_ms()):
@@ -259,7 +360,7 @@ class Dispatcher:
         delivered = leases.delivered
         due = np.fromiter((d.timestamp for d in delivered), np.int64, len(delivered))
         again = sum(1 for d in delivered if d.deliveries > 1)
-        self._metrics.delivered(self.topic.name, self._clock.now_ms(), due, again)
+        self._metrics.delivered(self.topic.name, self._clock.now_ms(), due, again, self._throttled)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers

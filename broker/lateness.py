@@ -17,7 +17,9 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 NAME = "dejaq_delivery_lateness_seconds"
-DOC = "Push time minus due time of each delivery"
+DOC = "Push time minus due time of each delivery (not held back by a rate cap)"
+CAPPED_NAME = "dejaq_rate_limited_lateness_seconds"
+CAPPED_DOC = "Push time minus due time of deliveries a topic's rate cap held back"
 
 
 class _Series:
@@ -31,7 +33,8 @@ class _Series:
 class LatenessHistogram(Collector):
     """Per-topic lateness histogram in seconds with fixed ``bounds`` (upper, inclusive)."""
 
-    def __init__(self, bounds: Sequence[float]) -> None:
+    def __init__(self, bounds: Sequence[float], name: str = NAME, doc: str = DOC) -> None:
+        self._name, self._doc = name, doc
         self._bounds_s = list(bounds)
         self._bounds_ms = np.asarray(bounds, dtype=np.float64) * 1000
         self._series: dict[str, _Series] = {}
@@ -57,7 +60,7 @@ class LatenessHistogram(Collector):
         series.sum_s += float(late.sum()) / 1000
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
-        family = HistogramMetricFamily(NAME, DOC, labels=["topic"])
+        family = HistogramMetricFamily(self._name, self._doc, labels=["topic"])
         for topic, series in list(self._series.items()):
             cumulative = np.cumsum(series.counts).tolist()
             buckets = [(_le(b), c) for b, c in zip(self._bounds_s, cumulative, strict=False)]
@@ -66,7 +69,7 @@ class LatenessHistogram(Collector):
         yield family
 
     def describe(self) -> Iterator[HistogramMetricFamily]:
-        yield HistogramMetricFamily(NAME, DOC, labels=["topic"])
+        yield HistogramMetricFamily(self._name, self._doc, labels=["topic"])
 
 
 def _le(bound: float) -> str:

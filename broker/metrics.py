@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from dejaq.broker.lateness import LatenessHistogram
+from dejaq.broker.lateness import CAPPED_DOC, CAPPED_NAME, LatenessHistogram
 
 # Push time minus due time: from half a millisecond to a minute.
 LATENESS_BUCKETS = (
@@ -116,6 +116,8 @@ class Metrics:
         )
         self.lateness = LatenessHistogram(LATENESS_BUCKETS)
         r.register(self.lateness)
+        self.capped_lateness = LatenessHistogram(LATENESS_BUCKETS, CAPPED_NAME, CAPPED_DOC)
+        r.register(self.capped_lateness)
         self.messages = Gauge("dejaq_messages", "Messages by state", ["topic", "state"], registry=r)
         self.lag = Gauge(
             "dejaq_lag_seconds",
@@ -175,10 +177,16 @@ class Metrics:
             self.events[event].labels(topic).inc(n)
 
     def delivered(
-        self, topic: str, now_ms: int, due_ms: npt.NDArray[np.int64], redelivered: int
+        self,
+        topic: str,
+        now_ms: int,
+        due_ms: npt.NDArray[np.int64],
+        redelivered: int,
+        capped: bool = False,
     ) -> None:
-        """One dispatch pass: the due times of what it delivered at ``now_ms``."""
-        self.lateness.observe(topic, now_ms - due_ms)
+        """One dispatch pass: the due times of what it delivered at ``now_ms``;
+        ``capped`` when the topic's rate cap held them back (measured apart)."""
+        (self.capped_lateness if capped else self.lateness).observe(topic, now_ms - due_ms)
         self.count(Event.DELIVERED, topic, len(due_ms))
         self.count(Event.REDELIVERED, topic, redelivered)
 
@@ -209,11 +217,13 @@ class Metrics:
         for counter in self.events.values():
             counter.labels(topic)
         self.lateness.labels(topic)
+        self.capped_lateness.labels(topic)
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's series so label sets do not pile up."""
         self._topic_gauges.pop(topic, None)
         self.lateness.remove(topic)
+        self.capped_lateness.remove(topic)
         per_topic = (*self.events.values(), self.lag, self.consumers, self.buckets)
         for metric in per_topic:
             with contextlib.suppress(KeyError):  # never observed: nothing to drop

@@ -21,10 +21,12 @@ from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus, NewMessage, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
+from dejaq.core.wire.status import kind_of
 from dejaq.proto import dejaq_pb2 as pb
 
 PIPELINE = 16
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+_INVALID_KIND = kind_of(InvalidArgument(""))
 
 
 async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceResponse:
@@ -116,7 +118,7 @@ def _screen(
             err = validation.timestamp_error(expires)
             err = f"expiry: {err}" if err else None
         if err is not None:
-            rejections.append(pb.Rejection(index=i, code=_INVALID, reason=err))
+            rejections.append(pb.Rejection(index=i, code=_INVALID, reason=err, kind=_INVALID_KIND))
         else:
             positions.append(i)
     return positions, rejections

@@ -20,6 +20,7 @@ from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
+from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.gauges import refresh_forever
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.service import TimelineService
@@ -44,8 +45,9 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
 
     storage = storage_from_url(config.storage)
     await storage.open()
-    broker = BrokerContext(config, storage, coordinator_for(config), TopicCache(storage))
+    broker = BrokerContext(config, storage, coordinator_for(config, storage), TopicCache(storage))
     storage.on_operation = broker.metrics.storage_op
+    broker.cron = CronFirers(broker)
     server = grpc.aio.server(options=server_options(config))
     pb_grpc.add_TimelineServicer_to_server(TimelineService(broker), server)
     health_servicer = HealthServicer()
@@ -70,6 +72,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
         asyncio.create_task(health.monitor(storage, health_servicer, broker.metrics)),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
+        asyncio.create_task(broker.cron.run_forever()),
     ]
     metrics_server = None
     if config.metrics:
@@ -95,6 +98,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         if metrics_server is not None:
             metrics_server.shutdown()
         await server.stop(config.grace_s)
+        await broker.cron.stop()
         await broker.coordinator.stop()
         for d in list(broker.dispatchers.values()):
             await d.stop()

@@ -20,10 +20,11 @@ from dejaq.broker import control
 from dejaq.broker.cluster.status import cluster_status
 from dejaq.broker.consume import consume_stream
 from dejaq.broker.context import BrokerContext
+from dejaq.broker.cron import control as cron
 from dejaq.broker.produce import produce_stream
 from dejaq.broker.scan import scan_bucket
 from dejaq.core.errors import DejaqError
-from dejaq.core.wire.status import code_for
+from dejaq.core.wire.status import code_for, trailing_metadata_for
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
@@ -40,7 +41,7 @@ async def _abort(
 ) -> None:
     if isinstance(exc, DejaqError):
         broker.metrics.request(method, code_for(exc))
-        await context.abort(code_for(exc), str(exc))
+        await context.abort(code_for(exc), str(exc), trailing_metadata_for(exc))
     if isinstance(exc, asyncio.CancelledError):
         broker.metrics.request(method, grpc.StatusCode.CANCELLED)
         raise exc
@@ -115,6 +116,12 @@ class TimelineService(pb_grpc.TimelineServicer):
     DeleteTopic = _unary("DeleteTopic", control.delete_topic)
     ListTopics = _unary("ListTopics", control.list_topics)
     DescribeTopic = _unary("DescribeTopic", control.describe_topic)
+    UpdateTopic = _unary("UpdateTopic", control.update_topic)
+    CronAdd = _unary("CronAdd", cron.add)
+    CronUpdate = _unary("CronUpdate", cron.update)
+    CronGet = _unary("CronGet", cron.get)
+    CronList = _unary("CronList", cron.list_)
+    CronDelete = _unary("CronDelete", cron.delete)
     GetMessage = _unary("GetMessage", control.get_message)
     Move = _unary("Move", control.move)
     Cancel = _unary("Cancel", control.cancel)

@@ -15,6 +15,8 @@ MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 MIN_LEASE_MS = 10
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000
 MAX_CREDITS = 1_000_000
+MIN_RATE = 0.001  # one delivery in 1,000 s
+MAX_RATE = 10_000_000.0
 
 
 def topic_name(name: str) -> str:
@@ -51,7 +53,19 @@ def settings(s: TopicSettings, max_frame_bytes: int = MAX_FRAME_BYTES) -> TopicS
     for name, ms in (("dead retention", s.dead_retention_ms), ("expiry", s.expiry_ms)):
         if not 0 <= ms <= MAX_TIMESTAMP:
             raise InvalidArgument(f"{name} must be between 0 and {MAX_TIMESTAMP} ms, not {ms}")
+    if s.max_rate != 0:  # 0: no cap
+        max_rate(s.max_rate)
     return s
+
+
+def max_rate(rate: float) -> float:
+    """A delivery cap in messages a second: positive, finite, at most ``MAX_RATE``."""
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise InvalidArgument(
+            f"max rate must be between {MIN_RATE:g} and {MAX_RATE:,.0f} deliveries a second,"
+            f" not {rate:g}"
+        )
+    return rate
 
 
 def lease_ms(ms: int) -> int:

@@ -28,6 +28,8 @@ class TopicSettings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
     dead_retention_ms: int = 0  # 0 = keep forever
     expiry_ms: int = 0  # 0 = never
+    # Deliveries a second across the cluster; 0 = no cap (a due burst flows at once).
+    max_rate: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,12 @@ def _mutation(r: pb.MutationResult) -> Mutation:
 class Admin:
     """Control calls over a ``Client``: topics (create, delete, list, describe),
     messages by id (get, move, cancel), the dead timeline (list, redrive) and
-    the cluster status. Errors arrive as ``dejaq.core.errors`` classes."""
+    the cluster status. Errors arrive as ``dejaq.core.errors`` classes.
+
+    ``ack``, ``extend``, ``nack``, ``move`` and ``cancel`` quote a version and are
+    not idempotent: they are never resent after reaching a broker. A broker lost
+    mid-call raises ``BrokerUnavailable`` ("may or may not have been applied");
+    ``get`` tells which (see ``dejaq.driver.client``)."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -73,6 +78,16 @@ class Admin:
         return topic_from_pb(
             await self.client.call("CreateTopic", pb.CreateTopicRequest(name=name, settings=s))
         )
+
+    async def set_max_rate(self, name: str, rate: float | None) -> Topic:
+        """Cap a topic's deliveries at ``rate`` a second across the cluster; None lifts
+        the cap. A backlog then drains in due order at the cap."""
+        req = (
+            pb.UpdateTopicRequest(name=name, no_max_rate=True)
+            if rate is None
+            else pb.UpdateTopicRequest(name=name, max_rate=rate)
+        )
+        return topic_from_pb(await self.client.call("UpdateTopic", req))
 
     async def delete_topic(self, name: str) -> None:
         await self.client.call("DeleteTopic", pb.DeleteTopicRequest(name=name))
@@ -98,15 +113,15 @@ class Admin:
 
     async def move(self, topic: str, id: str, version: int, timestamp_ms: int) -> Mutation:
         req = pb.MoveRequest(topic=topic, id=id, version=version, timestamp_ms=timestamp_ms)
-        return _mutation(await self.client.call("Move", req))
+        return _mutation(await self.client.call("Move", req, idempotent=False))
 
     async def cancel(self, topic: str, id: str, version: int) -> Mutation:
         req = pb.CancelRequest(topic=topic, id=id, version=version)
-        return _mutation(await self.client.call("Cancel", req))
+        return _mutation(await self.client.call("Cancel", req, idempotent=False))
 
     async def ack(self, topic: str, id: str, version: int, consumer_id: str) -> Mutation:
         req = pb.AckRequest(topic=topic, id=id, version=version, consumer_id=consumer_id)
-        return _mutation(await self.client.call("Ack", req))
+        return _mutation(await self.client.call("Ack", req, idempotent=False))
 
     async def extend(
         self, topic: str, id: str, version: int, consumer_id: str, lease_ms: int
@@ -114,7 +129,7 @@ class Admin:
         req = pb.ExtendRequest(
             topic=topic, id=id, version=version, consumer_id=consumer_id, lease_ms=lease_ms
         )
-        return _mutation(await self.client.call("Extend", req))
+        return _mutation(await self.client.call("Extend", req, idempotent=False))
 
     async def nack(
         self, topic: str, id: str, version: int, consumer_id: str, delay_ms: int = 0
@@ -122,7 +137,7 @@ class Admin:
         req = pb.NackRequest(
             topic=topic, id=id, version=version, consumer_id=consumer_id, delay_ms=delay_ms
         )
-        return _mutation(await self.client.call("Nack", req))
+        return _mutation(await self.client.call("Nack", req, idempotent=False))
 
     async def list_dead(
         self, topic: str, limit: int = 100, after_id: str = ""

@@ -1,8 +1,22 @@
-"""Connections to brokers: address list, failover, and status -> exception mapping."""
+"""Connections to brokers: address list, failover, and status -> exception mapping.
+
+Retrying a unary call on UNAVAILABLE is safe only when a second application
+cannot differ from the first. Reads and topic calls are tried on every broker
+in turn. Version-quoting mutations (Ack, Extend, Nack, Move, Cancel) are not
+idempotent: a repeat of an applied one is refused as stale or not found, so a
+retry after a lost reply would turn a success into an error, or worse. They
+are sent only over a channel that is connected first (``idempotent=False``): a
+broker that cannot be reached is skipped for the next one, since the call
+surely never left, but once the call is sent an UNAVAILABLE is final and
+raised as ``BrokerUnavailable`` saying it may or may not have been applied
+(``GetMessage`` tells which).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -10,11 +24,14 @@ import grpc
 
 from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
-from dejaq.core.wire.status import error_for
+from dejaq.core.wire.status import error_for, kind_in
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 DEFAULT_BROKER = "127.0.0.1:7700"
 T = TypeVar("T")
+# How long a non-idempotent call waits for its channel to connect before it
+# moves on to the next broker (at most the client's timeout).
+CONNECT_TIMEOUT_S = 5.0
 # A broker that is gone or going: try the next one.
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE}
 # grpc.aio reports a write on a stream whose connection just broke as INTERNAL
@@ -33,6 +50,9 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
 ]
+
+
+_UNREACHABLE = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
 
 
 def parse_brokers(brokers: str | Sequence[str] | None) -> list[str]:
@@ -60,7 +80,7 @@ def to_error(exc: grpc.aio.AioRpcError) -> DejaqError:
     detail = exc.details() or code.name
     if retryable(exc) or code == grpc.StatusCode.CANCELLED:
         return BrokerUnavailable(f"broker unavailable: {detail}")
-    return error_for(code, detail)
+    return error_for(code, detail, kind_in(exc.trailing_metadata()))
 
 
 class Client:
@@ -88,20 +108,52 @@ class Client:
         await self._close_channel()
         self._index = (self._index + 1) % len(self.addresses)
 
-    async def call(self, method: str, request: Any) -> Any:
-        """A unary call, tried once on every broker while they are unavailable."""
+    async def call(self, method: str, request: Any, *, idempotent: bool = True) -> Any:
+        """A unary call, tried once on every broker while they are unavailable.
+
+        With ``idempotent=False`` the call is only ever sent once: brokers that
+        cannot be connected to are skipped, but an UNAVAILABLE after sending is
+        raised (see the module's note)."""
         last: DejaqError | None = None
         for _ in range(len(self.addresses)):
             rpc: Callable[..., Awaitable[Any]] = getattr(self.stub(), method)
+            if not idempotent and not await self._connected():
+                last = BrokerUnavailable(f"broker unavailable: cannot connect to {self.address}")
+                await self.failover()
+                continue
             try:
                 return await rpc(request, timeout=self.timeout_s, wait_for_ready=False)
             except grpc.aio.AioRpcError as exc:
                 last = to_error(exc)
                 if not retryable(exc):
                     raise last from exc
+                if not idempotent:
+                    raise BrokerUnavailable(
+                        f"{method} may or may not have been applied (not retried:"
+                        f" it is not idempotent): {last}"
+                    ) from exc
                 await self.failover()
         assert last is not None
         raise last
+
+    async def _connected(self) -> bool:
+        """Connect the current channel; False when it fails or takes too long
+        (nothing was sent on it)."""
+        self.stub()
+        channel = self._channel
+        assert channel is not None
+        deadline = time.monotonic() + min(CONNECT_TIMEOUT_S, self.timeout_s)
+        state = channel.get_state(try_to_connect=True)
+        while state != grpc.ChannelConnectivity.READY:
+            left = deadline - time.monotonic()
+            if state in _UNREACHABLE or left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(channel.wait_for_state_change(state), left)
+            except TimeoutError:
+                return False
+            state = channel.get_state(try_to_connect=True)
+        return True
 
     async def _close_channel(self) -> None:
         if self._channel is not None:

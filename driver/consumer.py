@@ -6,10 +6,17 @@ back as the application takes deliveries, riding on the next settle frame.
 Settles are grouped (``dejaq.driver.settle``): ``await delivery.ack()`` returns
 once the ack is queued, and everything queued in one event-loop turn leaves in
 one frame. ``flush()`` waits for the broker's answers and raises refusals;
-``close()`` flushes, then says Goodbye so the broker releases this consumer's
-remaining leases at once. If the broker goes away the consumer reconnects (to
-the next broker of its list) under the same consumer id, so the leases it
-holds stay ackable; settles queued meanwhile wait for the new stream.
+``close()`` stops handing out deliveries, lets the ones being processed finish
+(a task that took a delivery is processing it until it acks or nacks it or
+comes back for the next one, as ``run()``'s handlers and an ``async for`` loop
+in another task do), up to ``close_timeout_s``, flushes, then says Goodbye so
+the broker releases this consumer's remaining leases at once. If some are
+still processed at the bound, the Goodbye names them and the broker releases
+nothing: their leases run out at their own time (at-least-once), never handed
+to another consumer while an ack may still come. If the broker goes away the
+consumer reconnects (to the next broker of its list) under the same consumer
+id, so the leases it holds stay ackable; settles queued meanwhile wait for the
+new stream.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 import grpc
 
@@ -34,6 +43,8 @@ from dejaq.proto import dejaq_pb2 as pb
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Delivery], Awaitable[None]]
+SETTLED_LOOK_S = 0.05  # close(): how often to look for deliveries settled meanwhile
+PRUNE_AT = 64  # tasks that took deliveries, before ended ones are dropped
 
 
 class Consumer:
@@ -49,6 +60,8 @@ class Consumer:
         max_settle_batch: ids per settle frame at most (default 1000).
         settle_linger_ms: how long a settle may wait for others to share its
             frame (default 20 ms); a settle with ``confirm=True`` leaves at once.
+        close_timeout_s: how long ``close()`` waits for deliveries still being
+            processed (default the client's timeout).
 
     Use ``async with Consumer(...) as c: async for d in c: ...; await d.ack()``,
     or ``await c.run(handler, concurrency=N)``.
@@ -66,6 +79,7 @@ class Consumer:
         on_settle_error: OnError | None = None,
         max_settle_batch: int = 1000,
         settle_linger_ms: float = 20.0,
+        close_timeout_s: float | None = None,
     ) -> None:
         self.client = client
         self.topic = topic
@@ -92,6 +106,12 @@ class Consumer:
         self._settler.set_window(credits)
         self._closing = False
         self._error: DejaqError | None = None
+        self.close_timeout_s = close_timeout_s
+        # The delivery each task took last, until it comes back for the next one:
+        # it is processing it (close() lets it finish).
+        self._processing: dict[asyncio.Task[Any], Delivery | list[Delivery]] = {}
+        self._done_processing: asyncio.Event | None = None
+        self._prune_at = PRUNE_AT
 
     # -- life cycle -----------------------------------------------------------
 
@@ -112,18 +132,34 @@ class Consumer:
         flush."""
         await self._settler.flush(timeout_s or self.client.timeout_s)
 
-    async def close(self) -> None:
-        """Leave cleanly: flush settles, say Goodbye (the broker releases our
-        remaining leases), half-close. Refusals found while flushing are logged."""
+    async def close(self, *, processing: Sequence[Delivery] = ()) -> None:
+        """Leave cleanly: stop handing out deliveries, let those being processed
+        by other tasks finish (up to ``close_timeout_s``), flush settles, say
+        Goodbye (the broker releases our remaining leases, but none still being
+        processed), half-close. Refusals found while flushing are logged.
+
+        ``processing``: deliveries the caller knows are still being processed
+        outside this event loop (another thread): not released either."""
         if self._closing:
             return
         self._closing = True
+        self._arrived()  # a task waiting in receive() gets None now
         if self._call is not None:
+            in_hand = await self._let_processing_finish()
+            in_hand += [d for d in processing if not d._settled]
             with contextlib.suppress(DejaqError, TimeoutError):
                 await self._settler.flush(self.client.timeout_s)
             for failure in self._settler.take_failures():
                 log.warning("%s of %s refused: %s", failure.kind, failure.id, failure.error)
-            self._outbox.put_nowait(pb.ConsumeRequest(goodbye=pb.Goodbye()))
+            if in_hand:
+                log.warning(
+                    "consumer %s closed with %d deliveries still being processed: their"
+                    " leases run out at their own time, their settles are refused",
+                    self.consumer_id,
+                    len(in_hand),
+                )
+            goodbye = pb.Goodbye(keep=[d.id for d in in_hand])
+            self._outbox.put_nowait(pb.ConsumeRequest(goodbye=goodbye))
             self._outbox.put_nowait(None)
             if self._writer is not None:
                 with contextlib.suppress(asyncio.CancelledError):
@@ -135,6 +171,48 @@ class Consumer:
         self._settler.abandon(BrokerUnavailable("the consumer is closed"))
         self._buffer.clear()  # their leases were handed back with the goodbye
         self._end()
+
+    async def _let_processing_finish(self) -> list[Delivery]:
+        """Wait until every other task that took a delivery settled it or came back
+        for the next (or ended), at most ``close_timeout_s``; the deliveries still
+        in hand, unsettled."""
+        timeout = self.close_timeout_s
+        deadline = time.monotonic() + (self.client.timeout_s if timeout is None else timeout)
+        me = asyncio.current_task()
+        while True:
+            busy = [
+                d
+                for task, taken in list(self._processing.items())
+                if task is not me and not task.done()
+                for d in (taken if isinstance(taken, list) else [taken])
+                if not d._settled
+            ]
+            left = deadline - time.monotonic()
+            if not busy or left <= 0:
+                return busy
+            # Woken when a task comes back; a settle without coming back is seen
+            # at the next look.
+            event = self._done_processing = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), min(left, SETTLED_LOOK_S))
+
+    def _hold(self, task: asyncio.Task[Any], taken: Delivery | list[Delivery]) -> None:
+        """``task`` took ``taken``. Tasks that ended without coming back are dropped
+        now and then (each time the map has doubled), so it stays as small as
+        the number of tasks taking deliveries."""
+        processing = self._processing
+        if len(processing) >= self._prune_at:
+            for ended in [t for t in processing if t.done()]:
+                del processing[ended]
+            self._prune_at = max(PRUNE_AT, 2 * len(processing))
+        processing[task] = taken
+
+    def _came_back(self, task: asyncio.Task[Any] | None) -> None:
+        """``task`` is done with what it took before."""
+        if task is not None and self._processing.pop(task, None) is not None:
+            event = self._done_processing
+            if event is not None:
+                event.set()
 
     # -- receiving ------------------------------------------------------------
 
@@ -150,9 +228,13 @@ class Consumer:
     async def receive(self, timeout_s: float | None = None) -> Delivery | None:
         """The next delivery, or None once the consumer is closed (raises the
         error that ended the stream, if any); ``TimeoutError`` when ``timeout_s``
-        passes without one."""
-        while not self._buffer:
-            if self._ended:
+        passes without one. Once ``close()`` began it returns None: what is still
+        buffered is handed back with the Goodbye."""
+        task = asyncio.current_task()
+        if self._processing:
+            self._came_back(task)
+        while not self._buffer or self._closing:
+            if self._ended or self._closing:
                 if self._error is not None:
                     raise self._error
                 return None
@@ -165,14 +247,23 @@ class Consumer:
                 await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
         d = self._buffer.popleft()
         self._settler.credit(1)
+        if task is not None:
+            self._hold(task, d)
         return d
 
     def ready(self) -> list[Delivery]:
         """Take every delivery already buffered, without waiting (maybe none)."""
+        if self._processing:
+            self._came_back(asyncio.current_task())
+        if self._closing:
+            return []
         out = list(self._buffer)
         self._buffer.clear()
         if out:
             self._settler.credit(len(out))
+            task = asyncio.current_task()
+            if task is not None:
+                self._hold(task, out)
         return out
 
     def _arrived(self) -> None:

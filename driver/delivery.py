@@ -26,7 +26,9 @@ class Delivery:
     """
 
     __slots__ = (
+        "_extending",
         "_lease_ms",
+        "_settled",
         "_settler",
         "deliveries",
         "id",
@@ -58,6 +60,11 @@ class Delivery:
         self.received_at_ms = received_at_ms
         self._settler = settler
         self._lease_ms = lease_ms  # the consumer's lease: keep_alive's default
+        # The extend in flight, if any: the next settle must quote the version it
+        # produces, so it waits for the answer (even if the extend's caller was
+        # cancelled, as keep_alive's renewer is when its block ends).
+        self._extending: asyncio.Future[None] | None = None
+        self._settled = False  # acked or nacked: no settle of it is to come
 
     def __repr__(self) -> str:
         return (
@@ -67,22 +74,52 @@ class Delivery:
 
     async def ack(self, *, confirm: bool = False) -> None:
         """Done with it: the message is deleted."""
+        self._settled = True
+        if self._extending is not None:
+            await self._after_extend()
         await self._settler.settle(pb.Settle.ACK, self, 0, confirm)
 
     async def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
         """Give it back, due again in ``delay_ms`` (dead-lettered after max deliveries)."""
+        self._settled = True
+        if self._extending is not None:
+            await self._after_extend()
         await self._settler.settle(pb.Settle.NACK, self, delay_ms, confirm)
 
     async def extend(self, lease_ms: int) -> None:
         """Hold it ``lease_ms`` longer from now. Waits for the broker's answer: the
-        next settle must quote the version the extend produced."""
-        await self._settler.settle(pb.Settle.EXTEND, self, lease_ms, True)
+        next settle must quote the version the extend produced. Cancelling the
+        caller does not cancel the extend in flight: the settles after it still
+        wait for its answer and quote its version."""
+        await self._after_extend()
+        extending = asyncio.ensure_future(
+            self._settler.settle(pb.Settle.EXTEND, self, lease_ms, True)
+        )
+        self._extending = extending
+        try:
+            await asyncio.shield(extending)
+        finally:
+            if extending.done() and self._extending is extending:
+                self._extending = None
         self.lease_until_ms = now_ms() + lease_ms
+
+    async def _after_extend(self) -> None:
+        """Wait for the extend in flight (its outcome is its caller's to raise)."""
+        extending = self._extending
+        if extending is not None and not extending.done():
+            await asyncio.wait([extending])
+        if extending is not None and extending.done():
+            if not extending.cancelled():
+                extending.exception()  # retrieved: its caller may have been cancelled
+            if self._extending is extending:
+                self._extending = None
 
     @contextlib.asynccontextmanager
     async def keep_alive(self, lease_ms: int | None = None) -> AsyncIterator[Delivery]:
         """Extend the lease (by ``lease_ms``, default the consumer's lease) every half
-        lease while the block runs."""
+        lease while the block runs. An extend still in flight when the block ends
+        is not lost: an ``ack`` or ``nack`` right after waits for its answer and
+        quotes the version it produced."""
         lease = lease_ms or self._lease_ms
 
         async def renew() -> None:

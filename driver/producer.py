@@ -33,7 +33,7 @@ from dejaq.core.wire.frames import (
     cuts,
     frame_bytes,
 )
-from dejaq.core.wire.status import error_for
+from dejaq.core.wire.status import error_for, status_code
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import Client, to_error
 from dejaq.proto import dejaq_pb2 as pb
@@ -326,7 +326,7 @@ class Producer:
 def _results(frame: _Frame, response: pb.ProduceResponse) -> list[ProduceResult]:
     status, ids = decode_results(response.results)
     errors = {
-        r.index: error_for(grpc.StatusCode.INVALID_ARGUMENT, r.reason) for r in response.rejections
+        r.index: error_for(status_code(r.code), r.reason, r.kind) for r in response.rejections
     }
     return [
         ProduceResult(i, InsertStatus(s), errors.get(n))

@@ -223,7 +223,9 @@ class SettleBatcher:
         if entry is None:
             return
         kind, group = entry
-        refused = {r.index: error_for(status_code(r.code), r.reason) for r in result.rejections}
+        refused = {
+            r.index: error_for(status_code(r.code), r.reason, r.kind) for r in result.rejections
+        }
         if kind == pb.Settle.EXTEND:
             for n, version in enumerate(result.versions):
                 if n not in refused:

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import deque
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
-from dejaq.driver.consumer import Consumer
+from dejaq.driver.consumer import SETTLED_LOOK_S, Consumer
+from dejaq.driver.cron import Cron
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.producer import Producer
 
@@ -107,6 +109,30 @@ class SyncConsumer(_Proxy):
     def __init__(self, loop: _Loop, target: Consumer) -> None:
         super().__init__(loop, target)
         self._ready: deque[Delivery] = deque()
+        self._closing = False
+        # The delivery each thread took last, until it asks for the next one:
+        # it is processing it (close() lets it finish).
+        self._in_hand: dict[int, Delivery] = {}
+        self._came_back = threading.Condition()
+
+    def close(self) -> None:
+        """Leave cleanly, as ``Consumer.close``: deliveries other threads took and
+        have not settled, until they ask for the next one, are waited for (up to
+        the consumer's ``close_timeout_s``) and never released while processed."""
+        consumer: Consumer = self._target
+        self._closing = True
+        timeout = consumer.close_timeout_s
+        deadline = time.monotonic() + (consumer.client.timeout_s if timeout is None else timeout)
+        me = threading.get_ident()
+        with self._came_back:
+            while True:
+                busy = [d for t, d in self._in_hand.items() if t != me and not d._settled]
+                left = deadline - time.monotonic()
+                if not busy or left <= 0:
+                    break
+                # Woken when a thread comes back; a settle alone is seen at the next look.
+                self._came_back.wait(min(left, SETTLED_LOOK_S))
+        self._loop.run(consumer.close(processing=busy))
 
     def __iter__(self) -> Iterator[SyncDelivery]:
         while True:
@@ -117,7 +143,13 @@ class SyncConsumer(_Proxy):
 
     def receive(self, timeout: float | None = None) -> SyncDelivery:
         """The next delivery; ``TimeoutError`` if none arrives in ``timeout`` seconds,
-        ``StopIteration`` once the consumer is closed."""
+        ``StopIteration`` once the consumer is closed (or closing)."""
+        me = threading.get_ident()
+        with self._came_back:
+            if self._in_hand.pop(me, None) is not None:
+                self._came_back.notify_all()
+        if self._closing:
+            raise StopIteration
         if not self._ready:
             consumer: Consumer = self._target
 
@@ -131,7 +163,10 @@ class SyncConsumer(_Proxy):
             self._ready.extend(self._loop.run(take()))
             if not self._ready:
                 raise StopIteration
-        return SyncDelivery(self._loop, self._ready.popleft())
+        d = self._ready.popleft()
+        with self._came_back:
+            self._in_hand[me] = d
+        return SyncDelivery(self._loop, d)
 
 
 class SyncClient:
@@ -152,6 +187,7 @@ class SyncClient:
 
         self._client = self._loop.run(make())
         self.admin = _Proxy(self._loop, Admin(self._client))
+        self.cron = _Proxy(self._loop, Cron(self._client))
 
     def producer(self, topic: str, **options: Any) -> _Proxy:
         async def make() -> Producer:

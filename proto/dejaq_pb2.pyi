@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TopicSettings(_message.Message):
-    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms")
+    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "max_rate")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     DEAD_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RATE_FIELD_NUMBER: _ClassVar[int]
     buckets: int
     lease_ms: int
     max_deliveries: int
     max_payload_bytes: int
     dead_retention_ms: int
     expiry_ms: int
-    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ...) -> None: ...
+    max_rate: float
+    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., max_rate: _Optional[float] = ...) -> None: ...
 
 class Topic(_message.Message):
     __slots__ = ("name", "settings", "created_at_ms")
@@ -58,6 +60,16 @@ class DeleteTopicRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class UpdateTopicRequest(_message.Message):
+    __slots__ = ("name", "max_rate", "no_max_rate")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MAX_RATE_FIELD_NUMBER: _ClassVar[int]
+    NO_MAX_RATE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    max_rate: float
+    no_max_rate: bool
+    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ...) -> None: ...
 
 class DeleteTopicResponse(_message.Message):
     __slots__ = ()
@@ -262,14 +274,16 @@ class ProduceRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., batch: _Optional[bytes] = ...) -> None: ...
 
 class Rejection(_message.Message):
-    __slots__ = ("index", "code", "reason")
+    __slots__ = ("index", "code", "reason", "kind")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     index: int
     code: int
     reason: str
-    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    kind: str
+    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("results", "rejections")
@@ -316,8 +330,10 @@ class Settle(_message.Message):
     def __init__(self, kind: _Optional[_Union[Settle.Kind, str]] = ..., ids: _Optional[_Iterable[str]] = ..., versions: _Optional[_Iterable[int]] = ..., ms: _Optional[int] = ..., token: _Optional[int] = ..., credits: _Optional[int] = ...) -> None: ...
 
 class Goodbye(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("keep",)
+    KEEP_FIELD_NUMBER: _ClassVar[int]
+    keep: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, keep: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
     __slots__ = ("hello", "credits", "settle", "goodbye")
@@ -422,3 +438,113 @@ class ClusterStatusResponse(_message.Message):
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerStatus]
     topics: _containers.RepeatedCompositeFieldContainer[TopicStatus]
     def __init__(self, mode: _Optional[str] = ..., cluster: _Optional[str] = ..., broker: _Optional[str] = ..., healthy: _Optional[bool] = ..., now_ms: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[BrokerStatus, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicStatus, _Mapping]]] = ...) -> None: ...
+
+class CronEntry(_message.Message):
+    __slots__ = ("topic", "id", "schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "misfire", "misfire_limit", "version", "next_ms")
+    class Misfire(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ONCE: _ClassVar[CronEntry.Misfire]
+        SKIP: _ClassVar[CronEntry.Misfire]
+        ALL: _ClassVar[CronEntry.Misfire]
+    ONCE: CronEntry.Misfire
+    SKIP: CronEntry.Misfire
+    ALL: CronEntry.Misfire
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    NEXT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    schedule: str
+    timezone: str
+    payload: bytes
+    start_ms: int
+    end_ms: int
+    paused: bool
+    misfire: CronEntry.Misfire
+    misfire_limit: int
+    version: int
+    next_ms: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., payload: _Optional[bytes] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., misfire: _Optional[_Union[CronEntry.Misfire, str]] = ..., misfire_limit: _Optional[int] = ..., version: _Optional[int] = ..., next_ms: _Optional[int] = ...) -> None: ...
+
+class CronUpdateRequest(_message.Message):
+    __slots__ = ("topic", "id", "version", "schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "misfire", "misfire_limit")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    schedule: str
+    timezone: str
+    payload: bytes
+    start_ms: int
+    end_ms: int
+    paused: bool
+    misfire: CronEntry.Misfire
+    misfire_limit: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., payload: _Optional[bytes] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., misfire: _Optional[_Union[CronEntry.Misfire, str]] = ..., misfire_limit: _Optional[int] = ...) -> None: ...
+
+class CronGetRequest(_message.Message):
+    __slots__ = ("topic", "id", "upcoming")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    upcoming: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., upcoming: _Optional[int] = ...) -> None: ...
+
+class CronInfo(_message.Message):
+    __slots__ = ("entry", "upcoming_ms")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_MS_FIELD_NUMBER: _ClassVar[int]
+    entry: CronEntry
+    upcoming_ms: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, entry: _Optional[_Union[CronEntry, _Mapping]] = ..., upcoming_ms: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CronListRequest(_message.Message):
+    __slots__ = ("topic", "after_id", "limit")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    after_id: str
+    limit: int
+    def __init__(self, topic: _Optional[str] = ..., after_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class CronListResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[CronEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[CronEntry, _Mapping]]] = ...) -> None: ...
+
+class CronDeleteRequest(_message.Message):
+    __slots__ = ("topic", "id", "version")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    id: str
+    version: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class CronDeleteResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -54,6 +54,36 @@ class TimelineStub:
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.DescribeTopicRequest.SerializeToString,
                 response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.TopicDescription.FromString,
                 _registered_method=True)
+        self.UpdateTopic = channel.unary_unary(
+                '/dejaq.v1.Timeline/UpdateTopic',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.UpdateTopicRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.Topic.FromString,
+                _registered_method=True)
+        self.CronAdd = channel.unary_unary(
+                '/dejaq.v1.Timeline/CronAdd',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronEntry.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronEntry.FromString,
+                _registered_method=True)
+        self.CronUpdate = channel.unary_unary(
+                '/dejaq.v1.Timeline/CronUpdate',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronUpdateRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronEntry.FromString,
+                _registered_method=True)
+        self.CronGet = channel.unary_unary(
+                '/dejaq.v1.Timeline/CronGet',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronGetRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronInfo.FromString,
+                _registered_method=True)
+        self.CronList = channel.unary_unary(
+                '/dejaq.v1.Timeline/CronList',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronListRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronListResponse.FromString,
+                _registered_method=True)
+        self.CronDelete = channel.unary_unary(
+                '/dejaq.v1.Timeline/CronDelete',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronDeleteRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronDeleteResponse.FromString,
+                _registered_method=True)
         self.GetMessage = channel.unary_unary(
                 '/dejaq.v1.Timeline/GetMessage',
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.GetMessageRequest.SerializeToString,
@@ -139,6 +169,44 @@ class TimelineServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DescribeTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateTopic(self, request, context):
+        """Change the settings a running topic may change (today: its delivery rate cap).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CronAdd(self, request, context):
+        """Cron entries: schedules whose occurrences become messages on the topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CronUpdate(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CronGet(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CronList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CronDelete(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -244,6 +312,36 @@ def add_TimelineServicer_to_server(servicer, server):
                     servicer.DescribeTopic,
                     request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.DescribeTopicRequest.FromString,
                     response_serializer=dejaq_dot_proto_dot_dejaq__pb2.TopicDescription.SerializeToString,
+            ),
+            'UpdateTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateTopic,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.UpdateTopicRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.Topic.SerializeToString,
+            ),
+            'CronAdd': grpc.unary_unary_rpc_method_handler(
+                    servicer.CronAdd,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronEntry.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronEntry.SerializeToString,
+            ),
+            'CronUpdate': grpc.unary_unary_rpc_method_handler(
+                    servicer.CronUpdate,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronUpdateRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronEntry.SerializeToString,
+            ),
+            'CronGet': grpc.unary_unary_rpc_method_handler(
+                    servicer.CronGet,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronGetRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronInfo.SerializeToString,
+            ),
+            'CronList': grpc.unary_unary_rpc_method_handler(
+                    servicer.CronList,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronListRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronListResponse.SerializeToString,
+            ),
+            'CronDelete': grpc.unary_unary_rpc_method_handler(
+                    servicer.CronDelete,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.CronDeleteRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.CronDeleteResponse.SerializeToString,
             ),
             'GetMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMessage,
@@ -414,6 +512,168 @@ class Timeline:
             '/dejaq.v1.Timeline/DescribeTopic',
             dejaq_dot_proto_dot_dejaq__pb2.DescribeTopicRequest.SerializeToString,
             dejaq_dot_proto_dot_dejaq__pb2.TopicDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/UpdateTopic',
+            dejaq_dot_proto_dot_dejaq__pb2.UpdateTopicRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.Topic.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CronAdd(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/CronAdd',
+            dejaq_dot_proto_dot_dejaq__pb2.CronEntry.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.CronEntry.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CronUpdate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/CronUpdate',
+            dejaq_dot_proto_dot_dejaq__pb2.CronUpdateRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.CronEntry.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CronGet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/CronGet',
+            dejaq_dot_proto_dot_dejaq__pb2.CronGetRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.CronInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CronList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/CronList',
+            dejaq_dot_proto_dot_dejaq__pb2.CronListRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.CronListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CronDelete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/CronDelete',
+            dejaq_dot_proto_dot_dejaq__pb2.CronDeleteRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.CronDeleteResponse.FromString,
             options,
             channel_credentials,
             insecure,

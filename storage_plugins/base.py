@@ -183,6 +183,16 @@ class Storage(abc.ABC):
 
     # -- life cycle -----------------------------------------------------------
 
+    # Whether brokers on several hosts can open this one storage, as a cluster
+    # needs (memory:// lives inside one broker process).
+    shared: bool = True
+
+    async def identity(self) -> str:
+        """This storage's identity: made when the storage was created and kept in
+        it, so every broker that opens the same storage reads the same one (a
+        cluster checks by it that its brokers share one storage)."""
+        return await self._timed("identity", self._identity())
+
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect and create the schema. Called once before any other call."""
 
@@ -202,6 +212,13 @@ class Storage(abc.ABC):
     async def delete_topic(self, name: str) -> None:
         """Delete a topic with all its messages (live and dead); ``NotFound`` if absent."""
         await self._timed("delete_topic", self._delete_topic(name))
+
+    async def update_topic(self, topic: Topic) -> None:
+        """Store new settings for a topic: the one named ``topic.name`` created at
+        ``topic.created_at_ms`` (``NotFound`` if it is gone or was created again).
+        The broker changes only settings that do not decide where messages are kept."""
+        if not await self._timed("update_topic", self._update_topic(topic)):
+            raise NotFound(f"topic {topic.name!r} does not exist")
 
     async def get_topic(self, name: str) -> Topic:
         topic = await self._timed("get_topic", self._get_topic(name))
@@ -262,9 +279,12 @@ class Storage(abc.ABC):
         settle; an at-most-once message, deleted by its lease, is NotFound."""
         return await self._timed("hand_back", self._hand_back(topic, items, owner))
 
-    async def move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
-        """Reschedule a message that is not under a live lease."""
-        return await self._timed("move", self._move(topic, id, version, at, now))
+    async def move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None = None
+    ) -> Settled:
+        """Reschedule a message that is not under a live lease; with ``payload``, also
+        replace its payload, in the same atomic step."""
+        return await self._timed("move", self._move(topic, id, version, at, now, payload))
 
     async def cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         """Delete a message that is not under a live lease."""
@@ -313,9 +333,13 @@ class Storage(abc.ABC):
     # -- primitives -----------------------------------------------------------
 
     @abc.abstractmethod
+    async def _identity(self) -> str: ...
+    @abc.abstractmethod
     async def _create_topic(self, topic: Topic) -> None: ...
     @abc.abstractmethod
     async def _delete_topic(self, name: str) -> None: ...
+    @abc.abstractmethod
+    async def _update_topic(self, topic: Topic) -> bool: ...
     @abc.abstractmethod
     async def _get_topic(self, name: str) -> Topic | None: ...
     @abc.abstractmethod
@@ -343,7 +367,9 @@ class Storage(abc.ABC):
         self, topic: str, items: Sequence[HandBack], owner: str
     ) -> list[Outcome]: ...
     @abc.abstractmethod
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled: ...
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled: ...
     @abc.abstractmethod
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled: ...
     @abc.abstractmethod

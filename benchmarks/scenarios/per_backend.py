@@ -15,13 +15,14 @@ from suite.procstat import rss_bytes
 
 from dejaq.driver.client import Client
 
-from . import bulk, cli, produce, steady, wire_limit
+from . import bulk, burst, cli, produce, steady, wire_limit
 
 # name -> (scenario, its time bound from the plan, the backends it runs on (None: all))
 SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | None]] = {
     "steady": (steady.run, steady.bound_s, None),
     "cli": (cli.run, cli.bound_s, None),
     "bulk": (bulk.run, bulk.bound_s, ("memory",)),
+    "burst": (burst.run, burst.bound_s, ("memory",)),
     "produce": (produce.run, produce.bound_s, None),
     "wire": (wire_limit.run, wire_limit.bound_s, ("memory",)),
 }

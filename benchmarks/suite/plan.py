@@ -31,6 +31,10 @@ class Plan:
     # bulk: messages due now, produce -> deliver -> ack through the driver (memory)
     bulk_messages: int
     bulk_consumers: int
+    # burst: messages due at one millisecond, drained with the topic's rate cap
+    # (burst_rate msgs/s) and without one
+    burst_messages: int
+    burst_rate: int
     # produce: msgs/s by batch size through Producer.send_batch
     produce_counts: dict[int, int]
     produce_cap_s: float
@@ -64,6 +68,8 @@ FULL = Plan(
     cli_step_s=10.0,
     bulk_messages=200_000,
     bulk_consumers=1,
+    burst_messages=100_000,
+    burst_rate=20_000,
     produce_counts={1: 10_000, 10: 60_000, 100: 200_000, 1000: 400_000},
     produce_cap_s=10.0,
     in_flight=8,
@@ -86,6 +92,8 @@ SMOKE = Plan(
     cli_step_s=1.0,
     bulk_messages=5_000,
     bulk_consumers=1,
+    burst_messages=4_000,
+    burst_rate=4_000,
     produce_counts={1: 200, 10: 1_000, 100: 5_000, 1000: 10_000},
     produce_cap_s=1.0,
     in_flight=8,

@@ -164,6 +164,46 @@ def bulk_table(results: dict[str, Any]) -> str:
     )
 
 
+def burst_table(results: dict[str, Any]) -> str:
+    rows = []
+    for name, r in _ran(results):
+        capped = dig(r, "burst", "capped")
+        free = dig(r, "burst", "uncapped")
+        if isinstance(capped, dict) and "drain_s" in capped:
+            bins = capped.get("per_100ms") or [0]
+            full = bins[:-1] or bins
+            rows.append(
+                [
+                    name,
+                    capped["messages"],
+                    capped["max_rate"],
+                    capped["drain_s"],
+                    capped["ideal_s"],
+                    capped["drain_error_pct"],
+                    f"{min(full)}-{max(full)}",
+                    dig(free, "drain_s"),
+                    dig(free, "msgs_per_s"),
+                    capped["early"] + (dig(free, "early") or 0),
+                ]
+            )
+    return table(
+        "burst: all due at one ms; with the topic's rate cap, and without",
+        [
+            "",
+            "messages",
+            "cap/s",
+            "drain s",
+            "ideal s",
+            "error %",
+            "per 100 ms",
+            "no cap: s",
+            "msgs/s",
+            "early",
+        ],
+        rows,
+    )
+
+
 def produce_table(results: dict[str, Any]) -> str:
     rows = [
         [name, *(dig(r, "produce", str(b), "msgs_per_s") for b in BATCH_SIZES)]
@@ -301,6 +341,7 @@ def render(results: dict[str, Any], plan: Plan) -> str:
         steady_tables(results, plan),
         cli_table(results),
         bulk_table(results),
+        burst_table(results),
         produce_table(results),
         wire_table(results),
         scale_table(results),
@@ -357,6 +398,7 @@ FIGURES: dict[str, tuple[str | int, ...]] = {
     "cli": ("cli", "at_rate", "steps", 0, "lateness", "p99_ms"),
     "cli one process": ("cli", "one_process", "steps", 0, "delivered_per_s"),
     "bulk": ("bulk", "msgs_per_s"),
+    "burst": ("burst", "capped", "drain_s"),
     "produce": ("produce", "1000", "msgs_per_s"),
     "wire": ("wire", "msgs_per_s"),
 }

@@ -75,6 +75,10 @@ def _first_stage(*path: str) -> Getter:
     return get
 
 
+def _abs(value: float | None) -> float | None:
+    return None if value is None else abs(float(value))
+
+
 def _best(r: dict[str, Any]) -> float | None:
     steady = r.get("steady")
     if not isinstance(steady, dict) or "steps" not in steady:
@@ -139,6 +143,15 @@ TARGETS: tuple[Target, ...] = (
         "msgs/s",
         "bulk",
         lambda r: dig(r, "bulk", "msgs_per_s"),
+        only="memory",
+    ),
+    Target(
+        "burst of 100k at one ms, cap 20k/s: drain time within 5% of 5 s",
+        5.0,
+        False,
+        "%",
+        "burst",
+        lambda r: _abs(dig(r, "burst", "capped", "drain_error_pct")),
         only="memory",
     ),
     Target(

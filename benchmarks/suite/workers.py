@@ -338,6 +338,8 @@ class ProducerService:
             return await self.steady(*command[1:])
         if command[0] == "bulk":
             return await self.bulk(*command[1:])
+        if command[0] == "burst":
+            return await self.burst(*command[1:])
         raise ValueError(f"unknown command {command[0]!r}")
 
     async def stop(self) -> Any:
@@ -405,6 +407,21 @@ class ProducerService:
         started = time.time_ns()
         await asyncio.gather(*(send(s) for s in range(0, n, CHUNK)))
         return {"sent": n, "accepted": accepted, "start_ns": started, "end_ns": time.time_ns()}
+
+    async def burst(self, topic: str, n: int, due_ms: int, prefix: str) -> dict[str, Any]:
+        """``n`` messages all due at ``due_ms`` (``in_flight`` frames at once)."""
+        accepted = 0
+
+        async def send(start: int) -> None:
+            nonlocal accepted
+            async with self.slots:
+                count = min(CHUNK, n - start)
+                ids = [f"{prefix}{start + j:022d}" for j in range(count)]
+                ok = await self.sink.send(topic, ids, [due_ms] * count)
+                accepted += ok
+
+        await asyncio.gather(*(send(s) for s in range(0, n, CHUNK)))
+        return {"sent": n, "accepted": accepted, "answered_ms": now_ms()}
 
 
 # -- entry points (module-level: the spawned interpreter imports them by name) --

@@ -46,6 +46,7 @@ from dejaq.broker.coordination import (
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
 from dejaq.core.model import Topic
+from dejaq.storage_plugins.base import Storage
 
 log = logging.getLogger(__name__)
 HINT_MARGIN_MS = 100  # beyond the re-scan interval, for skew and scheduling
@@ -75,6 +76,7 @@ class EtcdCoordinator(Coordinator):
         keys = Keys(cluster)
         self._keys = keys
         self._local: dict[tuple[str, str], int] = {}  # (topic, consumer) -> open streams here
+        self._stalled: set[tuple[str, str]] = set()  # local ones that stopped taking deliveries
         self._hints = HintPublisher(hint_horizon_ms)
         self._registrar = Registrar()
         self._view = WatchedView(keys, skew_warn_ms, self._local_topics)
@@ -83,11 +85,13 @@ class EtcdCoordinator(Coordinator):
         )
         self._id = ""
         self._started_ms = now_ms()
+        self._storage: Storage | None = None  # checked against the cluster's at start
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> EtcdCoordinator:
-        """The coordinator ``dejaq broker --etcd ... --cluster ...`` asks for."""
-        return cls(
+    def from_config(cls, config: BrokerConfig, storage: Storage) -> EtcdCoordinator:
+        """The coordinator ``dejaq broker --etcd ... --cluster ...`` asks for, on
+        ``storage`` (which must be the cluster's: see ``storage_claim.py``)."""
+        coordinator = cls(
             parse_endpoints(config.etcd),
             config.cluster,
             config.etcd_ttl_s,
@@ -95,12 +99,18 @@ class EtcdCoordinator(Coordinator):
             config.skew_warn_ms,
             config.rescan_ms + HINT_MARGIN_MS,
         )
+        coordinator._storage = storage
+        return coordinator
 
     # -- life cycle -----------------------------------------------------------
 
     async def start(self, address: str, listener: ClusterListener) -> None:
-        """Join, or raise ``CoordinationUnavailable`` after ``timeout_s``."""
+        """Join, or raise ``CoordinationUnavailable`` after ``timeout_s``, or
+        ``StorageMismatch`` when the cluster runs on another storage."""
         self._id = address
+        if self._storage is not None:
+            self._sessions.storage_identity = await self._storage.identity()
+            self._sessions.cluster = self.cluster
         self._view.start(address, listener)
         endpoint = await self._sessions.start(address, self._started_ms, self.timeout_s)
         log.info(
@@ -133,7 +143,8 @@ class EtcdCoordinator(Coordinator):
         its share comes when the watch shows the registration."""
         key = (topic, consumer_id)
         self._local[key] = self._local.get(key, 0) + 1
-        self._registrar.want(self._local.keys())
+        self._stalled.discard(key)  # a new stream starts with credit
+        self._registrar.want(self._wanted())
 
     async def consumer_left(self, topic: str, consumer_id: str) -> None:
         """A stream closed here: unregister the consumer once its last stream is gone."""
@@ -143,7 +154,22 @@ class EtcdCoordinator(Coordinator):
             self._local[key] = left
         else:
             self._local.pop(key, None)
-        self._registrar.want(self._local.keys())
+            self._stalled.discard(key)
+        self._registrar.want(self._wanted())
+
+    def stalled(self, topic: str, consumers: list[str], stalled: bool) -> None:
+        """Unregister consumers that stopped taking deliveries (the others
+        rebalance their buckets away); register them again when they take some."""
+        keys = {(topic, c) for c in consumers} & self._local.keys()
+        if stalled:
+            self._stalled |= keys
+        else:
+            self._stalled -= keys
+        self._registrar.want(self._wanted())
+
+    def _wanted(self) -> set[tuple[str, str]]:
+        """The consumers to register: those with a stream here, but not stalled."""
+        return self._local.keys() - self._stalled
 
     def announce(self, topic: str, timestamp: int) -> None:
         """Queue a hint for the other brokers, if one of them has a consumer of

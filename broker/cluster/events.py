@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from dejaq.broker.cron import entries
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError, NotFound
 
@@ -45,9 +46,13 @@ class BrokerEvents:
 
     async def topic_changed(self, topic: str) -> None:
         """Storage is the truth: drop the cached topic, and the dispatcher too if
-        the topic it serves is gone (or was deleted and created again)."""
+        the topic it serves is gone (or was deleted and created again). A new cron
+        timeline is fired here too."""
         broker = self._broker
         broker.topics.forget(topic)
+        target = entries.target_of(topic)
+        if target is not None and broker.cron is not None:
+            await broker.cron.ensure(target)
         d = broker.dispatchers.get(topic)
         if d is None:
             return
@@ -62,6 +67,8 @@ class BrokerEvents:
         if stale and broker.dispatchers.get(topic) is d:
             log.info("topic %s was deleted on another broker; closing its consumers here", topic)
             await broker.drop_dispatcher(topic, NotFound(f"topic {topic!r} was deleted"))
+        elif current is not None and not stale and current.settings != d.topic.settings:
+            d.retune(current)  # changed on another broker (its rate cap)
 
     def topics_reset(self) -> None:
         self._broker.topics.clear()

@@ -2,7 +2,8 @@
 
 One prefix per cluster, ``/dejaq/<cluster>/``, and under it::
 
-    brokers/<broker>                       {"address", "started_ms", "wall_ms"}  broker's lease
+    brokers/<broker>                       {"address", "started_ms", "wall_ms",  broker's lease
+                                            "storage"}
     consumers/<topic>/<broker>/<consumer>  {"since_ms"}                          broker's lease
     topics/<topic>                         {"created_at_ms", "buckets"}          no lease
     hints/<topic>/<broker>                 "<epoch ms>"                          broker's lease
@@ -60,6 +61,10 @@ class Keys:
 
     def hint(self, topic: str, broker: str) -> bytes:
         return self._key(Kind.HINT, topic, broker)
+
+    def brokers(self) -> bytes:
+        """The prefix of every broker's heartbeat."""
+        return self._key(Kind.BROKER, "")
 
     def hints_of(self, topic: str) -> bytes:
         """The prefix of every broker's hint for ``topic``."""

@@ -34,8 +34,14 @@ from typing import Any, Protocol
 
 from dejaq.broker.cluster.endpoints import Endpoint
 from dejaq.broker.cluster.hints import HintPublisher
-from dejaq.broker.cluster.keys import Keys, encode
+from dejaq.broker.cluster.keys import Keys, Kind, decode, encode
 from dejaq.broker.cluster.registrar import Registrar, Registration, Write
+from dejaq.broker.cluster.storage_claim import (
+    Heartbeat,
+    StorageMismatch,
+    check_after_joining,
+    check_before_joining,
+)
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import CoordinationUnavailable, InvalidArgument
 
@@ -110,6 +116,10 @@ class EtcdSessions:
         self._next_endpoint = 0
         self._task: asyncio.Task[None] | None = None
         self._etcd: ModuleType | None = None
+        # The identity of this broker's storage, in its heartbeat and checked
+        # against the other brokers' (storage_claim.py); "" = not checked.
+        self.storage_identity = ""
+        self.cluster = ""
 
     @property
     def healthy(self) -> bool:
@@ -127,6 +137,8 @@ class EtcdSessions:
             try:
                 session = await asyncio.wait_for(self._open(), deadline - time.monotonic())
                 break
+            except StorageMismatch:
+                raise
             except Exception as exc:
                 if time.monotonic() + RETRY_MIN_S >= deadline:
                     where = ",".join(str(e) for e in self.endpoints)
@@ -194,6 +206,9 @@ class EtcdSessions:
             await asyncio.sleep(delay)
             try:
                 return await asyncio.wait_for(self._open(), OPEN_TIMEOUT_S)
+            except StorageMismatch as exc:
+                log.error("cannot re-join: %s", exc)
+                delay = RETRY_MAX_S
             except Exception as exc:
                 log.debug("etcd still unreachable: %s", describe(exc))
                 delay = min(RETRY_MAX_S, delay * 2)
@@ -204,11 +219,25 @@ class EtcdSessions:
         self._next_endpoint += 1
         client = self._etcd.Client(endpoint.host, endpoint.port, timeout=CALL_TIMEOUT_S)
         try:
+            if self.storage_identity:  # before writing anything
+                live = await client.get_prefix(self._keys.brokers())
+                heartbeats = self._heartbeats((kv.key, kv.value, kv.create_revision) for kv in live)
+                check_before_joining(heartbeats, self._id, self.storage_identity, self.cluster)
             lease = await client.lease(self.ttl_s)
             session = Session(client, lease, endpoint)
             await client.put(self._keys.broker(self._id), self._heartbeat(), lease=lease)
             await self._registrar.sync(session.registered, *self._registrations(session))
             snapshot = await client.get_prefix(self._keys.all())
+            if self.storage_identity:
+                entries = ((kv.key, kv.value, kv.create_revision) for kv in snapshot)
+                try:
+                    check_after_joining(
+                        self._heartbeats(entries), self._id, self.storage_identity, self.cluster
+                    )
+                except StorageMismatch:
+                    with contextlib.suppress(Exception):
+                        await client.revoke_lease(lease.id)  # our keys go at once
+                    raise
             session.watch = await client.watch_prefix(
                 self._keys.all(), start_revision=snapshot.header.revision + 1
             )
@@ -246,7 +275,19 @@ class EtcdSessions:
     # -- the session's tasks ---------------------------------------------------
 
     def _heartbeat(self) -> bytes:
-        return encode({"address": self._id, "started_ms": self._started_ms, "wall_ms": now_ms()})
+        value = {"address": self._id, "started_ms": self._started_ms, "wall_ms": now_ms()}
+        if self.storage_identity:
+            value["storage"] = self.storage_identity
+        return encode(value)
+
+    def _heartbeats(self, entries: Iterable[Entry]) -> list[Heartbeat]:
+        """The live brokers among ``entries``: id, storage identity, create revision."""
+        out: list[Heartbeat] = []
+        for raw, value, revision in entries:
+            key = self._keys.parse(raw)
+            if key is not None and key.kind is Kind.BROKER:
+                out.append((key.broker, str(decode(value).get("storage", "")), revision))
+        return out
 
     async def _beat(self, session: Session) -> None:
         key = self._keys.broker(self._id)

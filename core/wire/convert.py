@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dejaq.core.cron import CronEntry, Misfire
+from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import Counts, Message, Topic, TopicSettings
 from dejaq.proto import dejaq_pb2 as pb
 
@@ -14,6 +16,7 @@ def settings_to_pb(s: TopicSettings) -> pb.TopicSettings:
         max_payload_bytes=s.max_payload_bytes,
         dead_retention_ms=s.dead_retention_ms,
         expiry_ms=s.expiry_ms,
+        max_rate=s.max_rate,
     )
 
 
@@ -27,6 +30,7 @@ def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
         max_payload_bytes=p.max_payload_bytes or d.max_payload_bytes,
         dead_retention_ms=p.dead_retention_ms,
         expiry_ms=p.expiry_ms,
+        max_rate=p.max_rate,
     )
 
 
@@ -54,4 +58,55 @@ def message_to_pb(topic: str, m: Message, now: int) -> pb.Message:
         state=m.state(now).value,
         max_deliveries=m.max_deliveries,
         expires_at_ms=m.expires_at,
+    )
+
+
+_MISFIRE_TO_PB = {
+    Misfire.ONCE: pb.CronEntry.ONCE,
+    Misfire.SKIP: pb.CronEntry.SKIP,
+    Misfire.ALL: pb.CronEntry.ALL,
+}
+_MISFIRE_FROM_PB: dict[int, Misfire] = {int(v): k for k, v in _MISFIRE_TO_PB.items()}
+
+
+def misfire_from_pb(value: int) -> Misfire:
+    found = _MISFIRE_FROM_PB.get(int(value))
+    if found is None:
+        raise InvalidArgument(f"unknown misfire policy {value}")
+    return found
+
+
+def cron_to_pb(e: CronEntry) -> pb.CronEntry:
+    return pb.CronEntry(
+        topic=e.topic,
+        id=e.id,
+        schedule=e.schedule,
+        timezone=e.timezone,
+        payload=e.payload,
+        start_ms=e.start_ms,
+        end_ms=e.end_ms,
+        paused=e.paused,
+        misfire=_MISFIRE_TO_PB[e.misfire],
+        misfire_limit=e.misfire_limit,
+        version=e.version,
+        next_ms=e.next_ms,
+    )
+
+
+def cron_from_pb(p: pb.CronEntry) -> CronEntry:
+    """Empty fields take the defaults (UTC, a misfire limit of 100)."""
+    d = CronEntry(p.topic, p.id, p.schedule)
+    return CronEntry(
+        p.topic,
+        p.id,
+        p.schedule,
+        p.timezone or d.timezone,
+        p.payload,
+        p.start_ms,
+        p.end_ms,
+        p.paused,
+        misfire_from_pb(p.misfire),
+        p.misfire_limit or d.misfire_limit,
+        p.version,
+        p.next_ms,
     )

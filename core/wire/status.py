@@ -1,7 +1,13 @@
 """The one mapping between dejaq errors and gRPC status codes.
 
-The broker turns an exception into a status with ``code_for``; the driver turns
-a status back into the same exception class with ``error_for``.
+The broker turns an exception into a status with ``code_for``, and names its
+class with ``kind_of``: the *kind* travels beside the code, as the trailing
+metadata ``dejaq-error-kind`` of a failed call (``trailing_metadata_for``) and
+as the ``kind`` field of a ``Rejection`` inside a stream frame. The driver turns
+code and kind back into the same exception class with ``error_for``. Several
+classes share a code (``NotLeaseHolder`` and ``Leased`` are both
+FAILED_PRECONDITION), so the kind decides; the code alone only serves a
+peer that sends no kind. The message text is for people, never parsed.
 """
 
 from __future__ import annotations
@@ -9,6 +15,9 @@ from __future__ import annotations
 import grpc
 
 from dejaq.core import errors
+
+# The trailing metadata key that carries an error's kind on a failed call.
+KIND_KEY = "dejaq-error-kind"
 
 _CODES: dict[type[errors.DejaqError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -23,8 +32,7 @@ _CODES: dict[type[errors.DejaqError], grpc.StatusCode] = {
     errors.BrokerUnavailable: grpc.StatusCode.UNAVAILABLE,
     errors.CoordinationUnavailable: grpc.StatusCode.UNAVAILABLE,
 }
-# Codes that mean different errors share one class on the way back; the
-# message text keeps the detail.
+# Without a kind (an older or foreign peer), a code means its most likely class.
 _ERRORS: dict[grpc.StatusCode, type[errors.DejaqError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
     grpc.StatusCode.OUT_OF_RANGE: errors.InvalidArgument,
@@ -36,6 +44,12 @@ _ERRORS: dict[grpc.StatusCode, type[errors.DejaqError]] = {
     grpc.StatusCode.UNAVAILABLE: errors.BrokerUnavailable,
     grpc.StatusCode.INTERNAL: errors.StorageError,
 }
+# Every class of the one exception tree, by its kind (its class name).
+KINDS: dict[str, type[errors.DejaqError]] = {
+    cls.__name__: cls
+    for cls in vars(errors).values()
+    if isinstance(cls, type) and issubclass(cls, errors.DejaqError)
+}
 
 
 def code_for(exc: errors.DejaqError) -> grpc.StatusCode:
@@ -46,9 +60,36 @@ def code_for(exc: errors.DejaqError) -> grpc.StatusCode:
     return grpc.StatusCode.UNKNOWN
 
 
-def error_for(code: grpc.StatusCode, detail: str) -> errors.DejaqError:
-    if code == grpc.StatusCode.FAILED_PRECONDITION and "leased by" in detail:
-        return errors.Leased(detail)
+def kind_of(exc: errors.DejaqError) -> str:
+    """The kind of ``exc``: its own class name, or that of the nearest class of the
+    tree it derives from (a subclass defined elsewhere travels as its base)."""
+    for cls in type(exc).__mro__:
+        if KINDS.get(cls.__name__) is cls:
+            return cls.__name__
+    return errors.DejaqError.__name__
+
+
+def trailing_metadata_for(exc: errors.DejaqError) -> tuple[tuple[str, str], ...]:
+    """The trailing metadata of a call failed with ``exc``: its kind."""
+    return ((KIND_KEY, kind_of(exc)),)
+
+
+def kind_in(metadata: object) -> str:
+    """The kind carried in a failed call's trailing metadata, or ""."""
+    if not metadata:
+        return ""
+    for key, value in metadata:  # type: ignore[attr-defined]
+        if key == KIND_KEY:
+            return value if isinstance(value, str) else value.decode(errors="replace")
+    return ""
+
+
+def error_for(code: grpc.StatusCode, detail: str, kind: str = "") -> errors.DejaqError:
+    """The exception a status stands for: by ``kind`` when it names a class of the
+    tree, else by ``code``."""
+    cls = KINDS.get(kind)
+    if cls is not None:
+        return cls(detail)
     return _ERRORS.get(code, errors.DejaqError)(detail)
 
 

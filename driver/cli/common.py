@@ -18,6 +18,8 @@ from dejaq.driver.client import DEFAULT_BROKER, Client
 
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
+_RATE = re.compile(r"(-?\d+(?:\.\d+)?)(?:/(s|m|min|h))?")
+_PER_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
 def add_broker(p: argparse.ArgumentParser) -> None:
@@ -48,6 +50,21 @@ def duration_ms(text: str) -> int:
     if not m:
         raise InvalidArgument(f"{text!r} is not a duration (like 250ms, 30s, 5m, 2h, 7d)")
     return int(float(m.group(1)) * _UNITS[m.group(2) or "ms"])
+
+
+def rate_per_s(text: str) -> float:
+    """``5000/s``, ``300/m``, ``20/h``; a bare number is a second's."""
+    m = _RATE.fullmatch(text.strip())
+    if not m:
+        raise InvalidArgument(f"{text!r} is not a rate (like 5000/s, 300/m, 20/h)")
+    rate = float(m.group(1)) / _PER_S[m.group(2) or "s"]
+    if rate <= 0:
+        raise InvalidArgument(f"max rate {text!r} must be above 0 (to lift a cap: --max-rate none)")
+    return rate
+
+
+def rate_text(rate: float) -> str:
+    return f"{rate:g}/s" if rate else "none"
 
 
 def timestamp_ms(text: str) -> int:

@@ -12,6 +12,7 @@ from dejaq.driver.cli import (
     broker_cmd,
     cluster_cmd,
     consume_cmd,
+    cron_cmd,
     dead_cmd,
     message_cmd,
     produce_cmd,
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         consume_cmd,
         message_cmd,
         dead_cmd,
+        cron_cmd,
         cluster_cmd,
         spark_cmd,
     )

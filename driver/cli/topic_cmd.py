@@ -1,4 +1,4 @@
-"""``dejaq topic create|list|describe|delete``."""
+"""``dejaq topic create|set|list|describe|delete``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,18 @@ from typing import Any
 
 from dejaq.core.model import TopicSettings
 from dejaq.driver.admin import Admin
-from dejaq.driver.cli.common import add_broker, client_command, duration_ms, emit, iso
+from dejaq.driver.cli.common import (
+    add_broker,
+    client_command,
+    duration_ms,
+    emit,
+    iso,
+    rate_per_s,
+    rate_text,
+)
 from dejaq.driver.client import Client
+
+_MAX_RATE_HELP = "cap deliveries across the cluster, e.g. 5000/s, 300/m (default: no cap)"
 
 
 def register(sub: Any) -> None:
@@ -24,8 +34,15 @@ def register(sub: Any) -> None:
     p.add_argument("--max-payload", type=int, default=0, help="bytes (default 1 MiB)")
     p.add_argument("--dead-retention", help="how long dead messages are kept, e.g. 7d")
     p.add_argument("--expiry", help="dead-letter messages still undelivered this long after due")
+    p.add_argument("--max-rate", help=_MAX_RATE_HELP)
     add_broker(p)
     p.set_defaults(run=client_command(create))
+
+    p = tsub.add_parser("set", help="change a running topic's delivery rate cap")
+    p.add_argument("name")
+    p.add_argument("--max-rate", required=True, help=_MAX_RATE_HELP + "; none lifts it")
+    add_broker(p)
+    p.set_defaults(run=client_command(set_))
 
     p = tsub.add_parser("list", help="list topics")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -53,9 +70,17 @@ async def create(client: Client, args: argparse.Namespace) -> int:
         max_payload_bytes=args.max_payload or d.max_payload_bytes,
         dead_retention_ms=duration_ms(args.dead_retention) if args.dead_retention else 0,
         expiry_ms=duration_ms(args.expiry) if args.expiry else 0,
+        max_rate=rate_per_s(args.max_rate) if args.max_rate else 0.0,
     )
     topic = await Admin(client).create_topic(args.name, settings)
     print(f"created topic {topic.name}")
+    return 0
+
+
+async def set_(client: Client, args: argparse.Namespace) -> int:
+    rate = None if args.max_rate.strip().lower() == "none" else rate_per_s(args.max_rate)
+    topic = await Admin(client).set_max_rate(args.name, rate)
+    print(f"topic {topic.name}: max rate {rate_text(topic.settings.max_rate)}")
     return 0
 
 

@@ -67,6 +67,13 @@ class Columns:
         self.record_len[slots] = list(map(len, records))
         self.record_at[slots] = self.blobs.put(records)
 
+    def rewrite(self, slot: int, payload: bytes) -> None:
+        """Replace the payload of the message in ``slot`` (its id stays)."""
+        id, _ = self.record(slot)
+        slots = np.array([slot], np.int64)
+        self.blobs.free(self.record_at[slots], self.record_len[slots].astype(np.int64))
+        self.store(slots, [id.encode()], [payload])
+
     def record(self, slot: int) -> tuple[str, bytes]:
         """The id and payload of the message in ``slot``."""
         rec = self.blobs.view(int(self.record_at[slot]), int(self.record_len[slot]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 
@@ -65,9 +66,15 @@ class MemoryStorage(Storage):
     concurrency control the contract needs here.
     """
 
+    shared = False  # it lives in one broker process: no cluster can share it
+
     def __init__(self, url: str = "memory://") -> None:
         super().__init__(url)
         self._timelines: dict[str, Timeline] = {}
+        self._identity_ = uuid.uuid4().hex
+
+    async def _identity(self) -> str:
+        return self._identity_
 
     def _tl(self, topic: str) -> Timeline:
         tl = self._timelines.get(topic)
@@ -85,6 +92,13 @@ class MemoryStorage(Storage):
     async def _delete_topic(self, name: str) -> None:
         self._tl(name)
         del self._timelines[name]
+
+    async def _update_topic(self, topic: Topic) -> bool:
+        tl = self._timelines.get(topic.name)
+        if tl is None or tl.topic.created_at_ms != topic.created_at_ms:
+            return False
+        tl.topic = topic
+        return True
 
     async def _get_topic(self, name: str) -> Topic | None:
         tl = self._timelines.get(name)
@@ -289,10 +303,14 @@ class MemoryStorage(Storage):
             raise err
         return np.array([slot], np.int64)
 
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled:
         tl = self._tl(topic)
         slot = self._movable(tl, id, version, now)
         tl.reschedule(slot, at, None, [id])
+        if payload is not None:
+            tl.cols.rewrite(int(slot[0]), payload)
         return Settled(id, int(tl.cols.version[slot[0]]), at)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:

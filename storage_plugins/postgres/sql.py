@@ -109,6 +109,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 
 PING = "SELECT 1"
+# The storage's identity: the database and when its schema was created (to the
+# microsecond), written once by the first migration and never changed.
+IDENTITY = f"""SELECT current_database(), applied_at::text FROM {SCHEMA_TABLE} WHERE version = 1"""
 # Run on every new connection: see "Plans" above.
 SESSION_SETUP = """SELECT set_config('enable_bitmapscan', 'off', false),
     set_config('enable_seqscan', 'off', false),
@@ -131,6 +134,11 @@ LOCK_TOPIC = f"SELECT pg_advisory_xact_lock({_LOCK_CLASS_TOPIC:d}, hashtext(%s))
 # (name, settings JSON, created_at_ms)
 INSERT_TOPIC = """INSERT INTO dejaq_topics (name, settings, created_at_ms)
     VALUES (%s, %s::jsonb, %s) ON CONFLICT (name) DO NOTHING"""
+# (payload, topic, id)
+SET_PAYLOAD = "UPDATE dejaq_payloads SET payload = %s WHERE topic = %s AND id = %s"
+# (settings JSON, name, created_at_ms)
+UPDATE_TOPIC = """UPDATE dejaq_topics SET settings = %s::jsonb
+    WHERE name = %s AND created_at_ms = %s"""
 _TOPIC_COLUMNS = "name, settings::text, created_at_ms"
 GET_TOPIC = f"SELECT {_TOPIC_COLUMNS} FROM dejaq_topics WHERE name = %s"
 LIST_TOPICS = f"SELECT {_TOPIC_COLUMNS} FROM dejaq_topics ORDER BY name"

@@ -155,6 +155,11 @@ class PostgresStorage(Storage):
             return False
         return True
 
+    async def _identity(self) -> str:
+        async with self._pool.connection() as conn:
+            database, created = await _one(conn, sql.IDENTITY, {})
+        return f"{database}@{created}"
+
     # -- topics ---------------------------------------------------------------
 
     async def _create_topic(self, topic: Topic) -> None:
@@ -169,6 +174,11 @@ class PostgresStorage(Storage):
             (deleted,) = await _one(conn, sql.DELETE_TOPIC, {"topic": name})
             if deleted == 0:
                 raise _missing(name)
+
+    async def _update_topic(self, topic: Topic) -> bool:
+        params = (base.settings_json(topic), topic.name, topic.created_at_ms)
+        async with self._pool.connection() as conn:
+            return (await conn.execute(sql.UPDATE_TOPIC, params)).rowcount == 1
 
     async def _get_topic(self, name: str) -> Topic | None:
         async with self._pool.connection() as conn:
@@ -300,11 +310,15 @@ class PostgresStorage(Storage):
         pairs = [(id, version) for id, version, _ in items]
         return await self._settle(topic, pairs, lambda st: base.plan_hand_back(items, st, owner))
 
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled:
         async with self._pool.transaction() as conn:
             locked = await self._locked(conn, topic, [id])
             settled, new = base.plan_move(id, locked.states.get(id), version, at, now)
             await self._write(conn, locked, SettlePlan(updated={id: new}))
+            if payload is not None:
+                await conn.execute(sql.SET_PAYLOAD, (payload, topic, id))
         return settled
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:

@@ -52,6 +52,8 @@ from dataclasses import dataclass
 
 NAMESPACE = "dejaq"
 TOPICS = f"{NAMESPACE}:topics"
+# string: a random id set once, when the first broker asks (the storage's identity)
+IDENTITY = f"{NAMESPACE}:identity"
 
 # Suffixes after a slot prefix. The Lua scripts get them from here too.
 ALIVE = "alive"

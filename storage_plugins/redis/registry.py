@@ -25,6 +25,7 @@ from dejaq.storage_plugins.redis.replies import TopicChanged, body
 from dejaq.storage_plugins.redis.scripts import Call, Runner
 
 T = TypeVar("T")
+_UPDATE_TRIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +161,21 @@ class Registry:
         await self._runner.run(calls)
         await self._runner.run([Call(lua.FORGET, (keys.TOPICS,), (name, info.entry))])
         self._cache.pop(name, None)
+
+    async def update(self, topic: Topic) -> bool:
+        """New settings for this incarnation of the topic: replaced only if the entry
+        is still the one read (a concurrent update reads again and retries)."""
+        for _ in range(_UPDATE_TRIES):
+            info = await self.load(topic.name)
+            if info is None or info.topic.created_at_ms != topic.created_at_ms:
+                return False
+            entry = encode(topic, info.gen, info.slots)
+            call = Call(lua.REPLACE, (keys.TOPICS,), (topic.name, info.entry, entry))
+            (reply,) = await self._runner.run([call])
+            if body(reply)[0]:
+                self._cache[topic.name] = TopicEntry(topic, info.gen, info.slots, entry)
+                return True
+        raise StorageError(f"redis: topic {topic.name!r} kept changing while being updated")
 
     async def all(self) -> list[Topic]:
         entries = await self._runner.command("HGETALL", keys.TOPICS)

@@ -127,10 +127,11 @@ REDRIVE = Script("redrive")
 PURGE = Script("purge")
 DROP = Script("drop")
 FORGET = Script("forget")
+REPLACE = Script("replace")
 
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
-ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET)
+ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, REPLACE)
 
 
 # -- calling them ------------------------------------------------------------

@@ -10,6 +10,7 @@ primitives).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
@@ -27,7 +28,7 @@ from dejaq.storage_plugins.base import (
     SettleItem,
     Storage,
 )
-from dejaq.storage_plugins.redis import columns, dead, leasing, reads, scan
+from dejaq.storage_plugins.redis import columns, dead, keys, leasing, reads, scan
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.options import parse_url
 from dejaq.storage_plugins.redis.registry import Registry, TopicEntry, per_slot
@@ -134,6 +135,13 @@ class RedisStorage(Storage):
             return False
         return True
 
+    async def _identity(self) -> str:
+        await self._runner.command("SET", keys.IDENTITY, uuid.uuid4().hex, "NX")
+        identity = text(await self._runner.command("GET", keys.IDENTITY))
+        if identity is None:  # deleted between the two commands: a new one next time
+            raise StorageError("redis: the storage identity was deleted while read")
+        return identity
+
     @property
     def _runner(self) -> Runner:
         if self._runner_ is None:
@@ -153,6 +161,9 @@ class RedisStorage(Storage):
 
     async def _delete_topic(self, name: str) -> None:
         await self._registry.delete(name)
+
+    async def _update_topic(self, topic: Topic) -> bool:
+        return await self._registry.update(topic)
 
     async def _get_topic(self, name: str) -> Topic | None:
         info = await self._registry.load(name)
@@ -280,18 +291,22 @@ class RedisStorage(Storage):
 
     # -- move / cancel --------------------------------------------------------
 
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
-        return await self._mutate(topic, "move", id, version, at, now)
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled:
+        if payload is None:
+            return await self._mutate(topic, "move", id, version, at, now)
+        return await self._mutate(topic, "rewrite", id, version, at, now, payload)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         return await self._mutate(topic, "cancel", id, version, 0, now)
 
     async def _mutate(
-        self, topic: str, mode: str, id: str, version: int, at: int, now: int
+        self, topic: str, mode: str, id: str, version: int, at: int, now: int, payload: bytes = b""
     ) -> Settled:
         async def op(info: TopicEntry) -> Settled:
             s = info.slot(info.home(id))
-            args = (info.gen, s.prefix, mode, id, version, at, now)
+            args = (info.gen, s.prefix, mode, id, version, at, now, payload)
             call = Call(lua.MUTATE, (s.alive, s.heads, s.owned), args)
             [reply] = await self._runner.run([call])
             numbers, owners = body(reply)

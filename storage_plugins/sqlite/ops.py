@@ -36,6 +36,14 @@ Conn = sqlite3.Connection
 # -- helpers ------------------------------------------------------------------
 
 
+def identity(conn: Conn) -> str:
+    """The random id the database was given when it was created."""
+    row = conn.execute(sql.GET_IDENTITY).fetchone()
+    if row is None:
+        raise NotFound("the database has no identity")
+    return str(row[0])
+
+
 def _topic_buckets(conn: Conn, topic: str) -> int:
     """The topic's bucket count; ``NotFound`` when there is no such topic."""
     row = conn.execute(sql.TOPIC_BUCKETS, (topic,)).fetchone()
@@ -101,6 +109,11 @@ def delete_topic(conn: Conn, name: str) -> None:
         raise NotFound(f"topic {name!r} does not exist")
     conn.execute(sql.DELETE_TOPIC_MESSAGES, (name,))
     conn.execute(sql.DELETE_TOPIC_PAYLOADS, (name,))
+
+
+def update_topic(conn: Conn, topic: Topic) -> bool:
+    params = (base.settings_json(topic), topic.name, topic.created_at_ms)
+    return conn.execute(sql.UPDATE_TOPIC, params).rowcount == 1
 
 
 def get_topic(conn: Conn, name: str) -> Topic | None:
@@ -191,11 +204,15 @@ def hand_back(conn: Conn, topic: str, items: Sequence[HandBack], owner: str) -> 
     return _apply(conn, topic, base.plan_hand_back(items, states, owner))
 
 
-def move(conn: Conn, topic: str, id: str, version: int, at: int, now: int) -> Settled:
+def move(
+    conn: Conn, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+) -> Settled:
     _topic_buckets(conn, topic)
     states = _states(conn, topic, [id])
     settled, new = base.plan_move(id, states.get(id), version, at, now)
     _store(conn, topic, {id: new})
+    if payload is not None:
+        conn.execute(sql.SET_PAYLOAD, (payload, topic, id))
     return settled
 
 

@@ -45,6 +45,11 @@ ROLLBACK_TO = "ROLLBACK TO job"
 PING = "SELECT 1"
 
 SCHEMA = (
+    # Facts about the database itself: its ``identity``, made at creation.
+    """CREATE TABLE IF NOT EXISTS meta (
+        key TEXT NOT NULL PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS topics (
         name TEXT NOT NULL PRIMARY KEY,
         settings TEXT NOT NULL,
@@ -75,10 +80,15 @@ SCHEMA = (
     )""",
 )
 
+# (a random id): kept when the database already has one
+INSERT_IDENTITY = "INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT DO NOTHING"
+GET_IDENTITY = "SELECT value FROM meta WHERE key = 'identity'"
+
 # -- topics -------------------------------------------------------------------
 
 INSERT_TOPIC = """INSERT INTO topics (name, settings, created_at_ms) VALUES (?, ?, ?)
     ON CONFLICT (name) DO NOTHING"""
+UPDATE_TOPIC = "UPDATE topics SET settings = ? WHERE name = ? AND created_at_ms = ?"
 GET_TOPIC = "SELECT name, settings, created_at_ms FROM topics WHERE name = ?"
 LIST_TOPICS = "SELECT name, settings, created_at_ms FROM topics ORDER BY name"
 TOPIC_BUCKETS = "SELECT json_extract(settings, '$.buckets') FROM topics WHERE name = ?"
@@ -93,6 +103,7 @@ INSERT_MESSAGE = """INSERT INTO messages
     (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead)
     VALUES (?, ?, ?, ?, 1, 0, NULL, ?, ?, 0)"""
 INSERT_PAYLOAD = "INSERT INTO payloads (topic, id, payload) VALUES (?, ?, ?)"
+SET_PAYLOAD = "UPDATE payloads SET payload = ? WHERE topic = ? AND id = ?"
 # A set of ids travels as one JSON array parameter: ``_IDS`` is its rows.
 _IDS = "(SELECT value FROM json_each(?))"
 # (topic, ids JSON)

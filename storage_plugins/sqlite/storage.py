@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,7 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
         # Migrations from an older version go here, one step per version.
         for statement in sql.SCHEMA:
             conn.execute(statement)
+        conn.execute(sql.INSERT_IDENTITY, (uuid.uuid4().hex,))
         conn.execute(sql.SET_USER_VERSION)
         conn.execute(sql.COMMIT)
     except BaseException:
@@ -184,6 +186,9 @@ class SqliteStorage(Storage):
             raise StorageError("sqlite storage used before open()")
         return await self._writer.run(lambda conn: fn(conn, *args, **kwargs))
 
+    async def _identity(self) -> str:
+        return await self._run(ops.identity)
+
     # -- topics ---------------------------------------------------------------
 
     async def _create_topic(self, topic: Topic) -> None:
@@ -191,6 +196,9 @@ class SqliteStorage(Storage):
 
     async def _delete_topic(self, name: str) -> None:
         await self._run(ops.delete_topic, name)
+
+    async def _update_topic(self, topic: Topic) -> bool:
+        return await self._run(ops.update_topic, topic)
 
     async def _get_topic(self, name: str) -> Topic | None:
         return await self._run(ops.get_topic, name)
@@ -227,8 +235,10 @@ class SqliteStorage(Storage):
     async def _hand_back(self, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
         return await self._run(ops.hand_back, topic, items, owner)
 
-    async def _move(self, topic: str, id: str, version: int, at: int, now: int) -> Settled:
-        return await self._run(ops.move, topic, id, version, at, now)
+    async def _move(
+        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    ) -> Settled:
+        return await self._run(ops.move, topic, id, version, at, now, payload)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         return await self._run(ops.cancel, topic, id, version, now)

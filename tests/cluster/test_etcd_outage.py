@@ -99,7 +99,8 @@ def test_a_broker_that_cannot_reach_etcd_does_not_start(tmp_path: Path) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     # When a broker starts
     command = [sys.executable, "-m", "dejaq.driver.cli.main", "broker"]
-    options = ["--listen", "127.0.0.1:0", "--storage", "memory://", "--etcd", nowhere]
+    storage = f"sqlite:///{tmp_path / 'd.db'}"
+    options = ["--listen", "127.0.0.1:0", "--storage", storage, "--etcd", nowhere]
     done = subprocess.run(
         [*command, *options],
         env={**_clean_env(), "DEJAQ_ETCD_TIMEOUT_S": "1"},

@@ -270,3 +270,104 @@ def test_errors_are_one_readable_line(cli: Cli, topic_name: str) -> None:
     # and none of this produced anything
     info = cli.json("topic", "describe", topic_name, "--json")
     assert info["counts"] == {"waiting": 0, "due": 0, "leased": 0, "dead": 0}
+
+
+def test_a_rate_capped_topic_drains_a_burst_at_its_cap(cli: Cli, topic_name: str) -> None:
+    # Given a topic capped at 50 deliveries a second, and 40 messages due at one ms
+    out = cli.ok("topic", "create", topic_name, "--max-rate", "50/s")
+    assert out.strip() == f"created topic {topic_name}"
+    at = now_ms() + 300
+    lines = [{"id": f"m{i}", "timestamp_ms": at, "payload": "x"} for i in range(40)]
+    stdin = "".join(json.dumps(line) + "\n" for line in lines)
+    assert cli.ok("produce", topic_name, "--jsonl", "-", stdin=stdin).startswith("accepted 40")
+    # When a consumer takes them all
+    got = cli.lines("consume", topic_name, "--count", "40")
+    # Then none was early, and they came at about the cap, not at once
+    received = sorted(d["received_at_ms"] for d in got)
+    assert received[0] >= at
+    assert received[-1] - received[0] >= 600  # 40 at 50/s: ~0.8 s
+    # And the cap shows in the settings, can be changed while running, and lifted
+    info = cli.json("topic", "describe", topic_name, "--json")
+    assert info["settings"]["max_rate"] == 50.0
+    assert cli.ok("topic", "set", topic_name, "--max-rate", "300/m").strip() == (
+        f"topic {topic_name}: max rate 5/s"
+    )
+    assert cli.ok("topic", "set", topic_name, "--max-rate", "none").strip() == (
+        f"topic {topic_name}: max rate none"
+    )
+    assert cli.json("topic", "describe", topic_name, "--json")["settings"]["max_rate"] == 0
+
+
+@pytest.mark.parametrize("rate", ["0/s", "-3", "fast", "5/week"])
+def test_a_bad_max_rate_is_refused_readably(cli: Cli, topic_name: str, rate: str) -> None:
+    assert "rate" in cli.fails("topic", "create", topic_name, "--max-rate", rate)
+    assert topic_name not in cli.ok("topic", "list").split()
+    cli.ok("topic", "create", topic_name)
+    assert "rate" in cli.fails("topic", "set", topic_name, "--max-rate", rate)
+    assert cli.json("topic", "describe", topic_name, "--json")["settings"]["max_rate"] == 0
+
+
+def test_setting_the_rate_of_an_unknown_topic_fails_readably(cli: Cli) -> None:
+    assert "does not exist" in cli.fails("topic", "set", "no-such-topic", "--max-rate", "none")
+
+
+def test_cron_entries_through_the_cli(cli: Cli, topic_name: str) -> None:
+    # Given a topic and an entry firing every second
+    cli.ok("topic", "create", topic_name)
+    out = cli.ok("cron", "add", topic_name, "tick", "--schedule", "* * * * * *", "hello")
+    assert out.startswith("added tick: next ")
+    cli.ok(
+        "cron",
+        "add",
+        topic_name,
+        "daily",
+        "--schedule",
+        "30 3 * * *",
+        "--tz",
+        "Europe/Bucharest",
+        "--misfire",
+        "skip",
+        "report",
+    )
+    # Then its occurrences arrive as messages ENTRY@MS, at their ms, none early
+    got = cli.lines("consume", topic_name, "--count", "3")
+    assert all(d["id"] == f"tick@{d['timestamp_ms']}" for d in got)
+    assert all(d["received_at_ms"] >= d["timestamp_ms"] for d in got)
+    assert {d["payload"] for d in got} == {"hello"}
+    # and the entries are listed, and shown with their next occurrences
+    listed = [
+        json.loads(line) for line in cli.ok("cron", "list", topic_name, "--json").splitlines()
+    ]
+    assert [(e["id"], e["state"]) for e in listed] == [("daily", "active"), ("tick", "active")]
+    shown = cli.json("cron", "show", topic_name, "daily", "--next", "3", "--json")
+    assert shown["timezone"] == "Europe/Bucharest" and len(shown["upcoming"]) == 3
+    assert "next " in cli.ok("cron", "show", topic_name, "daily")
+    # When paused, updated, resumed and deleted
+    assert cli.ok("cron", "pause", topic_name, "tick").strip() == "paused tick"
+    assert "paused" in cli.ok("cron", "show", topic_name, "tick")
+    assert cli.ok("cron", "update", topic_name, "tick", "--payload", "bye").startswith("updated")
+    assert cli.ok("cron", "resume", topic_name, "tick").startswith("resumed tick: next ")
+    assert cli.ok("cron", "delete", topic_name, "tick").strip() == "deleted tick"
+    assert [
+        e["id"] for e in map(json.loads, cli.ok("cron", "list", topic_name, "--json").splitlines())
+    ] == ["daily"]
+    # the companion timeline is not a topic users see
+    assert cli.ok("topic", "list").split().count(topic_name) == 1
+    assert not [t for t in cli.ok("topic", "list").split() if "~" in t]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--schedule", "61 * * * *"), "field 1 (minute, '61' at position 1)"),
+        (("--schedule", "* * * * *", "--tz", "Mars/Base"), "unknown time zone 'Mars/Base'"),
+        (("--schedule", "* * *"), "3 fields"),
+    ],
+)
+def test_bad_cron_entries_are_refused_readably(
+    cli: Cli, topic_name: str, args: tuple[str, ...], message: str
+) -> None:
+    cli.ok("topic", "create", topic_name)
+    assert message in cli.fails("cron", "add", topic_name, "e", *args, "x")
+    assert cli.ok("cron", "list", topic_name) == ""
+    assert "not found" in cli.fails("cron", "show", topic_name, "e")

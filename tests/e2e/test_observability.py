@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from dejaq.core.model import InsertStatus
 from dejaq.driver.client import Client
+from dejaq.driver.cron import Cron
 from dejaq.driver.producer import Outgoing, Producer
 from tests.servers import free_port, require_binary
 
@@ -71,6 +72,7 @@ async def traffic(observed: tuple[BrokerProcess, int]) -> AsyncIterator[str]:
             got = await inbox.take(10)
             await got[0].nack(60_000, confirm=True)
             await asyncio.gather(*(d.ack(confirm=True) for d in got[1:]))
+        await Cron(client).add(topic, "yearly", "0 0 1 1 *")  # its series exist from now on
         yield topic
 
 

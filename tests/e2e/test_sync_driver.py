@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from dejaq.core.errors import NotFound
@@ -40,3 +42,43 @@ def test_sync_receive_times_out_when_nothing_is_due(
         with pytest.raises(TimeoutError):
             consumer.receive(timeout=0.2)
         consumer.close()
+
+
+def test_sync_close_lets_another_thread_finish_its_delivery(
+    memory_broker: BrokerProcess, topic_name: str
+) -> None:
+    # Given a thread iterating a consumer, working on a message
+    with SyncClient(memory_broker.address) as client:
+        client.admin.create_topic(topic_name)
+        producer = client.producer(topic_name)
+        producer.send(b"work", id="w-1")
+        producer.close()
+        consumer = client.consumer(topic_name, lease_ms=60_000)
+        working, finish = threading.Event(), threading.Event()
+        acked: list[str] = []
+
+        def loop() -> None:
+            for d in consumer:
+                working.set()
+                finish.wait(30)
+                d.ack(confirm=True)
+                acked.append(d.id)
+
+        worker = threading.Thread(target=loop)
+        worker.start()
+        assert working.wait(10)
+        # When another thread closes the consumer
+        closer = threading.Thread(target=consumer.close)
+        closer.start()
+        closer.join(0.3)
+        # Then close waits for the delivery being processed
+        assert closer.is_alive()
+        # When the worker acks it and asks for the next
+        finish.set()
+        closer.join(10)
+        worker.join(10)
+        # Then its ack was accepted, the loop ended, and the message is gone
+        assert not closer.is_alive() and not worker.is_alive()
+        assert acked == ["w-1"]
+        with pytest.raises(NotFound):
+            client.admin.get(topic_name, "w-1")

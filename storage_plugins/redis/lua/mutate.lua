@@ -1,4 +1,5 @@
--- KEYS: alive, heads, owned. ARGV: gen, prefix, mode ('move' | 'cancel'), id, version, at, now.
+-- KEYS: alive, heads, owned. ARGV: gen, prefix, mode ('move' | 'rewrite' | 'cancel'), id,
+-- version, at, now, payload ('rewrite': a move that also replaces the payload).
 -- Reply {OK, 'code,version,timestamp', owners} as SETTLE's, for one item.
 if not alive() then return {GONE} end
 local prefix, mode, id, at = ARGV[2], ARGV[3], ARGV[4], ARGV[6]
@@ -14,6 +15,9 @@ else
   reschedule(prefix, KEYS[2], id, rec, at, changed)
   redis.call('HDEL', prefix .. K_RECORD .. id, 'o')
   redis.call('ZREM', KEYS[3], id)
+  if mode == 'rewrite' then
+    redis.call('SET', prefix .. K_PAYLOAD .. id, ARGV[8])
+  end
   push(numbers, '0', int(rec.v + 1), at)
 end
 fix_heads(prefix, KEYS[2], changed)

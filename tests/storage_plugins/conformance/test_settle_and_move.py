@@ -128,6 +128,22 @@ async def test_move_reschedules_a_waiting_message(storage: Storage) -> None:
     assert ids(await lease(storage, NOW + 50)) == ["m"]
 
 
+async def test_a_move_with_a_payload_replaces_it_in_the_same_step(storage: Storage) -> None:
+    await given_topic(storage)
+    await given_messages(storage, msg("m", NOW, payload=b"old"), msg("n", NOW, payload=b"other"))
+    long = b"new and much longer than before " * 40
+    assert await storage.move(T, "m", 1, NOW + 50, NOW, long) == Settled("m", 2, NOW + 50)
+    m = await storage.get(T, "m")
+    assert (m.timestamp, m.version, m.payload) == (NOW + 50, 2, long)
+    assert (await storage.get(T, "n")).payload == b"other"
+    # a refused move (stale version) keeps the payload
+    with pytest.raises(StaleVersion):
+        await storage.move(T, "m", 1, NOW, NOW, b"lost")
+    assert (await storage.get(T, "m")).payload == long
+    leased = {d.id: d.payload for d in (await lease(storage, NOW + 50)).delivered}
+    assert leased == {"m": long, "n": b"other"}
+
+
 async def test_cancel_deletes_a_waiting_message(storage: Storage) -> None:
     await given_topic(storage)
     await given_messages(storage, msg("m", NOW + 5))

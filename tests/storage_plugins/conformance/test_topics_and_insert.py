@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -163,3 +164,28 @@ async def test_an_unknown_message_is_not_found(storage: Storage) -> None:
     await given_topic(storage)
     with pytest.raises(NotFound):
         await storage.get(T, "nobody")
+
+
+# -- updating a topic's settings ----------------------------------------------
+
+
+async def test_updated_settings_read_back_and_messages_stay(storage: Storage) -> None:
+    topic = await given_topic(storage, buckets=4)
+    await given_messages(storage, msg("a", NOW))
+    capped = dataclasses.replace(topic, settings=dataclasses.replace(topic.settings, max_rate=50.0))
+    await storage.update_topic(capped)
+    assert await storage.get_topic(T) == capped
+    assert [t.settings.max_rate for t in await storage.list_topics()] == [50.0]
+    assert (await storage.counts(T, NOW)).due == 1
+
+
+async def test_an_update_of_a_missing_or_recreated_topic_is_not_found(storage: Storage) -> None:
+    topic = await given_topic(storage, buckets=4)
+    changed = dataclasses.replace(topic, settings=dataclasses.replace(topic.settings, max_rate=5.0))
+    stale = dataclasses.replace(changed, created_at_ms=topic.created_at_ms - 1)
+    with pytest.raises(NotFound):
+        await storage.update_topic(stale)
+    assert await storage.get_topic(T) == topic
+    await storage.delete_topic(T)
+    with pytest.raises(NotFound):
+        await storage.update_topic(changed)

@@ -1,0 +1,1 @@
+"""Cron topics: entries whose occurrences become messages on their topic's timeline."""
