@@ -15,6 +15,7 @@ from typing import Any
 from dejaq.broker.cluster.endpoints import parse_endpoints
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.wire.frames import MAX_FRAME_BYTES, PRODUCE_FRAME_BYTES, PRODUCE_FRAME_MESSAGES
 
 DEFAULT_LISTEN = "127.0.0.1:7700"
 DEFAULT_STORAGE = "sqlite:///dejaq-data/dejaq.db"
@@ -27,6 +28,8 @@ MAX_LOOKAHEAD_MS = 1000
 CLIENT_VARIABLES = {"DEJAQ_BROKER", "DEJAQ_TLS_CA", "DEJAQ_TOKEN"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+# The smallest frame cap accepted: room for a topic's default payload and more.
+MIN_FRAME_BYTES = 64 << 10
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -35,6 +38,13 @@ class BrokerConfig:
     listen: str = DEFAULT_LISTEN
     storage: str = DEFAULT_STORAGE
     max_frame_messages: int = 1000  # deliveries per frame
+    max_frame_bytes: int = 4 << 20  # delivery frames are cut at this size (a larger message alone)
+    max_produce_messages: int = 10 * PRODUCE_FRAME_MESSAGES  # a produce frame over it is refused
+    max_produce_bytes: int = 4 * PRODUCE_FRAME_BYTES  # a produce frame over it is refused
+    max_streams: int = 10_000  # open Produce + Consume streams; more are refused
+    max_outbox_frames: int = 256  # frames a consumer leaves unread before it is cut off
+    keepalive_ms: int = 5_000  # ping each client connection this often when idle
+    keepalive_timeout_ms: int = 5_000  # close a connection whose ping is unanswered this long
     rescan_ms: int = 1000  # re-check storage this often even without a hint
     # Lease what is due this soon, send it at its millisecond; -1: the storage's
     # own default (Storage.lookahead_ms: 20, memory 0).
@@ -107,9 +117,19 @@ class BrokerConfig:
             "retention_sweep_ms",
             "metrics_refresh_ms",
             "clock_sync_ms",
+            "max_produce_messages",
+            "max_streams",
+            "max_outbox_frames",
+            "keepalive_ms",
+            "keepalive_timeout_ms",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive")
+        for name in ("max_frame_bytes", "max_produce_bytes"):
+            if not MIN_FRAME_BYTES <= getattr(self, name) <= MAX_FRAME_BYTES:
+                raise InvalidArgument(
+                    f"{name} must be between {MIN_FRAME_BYTES} and {MAX_FRAME_BYTES} bytes"
+                )
         if self.skew_max_ms < 0:
             raise InvalidArgument("skew_max_ms cannot be negative (0 turns the guard off)")
         if not -1 <= self.lookahead_ms <= MAX_LOOKAHEAD_MS:

@@ -2,7 +2,8 @@
 
 The first frame is a Hello (topic, consumer id, lease, initial credit). Then a
 reader task applies credits and settles (ack / extend / nack) as they come,
-while the dispatcher pushes DeliveryBatch frames through the session's outbox.
+while the dispatcher pushes DeliveryBatch frames (cut at ``max_frame_bytes``)
+through the session's bounded outbox (outbox.py).
 
 A consumer that says Goodbye is leaving cleanly: its leases are released at
 once (due now, for another consumer). One whose stream ends or breaks without
@@ -15,19 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import grpc
 
 from dejaq.broker import validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch import Dispatcher
+from dejaq.broker.outbox import Outbox
 from dejaq.broker.security.identity import consumer_id_of, lease_owner
 from dejaq.broker.settle import Kind, settle
 from dejaq.broker.tasks import Background
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
-from dejaq.core.model import Leases, Topic
-from dejaq.core.wire.batches import encode_deliveries
+from dejaq.core.model import LeasedMessage, Leases, Topic
+from dejaq.core.wire.batches import delivery_frames
 from dejaq.core.wire.convert import topic_to_pb
 from dejaq.core.wire.status import code_for, kind_of
 from dejaq.proto import dejaq_pb2 as pb
@@ -38,29 +41,53 @@ _cleanup = Background("consumer cleanup")
 HELLO_TIMEOUT_S = 30.0
 MAX_WINDOW = 10 * validation.MAX_CREDITS
 
-OutboxItem = pb.ConsumeResponse | Exception | None  # None = end the stream cleanly
+CutOff = Callable[[DejaqError], Coroutine[Any, Any, None]]  # ends the call with a status at once
 
 
 class Session:
     """A connected consumer, as the dispatcher sees it."""
 
-    def __init__(self, topic: Topic, consumer_id: str, lease_ms: int, credit: int) -> None:
+    def __init__(
+        self,
+        topic: Topic,
+        consumer_id: str,
+        lease_ms: int,
+        credit: int,
+        max_frame_bytes: int,
+        max_outbox_frames: int,
+    ) -> None:
         self.topic = topic
         self.consumer_id = consumer_id
         self.lease_ms = lease_ms
         self.credit = credit
-        self.outbox: asyncio.Queue[OutboxItem] = asyncio.Queue()
+        self.max_frame_bytes = max_frame_bytes
+        self.outbox = Outbox(consumer_id, max_outbox_frames)
 
     def deliver(self, leases: Leases) -> None:
-        frame = encode_deliveries(leases.delivered, leases.lease_until)
-        self.outbox.put_nowait(pb.ConsumeResponse(deliveries=frame))
+        """A pass's deliveries, in frames of at most ``max_frame_bytes``."""
+        for frame, carries in delivery_frames(
+            leases.delivered, leases.lease_until, self.max_frame_bytes
+        ):
+            self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries, leases.lease_until)
 
     def fail(self, exc: Exception) -> None:
-        self.outbox.put_nowait(exc)
+        self.outbox.fail(exc)
 
 
 async def consume_stream(
-    broker: BrokerContext, requests: AsyncIterator[pb.ConsumeRequest]
+    broker: BrokerContext,
+    requests: AsyncIterator[pb.ConsumeRequest],
+    cut_off: CutOff | None = None,
+) -> AsyncIterator[pb.ConsumeResponse]:
+    """One consumer's stream. ``cut_off`` ends the call with a status even while
+    a write waits on a consumer that does not read (outbox.py)."""
+    with broker.streams.slot():
+        async for response in _consume(broker, requests, cut_off):
+            yield response
+
+
+async def _consume(
+    broker: BrokerContext, requests: AsyncIterator[pb.ConsumeRequest], cut_off: CutOff | None
 ) -> AsyncIterator[pb.ConsumeResponse]:
     try:
         first = await asyncio.wait_for(anext(requests), HELLO_TIMEOUT_S)
@@ -69,9 +96,20 @@ async def consume_stream(
     if first.WhichOneof("frame") != "hello":
         raise InvalidArgument("a Consume stream must open with a Hello frame")
     session = await _open(broker, first.hello)
+    dispatcher = broker.dispatcher(session.topic)
+
+    def cut(exc: DejaqError) -> None:
+        log.warning("%s: %s", session.topic.name, exc)
+        broker.metrics.consumers_cut_off.inc()
+        held = _withdraw(broker, dispatcher, session)
+        if held:
+            _cleanup.spawn(dispatcher.hand_back(session.consumer_id, held))
+        if cut_off is not None:
+            _cleanup.spawn(cut_off(exc))
+
+    session.outbox.on_cut_off = cut
     key = (session.topic.name, session.consumer_id)
     broker.consumer_ids.add(key)
-    dispatcher = broker.dispatcher(session.topic)
     reader: asyncio.Task[None] | None = None
     try:
         await broker.coordinator.consumer_joined(*key)
@@ -86,14 +124,12 @@ async def consume_stream(
         reader = asyncio.create_task(_read(broker, session, dispatcher, requests))
         frames_out = broker.metrics.frame_counter("consume", "out")
         while (item := await session.outbox.get()) is not None:
-            if isinstance(item, Exception):
-                raise item
             frames_out.inc()
             yield item
     finally:
         if reader is not None:
             reader.cancel()
-        held = dispatcher.remove(session)
+        held = _withdraw(broker, dispatcher, session)
         broker.consumer_ids.discard(key)
         # Cleanup must not await here: this may run while the stream is cancelled.
         if held:
@@ -110,7 +146,15 @@ async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
     if (topic.name, cid) in broker.consumer_ids:
         raise AlreadyExists(f"consumer {cid!r} is already connected to topic {topic.name!r}")
     lease = validation.lease_ms(hello.lease_ms or topic.settings.lease_ms)
-    return Session(topic, cid, lease, validation.credits(hello.credits))
+    config = broker.config
+    return Session(
+        topic,
+        cid,
+        lease,
+        validation.credits(hello.credits),
+        config.max_frame_bytes,
+        config.max_outbox_frames,
+    )
 
 
 async def _read(
@@ -129,7 +173,7 @@ async def _read(
             elif kind == "settle":
                 if req.settle.credits:
                     _add_credits(session, dispatcher, req.settle.credits)
-                session.outbox.put_nowait(await _settle(broker, session, req.settle))
+                session.outbox.put(await _settle(broker, session, req.settle))
             elif kind == "goodbye":
                 await _goodbye(broker, session, dispatcher, len(req.goodbye.keep))
                 return
@@ -143,7 +187,15 @@ async def _read(
     except (grpc.RpcError, ConnectionError):
         pass
     # Ended without a goodbye: end our side too, keep the leases until they expire.
-    session.outbox.put_nowait(None)
+    session.outbox.end()
+
+
+def _withdraw(
+    broker: BrokerContext, dispatcher: Dispatcher, session: Session
+) -> list[LeasedMessage]:
+    """Stop dispatching to ``session``: the messages leased to it that it never
+    got (held in the window, or queued in its outbox), to hand back."""
+    return dispatcher.remove(session) + session.outbox.take_deliveries(broker.clock.now_ms())
 
 
 def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
@@ -157,10 +209,11 @@ async def _goodbye(
     broker: BrokerContext, session: Session, dispatcher: Dispatcher, in_hand: int
 ) -> None:
     """Stop dispatching to the consumer first, then hand its leases back: the ones
-    held for it and never sent at their own time, then the rest due now, unless
-    it still processes some (``in_hand``): then the rest run out at their own time,
-    so no message whose ack may still come goes to another consumer."""
-    await dispatcher.hand_back(session.consumer_id, dispatcher.remove(session))
+    held for it or queued and never sent at their own time, then the rest due now,
+    unless it still processes some (``in_hand``): then the rest run out at their own
+    time, so no message whose ack may still come goes to another consumer."""
+    held = _withdraw(broker, dispatcher, session)
+    await dispatcher.hand_back(session.consumer_id, held)
     if in_hand:
         log.info(
             "consumer %s left %s still processing %d deliveries: its leases run out",
@@ -168,7 +221,7 @@ async def _goodbye(
             session.topic.name,
             in_hand,
         )
-        session.outbox.put_nowait(None)
+        session.outbox.end()
         return
     released = await broker.storage.release(
         session.topic.name, session.consumer_id, broker.clock.now_ms()
@@ -181,7 +234,7 @@ async def _goodbye(
             session.topic.name,
             released,
         )
-    session.outbox.put_nowait(None)
+    session.outbox.end()
 
 
 _KINDS = {pb.Settle.ACK: Kind.ACK, pb.Settle.EXTEND: Kind.EXTEND, pb.Settle.NACK: Kind.NACK}

@@ -11,6 +11,7 @@ from dejaq.broker.coordination import Coordinator
 from dejaq.broker.dispatch import Dispatcher
 from dejaq.broker.ids import IdGenerator
 from dejaq.broker.metrics import Metrics
+from dejaq.broker.streams import StreamSlots
 from dejaq.broker.topics import TopicCache
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import Clock, WallClock
@@ -39,6 +40,10 @@ class BrokerContext:
     # for every broker (a storage server's) or there is no cluster.
     guard: ClockGuard | None = None
     cron: CronFirers | None = None  # fires cron entries (set by the server)
+    streams: StreamSlots = field(init=False)  # open Produce + Consume streams, bounded
+
+    def __post_init__(self) -> None:
+        self.streams = StreamSlots(self.config.max_streams)
 
     def dispatcher(self, topic: Topic) -> Dispatcher:
         """The topic's dispatcher, started on first use."""

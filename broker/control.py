@@ -25,7 +25,7 @@ MAX_DEAD_PAGE = 1000
 
 async def create_topic(broker: BrokerContext, req: pb.CreateTopicRequest) -> pb.Topic:
     name = validation.topic_name(req.name)
-    settings = validation.settings(settings_from_pb(req.settings))
+    settings = validation.settings(settings_from_pb(req.settings), broker.config.max_produce_bytes)
     topic = Topic(name, settings, broker.clock.now_ms())
     await broker.storage.create_topic(topic)
     await broker.coordinator.topic_created(topic)  # other brokers drop cached copies

@@ -1,44 +1,62 @@
-"""Refresh the gauges that need storage: messages by state, lag, consumers, buckets."""
+"""Refresh the gauges that need storage: messages by state, lag, consumers, buckets.
+
+One ``Storage.census`` call a refresh, however many topics: the backends
+answer it with one set-based query off their write path (SQL) or with cheap
+index reads that yield to the loop (memory, Redis). Setting the gauges of many
+topics is itself loop time, so it goes in slices with a yield between them.
+And the refresh keeps to a budget: the next one waits at least ``BUDGET``
+times as long as this one took, so a slow census never takes over the broker.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from dejaq.broker.context import BrokerContext
 from dejaq.core.errors import DejaqError
 
 log = logging.getLogger(__name__)
+SLICE = 25  # topics' gauges set between two yields to the loop
+BUDGET = 10  # a refresh takes at most 1/BUDGET of the time (at least the interval apart)
 
 
 async def refresh_forever(broker: BrokerContext, interval_ms: int) -> None:
     while True:
+        started = time.monotonic()
         try:
             await refresh(broker)
         except DejaqError as exc:
             log.debug("gauge refresh skipped: %s", exc)
         except Exception:  # metrics must never take the broker down
             log.exception("gauge refresh failed")
-        await asyncio.sleep(interval_ms / 1000)
+        took = time.monotonic() - started
+        await asyncio.sleep(max(interval_ms / 1000, BUDGET * took))
 
 
 async def refresh(broker: BrokerContext) -> None:
+    """Refresh every gauge once."""
     m = broker.metrics
     # Cluster gauges first: they do not need storage.
     m.coordinator_up.set(1 if broker.coordinator.healthy else 0)
     skews = broker.coordinator.skew_ms().values()
     m.skew.set(max((abs(s) for s in skews), default=0) / 1000)
-    for topic in await broker.storage.list_topics():
-        name = topic.name
-        m.touch_topic(name)
-        now = broker.clock.now_ms()
-        counts = await broker.storage.counts(name, now)
-        for state in ("waiting", "due", "leased", "dead"):
-            m.messages.labels(name, state).set(getattr(counts, state))
-        oldest = await broker.storage.next_due(name, None)
-        # next_due includes running leases; only a past timestamp is lag.
-        m.lag.labels(name).set(max(0, now - oldest) / 1000 if oldest is not None else 0)
+    now = broker.clock.now_ms()
+    census = await broker.storage.census(now)
+    for n, (name, topic) in enumerate(census.items(), 1):
+        gauges = m.topic_gauges(name)
+        counts = topic.counts
+        for gauge, value in zip(
+            gauges.messages, (counts.waiting, counts.due, counts.leased, counts.dead), strict=True
+        ):
+            gauge.set(value)
+        # The oldest includes running leases; only a past timestamp is lag.
+        oldest = topic.oldest
+        gauges.lag.set(max(0, now - oldest) / 1000 if oldest is not None else 0)
         d = broker.dispatchers.get(name)
-        m.consumers.labels(name).set(len(d.receivers) if d else 0)
+        gauges.consumers.set(len(d.receivers) if d else 0)
         owned = broker.coordinator.buckets(name)
-        m.buckets.labels(name).set(topic.settings.buckets if owned is None else len(owned))
+        gauges.buckets.set(topic.buckets if owned is None else len(owned))
+        if n % SLICE == 0:
+            await asyncio.sleep(0)

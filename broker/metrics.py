@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -89,6 +89,16 @@ MESSAGE_EVENTS = {
 STATES = ("waiting", "due", "leased", "dead")
 
 
+class TopicGauges(NamedTuple):
+    """One topic's gauge children: messages by state (in ``STATES`` order), lag,
+    consumers, buckets owned."""
+
+    messages: tuple[Any, ...]
+    lag: Any
+    consumers: Any
+    buckets: Any
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -120,6 +130,11 @@ class Metrics:
         )
         self.producers = Gauge(
             "dejaq_producer_streams", "Open produce streams on this broker", registry=r
+        )
+        self.consumers_cut_off = Counter(
+            "dejaq_consumers_cut_off",
+            "Consumer streams ended because the consumer stopped reading (outbox full)",
+            registry=r,
         )
         self.buckets = Gauge(
             "dejaq_buckets_owned",
@@ -166,6 +181,7 @@ class Metrics:
         )
         self.storage_up.set(1)
         self.coordinator_up.set(1)
+        self._topic_gauges: dict[str, TopicGauges] = {}
 
     def frame_counter(self, stream: str, direction: str) -> Any:
         """The counter child of one (stream, direction): resolved once, bumped per frame."""
@@ -200,6 +216,21 @@ class Metrics:
     def request(self, method: str, code: Any) -> None:
         self.requests.labels(method, code.name if hasattr(code, "name") else str(code)).inc()
 
+    def topic_gauges(self, topic: str) -> TopicGauges:
+        """A topic's storage-backed gauges, resolved once (its series created at
+        zero on first use): a refresh over many topics sets values, it does not
+        look label sets up again."""
+        gauges = self._topic_gauges.get(topic)
+        if gauges is None:
+            self.touch_topic(topic)
+            gauges = self._topic_gauges[topic] = TopicGauges(
+                tuple(self.messages.labels(topic, state) for state in STATES),
+                self.lag.labels(topic),
+                self.consumers.labels(topic),
+                self.buckets.labels(topic),
+            )
+        return gauges
+
     def touch_topic(self, topic: str) -> None:
         """Create a topic's series at zero, so a rate over them exists before the
         first event (a missing series reads as "no data", not as 0)."""
@@ -210,6 +241,7 @@ class Metrics:
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's series so label sets do not pile up."""
+        self._topic_gauges.pop(topic, None)
         self.lateness.remove(topic)
         self.capped_lateness.remove(topic)
         per_topic = (*self.events.values(), self.lag, self.consumers, self.buckets)

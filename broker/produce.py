@@ -1,7 +1,9 @@
 """The Produce stream: decode a batch, validate each message, insert, answer.
 
 Frames of one stream are processed concurrently (up to ``PIPELINE`` in flight)
-and answered in order, so a backend with group commit can merge them.
+and answered in order, so a backend with group commit can merge them. A frame
+over the broker's ``max_produce_bytes`` or ``max_produce_messages`` is refused
+whole (INVALID_ARGUMENT, nothing stored): the driver splits what it sends.
 """
 
 from __future__ import annotations
@@ -33,8 +35,15 @@ async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceRe
 
 
 async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, ProduceBatch]:
-    """What refuses a whole frame (an unknown topic, a malformed batch)."""
-    return await broker.topics.get(req.topic), decode_messages(req.batch)
+    """What refuses a whole frame (an unknown topic, a malformed batch, a frame
+    over the broker's caps)."""
+    topic = await broker.topics.get(req.topic)
+    limit = broker.config.max_produce_bytes
+    if len(req.batch) > limit:
+        raise InvalidArgument(
+            f"a produce frame carries at most {limit} bytes, this one {len(req.batch)}: split it"
+        )
+    return topic, decode_messages(req.batch, broker.config.max_produce_messages)
 
 
 async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb.ProduceResponse:
@@ -157,6 +166,14 @@ def _count(broker: BrokerContext, topic: str, status: list[int]) -> None:
 
 
 async def produce_stream(
+    broker: BrokerContext, requests: AsyncIterator[pb.ProduceRequest]
+) -> AsyncIterator[pb.ProduceResponse]:
+    with broker.streams.slot():
+        async for response in _produce_frames(broker, requests):
+            yield response
+
+
+async def _produce_frames(
     broker: BrokerContext, requests: AsyncIterator[pb.ProduceRequest]
 ) -> AsyncIterator[pb.ProduceResponse]:
     # In order: a frame being stored, the error that refused a frame (it ends

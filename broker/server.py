@@ -36,6 +36,9 @@ from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.storage_plugins import storage_from_url
 
 log = logging.getLogger("dejaq.broker")
+# The shortest interval between a client's pings the broker accepts; more often
+# and it answers GOAWAY (too many pings). The driver pings every 10 s.
+MIN_CLIENT_PING_MS = 5_000
 
 
 async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None:
@@ -75,12 +78,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         broker.guard = ClockGuard(config.skew_max_ms)
     storage.on_operation = broker.metrics.storage_op
     broker.cron = CronFirers(broker)
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
-            ("grpc.max_send_message_length", MAX_FRAME_BYTES),
-        ]
-    )
+    server = grpc.aio.server(options=server_options(config))
     add_to_server(TimelineService(broker, guard), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -167,6 +165,25 @@ def _log_security(config: BrokerConfig, guard: Guard) -> None:
 def _guarded(broker: BrokerContext) -> bool:
     """Whether the skew guard holds dispatch back now."""
     return broker.guard is not None and broker.guard.paused
+
+
+def server_options(config: BrokerConfig) -> list[tuple[str, int]]:
+    """Frame limits and keepalive: the broker pings each connection every
+    ``keepalive_ms`` and closes it when a ping goes unanswered for
+    ``keepalive_timeout_ms``, so a frozen or vanished client (half-open TCP)
+    releases its stream in seconds, not after the kernel's hours."""
+    return [
+        ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
+        ("grpc.max_send_message_length", MAX_FRAME_BYTES),
+        ("grpc.keepalive_time_ms", config.keepalive_ms),
+        ("grpc.keepalive_timeout_ms", config.keepalive_timeout_ms),
+        # This gRPC judges an unanswered ping by its own ping timeout, not by the above.
+        ("grpc.http2.ping_timeout_ms", config.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),  # keep pinging an idle stream
+        # Clients ping too (driver/client.py): allow it this often.
+        ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_MS),
+    ]
 
 
 def run(config: BrokerConfig) -> None:

@@ -117,6 +117,41 @@ async def _authenticate_stream(guard: Guard, context: Any, requests: AsyncIterat
         raise
 
 
+async def _consume(
+    self: TimelineService, requests: AsyncIterator[pb.ConsumeRequest], context: Any
+) -> AsyncIterator[pb.ConsumeResponse]:
+    """Consume, able to end the call at once: a write to a consumer that does not
+    read waits for it, so a status raised from the stream would wait too. The
+    cut-off (from another task) and the stream's own error end the call once."""
+    ended = False
+    refusal = Refusal()
+
+    async def cut_off(exc: DejaqError) -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            with contextlib.suppress(Exception):  # abort raises once the status is sent
+                await _abort(self.broker, "Consume", context, exc)
+
+    try:
+        caller = await _authenticate_stream(self.guard, context, requests)
+        CALLER.set(caller)  # the stream's own task: the value ends with it
+        frames = self.guard.admit_frames("Consume", caller, requests, refusal)
+        async for response in consume_stream(self.broker, frames, cut_off):
+            yield response
+        if refusal.error is not None:
+            raise refusal.error
+    except asyncio.CancelledError as exc:
+        await _abort(self.broker, "Consume", context, exc)
+    except Exception as exc:
+        if not ended:  # else the cut-off has ended the call with its status
+            ended = True
+            # A refused frame ended the requests: that is why the stream stops.
+            await _abort(self.broker, "Consume", context, refusal.error or exc)
+    else:
+        self.broker.metrics.request("Consume", grpc.StatusCode.OK)
+
+
 class TimelineService(pb_grpc.TimelineServicer):
     def __init__(self, broker: BrokerContext, guard: Guard | None = None) -> None:
         self.broker = broker
@@ -142,7 +177,7 @@ class TimelineService(pb_grpc.TimelineServicer):
     Redrive = _unary("Redrive", control.redrive)
     ScanBucket = _unary("ScanBucket", scan_bucket)
     Produce = _stream("Produce", produce_stream)
-    Consume = _stream("Consume", consume_stream)
+    Consume = _consume
     ClusterStatus = _unary("ClusterStatus", cluster_status)
 
 

@@ -6,6 +6,7 @@ import re
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import MAX_BUCKETS, MAX_PAYLOAD_LIMIT, TopicSettings
+from dejaq.core.wire.frames import MAX_FRAME_BYTES, frame_bytes
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 CONSUMER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
@@ -35,12 +36,18 @@ def consumer_id(cid: str) -> str:
     return cid
 
 
-def settings(s: TopicSettings) -> TopicSettings:
+def settings(s: TopicSettings, max_frame_bytes: int = MAX_FRAME_BYTES) -> TopicSettings:
+    """Check a topic's settings; its largest message must fit a frame of
+    ``max_frame_bytes`` (the broker's produce frame cap) with its metadata."""
     if not 1 <= s.buckets <= MAX_BUCKETS:
         raise InvalidArgument(f"buckets must be between 1 and {MAX_BUCKETS}, not {s.buckets}")
     lease_ms(s.lease_ms)
-    if not 1 <= s.max_payload_bytes <= MAX_PAYLOAD_LIMIT:
-        raise InvalidArgument(f"max payload must be between 1 and {MAX_PAYLOAD_LIMIT} bytes")
+    limit = max_payload_limit(max_frame_bytes)
+    if not 1 <= s.max_payload_bytes <= limit:
+        raise InvalidArgument(
+            f"max payload must be between 1 and {limit} bytes"
+            + ("" if limit == MAX_PAYLOAD_LIMIT else " (what one frame carries with its metadata)")
+        )
     if s.max_deliveries < 0:
         raise InvalidArgument("max deliveries cannot be negative")
     for name, ms in (
@@ -111,3 +118,9 @@ def credits(n: int) -> int:
     if not 1 <= n <= MAX_CREDITS:
         raise InvalidArgument(f"credits must be between 1 and {MAX_CREDITS}, not {n}")
     return n
+
+
+def max_payload_limit(max_frame_bytes: int) -> int:
+    """The largest max payload a topic may have: one message of it, with its
+    metadata, fits a frame of ``max_frame_bytes``."""
+    return min(MAX_PAYLOAD_LIMIT, max_frame_bytes - frame_bytes(1, 0))

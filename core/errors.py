@@ -45,6 +45,11 @@ class PermissionDenied(DejaqError):
     """The caller is known but has no grant for this call on this topic."""
 
 
+class ResourceExhausted(DejaqError):
+    """A bound was reached: too many streams, or a consumer fell too far behind
+    reading its stream. Nothing was changed; retry later or read faster."""
+
+
 class StorageError(DejaqError):
     """The storage backend failed."""
 

@@ -39,6 +39,18 @@ RETRYABLE = {grpc.StatusCode.UNAVAILABLE}
 # with this text, made up on the client side (grpc/grpc#36066): the broker is
 # gone, not failing, so it is retried like UNAVAILABLE.
 _BROKEN_WRITE = "Internal error from Core"
+# Frame limits, and keepalive: a ping every 10 s (no more often than the broker
+# allows, broker/server.py), the connection dropped when one goes unanswered for
+# 5 s, so a broker that vanished (half-open TCP) is noticed in seconds.
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
+    ("grpc.max_send_message_length", MAX_FRAME_BYTES),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.ping_timeout_ms", 5_000),  # what this gRPC judges a lost ping by
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
 
 
 _UNREACHABLE = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
@@ -107,13 +119,7 @@ class Client:
 
     def stub(self) -> pb_grpc.TimelineStub:
         if self._stub is None:
-            self._channel = self._dialer.channel(
-                self.address,
-                options=[
-                    ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
-                    ("grpc.max_send_message_length", MAX_FRAME_BYTES),
-                ],
-            )
+            self._channel = self._dialer.channel(self.address, options=CHANNEL_OPTIONS)
             self._stub = self._dialer.stub(self._channel)
         return self._stub
 

@@ -1,12 +1,14 @@
 """The producer: batches messages into Produce frames on one stream.
 
 ``send`` calls made in the same event-loop turn travel in one frame (up to
-``max_batch``); ``send_batch`` sends a batch as it is. Up to ``max_in_flight``
-frames are pipelined. Ids missing from a message are generated here, in the
-client, so a frame resent after a broker failure is idempotent: the broker
-answers DUPLICATE for what it had already stored — also when that message was
-acked, cancelled or delivered at most once meanwhile, as long as the topic's
-dedup window (``TopicSettings.dedup_window_ms``, 24 h by default) has not passed.
+``max_batch``); ``send_batch`` sends a batch in as few frames as fit (at most
+``max_batch`` messages and ``max_frame_bytes`` bytes each, a larger message
+alone). Up to ``max_in_flight`` frames are pipelined. Ids missing from a
+message are generated here, in the client, so a frame resent after a broker
+failure is idempotent: the broker answers DUPLICATE for what it had already
+stored — also when that message was acked, cancelled or delivered at most once
+meanwhile, as long as the topic's dedup window (``TopicSettings.dedup_window_ms``,
+24 h by default) has not passed.
 """
 
 from __future__ import annotations
@@ -22,9 +24,17 @@ from dataclasses import dataclass
 import grpc
 
 from dejaq.core.clock import now_ms
-from dejaq.core.errors import BrokerUnavailable, DejaqError
+from dejaq.core.errors import BrokerUnavailable, DejaqError, InvalidArgument
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.batches import I64, decode_results, encode_messages
+from dejaq.core.wire.frames import (
+    MAX_FRAME_BYTES,
+    MAX_MESSAGE_PAYLOAD,
+    PRODUCE_FRAME_BYTES,
+    PRODUCE_FRAME_MESSAGES,
+    cuts,
+    frame_bytes,
+)
 from dejaq.core.wire.status import error_for, status_code
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import Client, to_error
@@ -74,6 +84,9 @@ class Producer:
 
     Options:
         max_batch: messages per frame at most (default 1000).
+        max_frame_bytes: bytes per frame at most (default 8 MiB); one larger
+            message goes alone, one too large for any frame (``MAX_FRAME_BYTES``)
+            is refused with ``InvalidArgument`` before anything is sent.
         max_in_flight: frames awaiting their answer at once (default 16).
         retry_timeout_s: how long to keep resending in-flight frames to the next
             broker of the client's list after a broker is lost.
@@ -83,13 +96,15 @@ class Producer:
         self,
         client: Client,
         topic: str,
-        max_batch: int = 1000,
+        max_batch: int = PRODUCE_FRAME_MESSAGES,
         max_in_flight: int = 16,
         retry_timeout_s: float = 30.0,
+        max_frame_bytes: int = PRODUCE_FRAME_BYTES,
     ) -> None:
         self.client = client
         self.topic = topic
         self.max_batch = max_batch
+        self.max_frame_bytes = min(max_frame_bytes, MAX_FRAME_BYTES)
         self.retry_timeout_s = retry_timeout_s
         self._slots = asyncio.Semaphore(max_in_flight)
         self._inflight: deque[_Frame] = deque()
@@ -126,7 +141,7 @@ class Producer:
         return await fut
 
     async def send_batch(self, messages: Sequence[Outgoing]) -> list[ProduceResult]:
-        """Send ``messages`` in one frame; results in the same order."""
+        """Send ``messages`` (in frames that fit); results in the same order."""
         if not messages:
             return []
         has_md = any(m.max_deliveries for m in messages)
@@ -148,13 +163,50 @@ class Producer:
         expires_at_ms: Sequence[int] | None = None,
     ) -> list[ProduceResult]:
         """``send_batch`` for messages already held a column at a time (bulk
-        loaders): one frame, results in the same order; an empty id is generated."""
+        loaders): results in the same order; an empty id is generated. Sent in
+        frames of at most ``max_batch`` messages and ``max_frame_bytes`` bytes."""
         if not ids:
             return []
         filled = [i or self._new_id() for i in ids]
-        batch = encode_messages(timestamps_ms, payloads, filled, max_deliveries, expires_at_ms)
-        frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), filled)
-        async with self._slots:
+        sizes = list(map(len, payloads))
+        n = len(filled)
+        if n <= self.max_batch and frame_bytes(n, sum(sizes)) <= self.max_frame_bytes:
+            return await self._send_frame(
+                timestamps_ms, payloads, filled, max_deliveries, expires_at_ms
+            )
+        largest = max(range(n), key=sizes.__getitem__)
+        if frame_bytes(1, sizes[largest]) > MAX_FRAME_BYTES:
+            raise InvalidArgument(
+                f"message {filled[largest]!r}: a payload of {sizes[largest]} bytes does not fit"
+                f" any frame (at most {MAX_MESSAGE_PAYLOAD} bytes); nothing was sent"
+            )
+        frames = []
+        start = 0
+        for end in cuts(sizes, self.max_batch, self.max_frame_bytes):
+            part = slice(start, end)
+            frames.append(
+                self._send_frame(
+                    timestamps_ms[part],
+                    payloads[part],
+                    filled[part],
+                    max_deliveries[part] if max_deliveries is not None else None,
+                    expires_at_ms[part] if expires_at_ms is not None else None,
+                )
+            )
+            start = end
+        return [r for results in await asyncio.gather(*frames) for r in results]
+
+    async def _send_frame(
+        self,
+        timestamps_ms: Sequence[int] | I64,
+        payloads: Sequence[bytes],
+        ids: list[str],
+        max_deliveries: Sequence[int] | None,
+        expires_at_ms: Sequence[int] | None,
+    ) -> list[ProduceResult]:
+        async with self._slots:  # encoded only when it may go: in flight is bounded
+            batch = encode_messages(timestamps_ms, payloads, ids, max_deliveries, expires_at_ms)
+            frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), ids)
             await self._submit(frame)
             return await frame.future
 

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import LeasedMessage
+from dejaq.core.wire.frames import cuts, frame_bytes
 from dejaq.fbs.batch import DeliveryBatch, MessageBatch, ProduceResults
 
 I64 = npt.NDArray[np.int64]
@@ -158,10 +159,16 @@ def _frame(table: str) -> Iterator[None]:
         raise InvalidArgument(f"malformed {table} frame: {type(exc).__name__}") from exc
 
 
-def decode_messages(buf: bytes) -> ProduceBatch:
-    """Decode and validate a MessageBatch frame."""
+def decode_messages(buf: bytes, max_messages: int | None = None) -> ProduceBatch:
+    """Decode and validate a MessageBatch frame; one of over ``max_messages``
+    messages is refused before its columns are read."""
     with _frame("MessageBatch"):
         batch = MessageBatch.MessageBatch.GetRootAs(buf, 0)
+        if max_messages is not None and batch.TimestampsLength() > max_messages:
+            raise InvalidArgument(
+                f"a produce frame carries at most {max_messages} messages, this one"
+                f" {batch.TimestampsLength()}: split it"
+            )
         ts_col = batch.TimestampsAsNumpy()
         timestamps: list[int] = ts_col.tolist() if isinstance(ts_col, np.ndarray) else []
         n = len(timestamps)
@@ -203,13 +210,42 @@ def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
 
 
 def encode_deliveries(deliveries: Sequence[LeasedMessage], lease_until: int) -> bytes:
+    """One DeliveryBatch frame of ``deliveries``, whatever its size."""
+    payloads = [d.payload for d in deliveries]
+    return _encode_deliveries(deliveries, payloads, sum(map(len, payloads)), lease_until)
+
+
+def delivery_frames(
+    deliveries: Sequence[LeasedMessage], lease_until: int, max_bytes: int
+) -> list[tuple[bytes, Sequence[LeasedMessage]]]:
+    """``deliveries`` as DeliveryBatch frames of at most ``max_bytes`` each (by
+    ``frames.frame_bytes``; a larger message goes alone), with what each carries.
+    The common case, one frame, costs one ``len`` per message over the encoding."""
+    payloads = [d.payload for d in deliveries]
+    total = sum(map(len, payloads))
+    if frame_bytes(len(payloads), total) <= max_bytes:
+        return [(_encode_deliveries(deliveries, payloads, total, lease_until), deliveries)]
+    sizes = list(map(len, payloads))
+    out: list[tuple[bytes, Sequence[LeasedMessage]]] = []
+    start = 0
+    for end in cuts(sizes, len(sizes), max_bytes):
+        part, part_payloads = deliveries[start:end], payloads[start:end]
+        size = sum(sizes[start:end])
+        out.append((_encode_deliveries(part, part_payloads, size, lease_until), part))
+        start = end
+    return out
+
+
+def _encode_deliveries(
+    deliveries: Sequence[LeasedMessage], payloads: list[bytes], total: int, lease_until: int
+) -> bytes:
     n = len(deliveries)
-    builder = flatbuffers.Builder(128 + n * 48 + sum(len(d.payload) for d in deliveries))
+    builder = flatbuffers.Builder(128 + n * 48 + total)
     ts = builder.CreateNumpyVector(np.fromiter((d.timestamp for d in deliveries), np.int64, n))
     vs = builder.CreateNumpyVector(np.fromiter((d.version for d in deliveries), np.uint64, n))
     dl = builder.CreateNumpyVector(np.fromiter((d.deliveries for d in deliveries), np.uint32, n))
     id_cols = _text_column(builder, [d.id for d in deliveries])
-    pay_cols = _blob_column(builder, [d.payload for d in deliveries])
+    pay_cols = _blob_column(builder, payloads)
     DeliveryBatch.Start(builder)
     DeliveryBatch.AddTimestamps(builder, ts)
     DeliveryBatch.AddVersions(builder, vs)

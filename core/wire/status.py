@@ -28,6 +28,7 @@ _CODES: dict[type[errors.DejaqError], grpc.StatusCode] = {
     errors.Leased: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     errors.StorageError: grpc.StatusCode.INTERNAL,
     errors.BrokerUnavailable: grpc.StatusCode.UNAVAILABLE,
@@ -43,6 +44,7 @@ _ERRORS: dict[grpc.StatusCode, type[errors.DejaqError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: errors.NotLeaseHolder,
     grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
     grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
     grpc.StatusCode.UNAVAILABLE: errors.BrokerUnavailable,
     grpc.StatusCode.INTERNAL: errors.StorageError,
 }

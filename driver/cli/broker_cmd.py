@@ -51,7 +51,37 @@ def register(sub: Any) -> None:
         help="serve a non-loopback address without --auth: anyone reaching it may do anything",
     )
     broker_link_flags.add(p)
+    _add_limits(p)
     p.set_defaults(run=run)
+
+
+# Resource bounds: flag, config field, help.
+_LIMITS = (
+    ("--max-frame-bytes", "delivery frames are cut at this size; one larger message goes alone"),
+    ("--max-produce-messages", "a produce frame with more messages is refused (INVALID_ARGUMENT)"),
+    ("--max-produce-bytes", "a produce frame larger than this is refused (INVALID_ARGUMENT)"),
+    ("--max-streams", "open Produce + Consume streams; more are refused (RESOURCE_EXHAUSTED)"),
+    (
+        "--max-outbox-frames",
+        "frames a consumer may leave unread; past it it is cut off (RESOURCE_EXHAUSTED)",
+    ),
+    ("--keepalive-ms", "ping each client connection this often"),
+    ("--keepalive-timeout-ms", "close a connection whose ping goes unanswered this long"),
+)
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    defaults = BrokerConfig()
+    for flag, text in _LIMITS:
+        name = flag.removeprefix("--").replace("-", "_")
+        p.add_argument(flag, type=int, help=f"{text} (default {getattr(defaults, name)})")
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        name: getattr(args, name)
+        for name in (flag.removeprefix("--").replace("-", "_") for flag, _ in _LIMITS)
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             "auth": args.auth,
             "insecure_allow_anonymous": args.insecure_allow_anonymous,
             **broker_link_flags.values(args),
+            **_limits(args),
         },
         os.environ,
     )

@@ -12,11 +12,13 @@ from typing import Any, TextIO
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus
+from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD, PRODUCE_FRAME_BYTES
 from dejaq.driver.cli.common import add_broker, add_when, client_command, when_ms
 from dejaq.driver.client import Client
 from dejaq.driver.producer import Outgoing, Producer
 
-BATCH = 1000
+BATCH = 1000  # lines sent together at most (the producer cuts them into frames)
+BATCH_BYTES = 4 * PRODUCE_FRAME_BYTES  # payload bytes read ahead at most
 
 
 def register(sub: Any) -> None:
@@ -60,15 +62,17 @@ async def _produce_lines(client: Client, args: argparse.Namespace) -> int:
     try:
         async with Producer(client, args.topic) as producer:
             batch: list[tuple[int, Outgoing]] = []
+            size = 0
             for lineno, item in _parse(stream):
                 if isinstance(item, str):
                     counts[InsertStatus.REJECTED] += 1
                     print(f"line {lineno}: {item}", file=sys.stderr)
                     continue
                 batch.append((lineno, item))
-                if len(batch) >= BATCH:
+                size += len(item.payload)
+                if len(batch) >= BATCH or size >= BATCH_BYTES:
                     await _send(producer, batch, counts)
-                    batch = []
+                    batch, size = [], 0
             await _send(producer, batch, counts)
     finally:
         if stream is not sys.stdin:
@@ -111,6 +115,11 @@ def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
             mid = obj.get("id", "")
             if not isinstance(mid, str):
                 raise ValueError("id must be a string")
+            if len(payload) > MAX_MESSAGE_PAYLOAD:
+                raise ValueError(
+                    f"a payload of {len(payload)} bytes does not fit any frame"
+                    f" (at most {MAX_MESSAGE_PAYLOAD} bytes)"
+                )
             yield lineno, Outgoing(payload, ts, mid)
         except (ValueError, KeyError, binascii.Error) as exc:
             reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)

@@ -20,14 +20,15 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dejaq.core.wire.frames import MAX_FRAME_BYTES
+from dejaq.core.model import MAX_PAYLOAD_LIMIT
 from dejaq.driver.spark.columns import Columns
 from dejaq.driver.spark.ids import key_ids
 
 I64 = npt.NDArray[np.int64]
 _Refuse = Callable[["I64 | list[int]", str], None]  # rows, reason
-# A payload must fit a frame with room to spare for its id and the framing.
-MAX_PAYLOAD = MAX_FRAME_BYTES - (1 << 20)
+# No topic takes a larger payload: such a row is refused here, alone, rather than
+# sent in a frame the broker would refuse whole (over its produce frame cap).
+MAX_PAYLOAD = MAX_PAYLOAD_LIMIT
 _PER_MS = {"s": 0, "ms": 1, "us": 1000, "ns": 1_000_000}  # 0: multiply by 1000
 
 
@@ -97,7 +98,8 @@ def prepare(
         payload_column = pc.cast(payload_column, pa.binary())
     sizes = pc.fill_null(pc.binary_length(payload_column), 0).to_numpy()
     refuse(
-        np.flatnonzero(sizes > MAX_PAYLOAD), f"payload is over {MAX_PAYLOAD} bytes (a frame's room)"
+        np.flatnonzero(sizes > MAX_PAYLOAD),
+        f"payload is over {MAX_PAYLOAD} bytes (the most any topic takes)",
     )
     topics: list[str | None] | None = None
     if c.topic is not None:

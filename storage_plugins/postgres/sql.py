@@ -400,6 +400,16 @@ COUNTS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
         count(*) FILTER (WHERE NOT dead AND ts > %(now)s AND owner IS NOT NULL),
         count(*) FILTER (WHERE NOT dead AND ts > %(now)s AND owner IS NULL)
     FROM dejaq_messages WHERE topic = %(topic)s"""
+# (now): every topic (from dejaq_topics, empty ones too) with its counts and
+# oldest live timestamp: one statement for the gauges, whatever the topic count.
+CENSUS = """SELECT t.name, (t.settings->>'buckets')::integer,
+        count(m.topic) FILTER (WHERE m.dead),
+        count(m.topic) FILTER (WHERE NOT m.dead AND m.ts <= %(now)s),
+        count(m.topic) FILTER (WHERE NOT m.dead AND m.ts > %(now)s AND m.owner IS NOT NULL),
+        count(m.topic) FILTER (WHERE NOT m.dead AND m.ts > %(now)s AND m.owner IS NULL),
+        min(m.ts) FILTER (WHERE NOT m.dead)
+    FROM dejaq_topics AS t LEFT JOIN dejaq_messages AS m ON m.topic = t.name
+    GROUP BY t.name, t.settings"""
 _REDRIVE = """UPDATE dejaq_messages
     SET dead = false, deliveries = 0, expires_at = 0, ts = %(at)s, version = version + 1
     WHERE topic = %(topic)s AND dead"""

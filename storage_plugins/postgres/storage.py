@@ -34,6 +34,7 @@ from dejaq.storage_plugins.base import (
     ScanPage,
     SettleItem,
     Storage,
+    TopicCensus,
 )
 from dejaq.storage_plugins.postgres import scan, sql
 from dejaq.storage_plugins.postgres.options import PostgresOptions, parse_url
@@ -365,6 +366,15 @@ class PostgresStorage(Storage):
         if not exists:
             raise _missing(topic)
         return Counts(waiting=waiting, due=due, leased=leased, dead=dead)
+
+    async def _census(self, now: int) -> dict[str, TopicCensus]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql.CENSUS, {"now": now})
+            rows = await cur.fetchall()
+        return {
+            name: TopicCensus(buckets, Counts(waiting=w, due=d, leased=le, dead=dd), oldest)
+            for name, buckets, dd, d, le, w, oldest in rows
+        }
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         async with self._pool.connection() as conn:

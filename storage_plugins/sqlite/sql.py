@@ -193,6 +193,17 @@ COUNTS = """SELECT
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NOT NULL), 0),
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0)
     FROM messages WHERE topic = ?2"""
+# The census (census.py), on its read-only connection: the topic names, then
+# (now) every topic's counts and oldest live timestamp in one pass.
+BEGIN_READ = "BEGIN DEFERRED"
+TOPIC_NAMES = "SELECT name, json_extract(settings, '$.buckets') FROM topics"
+CENSUS = """SELECT topic,
+        coalesce(sum(dead = 1), 0),
+        coalesce(sum(dead = 0 AND ts <= ?1), 0),
+        coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NOT NULL), 0),
+        coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0),
+        min(CASE WHEN dead = 0 THEN ts END)
+    FROM messages GROUP BY topic"""
 # (at, topic)
 REDRIVE_ALL = """UPDATE messages SET dead = 0, deliveries = 0, expires_at = 0, ts = ?,
     version = version + 1

@@ -29,10 +29,12 @@ from dejaq.storage_plugins.base import (
     ScanPage,
     SettleItem,
     Storage,
+    TopicCensus,
 )
 from dejaq.storage_plugins.sqlite import ops, scan, sql
+from dejaq.storage_plugins.sqlite.census import CensusReader
 from dejaq.storage_plugins.sqlite.checkpoint import Checkpointer
-from dejaq.storage_plugins.sqlite.writer import Writer, storage_error
+from dejaq.storage_plugins.sqlite.writer import DEFAULT_MAX_QUEUE, Writer, storage_error
 
 _OPEN_RETRY_S = 0.05
 P = ParamSpec("P")
@@ -46,6 +48,7 @@ class SqliteOptions:
     path: Path
     synchronous: str = "normal"
     busy_timeout_ms: int = 5000
+    max_queue: int = DEFAULT_MAX_QUEUE
 
 
 def parse_url(url: str) -> SqliteOptions:
@@ -62,11 +65,13 @@ def parse_url(url: str) -> SqliteOptions:
             options = dataclasses.replace(options, synchronous=value.lower())
         elif key == "busy_timeout_ms" and value.isdigit():
             options = dataclasses.replace(options, busy_timeout_ms=int(value))
-        elif key in ("synchronous", "busy_timeout_ms"):
+        elif key == "max_queue" and value.isdigit() and int(value) > 0:
+            options = dataclasses.replace(options, max_queue=int(value))
+        elif key in ("synchronous", "busy_timeout_ms", "max_queue"):
             raise InvalidArgument(f"bad value {value!r} for sqlite option {key!r}")
         else:
             raise InvalidArgument(
-                f"unknown sqlite option {key!r}: expected synchronous or busy_timeout_ms"
+                f"unknown sqlite option {key!r}: expected synchronous, busy_timeout_ms or max_queue"
             )
     return options
 
@@ -134,6 +139,8 @@ class SqliteStorage(Storage):
       cheaper: one sync per group of concurrent calls.
     - ``busy_timeout_ms=5000``: how long to wait for another process holding
       the write lock before failing with ``StorageUnavailable``.
+    - ``max_queue=4096``: calls queued for the writer thread at most; more
+      wait for a slot (``writer``).
 
     The parent directory is created; ``sqlite:///:memory:`` is refused (use
     ``memory://``). Several processes (brokers) may share one file: each call
@@ -145,6 +152,7 @@ class SqliteStorage(Storage):
         self.options = parse_url(url)
         self._writer: Writer | None = None
         self._checkpointer: Checkpointer | None = None
+        self._census_reader = CensusReader(self.options.path, self.options.busy_timeout_ms)
 
     @property
     def transactions(self) -> int:
@@ -163,7 +171,9 @@ class SqliteStorage(Storage):
         checkpointer.start()
         self._checkpointer = checkpointer
         name = f"dejaq-sqlite {options.path}"
-        self._writer = Writer(conn, name=name, on_commit=checkpointer.committed)
+        self._writer = Writer(
+            conn, name=name, on_commit=checkpointer.committed, max_queue=options.max_queue
+        )
         self._writer.start()
 
     async def close(self) -> None:
@@ -171,6 +181,7 @@ class SqliteStorage(Storage):
         # checkpoints what is left and removes the WAL.
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)
+        await asyncio.to_thread(self._census_reader.close)
         if self._writer is not None:
             await self._writer.close()
 
@@ -256,6 +267,12 @@ class SqliteStorage(Storage):
 
     async def _counts(self, topic: str, now: int) -> Counts:
         return await self._run(ops.counts, topic, now)
+
+    async def _census(self, now: int) -> dict[str, TopicCensus]:
+        try:
+            return await asyncio.to_thread(self._census_reader.census, now)
+        except sqlite3.Error as exc:
+            raise storage_error(exc) from exc
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         return await self._run(ops.list_dead, topic, after_id, limit)

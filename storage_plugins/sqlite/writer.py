@@ -13,6 +13,11 @@ atomic without any locking of its own.
 
 A caller cancelled while its job is queued does not withdraw the job: it may
 still run and commit.
+
+The queue is bounded: at most ``max_queue`` jobs wait or run at once (a slot
+is freed when the thread resolves the job, cancelled caller or not); past it a
+caller waits for a slot, so a flood of calls pushes back on its callers
+instead of growing memory and latency without end.
 """
 
 from __future__ import annotations
@@ -43,11 +48,15 @@ def storage_error(exc: sqlite3.Error) -> StorageError:
     return cls(f"sqlite: {exc}")
 
 
+DEFAULT_MAX_QUEUE = 4096
+
+
 @dataclass(slots=True)
 class _Job:
     fn: Callable[[sqlite3.Connection], Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    done: Callable[[], None]  # frees the job's queue slot, on its loop
 
 
 class Writer:
@@ -58,8 +67,12 @@ class Writer:
         conn: sqlite3.Connection,
         name: str,
         on_commit: Callable[[int], None] | None = None,
+        max_queue: int = DEFAULT_MAX_QUEUE,
     ) -> None:
         self._conn = conn
+        self.max_queue = max_queue
+        self._slots: asyncio.Semaphore | None = None  # made on the loop that uses it
+        self.queued = 0  # jobs waiting or running now (at most max_queue)
         # Called on the thread after each commit with the connection's count
         # of changed rows (checkpoint.py).
         self._on_commit = on_commit
@@ -76,13 +89,26 @@ class Writer:
         """Run ``fn(conn)`` in the next group commit and return its result."""
         if self._closed:
             raise StorageUnavailable("sqlite storage is closed")
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_queue)
+        slots = self._slots
+        await slots.acquire()
+        if self._closed:
+            slots.release()
+            raise StorageUnavailable("sqlite storage is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Job(fn, future, loop))
+        self.queued += 1
+        self._queue.put(_Job(fn, future, loop, self._job_done))
         try:
             return await future
         except sqlite3.Error as exc:
             raise storage_error(exc) from exc
+
+    def _job_done(self) -> None:
+        self.queued -= 1
+        if self._slots is not None:
+            self._slots.release()
 
     async def close(self) -> None:
         """Run the jobs already queued, commit, close the connection."""
@@ -178,12 +204,14 @@ def _fail(group: list[_Job], exc: BaseException) -> None:
 
 def _resolve(job: _Job, value: Any, error: BaseException | None) -> None:
     try:
-        job.loop.call_soon_threadsafe(_settle, job.future, value, error)
+        job.loop.call_soon_threadsafe(_settle, job, value, error)
     except RuntimeError:
         pass  # the caller's loop is closed: nobody is waiting
 
 
-def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+def _settle(job: _Job, value: Any, error: BaseException | None) -> None:
+    job.done()
+    future = job.future
     if future.done():  # the caller was cancelled
         return
     if error is None:

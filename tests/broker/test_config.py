@@ -107,3 +107,39 @@ def test_the_etcd_password_stays_out_of_the_config_repr() -> None:
 
     assert config.etcd_password == "hunter2"
     assert "hunter2" not in repr(config)
+
+
+def test_resource_bounds_have_environment_twins() -> None:
+    env = {
+        "DEJAQ_MAX_FRAME_BYTES": "1048576",
+        "DEJAQ_MAX_PRODUCE_MESSAGES": "500",
+        "DEJAQ_MAX_PRODUCE_BYTES": "2097152",
+        "DEJAQ_MAX_STREAMS": "7",
+        "DEJAQ_MAX_OUTBOX_FRAMES": "9",
+        "DEJAQ_KEEPALIVE_MS": "1500",
+        "DEJAQ_KEEPALIVE_TIMEOUT_MS": "2500",
+    }
+    c = BrokerConfig.from_sources({"max_streams": 8}, env)
+    assert (c.max_frame_bytes, c.max_produce_messages, c.max_produce_bytes) == (
+        1 << 20,
+        500,
+        2 << 20,
+    )
+    assert (c.max_streams, c.max_outbox_frames) == (8, 9)
+    assert (c.keepalive_ms, c.keepalive_timeout_ms) == (1500, 2500)
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"DEJAQ_MAX_FRAME_BYTES": "1000"}, "max_frame_bytes"),  # under 64 KiB
+        ({"DEJAQ_MAX_PRODUCE_BYTES": str(65 << 20)}, "max_produce_bytes"),  # over gRPC's 64 MiB
+        ({"DEJAQ_MAX_PRODUCE_MESSAGES": "0"}, "max_produce_messages"),
+        ({"DEJAQ_MAX_STREAMS": "0"}, "max_streams"),
+        ({"DEJAQ_MAX_OUTBOX_FRAMES": "-1"}, "max_outbox_frames"),
+        ({"DEJAQ_KEEPALIVE_MS": "0"}, "keepalive_ms"),
+    ],
+)
+def test_bad_bounds_are_refused_by_name(env: dict[str, str], named: str) -> None:
+    with pytest.raises(InvalidArgument, match=named):
+        BrokerConfig.from_sources({}, env)

@@ -51,3 +51,21 @@ def test_unknown_arguments_are_a_usage_error(capsys: pytest.CaptureFixture[str])
         main(["produce", "t", "--in", "1s", "hi", "extra"])
     assert exc.value.code == 2
     assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_broker_bound_flags_reach_the_config() -> None:
+    from dejaq.broker.config import BrokerConfig
+    from dejaq.driver.cli.broker_cmd import _limits
+
+    argv = ["broker", "--max-streams", "3", "--max-frame-bytes", "1048576"]
+    argv += ["--max-produce-messages", "50", "--max-produce-bytes", "2097152"]
+    argv += ["--max-outbox-frames", "16", "--keepalive-ms", "2000", "--keepalive-timeout-ms", "900"]
+    args = build_parser().parse_args(argv)
+    config = BrokerConfig.from_sources(_limits(args), {})
+    assert (config.max_streams, config.max_frame_bytes, config.max_produce_messages) == (
+        3,
+        1 << 20,
+        50,
+    )
+    assert (config.max_produce_bytes, config.max_outbox_frames) == (2 << 20, 16)
+    assert (config.keepalive_ms, config.keepalive_timeout_ms) == (2000, 900)
