@@ -105,6 +105,7 @@ class Consumer:
         )
         self._settler.set_window(credits)
         self._closing = False
+        self._closed: asyncio.Future[None] | None = None  # done when close() is
         self._error: DejaqError | None = None
         self.close_timeout_s = close_timeout_s
         # The delivery each task took last, until it comes back for the next one:
@@ -140,8 +141,21 @@ class Consumer:
 
         ``processing``: deliveries the caller knows are still being processed
         outside this event loop (another thread): not released either."""
-        if self._closing:
+        if self._closed is not None:
+            # Closing already (another task, or ``async with`` after a close() from
+            # elsewhere): wait for that close, so what comes next (closing the
+            # Client) does not cut its flush and Goodbye short. This task is not
+            # processing anything the first close should wait for.
+            self._came_back(asyncio.current_task())
+            await asyncio.shield(self._closed)
             return
+        self._closed = asyncio.get_running_loop().create_future()
+        try:
+            await self._close(processing)
+        finally:
+            self._closed.set_result(None)
+
+    async def _close(self, processing: Sequence[Delivery]) -> None:
         self._closing = True
         self._arrived()  # a task waiting in receive() gets None now
         if self._call is not None:

@@ -190,3 +190,45 @@ async def test_tasks_that_took_deliveries_and_ended_are_forgotten(
             await asyncio.create_task(take_one())
         # Then the consumer does not keep every one of those tasks
         assert len(consumer._processing) < 2 * 64
+
+
+async def test_a_close_from_another_task_is_not_cut_short_by_the_loop_leaving(
+    memory_broker: BrokerProcess, topic_name: str
+) -> None:
+    """The usual shape: the loop owns ``async with Client(...)`` and
+    ``async with Consumer(...)``; a shutdown handler calls close(). The loop then
+    leaves both blocks while that close is still flushing: its own close must wait
+    for the first, or the Client is closed under the flush and the acks are lost."""
+    async with Client(memory_broker.address, timeout_s=10) as admin:
+        topic = await create_topic(admin, topic_name)
+        due = now_ms() + 300  # a steady flow: deliveries keep arriving while it closes
+        messages = [Outgoing(b"x", due + i * 5, id=f"m{i}") for i in range(200)]
+        await produce(admin, topic, messages)
+    box: dict[str, Consumer] = {}
+    failures: list[SettleFailure] = []
+    got: list[str] = []
+    started, halfway = asyncio.Event(), asyncio.Event()
+
+    async def loop() -> None:
+        async with Client(memory_broker.address, timeout_s=10) as client:
+            async with Consumer(client, topic, on_settle_error=failures.append) as consumer:
+                box["c"] = consumer
+                started.set()
+                async for d in consumer:
+                    got.append(d.id)
+                    await d.ack()
+                    if len(got) == 100:
+                        halfway.set()
+
+    task = asyncio.create_task(loop())
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.wait_for(halfway.wait(), 10)
+    # When another task closes the consumer
+    await asyncio.wait_for(box["c"].close(), 5)
+    await asyncio.wait_for(task, 5)
+    # Then every ack it took was confirmed: nothing is left to redeliver
+    assert not failures
+    async with Client(memory_broker.address, timeout_s=10) as admin:
+        counts = (await Admin(admin).describe_topic(topic)).counts
+    assert counts.leased == 0
+    assert counts.waiting + counts.due == 200 - len(got)
