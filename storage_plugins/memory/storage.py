@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from itertools import repeat
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
 from dejaq.core.buckets import Buckets
-from dejaq.core.errors import AlreadyExists, NotFound
+from dejaq.core.errors import AlreadyExists, InvalidArgument, NotFound
 from dejaq.core.model import (
     Counts,
     InsertStatus,
@@ -73,6 +74,7 @@ class MemoryStorage(Storage):
 
     def __init__(self, url: str = "memory://") -> None:
         super().__init__(url)
+        self.max_tombstones = _max_tombstones(url)
         self._timelines: dict[str, Timeline] = {}
         self._identity_ = uuid.uuid4().hex
 
@@ -90,7 +92,7 @@ class MemoryStorage(Storage):
     async def _create_topic(self, topic: Topic) -> None:
         if topic.name in self._timelines:
             raise AlreadyExists(f"topic {topic.name!r} already exists")
-        self._timelines[topic.name] = Timeline(topic)
+        self._timelines[topic.name] = Timeline(topic, self.max_tombstones)
 
     async def _delete_topic(self, name: str) -> None:
         self._tl(name)
@@ -385,3 +387,23 @@ class MemoryStorage(Storage):
 
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         return self._tl(topic).forget(deleted_before, limit)
+
+
+# Tombstones a topic keeps at most on memory://: a bound on memory (about 28 MB a
+# topic) that the dedup window alone does not give under a steady load (1,000
+# acks a second for 24 h would be 86M), and no column growth once reached.
+DEFAULT_MAX_TOMBSTONES = 250_000
+
+
+def _max_tombstones(url: str) -> int:
+    """``memory://?max_tombstones=N`` (0: only the dedup window bounds them)."""
+    options = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+    unknown = set(options) - {"max_tombstones"}
+    if unknown:
+        raise InvalidArgument(
+            f"unknown memory:// option(s) {sorted(unknown)}: expected max_tombstones"
+        )
+    raw = options.get("max_tombstones", str(DEFAULT_MAX_TOMBSTONES))
+    if not raw.isdigit():
+        raise InvalidArgument(f"memory:// max_tombstones must be a whole number, not {raw!r}")
+    return int(raw)

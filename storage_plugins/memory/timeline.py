@@ -35,11 +35,15 @@ ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
 MAX_ID_BYTES = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
 
 
+_END_OF_TIME = 1 << 62
+
+
 class Timeline:
     """One topic: its messages in columns, found by id and by time."""
 
-    def __init__(self, topic: Topic) -> None:
+    def __init__(self, topic: Topic, max_tombs: int = 0) -> None:
         self.topic = topic
+        self.max_tombs = max_tombs  # 0: as many as the dedup window makes
         self.cols = Columns()
         self.ids = IdTable(self.cols)
         self.lanes = [TimeIndex(b, self.cols) for b in range(topic.settings.buckets)]
@@ -48,6 +52,7 @@ class Timeline:
         self.live = 0  # messages not dead
         self.dead = 0
         self.tombs = 0  # tombstones of deleted messages (see ``delete``)
+        self.evicted = 0  # tombstones forgotten early, past ``max_tombs``
         self.graves = Graves()  # their slots, oldest first
         # id -> slot of each live message with a lease owner (the lease may have run out)
         self.held: dict[str, int] = {}
@@ -305,6 +310,9 @@ class Timeline:
         c.version[slots] += 1
         c.keep_ids(slots, [id.encode() for id in ids])
         self.graves.push(slots)
+        if self.max_tombs and self.tombs > self.max_tombs:
+            # Past the count bound the oldest go before their window ends.
+            self.evicted += self.forget(_END_OF_TIME, self.tombs - self.max_tombs)
 
     def forget_ids(self, ids: Sequence[str]) -> int:
         """Remove the tombstones of ``ids`` (ids without one are left alone)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from dejaq.core.errors import DejaqError, NotFound
+from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
 from dejaq.core.model import (
     Counts,
     LeasedMessage,
@@ -30,6 +30,7 @@ from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB
 from dejaq.storage_plugins.memory.time_index import LEVEL_BITS
 from dejaq.storage_plugins.memory.timeline import Timeline
 from dejaq.storage_plugins.rules import Fate, lease_fate
+from tests.storage_plugins.conformance import givens as g
 
 T = "walk"
 BUCKETS = 4
@@ -375,3 +376,23 @@ def assert_consistent(tl: Timeline) -> None:
     assert {tl.owners.names[k]: n for k, n in numbers.items()} == {
         name: tl.owners._held[k] for k, name in enumerate(tl.owners.names) if name is not None
     }
+
+
+async def test_tombstones_are_bounded_by_count_the_oldest_going_first() -> None:
+    """On memory:// the dedup window alone does not bound memory under a steady
+    load: ``max_tombstones`` does, forgetting the oldest before their window ends."""
+    storage = MemoryStorage("memory://?max_tombstones=3")
+    await storage.open()
+    await g.given_topic(storage)
+    ids = [f"m{i}" for i in range(5)]
+    for i, mid in enumerate(ids):  # acked one after another: m0 is the oldest tombstone
+        await g.given_messages(storage, g.msg(mid, g.NOW))
+        (d,) = (await g.lease(storage, g.NOW + i)).delivered
+        await storage.ack(g.T, [(d.id, d.version)], g.C1, g.NOW + i)
+    assert (await storage.counts(g.T, g.NOW + 10)).waiting == 0
+    again = await storage.insert(g.T, [g.msg(mid, g.NOW + 100) for mid in ids])
+    assert again == [g.ACCEPTED, g.ACCEPTED, g.DUPLICATE, g.DUPLICATE, g.DUPLICATE]
+    await storage.close()
+    for url in ("memory://?max_tombstones=x", "memory://?tombs=1"):
+        with pytest.raises(InvalidArgument):
+            MemoryStorage(url)
