@@ -19,6 +19,7 @@ import grpc
 
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.pem import read_pem
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 
@@ -43,9 +44,9 @@ class ClientTls:
                 "a client certificate needs its key: give both --tls-cert and --tls-key"
             )
         return grpc.ssl_channel_credentials(
-            root_certificates=_read("CA", self.ca) if self.ca else None,
-            private_key=_read("client key", self.key) if self.key else None,
-            certificate_chain=_read("client certificate", self.cert) if self.cert else None,
+            root_certificates=read_pem("TLS CA", self.ca) if self.ca else None,
+            private_key=read_pem("TLS client key", self.key) if self.key else None,
+            certificate_chain=read_pem("TLS client certificate", self.cert) if self.cert else None,
         )
 
 
@@ -101,14 +102,3 @@ class Dialer:
             for name, rpc in vars(stub).items():
                 setattr(stub, name, functools.partial(rpc, metadata=self._metadata))
         return stub
-
-
-def _read(what: str, path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read TLS {what} {path}: {exc.strerror or exc}") from exc
-    if b"-----BEGIN " not in data:
-        raise InvalidArgument(f"TLS {what} {path} is not a PEM file")
-    return data

@@ -20,6 +20,7 @@ import grpc
 
 from dejaq.broker.config import BrokerConfig
 from dejaq.core.errors import DejaqError, InvalidArgument
+from dejaq.core.pem import read_pem
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,8 @@ class ServerTls:
 
     def _load(self) -> grpc.ServerCertificateConfiguration:
         c = self.config
-        cert = _read("--tls-cert", c.tls_cert)
-        key = _read("--tls-key", c.tls_key)
+        cert = read_pem("--tls-cert", c.tls_cert)
+        key = read_pem("--tls-key", c.tls_key)
         try:
             ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(c.tls_cert, c.tls_key)
         except (ssl.SSLError, ValueError) as exc:
@@ -72,7 +73,7 @@ class ServerTls:
             ) from exc
         client_ca = None
         if c.tls_client_ca:
-            client_ca = _read("--tls-client-ca", c.tls_client_ca)
+            client_ca = read_pem("--tls-client-ca", c.tls_client_ca)
             try:
                 ssl.create_default_context(cafile=c.tls_client_ca)
             except (ssl.SSLError, ValueError) as exc:
@@ -80,14 +81,3 @@ class ServerTls:
                     f"--tls-client-ca {c.tls_client_ca} holds no CA certificate: {exc}"
                 ) from exc
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=client_ca)
-
-
-def _read(flag: str, path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read {flag} {path}: {exc.strerror or exc}") from exc
-    if b"-----BEGIN " not in data:
-        raise InvalidArgument(f"{flag} {path} is not a PEM file")
-    return data
