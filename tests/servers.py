@@ -17,13 +17,14 @@ import abc
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar, NoReturn, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 import pytest
 
@@ -63,6 +64,18 @@ def temporary_root(name: str) -> Path:
     """A new folder for a server's files, outside pytest's tmp_path (whose
     parents may be private to root, which a server run as another user needs)."""
     return Path(tempfile.mkdtemp(prefix=f"dejaq-{name}-"))
+
+
+def terminate(process: subprocess.Popen[Any], grace_s: float) -> int:
+    """SIGTERM, then SIGKILL if it has not exited within ``grace_s``; the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
 
 
 class LocalServer(abc.ABC):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dejaq.core.redact import redact
+from tests.servers import terminate
 
 LISTENING = re.compile(r"dejaq broker listening on (\S+):(\d+) \(storage (.*)\)")
 START_TIMEOUT_S = 20.0
@@ -95,13 +95,7 @@ class BrokerProcess:
         """SIGTERM, wait up to 10 s, then SIGKILL. The exit code (None if never started)."""
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process, STOP_TIMEOUT_S)
         return self._reap()
 
     def kill(self) -> int | None:

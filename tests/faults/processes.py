@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.e2e.broker_process import LISTENING, START_TIMEOUT_S, STOP_TIMEOUT_S
-from tests.servers import POLL_S, free_port
+from tests.servers import POLL_S, free_port, terminate
 
 REPO = Path(__file__).resolve().parents[2]
 ETCD_TTL_S = 3
@@ -106,14 +106,7 @@ class Broker:
         """SIGTERM, then SIGKILL after a grace; the exit code."""
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
+        return terminate(self.process, STOP_TIMEOUT_S)
 
     def step_clock(self, shift_s: float) -> None:
         """Set this broker's clock ``shift_s`` seconds off the true time (libfaketime)."""
