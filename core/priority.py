@@ -59,6 +59,7 @@ def check_priority(topic: Topic, priority: int) -> int:
     top = topic.settings.priorities - 1
     if not 0 <= priority <= top:
         raise InvalidArgument(
-            f"priority {priority} is out of range for topic {topic.name!r}: 0 (most urgent) .. {top}"
+            f"priority {priority} is out of range for topic {topic.name!r}:"
+            f" 0 (most urgent) .. {top}"
         )
     return priority
