@@ -44,6 +44,7 @@ class BrokerContext:
 
     def __post_init__(self) -> None:
         self.streams = StreamSlots(self.config.max_streams)
+        self.topics.on_load = self.metrics.topic_known  # series labelled by topic kind
 
     def dispatcher(self, topic: Topic) -> Dispatcher:
         """The topic's dispatcher, started on first use."""

@@ -44,6 +44,10 @@ async def refresh(broker: BrokerContext) -> None:
     m.skew.set(max((abs(s) for s in skews), default=0) / 1000)
     now = broker.clock.now_ms()
     census = await broker.storage.census(now)
+    if any(not m.knows(name) for name in census):
+        # Topics this broker never read (another broker's): one call for their kinds.
+        for topic in await broker.storage.list_topics():
+            m.topic_known(topic)
     for n, (name, topic) in enumerate(census.items(), 1):
         gauges = m.topic_gauges(name)
         counts = topic.counts

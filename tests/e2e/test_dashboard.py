@@ -28,7 +28,8 @@ async def test_every_dashboard_metric_is_exported(
     _, port = observed
 
     async def refreshed() -> bool:  # the storage-backed gauges appear on first refresh
-        return f'dejaq_lag_seconds{{topic="{traffic}"}}' in await asyncio.to_thread(scrape, port)
+        series = f'dejaq_lag_seconds{{kind="timeline",topic="{traffic}"}}'
+        return series in await asyncio.to_thread(scrape, port)
 
     await wait_until(refreshed, timeout_s=10, what="gauges to be refreshed")
     text = await asyncio.to_thread(scrape, port)
