@@ -100,7 +100,7 @@ async def describe_topic(
 async def get_message(broker: BrokerContext, req: pb.GetMessageRequest) -> pb.Message:
     topic = await broker.topics.get(req.topic)
     msg = await broker.storage.get(topic.name, validation.message_id(req.id))
-    return message_to_pb(topic.name, msg, broker.clock.now_ms())
+    return message_to_pb(topic, msg, broker.clock.now_ms())
 
 
 def _result(s: Settled) -> pb.MutationResult:
@@ -161,7 +161,7 @@ async def list_dead(broker: BrokerContext, req: pb.ListDeadRequest) -> pb.ListDe
     limit = min(req.limit or 100, MAX_DEAD_PAGE)
     msgs = await broker.storage.list_dead(topic.name, req.after_id, limit)
     now = broker.clock.now_ms()
-    return pb.ListDeadResponse(messages=[message_to_pb(topic.name, m, now) for m in msgs])
+    return pb.ListDeadResponse(messages=[message_to_pb(topic, m, now) for m in msgs])
 
 
 async def redrive(broker: BrokerContext, req: pb.RedriveRequest) -> pb.RedriveResponse:
