@@ -46,8 +46,8 @@ async def refresh(broker: BrokerContext) -> None:
     census = await broker.storage.census(now)
     if any(not m.knows(name) for name in census):
         # Topics this broker never read (another broker's): one call for their kinds.
-        for topic in await broker.storage.list_topics():
-            m.topic_known(topic)
+        for known in await broker.storage.list_topics():
+            m.topic_known(known)
     for n, (name, topic) in enumerate(census.items(), 1):
         gauges = m.topic_gauges(name)
         counts = topic.counts
