@@ -88,6 +88,8 @@ class BrokerContext:
     def hint(self, topic: str, timestamp: int) -> None:
         """A message due at ``timestamp`` was stored: wake this broker's dispatcher,
         and tell other brokers (their consumers may own its bucket)."""
+        # A priority topic's rank (negative) is due at once: so is time 0.
+        timestamp = max(timestamp, 0)
         d = self.dispatchers.get(topic)
         if d is not None:
             d.hint(timestamp)

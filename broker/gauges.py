@@ -55,9 +55,11 @@ async def refresh(broker: BrokerContext) -> None:
             gauges.messages, (counts.waiting, counts.due, counts.leased, counts.dead), strict=True
         ):
             gauge.set(value)
-        # The oldest includes running leases; only a past timestamp is lag.
+        # The oldest includes running leases; only a past timestamp is lag. A
+        # rank (a priority topic's available message, core/priority.py) is no
+        # time at all: its wait is dejaq_priority_wait_seconds, observed at delivery.
         oldest = topic.oldest
-        gauges.lag.set(max(0, now - oldest) / 1000 if oldest is not None else 0)
+        gauges.lag.set(max(0, now - oldest) / 1000 if oldest is not None and oldest >= 0 else 0)
         d = broker.dispatchers.get(name)
         gauges.consumers.set(len(d.receivers) if d else 0)
         owned = broker.coordinator.buckets(name)

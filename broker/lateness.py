@@ -21,6 +21,8 @@ NAME = "dejaq_delivery_lateness_seconds"
 DOC = "Push time minus due time of each delivery (not held back by a rate cap)"
 CAPPED_NAME = "dejaq_rate_limited_lateness_seconds"
 CAPPED_DOC = "Push time minus due time of deliveries a topic's rate cap held back"
+WAIT_NAME = "dejaq_priority_wait_seconds"
+WAIT_DOC = "Push time minus the time each delivery of a priority topic became available"
 LABELS = ["topic", "kind"]
 
 

@@ -25,8 +25,14 @@ import numpy as np
 import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from dejaq.broker.lateness import CAPPED_DOC, CAPPED_NAME, LatenessHistogram
-from dejaq.core.model import KIND_TIMELINE, Topic
+from dejaq.broker.lateness import (
+    CAPPED_DOC,
+    CAPPED_NAME,
+    WAIT_DOC,
+    WAIT_NAME,
+    LatenessHistogram,
+)
+from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, Topic
 
 # Push time minus due time: from half a millisecond to a minute.
 LATENESS_BUCKETS = (
@@ -130,6 +136,8 @@ class Metrics:
             LATENESS_BUCKETS, self.kind_of, CAPPED_NAME, CAPPED_DOC
         )
         r.register(self.capped_lateness)
+        self.priority_wait = LatenessHistogram(LATENESS_BUCKETS, self.kind_of, WAIT_NAME, WAIT_DOC)
+        r.register(self.priority_wait)
         self.messages = Gauge(
             "dejaq_messages", "Messages by state", [*TOPIC_LABELS, "state"], registry=r
         )
@@ -257,6 +265,16 @@ class Metrics:
         self.count(Event.DELIVERED, topic, len(due_ms))
         self.count(Event.REDELIVERED, topic, redelivered)
 
+    def delivered_by_priority(
+        self, topic: str, waited_ms: npt.NDArray[np.int64], redelivered: int
+    ) -> None:
+        """One dispatch pass of a priority topic: how long each delivery waited
+        from available to delivery (a priority topic has no due time to be late to)."""
+        self._kind(topic)  # the histogram is labelled at scrape time with this kind
+        self.priority_wait.observe(topic, waited_ms)
+        self.count(Event.DELIVERED, topic, len(waited_ms))
+        self.count(Event.REDELIVERED, topic, redelivered)
+
     def storage_op(self, operation: str, seconds: float, ok: bool) -> None:
         self.storage_seconds.labels(operation, "ok" if ok else "error").observe(seconds)
 
@@ -284,8 +302,11 @@ class Metrics:
         first event (a missing series reads as "no data", not as 0)."""
         if topic not in self._counters:
             self._topic_counters(topic)
-        self.lateness.labels(topic)
-        self.capped_lateness.labels(topic)
+        if self._kind(topic) == KIND_PRIORITY:
+            self.priority_wait.labels(topic)
+        else:
+            self.lateness.labels(topic)
+            self.capped_lateness.labels(topic)
 
     def forget_topic(self, topic: str) -> None:
         """Drop a topic's series (deleted, or its kind changed) so label sets do
@@ -295,6 +316,7 @@ class Metrics:
         self._counters.pop(topic, None)
         self.lateness.remove(topic)
         self.capped_lateness.remove(topic)
+        self.priority_wait.remove(topic)
         if kind is None:  # never labelled: no series to drop
             return
         per_topic = (*self.events.values(), self.lag, self.consumers, self.buckets)
