@@ -32,13 +32,21 @@ def test_counters_gauges_and_histograms_carry_the_kind() -> None:
     m.delivered("jobs", 1_000, np.array([999, 990], dtype=np.int64), 1)
     m.topic_gauges("jobs").lag.set(2.5)
     m.topic_gauges("jobs").messages[0].set(7)
+    m.delivered_by_priority("jobs", np.array([0, 3, 12], dtype=np.int64), 0)
     # Then each series is labelled with its topic's kind
     assert value(m, "dejaq_produced_total", topic="jobs", kind="priority") == 3
     assert value(m, "dejaq_produced_total", topic="reminders", kind="timeline") == 1
-    assert value(m, "dejaq_delivered_total", topic="jobs", kind="priority") == 2
+    assert value(m, "dejaq_delivered_total", topic="jobs", kind="priority") == 5
     assert value(m, "dejaq_redelivered_total", topic="jobs", kind="priority") == 1
     count = "dejaq_delivery_lateness_seconds_count"
     assert value(m, count, topic="jobs", kind="priority") == 2
+    waited = "dejaq_priority_wait_seconds_count"
+    assert value(m, waited, topic="jobs", kind="priority") == 3
+    # (a priority topic's series start with its wait histogram, a timeline's with lateness)
+    assert value(m, waited, topic="reminders", kind="timeline") is None
+    assert value(m, count, topic="reminders", kind="timeline") is None
+    m.touch_topic("reminders")
+    assert value(m, count, topic="reminders", kind="timeline") == 0
     assert value(m, "dejaq_lag_seconds", topic="jobs", kind="priority") == 2.5
     assert value(m, "dejaq_messages", topic="jobs", kind="priority", state="waiting") == 7
     # and none under the other kind.
