@@ -291,7 +291,7 @@ async def test_promote_leaves_dead_messages_and_tombstones_alone(storage: Storag
     # Given a message that died (expired) at its lease pass, and an acked one
     await given(
         storage,
-        ranked(topic, "doomed", 4, NOW - 50, expires_at=NOW - 1),
+        ranked(topic, "doomed", 4, NOW - 50, expires_at=NOW - 10),
         ranked(topic, "done", 5, NOW - 40),
     )
     leases = await lease(storage, NOW - 5)
