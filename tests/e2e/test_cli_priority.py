@@ -1,5 +1,5 @@
 """The ``dejaq`` command line on priority topics, a process per command against
-a broker on SQLite, as users run it."""
+a broker on memory, as users run it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.e2e.test_cli import Cli
 
 @pytest.fixture
 def cli(brokers: Brokers) -> Cli:
-    return Cli(brokers.get("sqlite").address)
+    return Cli(brokers.get("memory").address)
 
 
 def test_a_priority_topic_is_created_shown_and_listed_with_its_kind(
