@@ -6,7 +6,8 @@ order a backlog is received in.
   ``priority_s`` seconds, priorities mixed over ``priority_levels``; consumer
   processes (the plain loop) wait idle for them. The figure is received minus
   sent (one host, one clock): p50 / p99 / max, target p99 <= 2 ms on memory.
-  Apart, received minus the time the broker made each message available.
+  Apart, received minus the time the broker made each message available; and
+  for comparison the same sender on a timeline (due at once, priority 0).
 - backlog: ``priority_backlog`` messages of mixed priorities produced while no
   consumer is connected, then received by one consumer process. Every pair
   received less urgent first is an inversion (0 expected: strict priority
@@ -41,7 +42,11 @@ def bound_s(plan: Plan) -> float:
 
 
 async def run(ctx: Ctx) -> dict[str, Any]:
-    return {"latency": await latency(ctx), "backlog": await backlog(ctx)}
+    return {
+        "latency": await latency(ctx),
+        "timeline_latency": await latency(ctx, timeline=True),
+        "backlog": await backlog(ctx),
+    }
 
 
 def _settings(plan: Plan) -> TopicSettings:
@@ -63,16 +68,20 @@ async def _receive(ctx: Ctx, fleet: WorkerFleet, expected: int, deadline: float)
     return got
 
 
-async def latency(ctx: Ctx) -> dict[str, Any]:
+async def latency(ctx: Ctx, timeline: bool = False) -> dict[str, Any]:
+    """Sent one at a time to idle consumers; on a timeline (``timeline``) as a
+    baseline: due at once, all priority 0."""
     plan = ctx.plan
     prefix = "q-"
-    topic = await ctx.topic("priority-latency", _settings(plan))
+    levels = 1 if timeline else plan.priority_levels
+    label = "timeline-latency" if timeline else "priority-latency"
+    topic = await ctx.topic(label, TopicSettings() if timeline else _settings(plan))
     try:
         producer = await ctx.producer()
         fleet = await WorkerFleet(
             f"{ctx.backend}-priority", plan.consumers, consumer_main, ctx.broker.address, topic
         ).start()
-        command = ("trickle", topic, plan.priority_rate, plan.priority_s, plan.priority_levels)
+        command = ("trickle", topic, plan.priority_rate, plan.priority_s, levels)
         sending = asyncio.create_task(producer.ask((*command, prefix), bound_s(plan)))
         try:
             # Received while sent: the consumers are polled meanwhile, so their
@@ -104,7 +113,8 @@ async def latency(ctx: Ctx) -> dict[str, Any]:
     out: dict[str, Any] = {
         "rate": plan.priority_rate,
         "seconds": plan.priority_s,
-        "priorities": plan.priority_levels,
+        "kind": "timeline" if timeline else "priority",
+        "priorities": levels,
         "consumers": plan.consumers,
         "producer": produced,
         "delivered": len(records),
@@ -116,8 +126,8 @@ async def latency(ctx: Ctx) -> dict[str, Any]:
     }
     lat = out["latency"]
     ctx.log(
-        f"  priority: {len(records):,} sent one at a time at {plan.priority_rate}/s,"
-        f" {plan.priority_levels} priorities, {plan.consumers} idle consumers:"
+        f"  {out['kind']}: {len(records):,} sent one at a time at {plan.priority_rate}/s,"
+        f" {levels} priorities, {plan.consumers} idle consumers:"
         f" produce-to-receive p50 {lat.get('p50_ms')} ms, p99 {lat.get('p99_ms')} ms,"
         f" max {lat.get('max_ms')} ms"
     )

@@ -220,6 +220,7 @@ def priority_table(results: dict[str, Any]) -> str:
                     ms.get("p99_ms"),
                     ms.get("max_ms"),
                     dig(lat, "since_available", "p99_ms"),
+                    dig(r, "priority", "timeline_latency", "latency", "p99_ms"),
                     back.get("delivered"),
                     back.get("inversions"),
                     back.get("fifo_inversions"),
@@ -228,7 +229,8 @@ def priority_table(results: dict[str, Any]) -> str:
             )
     return table(
         "priority: sent one at a time, mixed priorities, idle consumer processes"
-        " (ms = received - sent; avail p99 = received - made available);"
+        " (ms = received - sent; avail p99 = received - made available; timeline p99:"
+        " the same sender on a timeline);"
         " backlog received by one consumer (inversions: pairs out of priority order)",
         [
             "",
@@ -238,6 +240,7 @@ def priority_table(results: dict[str, Any]) -> str:
             "p99",
             "max",
             "avail p99",
+            "timeline p99",
             "backlog",
             "inversions",
             "FIFO inv.",
