@@ -61,9 +61,19 @@ def topic_from_row(row: Sequence[Any]) -> Topic:
 
 def message_from_row(row: Sequence[Any]) -> Message:
     """A row holding the columns of ``Message`` in order (``dead`` as bool or 0/1)."""
-    id, ts, payload, version, deliveries, owner, bucket, md, expires_at, dead = row
+    id, ts, payload, version, deliveries, owner, bucket, md, expires_at, dead, priority = row
     return Message(
-        id, ts, bytes(payload), version, deliveries, owner, bucket, md, expires_at, bool(dead)
+        id,
+        ts,
+        bytes(payload),
+        version,
+        deliveries,
+        owner,
+        bucket,
+        md,
+        expires_at,
+        bool(dead),
+        priority,
     )
 
 
