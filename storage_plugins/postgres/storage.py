@@ -216,6 +216,7 @@ class PostgresStorage(Storage):
             (deleted,) = await _one(conn, sql.DELETE_TOPIC, {"topic": name})
             if deleted == 0:
                 raise _missing(name)
+        self._rankings.pop(name, None)
 
     async def _update_topic(self, topic: Topic) -> bool:
         params = (base.settings_json(topic), topic.name, topic.created_at_ms)
