@@ -328,9 +328,7 @@ class Storage(abc.ABC):
     ) -> Settled:
         """Reschedule a message that is not under a live lease; with ``payload``, also
         replace its payload, with ``priority`` its priority, in the same atomic step."""
-        return await self._timed(
-            "move", self._move(topic, id, version, at, now, payload, priority)
-        )
+        return await self._timed("move", self._move(topic, id, version, at, now, payload, priority))
 
     async def cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         """Delete a message that is not under a live lease."""

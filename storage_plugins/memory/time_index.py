@@ -19,6 +19,15 @@ the old one, which no longer matches its slot's timestamp, state or bucket
 (``current``), to be dropped when reached. A reused slot can make an old
 entry match again, so one message may have two current entries: readers
 count a slot once.
+
+The index of a priority topic's *ranks* (core/priority.py: negative
+timestamps, every one due) is a TimeIndex too, made ``all_due``: its horizon
+does not follow the clock but moves only as far as bringing its earliest entry
+into ``near`` needs (``fill``), so a backlog of ranked messages waits in the
+windows at 8 bytes each, like a timeline's future. The arithmetic holds for
+negative timestamps: shifts floor, masks take the low bits, so a key still
+orders by (timestamp, slot) and a window holds ``[index << bits, (index + 1)
+<< bits)``.
 """
 
 from __future__ import annotations
@@ -83,15 +92,17 @@ class TimeIndex:
         "_exact",
         "_first",
         "_levels",
+        "all_due",
         "bucket",
         "horizon",
         "near",
         "pending",
     )
 
-    def __init__(self, bucket: int, columns: Columns) -> None:
+    def __init__(self, bucket: int, columns: Columns, all_due: bool = False) -> None:
         self.bucket = bucket
         self._cols = columns
+        self.all_due = all_due  # an index of ranks: see ``fill``
         self.near: list[int] = []  # heap of timestamp << 32 | slot, every timestamp < horizon
         self.pending: deque[_Pulled] = deque()  # pulled windows not yet in near, in order
         self.horizon = FAR_PAST
@@ -174,6 +185,20 @@ class TimeIndex:
                 heapq.heappush(near, base + k)
         else:  # sorted: a heap already
             near.extend([base + k for k in chunk])
+
+    def fill(self) -> None:
+        """``top_up``; on an ``all_due`` index whose ``near`` ran dry, also move the
+        horizon just past the earliest entry of the windows, so that ``near[0]``
+        is the earliest entry of the whole index (None left only when empty)."""
+        self.top_up()
+        if not self.all_due:
+            return
+        while not self.near:
+            first = self.first()  # exact: the earliest current entry of the windows
+            if first is None:
+                return
+            self.advance(first)  # pulls that entry's window (first >= horizon)
+            self.top_up()
 
     def first(self) -> int | None:
         """The earliest timestamp of a current entry, or None."""

@@ -254,7 +254,9 @@ async def walk_against_the_model(seed: int, steps: int, window_ms: int = 0) -> N
                     expected.append(1)
                 else:
                     expected.append(0)
-                    model.recs[m.id] = Rec(m.timestamp, m.payload, m.bucket, *m[4:])
+                    model.recs[m.id] = Rec(
+                        m.timestamp, m.payload, m.bucket, m.max_deliveries, m.expires_at
+                    )
             assert [int(s) for s in statuses] == expected
         elif op <= 3:
             limit = rng.choice((1, 2, 5, 1_000))
