@@ -108,6 +108,6 @@ SMOKE = Plan(
     idle_s=1.0,
     wire_messages=5_000,
     priority_rate=200,
-    priority_s=2.0,
-    priority_backlog=1_000,
+    priority_s=1.0,
+    priority_backlog=500,
 )
