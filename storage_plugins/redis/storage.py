@@ -196,6 +196,7 @@ class RedisStorage(Storage):
         groups_ = info.by_home([m.id for m in messages])
         strays: set[tuple[int, int]] = set()  # (home slot, the bucket's own slot)
         inserts = []
+        any_priority = any(m.priority for m in messages)
         for home, indexes in groups_.items():
             s = info.slot(home)
             batch = [messages[i] for i in indexes]
@@ -213,6 +214,8 @@ class RedisStorage(Storage):
                 columns.decimals(m.max_deliveries for m in batch),
                 columns.decimals(m.expires_at for m in batch),
                 *columns.strings(m.payload for m in batch),
+                # Timelines (every priority 0) send none: the records then have no ``p``.
+                columns.decimals(m.priority for m in batch) if any_priority else "",
             )
             inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.tombs(s)), args))
         # Make strays findable from their bucket's slot before they exist.
@@ -233,6 +236,11 @@ class RedisStorage(Storage):
     async def _lease(self, request: LeaseRequest) -> Leases:
         return await self._registry.on_topic(
             request.topic, lambda info: leasing.lease(self._runner, info, request)
+        )
+
+    async def _promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int:
+        return await self._registry.on_topic(
+            topic, lambda info: leasing.promote(self._runner, info, buckets, now, limit)
         )
 
     async def _next_due(self, topic: str, buckets: Buckets) -> int | None:
@@ -305,21 +313,36 @@ class RedisStorage(Storage):
     # -- move / cancel --------------------------------------------------------
 
     async def _move(
-        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+        self,
+        topic: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes | None,
+        priority: int | None,
     ) -> Settled:
-        if payload is None:
-            return await self._mutate(topic, "move", id, version, at, now)
-        return await self._mutate(topic, "rewrite", id, version, at, now, payload)
+        mode = "move" if payload is None else "rewrite"
+        return await self._mutate(topic, mode, id, version, at, now, payload or b"", priority)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         return await self._mutate(topic, "cancel", id, version, 0, now)
 
     async def _mutate(
-        self, topic: str, mode: str, id: str, version: int, at: int, now: int, payload: bytes = b""
+        self,
+        topic: str,
+        mode: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes = b"",
+        priority: int | None = None,
     ) -> Settled:
         async def op(info: TopicEntry) -> Settled:
             s = info.slot(info.home(id))
-            args = (info.gen, s.prefix, mode, id, version, at, now, payload)
+            keep = "" if priority is None else priority
+            args = (info.gen, s.prefix, mode, id, version, at, now, payload, keep)
             call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.tombs(s)), args)
             [reply] = await self._runner.run([call])
             numbers, owners = body(reply)

@@ -53,14 +53,31 @@ end
 
 -- The record's fields, in the order of READ replies.
 local function fields(prefix, id)
-  return redis.call('HMGET', prefix .. K_RECORD .. id, 'ts', 'v', 'n', 'o', 'b', 'md', 'ex', 'dead')
+  return redis.call('HMGET', prefix .. K_RECORD .. id, 'ts', 'v', 'n', 'o', 'b', 'md', 'ex',
+                    'dead', 'p')
 end
 
 local function load(prefix, id)
   local r = fields(prefix, id)
   if not r[1] then return nil end
   return {ts = tonumber(r[1]), v = tonumber(r[2]), n = tonumber(r[3]), o = r[4], b = r[5],
-          md = tonumber(r[6]), ex = tonumber(r[7]), dead = r[8] == '1'}
+          md = tonumber(r[6]), ex = tonumber(r[7]), dead = r[8] == '1', p = tonumber(r[9]) or 0}
+end
+
+-- Set a record's priority (a decimal string): the field `p`, absent for 0.
+local function set_priority(key, priority)
+  if priority == '0' then
+    redis.call('HDEL', key, 'p')
+  else
+    redis.call('HSET', key, 'p', priority)
+  end
+end
+
+-- core.priority.rank, with its step, the topic's creation time and the base
+-- passed in by the caller (numbers: every term is an integer below 2^53, so
+-- exact), as exact decimal text.
+local function rank(priority, available_at, step, created_at, base)
+  return int(priority * step + (available_at - created_at) - base)
 end
 
 -- The heads index (keys.HEADS: bucket -> earliest score of its timeline) is
@@ -249,13 +266,14 @@ local function due_heads(heads, ranges, bound)
   return heap, buckets
 end
 
--- Merge the heap's timelines in score order up to `bound`, one member at a
--- time, until `visit(bucket, id, score)` has counted `want`; it returns
--- (stays, counts): whether the member stays in range on its timeline (later
--- reads skip it by offset) and whether it counts towards `want`. Each timeline
--- is read in chunks of about its fair share, so a merge of many interleaved
--- timelines costs a ZRANGE per chunk, not per member.
-local function walk(prefix, heap, bound, want, visit)
+-- Merge the heap's timelines in score order from `low` ('-inf', or a decimal:
+-- the heap's keys are then lower bounds) up to `bound`, one member at a time,
+-- until `visit(bucket, id, score)` has counted `want`; it returns (stays,
+-- counts): whether the member stays in range on its timeline (later reads skip
+-- it by offset) and whether it counts towards `want`. Each timeline is read in
+-- chunks of about its fair share, so a merge of many interleaved timelines
+-- costs a ZRANGE per chunk, not per member.
+local function walk(prefix, heap, low, bound, want, visit)
   local cursors, got = {}, 0
   local chunk = math.ceil(want / math.max(#heap, 1)) + 1
   while got < want and #heap > 0 do
@@ -268,7 +286,7 @@ local function walk(prefix, heap, bound, want, visit)
     if c.at > #c.reply then
       -- Every member read before has stayed (counted in `kept`) or left.
       local count = math.min(chunk, want - got)
-      c.reply = redis.call('ZRANGE', c.tl, '-inf', bound, 'BYSCORE', 'LIMIT', c.kept, count,
+      c.reply = redis.call('ZRANGE', c.tl, low, bound, 'BYSCORE', 'LIMIT', c.kept, count,
                            'WITHSCORES')
       c.at, c.full = 1, #c.reply == 2 * count
     end

@@ -8,8 +8,8 @@
 -- timelines (walking `heads`), until
 -- `quota` are delivered; dead letters do not count against the quota.
 -- Reply {OK, dead lettered, numbers, blob}: per delivery the numbers (bucket,
--- due timestamp, version, deliveries, id length, payload length), and the id
--- then the payload in the blob.
+-- due timestamp, version, deliveries, priority, id length, payload length),
+-- and the id then the payload in the blob.
 if not alive() then return {GONE} end
 if ARGV[9] == '1' and redis.call('SCARD', KEYS[6]) > 0 then return {STRAYS} end
 local prefix, now_s, quota, bound = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
@@ -34,7 +34,8 @@ local function visit(bucket, id)
   end
   local version, deliveries = rec.v + 1, rec.n + 1
   local payload = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''
-  push(numbers, bucket, int(rec.ts), int(version), int(deliveries), int(#id), int(#payload))
+  push(numbers, bucket, int(rec.ts), int(version), int(deliveries), int(rec.p), int(#id),
+       int(#payload))
   push(blob, id, payload)
   if fate == 'drop' then
     drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
@@ -56,7 +57,7 @@ local function visit(bucket, id)
 end
 
 local heap = due_heads(KEYS[2], asked(ARGV[10]), bound)
-walk(prefix, heap, bound, quota, visit)
+walk(prefix, heap, '-inf', bound, quota, visit)
 for bucket, entries in pairs(leased) do bulk('ZADD', timeline(prefix, bucket), entries) end
 bulk('ZADD', KEYS[3], owned)
 fix_heads(prefix, KEYS[2], changed)

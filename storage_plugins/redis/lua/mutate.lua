@@ -1,6 +1,6 @@
 -- KEYS: alive, heads, owned[, tombs: a cancel leaves a tombstone]. ARGV: gen, prefix,
 -- mode ('move' | 'rewrite' | 'cancel'), id, version, at, now, payload ('rewrite':
--- a move that also replaces the payload).
+-- a move that also replaces the payload), priority (a move's new one; '' keeps it).
 -- Reply {OK, 'code,version,timestamp', owners} as SETTLE's, for one item.
 if not alive() then return {GONE} end
 local prefix, mode, id, at = ARGV[2], ARGV[3], ARGV[4], ARGV[6]
@@ -17,6 +17,7 @@ else
   reschedule(prefix, KEYS[2], id, rec, at, changed)
   redis.call('HDEL', prefix .. K_RECORD .. id, 'o')
   redis.call('ZREM', KEYS[3], id)
+  if ARGV[9] ~= '' then set_priority(prefix .. K_RECORD .. id, ARGV[9]) end
   if mode == 'rewrite' then
     redis.call('SET', prefix .. K_PAYLOAD .. id, ARGV[8])
   end
