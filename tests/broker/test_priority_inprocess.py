@@ -20,6 +20,7 @@ from dejaq.core.model import KIND_PRIORITY, InsertStatus, TopicSettings
 from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
+from dejaq.storage_plugins.base import LeaseRequest
 
 from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
 
@@ -405,3 +406,27 @@ async def test_the_lag_gauge_never_reads_a_rank_as_an_age(
     gauges = broker.metrics.topic_gauges(T)
     assert gauges.lag._value.get() == 0
     assert gauges.messages[1]._value.get() == 1  # due
+
+
+@pytest.mark.parametrize("max_deliveries", [0, 1])
+async def test_a_hand_back_puts_a_message_back_at_its_rank(
+    broker: BrokerContext, clock: ManualClock, max_deliveries: int
+) -> None:
+    # Given a message leased for a consumer that left before it was sent (an
+    # at-most-once one is deleted as it is leased)
+    topic = await broker.topics.get(T)
+    batch = encode_messages([0], [b"p"], ["held"], [max_deliveries], priorities=[6])
+    await produce(broker, pb.ProduceRequest(topic=T, batch=batch))
+    ranked = (await broker.storage.get(T, "held")).timestamp
+    leases = await broker.storage.lease(LeaseRequest.of(T, None, clock.now, 10, LEASE, "gone"))
+    (held,) = leases.delivered
+    # When the dispatcher hands it back
+    await broker.dispatcher(topic).hand_back("gone", list(leases.delivered))
+    # Then it is available again at its own rank and priority, unleased
+    back = await broker.storage.get(T, "held")
+    assert (back.timestamp, back.priority, back.lease_owner) == (ranked, 6, None)
+    assert held.priority == 6
+    session = Session(broker, T, "c1", credits=10)
+    await settle_down()
+    assert [(d.id, d.priority, d.timestamp) for d in session.deliveries] == [("held", 6, clock.now)]
+    await session.close()
