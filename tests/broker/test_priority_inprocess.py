@@ -12,6 +12,7 @@ import pytest
 from dejaq.broker import control
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron_control
+from dejaq.broker.gauges import refresh
 from dejaq.broker.produce import produce
 from dejaq.core import priority
 from dejaq.core.errors import InvalidArgument, NotFound, WrongKind
@@ -19,6 +20,7 @@ from dejaq.core.model import KIND_PRIORITY, InsertStatus, TopicSettings
 from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
+from dejaq.storage_plugins.base import LeaseRequest
 
 from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
 
@@ -344,3 +346,87 @@ async def test_cron_entries_are_refused_on_a_priority_topic(broker: BrokerContex
     entry = pb.CronEntry(topic=T, id="tick", schedule="* * * * *", payload=b"x")
     with pytest.raises(WrongKind, match="cron entries go on timelines"):
         await cron_control.add(broker, entry)
+
+
+async def test_a_rate_cap_drains_a_backlog_in_priority_order(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given a cap of one delivery a millisecond and a backlog of mixed priorities
+    await control.update_topic(broker, pb.UpdateTopicRequest(name=T, max_rate=1000.0))
+    order = [6, 2, 9, 0, 2, 6, 0, 4]
+    for n, p in enumerate(order):
+        await send(broker, [f"m{n}"], [p])
+        clock.advance(1)
+    # When a consumer with room for all takes them as the cap allows
+    session = Session(broker, T, "c1", credits=100)
+    await settle_down()
+    for _ in range(40):
+        clock.advance(1)
+        await settle_down()
+    # Then all came, most urgent first, and their wait is measured (not as lateness)
+    assert [d.priority for d in session.deliveries] == sorted(order)
+    assert session.ids[:2] == ["m3", "m6"]
+    assert broker.metrics.priority_wait._series[T].counts.sum() == len(order)
+    assert not broker.metrics.capped_lateness._series.get(T) or not any(
+        broker.metrics.capped_lateness._series[T].counts
+    )
+    await session.close()
+
+
+async def test_a_dispatcher_promotes_and_leases_only_its_own_buckets(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given messages whose not-before time has come, in every bucket
+    ids = [f"b-{n}" for n in range(40)]
+    await send(broker, ids, [1] * len(ids), [clock.now + 5] * len(ids))
+    clock.advance(5)
+    mine = frozenset(range(4))  # of 8: another broker's consumers own the rest
+    topic = await broker.topics.get(T)
+    # When a dispatcher of this broker serves only buckets 0..3 (as in a cluster)
+    broker.coordinator.buckets = lambda name: mine  # type: ignore[method-assign]
+    session = Session(broker, T, "c1", credits=100)
+    await settle_down()
+    # Then it delivered exactly the messages of its buckets, and left the others
+    # where they were: not ranked (not available-looking) by a broker that does
+    # not serve them
+    stored = {i: await broker.storage.get(T, i) for i in ids}
+    ours = {i for i, m in stored.items() if m.bucket in mine}
+    assert set(session.ids) == ours and ours
+    assert all(stored[i].timestamp == clock.now for i in ids if i not in ours)
+    assert topic.settings.buckets == 8
+    await session.close()
+
+
+async def test_the_lag_gauge_never_reads_a_rank_as_an_age(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    await send(broker, ["waiting"], [3])
+    clock.advance(2)
+    await refresh(broker)
+    gauges = broker.metrics.topic_gauges(T)
+    assert gauges.lag._value.get() == 0
+    assert gauges.messages[1]._value.get() == 1  # due
+
+
+@pytest.mark.parametrize("max_deliveries", [0, 1])
+async def test_a_hand_back_puts_a_message_back_at_its_rank(
+    broker: BrokerContext, clock: ManualClock, max_deliveries: int
+) -> None:
+    # Given a message leased for a consumer that left before it was sent (an
+    # at-most-once one is deleted as it is leased)
+    topic = await broker.topics.get(T)
+    batch = encode_messages([0], [b"p"], ["held"], [max_deliveries], priorities=[6])
+    await produce(broker, pb.ProduceRequest(topic=T, batch=batch))
+    ranked = (await broker.storage.get(T, "held")).timestamp
+    leases = await broker.storage.lease(LeaseRequest.of(T, None, clock.now, 10, LEASE, "gone"))
+    (held,) = leases.delivered
+    # When the dispatcher hands it back
+    await broker.dispatcher(topic).hand_back("gone", list(leases.delivered))
+    # Then it is available again at its own rank and priority, unleased
+    back = await broker.storage.get(T, "held")
+    assert (back.timestamp, back.priority, back.lease_owner) == (ranked, 6, None)
+    assert held.priority == 6
+    session = Session(broker, T, "c1", credits=10)
+    await settle_down()
+    assert [(d.id, d.priority, d.timestamp) for d in session.deliveries] == [("held", 6, clock.now)]
+    await session.close()
