@@ -193,7 +193,7 @@ class Timeline:
                 pop(near)
                 keys.append(key)
                 lanes_of.append(b)
-                if lane.pending or (lane.all_due and not near):
+                if lane.pending or (not near and lane.all_due):
                     lane.fill()
                 if near and near[0] <= bound:
                     replace(tops, (near[0], b, near, lane))
@@ -430,7 +430,7 @@ class Timeline:
         self._set_owner(slots, owner, ids)
         c.timestamp[slots] = at
         c.version[slots] += 1
-        if not isinstance(at, int):
+        if isinstance(at, np.ndarray):
             self._push(c.bucket[slots].astype(np.int64), at, slots)
             return
         lanes = self.lanes
