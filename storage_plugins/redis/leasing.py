@@ -47,11 +47,11 @@ Taken = list[tuple[int, LeasedMessage]]  # (bucket, delivery)
 
 
 class Span(NamedTuple):
-    """The scores a pass takes, from ``low`` up to its bound, and the slot's
-    index (bucket -> a lower bound of its first such score) that finds them."""
+    """The scores a pass takes, from ``low`` up to its bound, and ``key``: the
+    slot's index that finds them (bucket -> a lower bound of its first one)."""
 
     low: str
-    index: Callable[[Slot], str]
+    key: Callable[[Slot], str]
 
 
 # A lease takes any due score, found by ``heads``; a promote the timestamps of
@@ -257,7 +257,7 @@ async def _peek(
         s = info.slot(index)
         homes = "1" if with_homes else "0"
         args = (info.gen, s.prefix, max_score, sample, homes, asked, span.low)
-        calls.append(Call(lua.PEEK, (s.alive, span.index(s), s.stray_homes), args))
+        calls.append(Call(lua.PEEK, (s.alive, span.key(s), s.stray_homes), args))
     peeks = {}
     for index, reply in zip(slots, await runner.run(calls), strict=True):
         due, homes, scores = body(reply)

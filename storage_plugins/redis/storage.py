@@ -90,10 +90,13 @@ class RedisStorage(Storage):
     O(log n) per message (plus, per bucket touched, keeping the heads index).
     lease — one script per slot asked, walking the heads of the asked buckets
     in time order (``leasing``); next_due — one script per slot asked, reading
-    the first asked entry of its heads. counts — one script per slot, a ZCARD
-    and a ZCOUNT per non-empty timeline, no record read. release — reads the
-    records of the slot's leased messages (``owned``) only. list_dead — up to
-    ``limit`` ids from every slot, then the records of the first ``limit``.
+    the first asked entry of its heads. promote (priority topics) — as a lease,
+    walking the slot's ``waits`` index instead, so only timelines that may hold
+    an available message are read, however many messages wait ranked. counts —
+    one script per slot, a ZCARD and a ZCOUNT per non-empty timeline, no record
+    read. release — reads the records of the slot's leased messages (``owned``)
+    only. list_dead — up to ``limit`` ids from every slot, then the records of
+    the first ``limit``.
     redrive-all, purge, delete_topic — one script per slot, linear in what they
     change (delete_topic blocks the server while a slot is deleted).
 
