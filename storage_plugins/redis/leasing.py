@@ -17,7 +17,8 @@ fair share). So a pass costs O(slots asked) scripts, never O(buckets).
 A priority topic's pass first promotes (``promote``): the messages of the
 asked buckets that became available (timestamps from 0 to now; ranks are
 negative) move to their rank, oldest first, by the same walk and, over several
-slots, the same peek-and-plan rounds.
+slots, the same peek-and-plan rounds, found through the slot's ``waits`` index
+instead of ``heads`` (``keys``): timelines holding only ranks are never read.
 """
 
 from __future__ import annotations
