@@ -102,6 +102,7 @@ class Due(NamedTuple):
     deliveries: int
     max_deliveries: int
     expires_at: int
+    priority: int
 
 
 # -- insert -------------------------------------------------------------------
@@ -154,7 +155,9 @@ def plan_lease(rows: Iterable[Due], now: int, max_deliveries: int) -> LeasePlan:
 
 def delivery(row: Due, payload: bytes) -> LeasedMessage:
     """The delivery of a planned row: its due time, the bumped version and count."""
-    return LeasedMessage(row.id, row.ts, bytes(payload), row.version + 1, row.deliveries + 1)
+    return LeasedMessage(
+        row.id, row.ts, bytes(payload), row.version + 1, row.deliveries + 1, row.priority
+    )
 
 
 # -- ack / extend / nack ------------------------------------------------------

@@ -54,9 +54,11 @@ class MemoryStorage(Storage):
     restart, and only one broker process can use it.
 
     Sized for millions of waiting messages (about 215 bytes each with a
-    26-byte id and a 100-byte payload, at 1M and at 10M; a tombstone, kept for
-    the topic's dedup window after a delete, about 113: its slot's columns,
-    65, the id's row in the arena, 32, its place in the id table, ~8, and in
+    26-byte id and a 100-byte payload, at 1M and at 10M, measured before the
+    2-byte priority column came; a priority topic's backlog at its ranks costs
+    the same, tests/storage_plugins/test_memory_priority.py; a tombstone, kept for
+    the topic's dedup window after a delete, about 115: its slot's columns,
+    67, the id's row in the arena, 32, its place in the id table, ~8, and in
     ``Graves``, 8) and for batches of
     thousands per call. Each topic (``Timeline``) keeps its messages' fields in
     numpy columns indexed by slot (``Columns``), their ids and payloads in a

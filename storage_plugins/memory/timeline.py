@@ -193,7 +193,7 @@ class Timeline:
                 pop(near)
                 keys.append(key)
                 lanes_of.append(b)
-                if lane.pending or (lane.all_due and not near):
+                if lane.pending or (not near and lane.all_due):
                     lane.fill()
                 if near and near[0] <= bound:
                     replace(tops, (near[0], b, near, lane))

@@ -4,6 +4,7 @@ priority; ``promote`` ranks the messages that became available."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -487,3 +488,45 @@ async def test_the_rank_round_trips_exactly_at_the_extremes(
         now,
         now + 7,
     ]
+
+
+# -- races ----------------------------------------------------------------------
+
+
+async def test_concurrent_promotes_rank_each_message_once(storage: Storage) -> None:
+    # Given 300 messages become available over 8 buckets
+    topic = await given_priority_topic(storage, buckets=8)
+    await given(storage, *(pending(f"m{i:03d}", i % 10, NOW - i, bucket=i % 8) for i in range(300)))
+    # When four dispatchers promote at once
+    promoted = await asyncio.gather(*(storage.promote(P, None, NOW, 100) for _ in range(4)))
+    # Then each message was ranked exactly once, at its own rank
+    assert sum(promoted) == 300
+    for i in range(300):
+        m = await storage.get(P, f"m{i:03d}")
+        assert (m.timestamp, m.version) == (prio.rank(topic, i % 10, NOW - i), 2)
+    assert await storage.counts(P, NOW) == Counts(due=300)
+
+
+async def test_two_instances_promote_and_lease_without_sharing_a_message(
+    two_storages: tuple[Storage, Storage],
+) -> None:
+    first, second = two_storages
+    await given_priority_topic(first, buckets=4)
+    await given(first, *(pending(f"m{i:03d}", i % 3, NOW - i, bucket=i % 4) for i in range(200)))
+
+    async def dispatch(storage: Storage, owner: str) -> list[str]:
+        taken: list[str] = []
+        while True:
+            await storage.promote(P, None, NOW, 30)
+            got = ids(await lease(storage, limit=30, owner=owner))
+            if not got:
+                return taken
+            taken += got
+
+    a, b = await asyncio.gather(dispatch(first, C1), dispatch(second, C2))
+    assert len(a) + len(b) == len(set(a) | set(b)) == 200
+    assert await first.counts(P, NOW) == Counts(leased=200)
+    for i in range(200):
+        m = await second.get(P, f"m{i:03d}")
+        assert (m.deliveries, m.priority) == (1, i % 3)
+        assert m.lease_owner == (C1 if m.id in a else C2)
