@@ -351,7 +351,9 @@ async def test_the_heads_index_stays_exact_through_promotes(
         now, n = topic.created_at_ms + 1000, 0
         held: list[tuple[str, int]] = []
         for step in range(300):
-            action = rng.choice(["insert", "promote", "promote", "lease", "settle", "move"])
+            action = rng.choice(
+                ["insert", "promote", "promote", "lease", "settle", "move", "release", "redrive"]
+            )
             if action == "insert":
                 batch = []
                 for _ in range(rng.randrange(1, 4)):
@@ -369,6 +371,11 @@ async def test_the_heads_index_stays_exact_through_promotes(
             elif action == "settle":
                 items = [held.pop(rng.randrange(len(held))) for _ in range(min(2, len(held)))]
                 await storage.nack(T, items, "c1", now + rng.randrange(0, 30), 3)
+            elif action == "release":
+                await storage.release(T, "c1", now)
+                held.clear()
+            elif action == "redrive":
+                await storage.redrive(T, None, now)
             elif n:
                 with contextlib.suppress(DejaqError):
                     m = await storage.get(T, f"m{rng.randrange(1, n + 1)}")
