@@ -328,8 +328,8 @@ class PostgresStorage(Storage):
                     if tries == _RANKING_TRIES:
                         raise StorageError(f"postgres: topic {topic!r} kept changing")
                     continue
-                promoted += moved
-                skipped = candidates - moved
+                promoted += int(moved)
+                skipped = int(candidates) - int(moved)
                 if promoted >= limit or candidates < window:
                     return promoted
 
