@@ -343,11 +343,11 @@ NEXT_DUE_IN_BUCKETS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(
 
 # -- promote (priority topics) ----------------------------------------------------
 #
-# One statement, whatever the number of buckets, shaped as a lease pass: the
-# oldest ``limit`` live rows with 0 <= ts <= now (not-before or nack delay
+# One statement, whatever the number of buckets, shaped as a lease pass: of the
+# oldest ``window`` live rows with 0 <= ts <= now (not-before or nack delay
 # come, lease run out; ranks are negative) — from the whole topic or merged
-# from a bounded seek per bucket — locked ``FOR UPDATE SKIP LOCKED`` and
-# rechecked, then moved to their rank, unowned, version + 1. The rank is
+# from a bounded seek per bucket — up to ``limit`` locked ``FOR UPDATE SKIP
+# LOCKED`` and rechecked, then moved to their rank, unowned, version + 1. The rank is
 # core.priority.rank; its step, the topic's creation time and the base are
 # parameters from Python. The caller's view of the topic (creation time and
 # settings as stored) must still be the stored one, or nothing is written:
@@ -356,13 +356,13 @@ NEXT_DUE_IN_BUCKETS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(
 _AVAILABLE = "NOT dead AND ts >= 0 AND ts <= %(now)s"
 _AVAILABLE_OF_TOPIC = f"""SELECT ctid, ts FROM dejaq_messages
         WHERE topic = %(topic)s AND {_AVAILABLE}
-        ORDER BY ts LIMIT %(limit)s"""
+        ORDER BY ts LIMIT %(window)s"""
 _AVAILABLE_OF_BUCKETS = f"""SELECT c.ctid, c.ts FROM unnest(%(buckets)s::int[]) AS b (bucket)
         CROSS JOIN LATERAL (
             SELECT ctid, ts FROM dejaq_messages
             WHERE topic = %(topic)s AND bucket = b.bucket AND {_AVAILABLE}
-            ORDER BY ts LIMIT %(limit)s) AS c
-        ORDER BY c.ts LIMIT %(limit)s"""
+            ORDER BY ts LIMIT %(window)s) AS c
+        ORDER BY c.ts LIMIT %(window)s"""
 _PROMOTE = """WITH t AS MATERIALIZED (
         SELECT FROM dejaq_topics WHERE name = %(topic)s
             AND created_at_ms = %(created_at)s AND settings = %(settings)s::jsonb),
@@ -382,9 +382,10 @@ _PROMOTE = """WITH t AS MATERIALIZED (
             version = m.version + 1
         FROM locked AS l WHERE m.ctid = l.tid
         RETURNING 1)
-    SELECT EXISTS (SELECT FROM t), (SELECT count(*) FROM promoted)"""
-# (topic, created_at, settings JSON as stored, now, limit, step, base [, buckets]):
-# (matched, promoted)
+    SELECT EXISTS (SELECT FROM t), (SELECT count(*) FROM candidates),
+        (SELECT count(*) FROM promoted)"""
+# (topic, created_at, settings JSON as stored, now, window, limit, step, base
+# [, buckets]): (matched, candidates, promoted)
 PROMOTE_TOPIC = _PROMOTE.format(candidates=_AVAILABLE_OF_TOPIC)
 PROMOTE_BUCKETS = _PROMOTE.format(candidates=_AVAILABLE_OF_BUCKETS)
 

@@ -309,16 +309,29 @@ class PostgresStorage(Storage):
             "topic": topic,
             "buckets": None if buckets is None else sorted({int(b) for b in buckets}),
             "now": now,
-            "limit": limit,
         }
+        promoted = 0
+        skipped = 0  # available rows another transaction held: look past them next time
+        tries = 0
         async with self._pool.connection() as conn:
-            for _ in range(_RANKING_TRIES):
+            # As a lease pass: rows locked by another promoter (or a settle) are
+            # skipped, so promote again until the limit or nothing available is left.
+            while True:
                 ranking = self._rankings.get(topic) or await self._ranking(conn, topic)
-                matched, promoted = await _one(conn, statement, params | ranking.params)
-                if matched:
-                    return int(promoted)
-                self._rankings.pop(topic, None)  # changed since read: read it again
-        raise StorageError(f"postgres: topic {topic!r} kept changing while promoted")
+                wanted = limit - promoted
+                window = wanted + skipped
+                run = params | ranking.params | {"limit": wanted, "window": window}
+                matched, candidates, moved = await _one(conn, statement, run)
+                if not matched:
+                    self._rankings.pop(topic, None)  # changed since read: read it again
+                    tries += 1
+                    if tries == _RANKING_TRIES:
+                        raise StorageError(f"postgres: topic {topic!r} kept changing")
+                    continue
+                promoted += int(moved)
+                skipped = int(candidates) - int(moved)
+                if promoted >= limit or candidates < window:
+                    return promoted
 
     async def _ranking(self, conn: Conn, topic: str) -> Ranking:
         """The ranking parameters of ``topic`` as stored now (and cached)."""

@@ -17,7 +17,8 @@ fair share). So a pass costs O(slots asked) scripts, never O(buckets).
 A priority topic's pass first promotes (``promote``): the messages of the
 asked buckets that became available (timestamps from 0 to now; ranks are
 negative) move to their rank, oldest first, by the same walk and, over several
-slots, the same peek-and-plan rounds.
+slots, the same peek-and-plan rounds, found through the slot's ``waits`` index
+instead of ``heads`` (``keys``): timelines holding only ranks are never read.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Leases
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.keys import Slot
 from dejaq.storage_plugins.redis.registry import TopicEntry
 from dejaq.storage_plugins.redis.replies import body, groups, ints
 from dejaq.storage_plugins.redis.scripts import Call, Runner
@@ -45,10 +47,18 @@ MAX_LEASE_ROUNDS = 16  # a bound, should concurrent leasers keep taking what we 
 Taken = list[tuple[int, LeasedMessage]]  # (bucket, delivery)
 
 
-# The scores a pass takes from: a lease any due one; a promote the timestamps
-# of messages not yet ranked (ranks are negative: core.priority).
-ANY_SCORE = "-inf"
-AVAILABLE = "0"
+class Span(NamedTuple):
+    """The scores a pass takes, from ``low`` up to its bound, and ``key``: the
+    slot's index that finds them (bucket -> a lower bound of its first one)."""
+
+    low: str
+    key: Callable[[Slot], str]
+
+
+# A lease takes any due score, found by ``heads``; a promote the timestamps of
+# messages not yet ranked (ranks are negative: core.priority), by ``waits``.
+DUE = Span("-inf", lambda s: s.heads)
+AVAILABLE = Span("0", lambda s: s.waits)
 
 
 class Peek(NamedTuple):
@@ -77,7 +87,7 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
         dead += taken[1]
         return len(taken[0])
 
-    await _merged(runner, info, slots, asked, ANY_SCORE, bound, limit, take)
+    await _merged(runner, info, slots, asked, DUE, bound, limit, take)
     return _leases(out, until, dead)
 
 
@@ -96,7 +106,8 @@ async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, 
         for index, quota in quotas.items():
             s = info.slot(index)
             args = (info.gen, s.prefix, quota, bound, "1" if solo else "0", asked, *ranking)
-            calls.append(Call(lua.PROMOTE, (s.alive, s.heads, s.owned, s.stray_homes), args))
+            keys_ = (s.alive, s.heads, s.owned, s.stray_homes, s.waits)
+            calls.append(Call(lua.PROMOTE, keys_, args))
         promoted = 0
         for reply in await runner.run(calls):
             if reply[0] == lua.STRAYS:
@@ -145,16 +156,16 @@ async def _merged(
     info: TopicEntry,
     slots: Sequence[int],
     asked: str,
-    low: str,
+    span: Span,
     bound: int,
     limit: int,
     take: Callable[[dict[int, int], int], Awaitable[int]],
 ) -> int:
-    """Over several slots, in score order from ``low`` to ``bound``: peek, plan
+    """Over several slots, in score order over ``span`` up to ``bound``: peek, plan
     quotas, ``take(quotas, exact bound)`` (how many it took), in rounds until
     ``limit`` are taken or none is left; how many were taken."""
     got = 0
-    peeks = await _survey(runner, info, slots, asked, low, str(bound), _sample(limit, len(slots)))
+    peeks = await _survey(runner, info, slots, asked, span, str(bound), _sample(limit, len(slots)))
     for _ in range(MAX_LEASE_ROUNDS):
         due = {slot: p for slot, p in peeks.items() if p.due}
         if not due:
@@ -164,7 +175,7 @@ async def _merged(
         if complete or got >= limit:
             break
         sample = _sample(limit - got, len(due))
-        peeks = await _peek(runner, info, list(due), asked, low, str(bound), sample, False)
+        peeks = await _peek(runner, info, list(due), asked, span, str(bound), sample, False)
     return got
 
 
@@ -192,7 +203,7 @@ async def _take(
         calls.append(
             Call(
                 lua.LEASE,
-                (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, *info.tombs(s)),
+                (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, *info.optional(s)),
                 (*args, request.max_deliveries, "1" if solo else "0", asked),
             )
         )
@@ -220,15 +231,15 @@ async def _survey(
     info: TopicEntry,
     slots: Sequence[int],
     asked: str,
-    min_score: str,
+    span: Span,
     max_score: str,
     sample: int,
 ) -> dict[int, Peek]:
     """Peek ``slots``, then the other slots that hold strays of their buckets."""
-    peeks = await _peek(runner, info, slots, asked, min_score, max_score, sample, with_homes=True)
+    peeks = await _peek(runner, info, slots, asked, span, max_score, sample, with_homes=True)
     strays = sorted({home for p in peeks.values() for home in p.homes} - set(slots))
     if strays:
-        peeks.update(await _peek(runner, info, strays, asked, min_score, max_score, sample, False))
+        peeks.update(await _peek(runner, info, strays, asked, span, max_score, sample, False))
     return peeks
 
 
@@ -237,7 +248,7 @@ async def _peek(
     info: TopicEntry,
     slots: Sequence[int],
     asked: str,
-    min_score: str,
+    span: Span,
     max_score: str,
     sample: int,
     with_homes: bool,
@@ -246,8 +257,8 @@ async def _peek(
     for index in slots:
         s = info.slot(index)
         homes = "1" if with_homes else "0"
-        args = (info.gen, s.prefix, max_score, sample, homes, asked, min_score)
-        calls.append(Call(lua.PEEK, (s.alive, s.heads, s.stray_homes), args))
+        args = (info.gen, s.prefix, max_score, sample, homes, asked, span.low)
+        calls.append(Call(lua.PEEK, (s.alive, span.key(s), s.stray_homes), args))
     peeks = {}
     for index, reply in zip(slots, await runner.run(calls), strict=True):
         due, homes, scores = body(reply)

@@ -7,7 +7,9 @@ KEYS, ARGV and reply.
 Conventions. ``KEYS[1]`` is always the slot's ``alive`` key and ``ARGV[1]`` the
 topic generation the caller believes in: a script whose topic is gone (or
 re-created) answers ``{GONE}`` before touching anything. ``ARGV[2]`` is the slot
-prefix from which per-message keys are built. Replies start with a status
+prefix from which per-message keys are built. Keys a call may or may not need
+(``tombs``: the topic keeps tombstones; ``waits``: it is a priority topic) come
+last and are found by name (``optional`` in ``helpers.lua``). Replies start with a status
 (``OK``). Timestamps travel as decimal strings and are written back as given:
 Lua's own number-to-string (``tostring``, ``..``) keeps only 14 digits, so
 numbers are formatted with ``int`` (``%d``: exact to 2^63).

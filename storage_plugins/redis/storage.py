@@ -90,10 +90,13 @@ class RedisStorage(Storage):
     O(log n) per message (plus, per bucket touched, keeping the heads index).
     lease — one script per slot asked, walking the heads of the asked buckets
     in time order (``leasing``); next_due — one script per slot asked, reading
-    the first asked entry of its heads. counts — one script per slot, a ZCARD
-    and a ZCOUNT per non-empty timeline, no record read. release — reads the
-    records of the slot's leased messages (``owned``) only. list_dead — up to
-    ``limit`` ids from every slot, then the records of the first ``limit``.
+    the first asked entry of its heads. promote (priority topics) — as a lease,
+    walking the slot's ``waits`` index instead, so only timelines that may hold
+    an available message are read, however many messages wait ranked. counts —
+    one script per slot, a ZCARD and a ZCOUNT per non-empty timeline, no record
+    read. release — reads the records of the slot's leased messages (``owned``)
+    only. list_dead — up to ``limit`` ids from every slot, then the records of
+    the first ``limit``.
     redrive-all, purge, delete_topic — one script per slot, linear in what they
     change (delete_topic blocks the server while a slot is deleted).
 
@@ -217,7 +220,7 @@ class RedisStorage(Storage):
                 # Timelines (every priority 0) send none: the records then have no ``p``.
                 columns.decimals(m.priority for m in batch) if any_priority else "",
             )
-            inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.tombs(s)), args))
+            inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.optional(s)), args))
         # Make strays findable from their bucket's slot before they exist.
         pointers = [
             Call(None, (), ("SADD", info.slot(own).stray_homes, home))
@@ -289,7 +292,7 @@ class RedisStorage(Storage):
                 args.append(columns.decimals(items[i][1] for i in indexes))
                 if dues:
                     args.append(columns.decimals(dues[i] for i in indexes))
-                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.tombs(s))
+                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.optional(s))
                 calls.append(Call(lua.SETTLE, keys_, args))
             out: list[Outcome | None] = [None] * len(items)
             replies = await self._runner.run(calls)
@@ -343,7 +346,7 @@ class RedisStorage(Storage):
             s = info.slot(info.home(id))
             keep = "" if priority is None else priority
             args = (info.gen, s.prefix, mode, id, version, at, now, payload, keep)
-            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.tombs(s)), args)
+            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.optional(s)), args)
             [reply] = await self._runner.run([call])
             numbers, owners = body(reply)
             [(code, version_now, ts)] = groups(numbers, lua.SETTLED_ITEM)
@@ -376,7 +379,9 @@ class RedisStorage(Storage):
                 self._runner,
                 info,
                 lambda s: Call(
-                    lua.RELEASE, (s.alive, s.heads, s.owned), (info.gen, s.prefix, owner, now)
+                    lua.RELEASE,
+                    (s.alive, s.heads, s.owned, *info.optional(s)),
+                    (info.gen, s.prefix, owner, now),
                 ),
             )
             return sum(released for [released] in replies)

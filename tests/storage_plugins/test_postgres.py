@@ -279,13 +279,13 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
     "promote_topic": (
         sql.PROMOTE_TOPIC,
         {"topic": T, "created_at": 7, "settings": '{"buckets": 64}', "now": NOW, "limit": 100}
-        | {"step": 1 << 35, "base": 1 << 46},
+        | {"window": 100, "step": 1 << 35, "base": 1 << 46},
         "dejaq_messages_time",
     ),
     "promote_buckets": (
         sql.PROMOTE_BUCKETS,
         {"topic": T, "buckets": list(range(64)), "created_at": 7, "settings": '{"buckets": 64}'}
-        | {"now": NOW, "limit": 100, "step": 1 << 35, "base": 1 << 46},
+        | {"now": NOW, "limit": 100, "window": 100, "step": 1 << 35, "base": 1 << 46},
         "dejaq_messages_due",
     ),
     "lock_states": (

@@ -141,3 +141,30 @@ async def test_promote_goes_on_after_another_broker_changes_a_setting(url: str) 
         await a.insert(T, [NewMessage("y", NOW - 3, b"", 2, priority=4)])
         assert await a.promote(T, [2], NOW, 10) == 1
         assert (await a.get(T, "y")).timestamp == priority.rank(topic, 4, NOW - 3)
+
+
+async def test_promote_looks_past_rows_another_transaction_holds(url: str) -> None:
+    async with opened(url) as storage:
+        # given ten available messages, the three oldest locked by another transaction
+        topic = priority_topic()
+        await storage.create_topic(topic)
+        await storage.insert(T, [NewMessage(f"m{i}", NOW - 10 + i, b"", 0) for i in range(10)])
+        async with await psycopg.AsyncConnection.connect(url) as other:
+            async with other.transaction():
+                await other.execute(
+                    "SELECT 1 FROM dejaq_messages WHERE topic = %s AND id = ANY (%s) FOR UPDATE",
+                    (T, ["m0", "m1", "m2"]),
+                )
+                # when a promote of five runs meanwhile
+                assert await storage.promote(T, None, NOW, 5) == 5
+                # then it ranked the next five oldest, not waiting and not stopping short
+                ranked = {
+                    f"m{i}" for i in range(10) if (await storage.get(T, f"m{i}")).timestamp < 0
+                }
+                assert ranked == {f"m{i}" for i in range(3, 8)}
+        # and once they are free, the next promote takes the rest
+        assert await storage.promote(T, None, NOW, 10) == 5
+        for i in range(10):
+            assert (await storage.get(T, f"m{i}")).timestamp == priority.rank(
+                topic, 0, NOW - 10 + i
+            )

@@ -189,6 +189,67 @@ def recorded(server: RedisServer, ids: list[str], slots: int, buckets: int) -> d
         return {id: int(ts) for id, ts in zip(ids, pipe.execute(), strict=True)}
 
 
+def waits_and_timelines(
+    server: RedisServer, slots: int
+) -> dict[int, tuple[dict[int, int], dict[int, int]]]:
+    """Per slot: its waits index, and each timeline's first score >= 0, read raw."""
+    out = {}
+    with server.client() as client:
+        for i in range(slots):
+            slot = redis_keys.Slot(T, i)
+            waits = {int(b): int(s) for b, s in client.zrange(slot.waits, 0, -1, withscores=True)}
+            unranked = {}
+            for key in client.keys(slot.timeline(0)[:-1] + "*"):
+                first = client.zrangebyscore(key, 0, "+inf", start=0, num=1, withscores=True)
+                if first:
+                    unranked[int(key.decode().rsplit(":", 1)[1])] = int(first[0][1])
+            out[i] = (waits, unranked)
+    return out
+
+
+def commands_run(server: RedisServer, name: str) -> int:
+    """How many times ``name`` ran, scripts' calls included, since the last reset."""
+    with server.client() as client:
+        stats = client.info("commandstats")
+    return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+async def test_an_idle_promote_reads_no_timeline_however_many_are_ranked(
+    server: RedisServer,
+) -> None:
+    # given 1,024 buckets, each with ranked messages (a backlog) and one not
+    # available for a long while, and a promote that saw them all once
+    topic = priority_topic(buckets=1024)
+    now = topic.created_at_ms + 100
+    async with opened(server.url) as storage:
+        await storage.create_topic(topic)
+        batch = [
+            NewMessage(f"m{b}-{k}", priority.rank(topic, k, now), b"", b, priority=k)
+            for b in range(1024)
+            for k in (0, 1)
+        ]
+        batch += [NewMessage(f"later{b}", now + 10**6, b"", b) for b in range(1024)]
+        await storage.insert(T, batch)
+        assert await storage.promote(T, None, now, 100) == 0
+        with server.client() as client:
+            client.config_resetstat()
+        # when promote runs again, with nothing available
+        assert await storage.promote(T, None, now + 5, 100) == 0
+        # then it read no timeline: the waits index says none has anything
+        assert commands_run(server, "zrange") == 1  # the waits index itself
+        # and when leases that were acked leave their (stale) expiry in waits
+        leases = await storage.lease(LeaseRequest.of(T, None, now, 50, LEASE, "c1"))
+        acked = await storage.ack(T, [(d.id, d.version) for d in leases.delivered], "c1", now)
+        assert not any(isinstance(a, DejaqError) for a in acked)
+        later = now + LEASE + 1
+        # then the first promote after that time reads those timelines once
+        assert await storage.promote(T, None, later, 100) == 0
+        with server.client() as client:
+            client.config_resetstat()
+        assert await storage.promote(T, None, later, 100) == 0
+        assert commands_run(server, "zrange") == 1
+
+
 def scripts_run(server: RedisServer) -> int:
     with server.client() as client:
         stats = client.info("commandstats")
@@ -290,7 +351,9 @@ async def test_the_heads_index_stays_exact_through_promotes(
         now, n = topic.created_at_ms + 1000, 0
         held: list[tuple[str, int]] = []
         for step in range(300):
-            action = rng.choice(["insert", "promote", "promote", "lease", "settle", "move"])
+            action = rng.choice(
+                ["insert", "promote", "promote", "lease", "settle", "move", "release", "redrive"]
+            )
             if action == "insert":
                 batch = []
                 for _ in range(rng.randrange(1, 4)):
@@ -308,6 +371,11 @@ async def test_the_heads_index_stays_exact_through_promotes(
             elif action == "settle":
                 items = [held.pop(rng.randrange(len(held))) for _ in range(min(2, len(held)))]
                 await storage.nack(T, items, "c1", now + rng.randrange(0, 30), 3)
+            elif action == "release":
+                await storage.release(T, "c1", now)
+                held.clear()
+            elif action == "redrive":
+                await storage.redrive(T, None, now)
             elif n:
                 with contextlib.suppress(DejaqError):
                     m = await storage.get(T, f"m{rng.randrange(1, n + 1)}")
@@ -320,3 +388,7 @@ async def test_the_heads_index_stays_exact_through_promotes(
             assert heads == firsts, f"step {step}: {action}"
             everything = [s for f in firsts.values() for s in f.values()]
             assert await storage.next_due(T, None) == min(everything, default=None)
+            # and its waits a lower bound of each timeline's first score not ranked
+            for slot, (waits, unranked) in waits_and_timelines(server, slots).items():
+                assert set(unranked) <= set(waits), f"step {step}: {action}"
+                assert all(waits[b] <= first for b, first in unranked.items()), (step, slot)

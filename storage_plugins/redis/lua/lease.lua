@@ -1,5 +1,5 @@
--- KEYS: alive, heads, owned, dead, dead-ids, stray-homes[, tombs: an
--- at-most-once delivery leaves a tombstone].
+-- KEYS: alive, heads, owned, dead, dead-ids, stray-homes[, waits][, tombs: an
+-- at-most-once delivery leaves a tombstone] (helpers: optional).
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
 -- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
 -- in other slots), asked buckets ('*' or 'lo-hi,...').
@@ -14,6 +14,7 @@ if not alive() then return {GONE} end
 if ARGV[9] == '1' and redis.call('SCARD', KEYS[6]) > 0 then return {STRAYS} end
 local prefix, now_s, quota, bound = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local lease_until, owner, topic_max = ARGV[6], ARGV[7], tonumber(ARGV[8])
+local extra = optional(7)
 local now = tonumber(now_s)
 local numbers, blob, leased, owned, changed, buried = {}, {}, {}, {}, {}, {}
 local dead = 0
@@ -58,8 +59,11 @@ end
 
 local heap = due_heads(KEYS[2], asked(ARGV[10]), bound)
 walk(prefix, heap, '-inf', bound, quota, visit)
-for bucket, entries in pairs(leased) do bulk('ZADD', timeline(prefix, bucket), entries) end
+for bucket, entries in pairs(leased) do
+  bulk('ZADD', timeline(prefix, bucket), entries)
+  waiting(extra.waits, bucket, lease_until)
+end
 bulk('ZADD', KEYS[3], owned)
 fix_heads(prefix, KEYS[2], changed)
-bury(KEYS[7], buried)
+bury(extra.tombs, buried)
 return {OK, dead, table.concat(numbers, ','), table.concat(blob)}

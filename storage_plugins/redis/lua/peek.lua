@@ -1,9 +1,11 @@
--- KEYS: alive, heads, stray-homes. ARGV: gen, prefix, max score, sample, with
--- homes ('1' / '0'), asked buckets ('*' or 'lo-hi,...'), min score ('-inf' for
--- a lease; '0' for a promote, which takes no rank).
+-- KEYS: alive, an index of the slot's timelines (bucket -> a lower bound of
+-- its first score in range: `heads` for a lease, `waits` for a promote),
+-- stray-homes. ARGV: gen, prefix, max score, sample, with homes ('1' / '0'),
+-- asked buckets ('*' or 'lo-hi,...'), min score ('-inf' for a lease; '0' for
+-- a promote, which takes no rank).
 -- Reply {OK, count of scores in [min, max], 'home,...', 'score,...'}: over the
 -- asked timelines of the slot, how many are in range and the first `sample`
--- of their scores in order (merged along `heads`, as a lease would take them).
+-- of their scores in order (merged along the index, as the pass would take them).
 if not alive() then return {GONE} end
 local homes = {}
 if ARGV[5] == '1' then homes = redis.call('SMEMBERS', KEYS[3]) end
