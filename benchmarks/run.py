@@ -18,6 +18,10 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - burst     100k due at one ms, drained with a 20k/s rate cap (drain time,
             per-100 ms spread) and without one (msgs/s) (memory only)
 - produce   msgs/s by batch size through ``Producer.send_batch``
+- priority  priority topics: one message at a time at 200/s, mixed priorities,
+            idle consumer processes: produce-to-receive p50 / p99 / max; a
+            backlog produced with no consumer, received in priority order
+            (inversions counted)
 - wire      WIRE LIMIT, a private client, reported apart (memory only)
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
 - cluster   etcd and 3 brokers on one SQLite file: cross-broker lateness,
@@ -57,7 +61,18 @@ from suite.procstat import load_average, machine
 from suite.targets import evaluate
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-ALL_SCENARIOS = ("steady", "cli", "bulk", "burst", "produce", "wire", "scale", "cluster", "spark")
+ALL_SCENARIOS = (
+    "steady",
+    "cli",
+    "bulk",
+    "burst",
+    "priority",
+    "produce",
+    "wire",
+    "scale",
+    "cluster",
+    "spark",
+)
 ALL_BACKENDS = (*BACKENDS, RIVAL)
 
 
@@ -87,6 +102,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bulk-messages", type=int, help="bulk: messages (full: 200,000)")
     p.add_argument("--burst-messages", type=int, help="burst: messages (full: 100,000)")
     p.add_argument("--burst-rate", type=int, help="burst: the rate cap, msgs/s (full: 20,000)")
+    p.add_argument("--priority-rate", type=int, help="priority: msgs/s sent one at a time (200)")
+    p.add_argument("--priority-s", type=float, help="priority: seconds sent (full: 20)")
+    p.add_argument("--priority-backlog", type=int, help="priority: backlog messages (full: 10,000)")
     p.add_argument("--poll-ms", type=float, help="the rival's poll period (default 1 ms)")
     p.add_argument(
         "--broker-env",
@@ -140,6 +158,9 @@ def plan_of(args: argparse.Namespace) -> Plan:
         ("burst_messages", "burst_messages"),
         ("burst_rate", "burst_rate"),
         ("poll_ms", "poll_ms"),
+        ("priority_rate", "priority_rate"),
+        ("priority_s", "priority_s"),
+        ("priority_backlog", "priority_backlog"),
     ):
         if getattr(args, flag) is not None:
             changes[name] = getattr(args, flag)

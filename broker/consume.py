@@ -66,7 +66,7 @@ class Session:
     def deliver(self, leases: Leases) -> None:
         """A pass's deliveries, in frames of at most ``max_frame_bytes``."""
         for frame, carries in delivery_frames(
-            leases.delivered, leases.lease_until, self.max_frame_bytes
+            leases.delivered, leases.lease_until, self.max_frame_bytes, self.topic
         ):
             self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries, leases.lease_until)
 

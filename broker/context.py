@@ -44,6 +44,7 @@ class BrokerContext:
 
     def __post_init__(self) -> None:
         self.streams = StreamSlots(self.config.max_streams)
+        self.topics.on_load = self.metrics.topic_known  # series labelled by topic kind
 
     def dispatcher(self, topic: Topic) -> Dispatcher:
         """The topic's dispatcher, started on first use."""
@@ -87,6 +88,8 @@ class BrokerContext:
     def hint(self, topic: str, timestamp: int) -> None:
         """A message due at ``timestamp`` was stored: wake this broker's dispatcher,
         and tell other brokers (their consumers may own its bucket)."""
+        # A priority topic's rank (negative) is due at once: so is time 0.
+        timestamp = max(timestamp, 0)
         d = self.dispatchers.get(topic)
         if d is not None:
             d.hint(timestamp)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from dejaq.broker import validation
+from dejaq.broker import ranks, validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import entries as cron_entries
 from dejaq.broker.metrics import Event
 from dejaq.broker.security.identity import lease_owner
 from dejaq.broker.settle import Kind, settle
-from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
+from dejaq.core import priority
+from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, WrongKind
 from dejaq.core.model import Settled, Topic
 from dejaq.core.wire.convert import (
     counts_to_pb,
@@ -60,10 +61,16 @@ async def _delete_cron_timeline(broker: BrokerContext, name: str) -> None:
 async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.Topic:
     """Change what a running topic may change: its delivery rate cap."""
     name = validation.topic_name(req.name)
-    if req.no_max_rate == req.HasField("max_rate"):
+    rate_given = req.no_max_rate or req.HasField("max_rate")
+    if req.no_max_rate and req.HasField("max_rate"):
+        raise InvalidArgument("say what to change: a max rate, or no max rate (not both)")
+    if not rate_given and not any(req.HasField(f) for f in _FIXED):
         raise InvalidArgument("say what to change: a max rate, or no max rate")
-    rate = 0.0 if req.no_max_rate else validation.max_rate(req.max_rate)
+    rate = 0.0 if req.no_max_rate or not rate_given else validation.max_rate(req.max_rate)
     current = await broker.storage.get_topic(name)
+    _fixed_settings(current, req)
+    if not rate_given:
+        return topic_to_pb(current)  # the fixed settings as they are: nothing to change
     settings = dataclasses.replace(current.settings, max_rate=rate)
     topic = dataclasses.replace(current, settings=settings)
     await broker.storage.update_topic(topic)
@@ -73,6 +80,21 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
         d.retune(topic)
     await broker.coordinator.topic_created(topic)  # other brokers read it again
     return topic_to_pb(topic)
+
+
+_FIXED = ("kind", "priorities", "aging_ms")
+
+
+def _fixed_settings(topic: Topic, req: pb.UpdateTopicRequest) -> None:
+    """Refuse to change what a topic keeps for life: its kind, priorities, aging
+    (ranks already stored depend on them)."""
+    s = topic.settings
+    for field, current in zip(_FIXED, (s.kind, s.priorities, s.aging_ms), strict=True):
+        if req.HasField(field) and getattr(req, field) != current:
+            raise WrongKind(
+                f"topic {topic.name!r}: its {field} ({current!r}) is fixed when it is created;"
+                " create a new topic to change it"
+            )
 
 
 async def list_topics(broker: BrokerContext, req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
@@ -89,6 +111,8 @@ async def describe_topic(
     counts = await broker.storage.counts(topic.name, broker.clock.now_ms())
     next_due = await broker.storage.next_due(topic.name, None)
     d = broker.dispatchers.get(topic.name)
+    if next_due is not None and priority.is_ranked(next_due):
+        next_due = broker.clock.now_ms()  # an available message: due now (never show a rank)
     return pb.TopicDescription(
         topic=topic_to_pb(topic),
         counts=counts_to_pb(counts),
@@ -100,7 +124,7 @@ async def describe_topic(
 async def get_message(broker: BrokerContext, req: pb.GetMessageRequest) -> pb.Message:
     topic = await broker.topics.get(req.topic)
     msg = await broker.storage.get(topic.name, validation.message_id(req.id))
-    return message_to_pb(topic.name, msg, broker.clock.now_ms())
+    return message_to_pb(topic, msg, broker.clock.now_ms())
 
 
 def _result(s: Settled) -> pb.MutationResult:
@@ -108,24 +132,40 @@ def _result(s: Settled) -> pb.MutationResult:
 
 
 async def move(broker: BrokerContext, req: pb.MoveRequest) -> pb.MutationResult:
+    """Reschedule a message; of a priority topic, ``timestamp_ms`` is its new
+    not-before time (past: available now) and ``priority`` an optional new one."""
     topic = await broker.topics.get(req.topic)
     at = validation.timestamp(req.timestamp_ms)
-    s = await broker.storage.move(
-        topic.name, validation.message_id(req.id), req.version, at, broker.clock.now_ms()
-    )
-    broker.hint(topic.name, at)
+    mid = validation.message_id(req.id)
+    new_priority = None
+    if req.HasField("priority"):
+        checked = priority.check_priority(topic, req.priority)
+        new_priority = checked if ranks.is_priority(topic) else None
+    now = broker.clock.now_ms()
+    stored, shown = at, at
+    if ranks.is_priority(topic):
+        shown = max(at, now)
+        # Without a new priority its own is not known here: stored at ``now``,
+        # the next pass ranks it at its priority (promote), as a nack does.
+        stored = shown if new_priority is None else ranks.stored_at(topic, new_priority, at, now)
+    s = await broker.storage.move(topic.name, mid, req.version, stored, now, priority=new_priority)
+    broker.hint(topic.name, stored)
     broker.metrics.count(Event.MOVED, topic.name)
-    return _result(s)
+    return pb.MutationResult(id=s.id, version=s.version, timestamp_ms=shown)
 
 
 async def cancel(broker: BrokerContext, req: pb.CancelRequest) -> pb.MutationResult:
     topic = await broker.topics.get(req.topic)
     mid = validation.message_id(req.id)
-    result = _result(
-        await broker.storage.cancel(topic.name, mid, req.version, broker.clock.now_ms())
-    )
+    now = broker.clock.now_ms()
+    # A priority topic's message may sit at its rank: its priority turns that
+    # into the time it became available (the version quoted pins both).
+    prio = (await broker.storage.get(topic.name, mid)).priority if ranks.is_priority(topic) else 0
+    s = await broker.storage.cancel(topic.name, mid, req.version, now)
+    if priority.is_ranked(s.timestamp) and ranks.is_priority(topic):
+        s = s._replace(timestamp=priority.available_at(topic, prio, s.timestamp))
     broker.metrics.count(Event.CANCELLED, topic.name)
-    return result
+    return _result(s)
 
 
 async def ack(broker: BrokerContext, req: pb.AckRequest) -> pb.MutationResult:
@@ -161,7 +201,7 @@ async def list_dead(broker: BrokerContext, req: pb.ListDeadRequest) -> pb.ListDe
     limit = min(req.limit or 100, MAX_DEAD_PAGE)
     msgs = await broker.storage.list_dead(topic.name, req.after_id, limit)
     now = broker.clock.now_ms()
-    return pb.ListDeadResponse(messages=[message_to_pb(topic.name, m, now) for m in msgs])
+    return pb.ListDeadResponse(messages=[message_to_pb(topic, m, now) for m in msgs])
 
 
 async def redrive(broker: BrokerContext, req: pb.RedriveRequest) -> pb.RedriveResponse:

@@ -35,6 +35,15 @@ A topic with a rate cap (``max_rate``) leases no more a pass than its
 ``RateCap`` allows, and while a backlog waits on the cap the next pass runs when
 the next token is in. Deliveries made while the cap holds a backlog back are
 observed as rate-limited lateness, apart from the broker's own.
+
+A priority topic (core/priority.py) keeps its available messages at their
+rank, a negative timestamp: always due, most urgent first. A pass first
+promotes what became available in its buckets (a not-before time or nack
+delay come, a lease run out) to its rank, then leases with no look-ahead, so
+the most urgent goes first whatever arrived when. Its next pass is due at the
+earliest timestamp >= 0 of its buckets (the next message to become
+available); a rank found there means "at once". What it observes is the wait
+from available to delivery, not lateness: a ranked message is never early.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from typing import Protocol
 
 import numpy as np
 
+from dejaq.broker import ranks
 from dejaq.broker.metrics import Event, Metrics
 from dejaq.broker.rate import RateCap
 from dejaq.broker.window import Window
@@ -70,6 +80,9 @@ class _Pass(enum.Enum):
 
 
 STORAGE_RETRY_MS = 500
+# Messages a pass of a priority topic ranks at most; with more to rank it leases
+# nothing and looks again at once, so none is leased out of priority order.
+PROMOTE_LIMIT = 4096
 _NEVER = 1 << 62
 
 
@@ -108,7 +121,8 @@ class Dispatcher:
         self._metrics = metrics
         self._clock: Clock = clock or WallClock()
         self._receivers: list[Receiver] = []
-        self._lookahead = lookahead_ms
+        # A priority topic leases with no look-ahead: a rank is due at once.
+        self._lookahead = 0 if ranks.is_priority(topic) else lookahead_ms
         self._turn = 0
         self._wake = Wake()
         self._window: Window[Receiver] = Window()
@@ -165,7 +179,9 @@ class Dispatcher:
             if gone:
                 buckets = self.topic.settings.buckets
                 again = [
-                    NewMessage(m.id, m.timestamp, m.payload, bucket_of(m.id, buckets), 1)
+                    NewMessage(
+                        m.id, m.timestamp, m.payload, bucket_of(m.id, buckets), 1, 0, m.priority
+                    )
                     for m in gone
                 ]
                 # Its delete left a tombstone: the id must be free to store it again.
@@ -300,6 +316,10 @@ class Dispatcher:
         if allowed == 0:
             self._throttled = True
             return _Pass.THROTTLED
+        if ranks.is_priority(self.topic):
+            promoted = await self._storage.promote(self.topic.name, buckets, now, PROMOTE_LIMIT)
+            if promoted >= PROMOTE_LIMIT:
+                return _Pass.MORE  # rank them all before any is leased
         delivered = 0
         for r in ready:
             if r not in self._receivers:
@@ -360,9 +380,16 @@ class Dispatcher:
     def _observe(self, leases: Leases) -> None:
         assert self._metrics is not None
         delivered = leases.delivered
-        due = np.fromiter((d.timestamp for d in delivered), np.int64, len(delivered))
+        n = len(delivered)
+        due = np.fromiter((d.timestamp for d in delivered), np.int64, n)
         again = sum(1 for d in delivered if d.deliveries > 1)
-        self._metrics.delivered(self.topic.name, self._clock.now_ms(), due, again, self._throttled)
+        now = self._clock.now_ms()
+        if ranks.is_priority(self.topic):
+            prios = np.fromiter((d.priority for d in delivered), np.int64, n)
+            waited = ranks.waited_ms(self.topic, now, due, prios)
+            self._metrics.delivered_by_priority(self.topic.name, waited, again)
+            return
+        self._metrics.delivered(self.topic.name, now, due, again, self._throttled)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers

@@ -44,6 +44,10 @@ async def refresh(broker: BrokerContext) -> None:
     m.skew.set(max((abs(s) for s in skews), default=0) / 1000)
     now = broker.clock.now_ms()
     census = await broker.storage.census(now)
+    if any(not m.knows(name) for name in census):
+        # Topics this broker never read (another broker's): one call for their kinds.
+        for known in await broker.storage.list_topics():
+            m.topic_known(known)
     for n, (name, topic) in enumerate(census.items(), 1):
         gauges = m.topic_gauges(name)
         counts = topic.counts
@@ -51,9 +55,11 @@ async def refresh(broker: BrokerContext) -> None:
             gauges.messages, (counts.waiting, counts.due, counts.leased, counts.dead), strict=True
         ):
             gauge.set(value)
-        # The oldest includes running leases; only a past timestamp is lag.
+        # The oldest includes running leases; only a past timestamp is lag. A
+        # rank (a priority topic's available message, core/priority.py) is no
+        # time at all: its wait is dejaq_priority_wait_seconds, observed at delivery.
         oldest = topic.oldest
-        gauges.lag.set(max(0, now - oldest) / 1000 if oldest is not None else 0)
+        gauges.lag.set(max(0, now - oldest) / 1000 if oldest is not None and oldest >= 0 else 0)
         d = broker.dispatchers.get(name)
         gauges.consumers.set(len(d.receivers) if d else 0)
         owned = broker.coordinator.buckets(name)

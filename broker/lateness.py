@@ -4,12 +4,13 @@ A dispatch pass delivers up to thousands of messages; observing each through
 ``prometheus_client.Histogram`` costs microseconds a message. This collector
 keeps one numpy count array per topic and adds a whole pass with one
 ``searchsorted`` and one ``bincount``. It exports the same series a Histogram
-would: ``_bucket{le}``, ``_sum`` and ``_count``.
+would: ``_bucket{le}``, ``_sum`` and ``_count``, labelled by topic and kind (the
+kind is looked up at scrape time, never per pass).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +21,9 @@ NAME = "dejaq_delivery_lateness_seconds"
 DOC = "Push time minus due time of each delivery (not held back by a rate cap)"
 CAPPED_NAME = "dejaq_rate_limited_lateness_seconds"
 CAPPED_DOC = "Push time minus due time of deliveries a topic's rate cap held back"
+WAIT_NAME = "dejaq_priority_wait_seconds"
+WAIT_DOC = "Push time minus the time each delivery of a priority topic became available"
+LABELS = ["topic", "kind"]
 
 
 class _Series:
@@ -31,10 +35,18 @@ class _Series:
 
 
 class LatenessHistogram(Collector):
-    """Per-topic lateness histogram in seconds with fixed ``bounds`` (upper, inclusive)."""
+    """Per-topic lateness histogram in seconds with fixed ``bounds`` (upper, inclusive);
+    ``kind_of`` gives a topic's kind label."""
 
-    def __init__(self, bounds: Sequence[float], name: str = NAME, doc: str = DOC) -> None:
+    def __init__(
+        self,
+        bounds: Sequence[float],
+        kind_of: Callable[[str], str],
+        name: str = NAME,
+        doc: str = DOC,
+    ) -> None:
         self._name, self._doc = name, doc
+        self._kind_of = kind_of
         self._bounds_s = list(bounds)
         self._bounds_ms = np.asarray(bounds, dtype=np.float64) * 1000
         self._series: dict[str, _Series] = {}
@@ -60,16 +72,16 @@ class LatenessHistogram(Collector):
         series.sum_s += float(late.sum()) / 1000
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
-        family = HistogramMetricFamily(self._name, self._doc, labels=["topic"])
+        family = HistogramMetricFamily(self._name, self._doc, labels=LABELS)
         for topic, series in list(self._series.items()):
             cumulative = np.cumsum(series.counts).tolist()
             buckets = [(_le(b), c) for b, c in zip(self._bounds_s, cumulative, strict=False)]
             buckets.append(("+Inf", cumulative[-1]))
-            family.add_metric([topic], buckets, series.sum_s)
+            family.add_metric([topic, self._kind_of(topic)], buckets, series.sum_s)
         yield family
 
     def describe(self) -> Iterator[HistogramMetricFamily]:
-        yield HistogramMetricFamily(self._name, self._doc, labels=["topic"])
+        yield HistogramMetricFamily(self._name, self._doc, labels=LABELS)
 
 
 def _le(bound: float) -> str:

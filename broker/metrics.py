@@ -1,7 +1,13 @@
 """Prometheus metrics of one broker, served on ``--metrics HOST:PORT`` at /metrics.
 
-Labels stay bounded: a topic name, a gRPC method and status code, a storage
-operation, a message state. Never a message id or a consumer id.
+Labels stay bounded: a topic name and its kind, a gRPC method and status code,
+a storage operation, a message state. Never a message id or a consumer id.
+
+Every per-topic series carries ``kind`` ("timeline" or "priority", from the
+topic's settings). The broker tells the metrics a topic's kind when it reads
+the topic (``topic_known``, from the topic cache); the labelled children are
+resolved once per topic and kept, so counting stays one dict lookup a call. A
+topic created again under its name with another kind starts new series.
 
 Counters are updated where things happen (produce, dispatch, settle, control
 calls); gauges that need storage (messages by state, lag) are refreshed by a
@@ -19,7 +25,14 @@ import numpy as np
 import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from dejaq.broker.lateness import CAPPED_DOC, CAPPED_NAME, LatenessHistogram
+from dejaq.broker.lateness import (
+    CAPPED_DOC,
+    CAPPED_NAME,
+    WAIT_DOC,
+    WAIT_NAME,
+    LatenessHistogram,
+)
+from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, Topic
 
 # Push time minus due time: from half a millisecond to a minute.
 LATENESS_BUCKETS = (
@@ -58,7 +71,7 @@ STORAGE_BUCKETS = (
 
 
 class Event(enum.Enum):
-    """What happens to messages, each counted as ``dejaq_<value>_total{topic}``."""
+    """What happens to messages, each counted as ``dejaq_<value>_total{topic, kind}``."""
 
     PRODUCED = "produced"
     DUPLICATES = "duplicates"
@@ -87,6 +100,7 @@ MESSAGE_EVENTS = {
     Event.CANCELLED: "Messages cancelled by a producer",
 }
 STATES = ("waiting", "due", "leased", "dead")
+TOPIC_LABELS = ("topic", "kind")
 
 
 class TopicGauges(NamedTuple):
@@ -104,7 +118,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.events = {
-            event: Counter(f"dejaq_{event.value}", doc, ["topic"], registry=r)
+            event: Counter(f"dejaq_{event.value}", doc, TOPIC_LABELS, registry=r)
             for event, doc in MESSAGE_EVENTS.items()
         }
         self.frames = Counter(
@@ -114,19 +128,27 @@ class Metrics:
             ["stream", "direction"],
             registry=r,
         )
-        self.lateness = LatenessHistogram(LATENESS_BUCKETS)
+        self._kinds: dict[str, str] = {}  # topic -> kind its series are labelled with
+        self._counters: dict[str, dict[Event, Any]] = {}  # topic -> its counter children
+        self.lateness = LatenessHistogram(LATENESS_BUCKETS, self.kind_of)
         r.register(self.lateness)
-        self.capped_lateness = LatenessHistogram(LATENESS_BUCKETS, CAPPED_NAME, CAPPED_DOC)
+        self.capped_lateness = LatenessHistogram(
+            LATENESS_BUCKETS, self.kind_of, CAPPED_NAME, CAPPED_DOC
+        )
         r.register(self.capped_lateness)
-        self.messages = Gauge("dejaq_messages", "Messages by state", ["topic", "state"], registry=r)
+        self.priority_wait = LatenessHistogram(LATENESS_BUCKETS, self.kind_of, WAIT_NAME, WAIT_DOC)
+        r.register(self.priority_wait)
+        self.messages = Gauge(
+            "dejaq_messages", "Messages by state", [*TOPIC_LABELS, "state"], registry=r
+        )
         self.lag = Gauge(
             "dejaq_lag_seconds",
             "Age of the oldest due, undelivered message",
-            ["topic"],
+            TOPIC_LABELS,
             registry=r,
         )
         self.consumers = Gauge(
-            "dejaq_consumers", "Consumers connected to this broker", ["topic"], registry=r
+            "dejaq_consumers", "Consumers connected to this broker", TOPIC_LABELS, registry=r
         )
         self.producers = Gauge(
             "dejaq_producer_streams", "Open produce streams on this broker", registry=r
@@ -139,7 +161,7 @@ class Metrics:
         self.buckets = Gauge(
             "dejaq_buckets_owned",
             "Buckets owned by this broker's consumers",
-            ["topic"],
+            TOPIC_LABELS,
             registry=r,
         )
         self.skew = Gauge(
@@ -187,9 +209,41 @@ class Metrics:
         """The counter child of one (stream, direction): resolved once, bumped per frame."""
         return self.frames.labels(stream, direction)
 
+    def topic_known(self, topic: Topic) -> None:
+        """The broker read ``topic``'s settings: label its series with its kind.
+        A kind that changed (the topic was deleted and created again) drops the
+        series labelled with the old one."""
+        kind = topic.settings.kind
+        labelled = self._kinds.get(topic.name)
+        if labelled == kind:
+            return
+        if labelled is not None:
+            self.forget_topic(topic.name)
+        self._kinds[topic.name] = kind
+
+    def knows(self, topic: str) -> bool:
+        """True once ``topic``'s series have a kind."""
+        return topic in self._kinds
+
+    def kind_of(self, topic: str) -> str:
+        """The kind ``topic``'s series are labelled with (a timeline until told)."""
+        return self._kinds.get(topic, KIND_TIMELINE)
+
+    def _kind(self, topic: str) -> str:
+        """``kind_of``, kept: series created now carry that kind until told otherwise."""
+        return self._kinds.setdefault(topic, KIND_TIMELINE)
+
+    def _topic_counters(self, topic: str) -> dict[Event, Any]:
+        kind = self._kind(topic)
+        children = self._counters[topic] = {
+            event: counter.labels(topic, kind) for event, counter in self.events.items()
+        }
+        return children
+
     def count(self, event: Event, topic: str, n: int = 1) -> None:
         if n:
-            self.events[event].labels(topic).inc(n)
+            children = self._counters.get(topic) or self._topic_counters(topic)
+            children[event].inc(n)
 
     def storage_clock_synced(self, offset_s: float, uncertainty_s: float) -> None:
         """The storage clock measured its offset again."""
@@ -206,8 +260,19 @@ class Metrics:
     ) -> None:
         """One dispatch pass: the due times of what it delivered at ``now_ms``;
         ``capped`` when the topic's rate cap held them back (measured apart)."""
+        self._kind(topic)  # the histogram is labelled at scrape time with this kind
         (self.capped_lateness if capped else self.lateness).observe(topic, now_ms - due_ms)
         self.count(Event.DELIVERED, topic, len(due_ms))
+        self.count(Event.REDELIVERED, topic, redelivered)
+
+    def delivered_by_priority(
+        self, topic: str, waited_ms: npt.NDArray[np.int64], redelivered: int
+    ) -> None:
+        """One dispatch pass of a priority topic: how long each delivery waited
+        from available to delivery (a priority topic has no due time to be late to)."""
+        self._kind(topic)  # the histogram is labelled at scrape time with this kind
+        self.priority_wait.observe(topic, waited_ms)
+        self.count(Event.DELIVERED, topic, len(waited_ms))
         self.count(Event.REDELIVERED, topic, redelivered)
 
     def storage_op(self, operation: str, seconds: float, ok: bool) -> None:
@@ -223,31 +288,41 @@ class Metrics:
         gauges = self._topic_gauges.get(topic)
         if gauges is None:
             self.touch_topic(topic)
+            kind = self._kind(topic)
             gauges = self._topic_gauges[topic] = TopicGauges(
-                tuple(self.messages.labels(topic, state) for state in STATES),
-                self.lag.labels(topic),
-                self.consumers.labels(topic),
-                self.buckets.labels(topic),
+                tuple(self.messages.labels(topic, kind, state) for state in STATES),
+                self.lag.labels(topic, kind),
+                self.consumers.labels(topic, kind),
+                self.buckets.labels(topic, kind),
             )
         return gauges
 
     def touch_topic(self, topic: str) -> None:
         """Create a topic's series at zero, so a rate over them exists before the
         first event (a missing series reads as "no data", not as 0)."""
-        for counter in self.events.values():
-            counter.labels(topic)
-        self.lateness.labels(topic)
-        self.capped_lateness.labels(topic)
+        if topic not in self._counters:
+            self._topic_counters(topic)
+        if self._kind(topic) == KIND_PRIORITY:
+            self.priority_wait.labels(topic)
+        else:
+            self.lateness.labels(topic)
+            self.capped_lateness.labels(topic)
 
     def forget_topic(self, topic: str) -> None:
-        """Drop a deleted topic's series so label sets do not pile up."""
+        """Drop a topic's series (deleted, or its kind changed) so label sets do
+        not pile up."""
+        kind = self._kinds.pop(topic, None)
         self._topic_gauges.pop(topic, None)
+        self._counters.pop(topic, None)
         self.lateness.remove(topic)
         self.capped_lateness.remove(topic)
+        self.priority_wait.remove(topic)
+        if kind is None:  # never labelled: no series to drop
+            return
         per_topic = (*self.events.values(), self.lag, self.consumers, self.buckets)
         for metric in per_topic:
             with contextlib.suppress(KeyError):  # never observed: nothing to drop
-                metric.remove(topic)
+                metric.remove(topic, kind)
         for state in STATES:
             with contextlib.suppress(KeyError):
-                self.messages.remove(topic, state)
+                self.messages.remove(topic, kind, state)

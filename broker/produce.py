@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
-from dejaq.broker import validation
+from dejaq.broker import ranks, validation
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.metrics import Event
+from dejaq.core import priority
 from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
@@ -56,12 +57,15 @@ async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb
         fresh = iter(broker.new_id.many(ids.count("")))
         ids = [i or next(fresh) for i in ids]
     positions: Sequence[int]
-    if _all_valid(batch, ids, topic.settings.max_payload_bytes):
+    if _all_valid(batch, ids, topic):
         positions = range(len(ids))
         rejections: list[pb.Rejection] = []
     else:
-        positions, rejections = _screen(batch, ids, topic.settings.max_payload_bytes)
-    new = _messages(batch, ids, positions, topic.settings)
+        positions, rejections = _screen(batch, ids, topic)
+    if ranks.is_priority(topic):
+        new = _ranked_messages(batch, ids, positions, topic, broker.clock.now_ms())
+    else:
+        new = _messages(batch, ids, positions, topic.settings)
     status = [int(InsertStatus.REJECTED)] * len(ids)
     if new:
         results = await _insert(broker, topic.name, new)
@@ -93,10 +97,15 @@ async def _insert(broker: BrokerContext, topic: str, new: list[NewMessage]) -> l
     return results
 
 
-def _all_valid(batch: ProduceBatch, ids: list[str], max_payload: int) -> bool:
+def _all_valid(batch: ProduceBatch, ids: list[str], topic: Topic) -> bool:
     """The common case, checked a column at a time at C speed."""
     if not ids:
         return True
+    max_payload = topic.settings.max_payload_bytes
+    if batch.priorities is not None:
+        top = topic.settings.priorities - 1 if ranks.is_priority(topic) else 0
+        if min(batch.priorities) < 0 or max(batch.priorities) > top:
+            return False
     ts = batch.timestamps
     if min(ts) < 0 or max(ts) > validation.MAX_TIMESTAMP:
         return False
@@ -113,9 +122,10 @@ def _all_valid(batch: ProduceBatch, ids: list[str], max_payload: int) -> bool:
 
 
 def _screen(
-    batch: ProduceBatch, ids: list[str], max_payload: int
+    batch: ProduceBatch, ids: list[str], topic: Topic
 ) -> tuple[list[int], list[pb.Rejection]]:
     """Check message by message: the positions to insert and the rejections."""
+    max_payload = topic.settings.max_payload_bytes
     positions: list[int] = []
     rejections: list[pb.Rejection] = []
     for i, mid in enumerate(ids):
@@ -127,6 +137,8 @@ def _screen(
         if err is None and expires:
             err = validation.timestamp_error(expires)
             err = f"expiry: {err}" if err else None
+        if err is None and batch.priorities is not None:
+            err = _priority_error(topic, batch.priorities[i])
         if err is not None:
             rejections.append(pb.Rejection(index=i, code=_INVALID, reason=err, kind=_INVALID_KIND))
         else:
@@ -154,6 +166,46 @@ def _messages(
             expires = min(ts + s.expiry_ms, validation.MAX_TIMESTAMP)
         bucket = bucket_of(mid, n)
         out.append(NewMessage(mid, ts, batch.payloads[i], bucket, md[i] if md else 0, expires))
+    return out
+
+
+def _priority_error(topic: Topic, value: int) -> str | None:
+    try:
+        priority.check_priority(topic, value)
+    except InvalidArgument as exc:
+        return str(exc)
+    return None
+
+
+def _ranked_messages(
+    batch: ProduceBatch, ids: list[str], positions: Sequence[int], topic: Topic, now: int
+) -> list[NewMessage]:
+    """A priority topic's messages: at their rank when available now, else at
+    their not-before time (``broker/ranks.py``). An expiry counts from the time
+    a message is available."""
+    s = topic.settings
+    md = batch.max_deliveries
+    exp = batch.expires_at
+    pri = batch.priorities
+    out = []
+    for i in positions:
+        mid = ids[i]
+        not_before = batch.timestamps[i]
+        p = pri[i] if pri else 0
+        expires = exp[i] if exp else 0
+        if not expires and s.expiry_ms:
+            expires = min(max(not_before, now) + s.expiry_ms, validation.MAX_TIMESTAMP)
+        out.append(
+            NewMessage(
+                mid,
+                ranks.stored_at(topic, p, not_before, now),
+                batch.payloads[i],
+                bucket_of(mid, s.buckets),
+                md[i] if md else 0,
+                expires,
+                p,
+            )
+        )
     return out
 
 

@@ -33,7 +33,7 @@ async def scan_bucket(broker: BrokerContext, req: pb.ScanBucketRequest) -> pb.Sc
         if size > PAGE_BYTES:  # the rest comes with the next page
             after = page.messages[n - 1].id
             break
-        p = message_to_pb(topic.name, m, now)
+        p = message_to_pb(topic, m, now)
         if wanted and p.state not in wanted:
             continue
         if req.without_payloads:

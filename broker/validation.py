@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import re
 
+from dejaq.core import priority
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import MAX_BUCKETS, MAX_PAYLOAD_LIMIT, TopicSettings
+from dejaq.core.model import (
+    KIND_PRIORITY,
+    KINDS,
+    MAX_BUCKETS,
+    MAX_PAYLOAD_LIMIT,
+    TopicSettings,
+)
 from dejaq.core.wire.frames import MAX_FRAME_BYTES, frame_bytes
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -59,7 +66,28 @@ def settings(s: TopicSettings, max_frame_bytes: int = MAX_FRAME_BYTES) -> TopicS
             raise InvalidArgument(f"{name} must be between 0 and {MAX_TIMESTAMP} ms, not {ms}")
     if s.max_rate != 0:  # 0: no cap
         max_rate(s.max_rate)
+    kind_settings(s)
     return s
+
+
+def kind_settings(s: TopicSettings) -> None:
+    """The kind of a topic and what only a priority topic may set."""
+    if s.kind not in KINDS:
+        raise InvalidArgument(f"unknown topic kind {s.kind!r}: expected one of {', '.join(KINDS)}")
+    if s.kind != KIND_PRIORITY:
+        if s.priorities or s.aging_ms:
+            raise InvalidArgument(
+                f"priorities and aging are settings of priority topics, not of a {s.kind}"
+            )
+        return
+    if not 1 <= s.priorities <= priority.MAX_PRIORITIES:
+        raise InvalidArgument(
+            f"priorities must be between 1 and {priority.MAX_PRIORITIES}, not {s.priorities}"
+        )
+    if not 0 <= s.aging_ms <= priority.NO_AGING_STEP:
+        raise InvalidArgument(
+            f"aging must be between 0 (none) and {priority.NO_AGING_STEP} ms, not {s.aging_ms}"
+        )
 
 
 def max_rate(rate: float) -> float:

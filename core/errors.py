@@ -37,6 +37,11 @@ class Leased(DejaqError):
     """The message is leased by a consumer and cannot be moved or cancelled now."""
 
 
+class WrongKind(DejaqError):
+    """The call does not apply to this kind of topic (cron entries on a priority
+    topic), or would change what a topic's kind fixes when it is created."""
+
+
 class Unauthenticated(DejaqError):
     """The call carried no credentials, or ones the broker does not know."""
 

@@ -13,6 +13,12 @@ MAX_BUCKETS = 4096
 MAX_PAYLOAD_LIMIT = 16 << 20
 DEFAULT_DEDUP_WINDOW_MS = 24 * 3600 * 1000
 
+# Topic kinds: a timeline delivers each message at its millisecond; a priority
+# topic delivers the most urgent available message first (core/priority.py).
+KIND_TIMELINE = "timeline"
+KIND_PRIORITY = "priority"
+KINDS = (KIND_TIMELINE, KIND_PRIORITY)
+
 
 class State(enum.Enum):
     WAITING = "waiting"
@@ -34,6 +40,11 @@ class TopicSettings:
     dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS
     # Deliveries a second across the cluster; 0 = no cap (a due burst flows at once).
     max_rate: float = 0.0
+    kind: str = KIND_TIMELINE
+    # Priority topics only: priorities 0 (most urgent) .. priorities - 1, and the
+    # aging step in ms (0 = no aging; see core/priority.py).
+    priorities: int = 0
+    aging_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,7 @@ class NewMessage(NamedTuple):
     bucket: int
     max_deliveries: int = 0  # 0 = topic setting
     expires_at: int = 0  # 0 = none
+    priority: int = 0  # priority topics only; 0 = most urgent
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +83,7 @@ class Message:
     max_deliveries: int = 0
     expires_at: int = 0
     dead: bool = False
+    priority: int = 0
 
     def state(self, now: int) -> State:
         if self.dead:
@@ -88,6 +101,7 @@ class LeasedMessage(NamedTuple):
     payload: bytes
     version: int
     deliveries: int
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ def _message(p: pb.Message) -> MessageInfo:
         p.max_deliveries,
         p.expires_at_ms,
         p.state == "dead",
+        p.priority,
     )
     return MessageInfo(m, p.state)
 
@@ -111,8 +112,21 @@ class Admin:
             await self.client.call("GetMessage", pb.GetMessageRequest(topic=topic, id=id))
         )
 
-    async def move(self, topic: str, id: str, version: int, timestamp_ms: int) -> Mutation:
+    async def move(
+        self,
+        topic: str,
+        id: str,
+        version: int,
+        timestamp_ms: int,
+        *,
+        priority: int | None = None,
+    ) -> Mutation:
+        """Reschedule a message that is not leased. On a priority topic
+        ``timestamp_ms`` is its not-before time (0 or past: available now) and
+        ``priority`` a new priority (None keeps its own)."""
         req = pb.MoveRequest(topic=topic, id=id, version=version, timestamp_ms=timestamp_ms)
+        if priority is not None:
+            req.priority = priority
         return _mutation(await self.client.call("Move", req, idempotent=False))
 
     async def cancel(self, topic: str, id: str, version: int) -> Mutation:

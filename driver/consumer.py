@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -390,10 +391,17 @@ class Consumer:
             received = now_ms()
             c = decode_delivery_columns(frame.deliveries)
             settler, lease, until = self._settler, self.lease_ms, c.lease_until
+            priorities = c.priorities or itertools.repeat(0, len(c.ids))
             self._buffer.extend(
-                Delivery(i, t, p, v, n, until, received, settler, lease)
-                for i, t, p, v, n in zip(
-                    c.ids, c.timestamps, c.payloads, c.versions, c.deliveries, strict=True
+                Delivery(i, t, p, v, n, until, received, settler, lease, pr)
+                for i, t, p, v, n, pr in zip(
+                    c.ids,
+                    c.timestamps,
+                    c.payloads,
+                    c.versions,
+                    c.deliveries,
+                    priorities,
+                    strict=True,
                 )
             )
             self._arrived()

@@ -34,6 +34,7 @@ class Delivery:
         "id",
         "lease_until_ms",
         "payload",
+        "priority",
         "received_at_ms",
         "timestamp_ms",
         "version",
@@ -50,12 +51,15 @@ class Delivery:
         received_at_ms: int,
         settler: SettleBatcher,
         lease_ms: int,
+        priority: int = 0,
     ) -> None:
         self.id = id
-        self.timestamp_ms = timestamp_ms  # when it was due
+        # When it was due; of a priority topic, when it became available.
+        self.timestamp_ms = timestamp_ms
         self.payload = payload
         self.version = version  # the version this consumer holds (extend bumps it)
         self.deliveries = deliveries  # 1 on the first delivery
+        self.priority = priority  # priority topics; 0 = most urgent (0 on a timeline)
         self.lease_until_ms = lease_until_ms
         self.received_at_ms = received_at_ms
         self._settler = settler
@@ -69,7 +73,7 @@ class Delivery:
     def __repr__(self) -> str:
         return (
             f"Delivery(id={self.id!r}, timestamp_ms={self.timestamp_ms}, "
-            f"version={self.version}, deliveries={self.deliveries})"
+            f"version={self.version}, deliveries={self.deliveries}, priority={self.priority})"
         )
 
     async def ack(self, *, confirm: bool = False) -> None:

@@ -43,13 +43,16 @@ from dejaq.proto import dejaq_pb2 as pb
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """A message to produce. ``timestamp_ms`` is when it is due (epoch ms)."""
+    """A message to produce. ``timestamp_ms`` is when it is due (epoch ms); on a
+    priority topic, its not-before time (past: available now), and ``priority``
+    its priority (0 is the most urgent; a timeline takes only 0)."""
 
     payload: bytes
     timestamp_ms: int
     id: str = ""
     max_deliveries: int = 0
     expires_at_ms: int = 0
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +131,16 @@ class Producer:
         id: str = "",
         max_deliveries: int = 0,
         expires_at_ms: int = 0,
+        priority: int = 0,
     ) -> ProduceResult:
-        """Schedule one message at ``at_ms`` (or ``now + delay_ms``)."""
+        """Schedule one message at ``at_ms`` (or ``now + delay_ms``). On a priority
+        topic that is its not-before time, and ``priority`` its priority (0 is the
+        most urgent); a timeline refuses a priority other than 0 (the result's
+        ``error`` says why)."""
         ts = at_ms if at_ms is not None else now_ms() + delay_ms
         fut: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
-        self._pending.append((Outgoing(payload, ts, id, max_deliveries, expires_at_ms), fut))
+        out = Outgoing(payload, ts, id, max_deliveries, expires_at_ms, priority)
+        self._pending.append((out, fut))
         if len(self._pending) >= self.max_batch:
             self._flush_now()
         elif not self._flush_scheduled:
@@ -146,12 +154,14 @@ class Producer:
             return []
         has_md = any(m.max_deliveries for m in messages)
         has_exp = any(m.expires_at_ms for m in messages)
+        has_pri = any(m.priority for m in messages)
         return await self.send_columns(
             [m.timestamp_ms for m in messages],
             [m.payload for m in messages],
             [m.id for m in messages],
             [m.max_deliveries for m in messages] if has_md else None,
             [m.expires_at_ms for m in messages] if has_exp else None,
+            [m.priority for m in messages] if has_pri else None,
         )
 
     async def send_columns(
@@ -161,10 +171,12 @@ class Producer:
         ids: Sequence[str],
         max_deliveries: Sequence[int] | None = None,
         expires_at_ms: Sequence[int] | None = None,
+        priorities: Sequence[int] | None = None,
     ) -> list[ProduceResult]:
         """``send_batch`` for messages already held a column at a time (bulk
         loaders): results in the same order; an empty id is generated. Sent in
-        frames of at most ``max_batch`` messages and ``max_frame_bytes`` bytes."""
+        frames of at most ``max_batch`` messages and ``max_frame_bytes`` bytes.
+        ``priorities`` (priority topics): one per message, None = all 0."""
         if not ids:
             return []
         filled = [i or self._new_id() for i in ids]
@@ -172,7 +184,7 @@ class Producer:
         n = len(filled)
         if n <= self.max_batch and frame_bytes(n, sum(sizes)) <= self.max_frame_bytes:
             return await self._send_frame(
-                timestamps_ms, payloads, filled, max_deliveries, expires_at_ms
+                timestamps_ms, payloads, filled, max_deliveries, expires_at_ms, priorities
             )
         largest = max(range(n), key=sizes.__getitem__)
         if frame_bytes(1, sizes[largest]) > MAX_FRAME_BYTES:
@@ -191,6 +203,7 @@ class Producer:
                     filled[part],
                     max_deliveries[part] if max_deliveries is not None else None,
                     expires_at_ms[part] if expires_at_ms is not None else None,
+                    priorities[part] if priorities is not None else None,
                 )
             )
             start = end
@@ -203,9 +216,12 @@ class Producer:
         ids: list[str],
         max_deliveries: Sequence[int] | None,
         expires_at_ms: Sequence[int] | None,
+        priorities: Sequence[int] | None,
     ) -> list[ProduceResult]:
         async with self._slots:  # encoded only when it may go: in flight is bounded
-            batch = encode_messages(timestamps_ms, payloads, ids, max_deliveries, expires_at_ms)
+            batch = encode_messages(
+                timestamps_ms, payloads, ids, max_deliveries, expires_at_ms, priorities
+            )
             frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), ids)
             await self._submit(frame)
             return await frame.future

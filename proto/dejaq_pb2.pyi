@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TopicSettings(_message.Message):
-    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate")
+    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate", "kind", "priorities", "aging_ms")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,9 @@ class TopicSettings(_message.Message):
     EXPIRY_MS_FIELD_NUMBER: _ClassVar[int]
     DEDUP_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_RATE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PRIORITIES_FIELD_NUMBER: _ClassVar[int]
+    AGING_MS_FIELD_NUMBER: _ClassVar[int]
     buckets: int
     lease_ms: int
     max_deliveries: int
@@ -25,7 +28,10 @@ class TopicSettings(_message.Message):
     expiry_ms: int
     dedup_window_ms: int
     max_rate: float
-    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., dedup_window_ms: _Optional[int] = ..., max_rate: _Optional[float] = ...) -> None: ...
+    kind: str
+    priorities: int
+    aging_ms: int
+    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., dedup_window_ms: _Optional[int] = ..., max_rate: _Optional[float] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ...) -> None: ...
 
 class Topic(_message.Message):
     __slots__ = ("name", "settings", "created_at_ms")
@@ -64,14 +70,20 @@ class DeleteTopicRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class UpdateTopicRequest(_message.Message):
-    __slots__ = ("name", "max_rate", "no_max_rate")
+    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_RATE_FIELD_NUMBER: _ClassVar[int]
     NO_MAX_RATE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PRIORITIES_FIELD_NUMBER: _ClassVar[int]
+    AGING_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_rate: float
     no_max_rate: bool
-    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ...) -> None: ...
+    kind: str
+    priorities: int
+    aging_ms: int
+    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteTopicResponse(_message.Message):
     __slots__ = ()
@@ -106,7 +118,7 @@ class TopicDescription(_message.Message):
     def __init__(self, topic: _Optional[_Union[Topic, _Mapping]] = ..., counts: _Optional[_Union[Counts, _Mapping]] = ..., consumers: _Optional[int] = ..., next_due_ms: _Optional[int] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("topic", "id", "timestamp_ms", "payload", "version", "deliveries", "lease_owner", "state", "max_deliveries", "expires_at_ms")
+    __slots__ = ("topic", "id", "timestamp_ms", "payload", "version", "deliveries", "lease_owner", "state", "max_deliveries", "expires_at_ms", "priority")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +129,7 @@ class Message(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     id: str
     timestamp_ms: int
@@ -127,7 +140,8 @@ class Message(_message.Message):
     state: str
     max_deliveries: int
     expires_at_ms: int
-    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., deliveries: _Optional[int] = ..., lease_owner: _Optional[str] = ..., state: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., expires_at_ms: _Optional[int] = ...) -> None: ...
+    priority: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., deliveries: _Optional[int] = ..., lease_owner: _Optional[str] = ..., state: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class GetMessageRequest(_message.Message):
     __slots__ = ("topic", "id")
@@ -138,16 +152,18 @@ class GetMessageRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
 class MoveRequest(_message.Message):
-    __slots__ = ("topic", "id", "version", "timestamp_ms")
+    __slots__ = ("topic", "id", "version", "timestamp_ms", "priority")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     id: str
     version: int
     timestamp_ms: int
-    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+    priority: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("topic", "id", "version")

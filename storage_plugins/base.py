@@ -43,6 +43,16 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   id (ascending): a message present for the whole scan is returned exactly
   once, whatever else changes meanwhile. A page may hold fewer than ``limit``
   messages (even none) before the bucket ends; only ``after_id is None`` ends it.
+- **Priority topics** (``kind == "priority"``, core/priority.py) use the same
+  index: an available message sits at its *rank*, a negative timestamp, so a
+  lease pass takes the most urgent first. Every message stores its
+  ``priority`` (0 on a timeline), returned by ``get``, ``scan``,
+  ``list_dead`` and in each ``LeasedMessage``. ``promote`` moves the live
+  messages of the given buckets with ``0 <= timestamp <= now`` (a not-before
+  time or nack delay come, a lease run out) to ``rank(topic, priority,
+  timestamp)``, oldest first, up to ``limit``, clearing the lease owner and
+  bumping the version; dead messages and tombstones stay. ``move`` may change
+  a message's priority with its timestamp.
 - **Dead messages** keep their payload; their timestamp is the time they died.
   ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
   no expiry (a re-driven message gets a fresh start).
@@ -262,6 +272,14 @@ class Storage(abc.ABC):
         """Lease up to ``request.limit`` due messages (see the contract)."""
         return await self._timed("lease", self._lease(request))
 
+    async def promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int:
+        """Priority topics: move up to ``limit`` messages that became available by
+        ``now`` to their rank (see the contract); how many moved. InvalidArgument
+        on a timeline."""
+        if limit <= 0:
+            raise InvalidArgument(f"promote limit must be positive, not {limit}")
+        return await self._timed("promote", self._promote(topic, buckets, now, limit))
+
     async def next_due(self, topic: str, buckets: Buckets) -> int | None:
         """The smallest timestamp among live messages of ``buckets`` (leased ones
         included: an expiring lease is due again), or None when there is none."""
@@ -299,11 +317,18 @@ class Storage(abc.ABC):
         return await self._timed("hand_back", self._hand_back(topic, items, owner))
 
     async def move(
-        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None = None
+        self,
+        topic: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes | None = None,
+        priority: int | None = None,
     ) -> Settled:
         """Reschedule a message that is not under a live lease; with ``payload``, also
-        replace its payload, in the same atomic step."""
-        return await self._timed("move", self._move(topic, id, version, at, now, payload))
+        replace its payload, with ``priority`` its priority, in the same atomic step."""
+        return await self._timed("move", self._move(topic, id, version, at, now, payload, priority))
 
     async def cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         """Delete a message that is not under a live lease."""
@@ -385,6 +410,8 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     async def _lease(self, request: LeaseRequest) -> Leases: ...
     @abc.abstractmethod
+    async def _promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int: ...
+    @abc.abstractmethod
     async def _next_due(self, topic: str, buckets: Buckets) -> int | None: ...
     @abc.abstractmethod
     async def _ack(
@@ -404,7 +431,14 @@ class Storage(abc.ABC):
     ) -> list[Outcome]: ...
     @abc.abstractmethod
     async def _move(
-        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+        self,
+        topic: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes | None,
+        priority: int | None,
     ) -> Settled: ...
     @abc.abstractmethod
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled: ...

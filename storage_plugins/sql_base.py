@@ -61,9 +61,19 @@ def topic_from_row(row: Sequence[Any]) -> Topic:
 
 def message_from_row(row: Sequence[Any]) -> Message:
     """A row holding the columns of ``Message`` in order (``dead`` as bool or 0/1)."""
-    id, ts, payload, version, deliveries, owner, bucket, md, expires_at, dead = row
+    id, ts, payload, version, deliveries, owner, bucket, md, expires_at, dead, priority = row
     return Message(
-        id, ts, bytes(payload), version, deliveries, owner, bucket, md, expires_at, bool(dead)
+        id,
+        ts,
+        bytes(payload),
+        version,
+        deliveries,
+        owner,
+        bucket,
+        md,
+        expires_at,
+        bool(dead),
+        priority,
     )
 
 
@@ -92,6 +102,7 @@ class Due(NamedTuple):
     deliveries: int
     max_deliveries: int
     expires_at: int
+    priority: int
 
 
 # -- insert -------------------------------------------------------------------
@@ -144,7 +155,9 @@ def plan_lease(rows: Iterable[Due], now: int, max_deliveries: int) -> LeasePlan:
 
 def delivery(row: Due, payload: bytes) -> LeasedMessage:
     """The delivery of a planned row: its due time, the bumped version and count."""
-    return LeasedMessage(row.id, row.ts, bytes(payload), row.version + 1, row.deliveries + 1)
+    return LeasedMessage(
+        row.id, row.ts, bytes(payload), row.version + 1, row.deliveries + 1, row.priority
+    )
 
 
 # -- ack / extend / nack ------------------------------------------------------

@@ -15,7 +15,7 @@ from suite.procstat import rss_bytes
 
 from dejaq.driver.client import Client
 
-from . import bulk, burst, cli, produce, steady, wire_limit
+from . import bulk, burst, cli, priority, produce, steady, wire_limit
 
 # name -> (scenario, its time bound from the plan, the backends it runs on (None: all))
 SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | None]] = {
@@ -25,6 +25,7 @@ SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | 
     "burst": (burst.run, burst.bound_s, ("memory",)),
     "produce": (produce.run, produce.bound_s, None),
     "wire": (wire_limit.run, wire_limit.bound_s, ("memory",)),
+    "priority": (priority.run, priority.bound_s, None),
 }
 
 

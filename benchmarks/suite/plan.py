@@ -44,6 +44,13 @@ class Plan:
     idle_s: float
     # wire limit (private client, not a product figure)
     wire_messages: int
+    # priority: one message at a time at priority_rate/s for priority_s seconds
+    # (produce-to-receive latency, idle consumers); a backlog of priority_backlog
+    # received in priority order; priorities 0 .. priority_levels - 1
+    priority_rate: int = 200
+    priority_s: float = 20.0
+    priority_backlog: int = 10_000
+    priority_levels: int = 10
     poll_ms: float = 1.0  # the Redis poller's period
     credits: int = 10_000  # the private client's window
     broker_env: dict[str, str] = field(default_factory=dict)  # DEJAQ_* settings for brokers
@@ -100,4 +107,7 @@ SMOKE = Plan(
     scale_counts=(20_000,),
     idle_s=1.0,
     wire_messages=5_000,
+    priority_rate=200,
+    priority_s=1.0,
+    priority_backlog=500,
 )

@@ -204,6 +204,52 @@ def burst_table(results: dict[str, Any]) -> str:
     )
 
 
+def priority_table(results: dict[str, Any]) -> str:
+    rows = []
+    for name, r in _ran(results):
+        lat = dig(r, "priority", "latency")
+        back = dig(r, "priority", "backlog") or {}
+        if isinstance(lat, dict) and "latency" in lat:
+            ms = lat["latency"]
+            rows.append(
+                [
+                    name,
+                    lat["delivered"],
+                    lat["rate"],
+                    ms.get("p50_ms"),
+                    ms.get("p99_ms"),
+                    ms.get("max_ms"),
+                    dig(lat, "since_available", "p99_ms"),
+                    dig(r, "priority", "timeline_latency", "latency", "p99_ms"),
+                    back.get("delivered"),
+                    back.get("inversions"),
+                    back.get("fifo_inversions"),
+                    (lat.get("lost") or 0) + (back.get("lost") or 0),
+                ]
+            )
+    return table(
+        "priority: sent one at a time, mixed priorities, idle consumer processes"
+        " (ms = received - sent; avail p99 = received - made available; timeline p99:"
+        " the same sender on a timeline);"
+        " backlog received by one consumer (inversions: pairs out of priority order)",
+        [
+            "",
+            "messages",
+            "sent/s",
+            "p50",
+            "p99",
+            "max",
+            "avail p99",
+            "timeline p99",
+            "backlog",
+            "inversions",
+            "FIFO inv.",
+            "lost",
+        ],
+        rows,
+    )
+
+
 def produce_table(results: dict[str, Any]) -> str:
     rows = [
         [name, *(dig(r, "produce", str(b), "msgs_per_s") for b in BATCH_SIZES)]
@@ -342,6 +388,7 @@ def render(results: dict[str, Any], plan: Plan) -> str:
         cli_table(results),
         bulk_table(results),
         burst_table(results),
+        priority_table(results),
         produce_table(results),
         wire_table(results),
         scale_table(results),
@@ -377,6 +424,11 @@ def problems(results: dict[str, Any], plan: Plan) -> list[str]:
             found.append(f"{path}: {data['failed_acks']} failed acks")
         if data.get("left_in_topic"):
             found.append(f"{path}: {data['left_in_topic']} messages still in the topic at the end")
+        if data.get("inversions") or data.get("fifo_inversions"):
+            found.append(
+                f"{path}: received out of priority order ({data.get('inversions')} inversions,"
+                f" {data.get('fifo_inversions')} within a priority)"
+            )
         if data.get("unreadable_lines"):
             found.append(f"{path}: {data['unreadable_lines']} unreadable `dejaq consume` lines")
         if "msgs_per_s" in data and data.get("left_behind"):
@@ -399,6 +451,8 @@ FIGURES: dict[str, tuple[str | int, ...]] = {
     "cli one process": ("cli", "one_process", "steps", 0, "delivered_per_s"),
     "bulk": ("bulk", "msgs_per_s"),
     "burst": ("burst", "capped", "drain_s"),
+    "priority": ("priority", "latency", "latency", "p99_ms"),
+    "priority backlog": ("priority", "backlog", "inversions"),
     "produce": ("produce", "1000", "msgs_per_s"),
     "wire": ("wire", "msgs_per_s"),
 }
@@ -407,7 +461,7 @@ CLUSTER_FIGURES: dict[str, tuple[str, ...]] = {
     "rebalance first delivery": ("rebalance", "first_delivery_s"),
     "rebalance status": ("rebalance", "status_s"),
 }
-SCENARIO_OF = {"cli one process": "cli"}
+SCENARIO_OF = {"cli one process": "cli", "priority backlog": "priority"}
 
 
 def missing_figures(results: dict[str, Any]) -> list[str]:

@@ -155,6 +155,15 @@ TARGETS: tuple[Target, ...] = (
         only="memory",
     ),
     Target(
+        "priority topic, idle consumers: produce-to-receive p99 <= 2 ms",
+        2.0,
+        False,
+        "ms",
+        "priority",
+        lambda r: dig(r, "priority", "latency", "latency", "p99_ms"),
+        only="memory",
+    ),
+    Target(
         "produce >= 250k msgs/s (batch 1000)",
         250_000,
         True,

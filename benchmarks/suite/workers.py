@@ -41,7 +41,7 @@ from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer
 from dejaq.driver.producer import Outgoing, Producer
 
-from . import rival
+from . import prioritized, rival
 from .messages import PAYLOAD
 
 CTX = multiprocessing.get_context("spawn")
@@ -340,6 +340,9 @@ class ProducerService:
             return await self.bulk(*command[1:])
         if command[0] == "burst":
             return await self.burst(*command[1:])
+        if command[0] in ("trickle", "backlog") and isinstance(self.sink, DejaqSink):
+            run = prioritized.trickle if command[0] == "trickle" else prioritized.backlog
+            return await run(self.sink.client, *command[1:])
         raise ValueError(f"unknown command {command[0]!r}")
 
     async def stop(self) -> Any:

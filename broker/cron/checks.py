@@ -7,8 +7,8 @@ import re
 from dejaq.broker import validation
 from dejaq.broker.cron.schedule import check, zone
 from dejaq.core.cron import CronEntry
-from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import Topic
+from dejaq.core.errors import InvalidArgument, WrongKind
+from dejaq.core.model import KIND_TIMELINE, Topic
 
 ENTRY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")  # no '@': it splits occurrence ids
 MAX_MISFIRE_LIMIT = 10_000
@@ -24,6 +24,10 @@ def entry_id(id: str) -> str:
 
 def entry(e: CronEntry, topic: Topic) -> CronEntry:
     """The entry if every field is in range; else a clear error."""
+    if topic.settings.kind != KIND_TIMELINE:
+        raise WrongKind(
+            f"topic {topic.name!r} is a {topic.settings.kind} topic: cron entries go on timelines"
+        )
     entry_id(e.id)
     check(e.schedule)
     zone(e.timezone)

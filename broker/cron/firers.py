@@ -33,7 +33,7 @@ class CronFirers:
         # One consumer id per broker process: a restarted broker is a new consumer,
         # and the leases its predecessor held expire as any consumer's would.
         self.consumer_id = f"cron-{uuid.uuid4().hex[:12]}"
-        self.metrics = CronMetrics(broker.metrics.registry)
+        self.metrics = CronMetrics(broker.metrics.registry, broker.metrics.kind_of)
 
     async def ensure(self, target: str) -> None:
         """Fire ``target``'s cron timeline on this broker, if it has one."""

@@ -17,8 +17,9 @@ import flatbuffers
 import numpy as np
 import numpy.typing as npt
 
+from dejaq.core import priority as prio
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import LeasedMessage
+from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Topic
 from dejaq.core.wire.frames import cuts, frame_bytes
 from dejaq.fbs.batch import DeliveryBatch, MessageBatch, ProduceResults
 
@@ -34,6 +35,7 @@ class ProduceBatch:
     payloads: list[bytes]
     max_deliveries: list[int] | None = None
     expires_at: list[int] | None = None
+    priorities: list[int] | None = None  # None = every message 0
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -107,11 +109,16 @@ def encode_messages(
     ids: Sequence[str] | None = None,
     max_deliveries: Sequence[int] | None = None,
     expires_at: Sequence[int] | None = None,
+    priorities: Sequence[int] | None = None,
 ) -> bytes:
     """Build a MessageBatch. ``ids=None`` lets the broker generate every id."""
     n = len(timestamps)
     if len(payloads) != n or (ids is not None and len(ids) != n):
         raise InvalidArgument("timestamps, payloads and ids must have the same length")
+    if priorities is not None and len(priorities) != n:
+        raise InvalidArgument("one priority per message")
+    if priorities is not None and any(p < 0 or p > 0xFFFFFFFF for p in priorities):
+        raise InvalidArgument("a priority is a number from 0 (most urgent)")
     builder = flatbuffers.Builder(64 + n * 24 + sum(len(p) for p in payloads))
     ts = builder.CreateNumpyVector(np.asarray(timestamps, dtype=np.int64))
     id_cols = _text_column(builder, ids) if ids is not None else None
@@ -126,6 +133,11 @@ def encode_messages(
         if expires_at is not None
         else None
     )
+    pri = (
+        builder.CreateNumpyVector(np.asarray(priorities, dtype=np.uint32))
+        if priorities is not None
+        else None
+    )
     MessageBatch.Start(builder)
     MessageBatch.AddTimestamps(builder, ts)
     if id_cols is not None:
@@ -137,6 +149,8 @@ def encode_messages(
         MessageBatch.AddMaxDeliveries(builder, md)
     if exp is not None:
         MessageBatch.AddExpiresAt(builder, exp)
+    if pri is not None:
+        MessageBatch.AddPriorities(builder, pri)
     builder.Finish(MessageBatch.End(builder))
     return bytes(builder.Output())
 
@@ -182,7 +196,8 @@ def decode_messages(buf: bytes, max_messages: int | None = None) -> ProduceBatch
             ids = _split_text(_blob(raw_ids), batch.IdOffsetsAsNumpy(), n, "id")
         md = _column(batch.MaxDeliveriesAsNumpy(), n, "max_deliveries")
         exp = _column(batch.ExpiresAtAsNumpy(), n, "expires_at")
-    return ProduceBatch(timestamps, ids, payloads, md, exp)
+        pri = _column(batch.PrioritiesAsNumpy(), n, "priorities")
+    return ProduceBatch(timestamps, ids, payloads, md, exp, pri)
 
 
 def encode_results(status: Sequence[int], ids: Sequence[str]) -> bytes:
@@ -209,39 +224,67 @@ def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
     return status, ids
 
 
-def encode_deliveries(deliveries: Sequence[LeasedMessage], lease_until: int) -> bytes:
-    """One DeliveryBatch frame of ``deliveries``, whatever its size."""
+def encode_deliveries(
+    deliveries: Sequence[LeasedMessage], lease_until: int, topic: Topic | None = None
+) -> bytes:
+    """One DeliveryBatch frame of ``deliveries``, whatever its size (``topic``:
+    see ``delivery_frames``)."""
     payloads = [d.payload for d in deliveries]
-    return _encode_deliveries(deliveries, payloads, sum(map(len, payloads)), lease_until)
+    return _encode_deliveries(deliveries, payloads, sum(map(len, payloads)), lease_until, topic)
 
 
 def delivery_frames(
-    deliveries: Sequence[LeasedMessage], lease_until: int, max_bytes: int
+    deliveries: Sequence[LeasedMessage],
+    lease_until: int,
+    max_bytes: int,
+    topic: Topic | None = None,
 ) -> list[tuple[bytes, Sequence[LeasedMessage]]]:
     """``deliveries`` as DeliveryBatch frames of at most ``max_bytes`` each (by
     ``frames.frame_bytes``; a larger message goes alone), with what each carries.
-    The common case, one frame, costs one ``len`` per message over the encoding."""
+    The common case, one frame, costs one ``len`` per message over the encoding.
+    Of a priority ``topic`` the frames carry each message's priority, and the
+    time it became available where storage holds its rank."""
     payloads = [d.payload for d in deliveries]
     total = sum(map(len, payloads))
     if frame_bytes(len(payloads), total) <= max_bytes:
-        return [(_encode_deliveries(deliveries, payloads, total, lease_until), deliveries)]
+        return [(_encode_deliveries(deliveries, payloads, total, lease_until, topic), deliveries)]
     sizes = list(map(len, payloads))
     out: list[tuple[bytes, Sequence[LeasedMessage]]] = []
     start = 0
     for end in cuts(sizes, len(sizes), max_bytes):
         part, part_payloads = deliveries[start:end], payloads[start:end]
         size = sum(sizes[start:end])
-        out.append((_encode_deliveries(part, part_payloads, size, lease_until), part))
+        out.append((_encode_deliveries(part, part_payloads, size, lease_until, topic), part))
         start = end
     return out
 
 
+def shown_timestamps(topic: Topic, timestamps: I64, priorities: I64) -> I64:
+    """What users see of a priority topic's timestamps: a rank becomes the time
+    the message became available (core/priority.py); others stay."""
+    ranked = timestamps < 0
+    if not ranked.any():
+        return timestamps
+    since = timestamps + (prio.RANK_BASE + topic.created_at_ms) - priorities * prio.step(topic)
+    return np.where(ranked, since, timestamps)
+
+
 def _encode_deliveries(
-    deliveries: Sequence[LeasedMessage], payloads: list[bytes], total: int, lease_until: int
+    deliveries: Sequence[LeasedMessage],
+    payloads: list[bytes],
+    total: int,
+    lease_until: int,
+    topic: Topic | None,
 ) -> bytes:
     n = len(deliveries)
-    builder = flatbuffers.Builder(128 + n * 48 + total)
-    ts = builder.CreateNumpyVector(np.fromiter((d.timestamp for d in deliveries), np.int64, n))
+    builder = flatbuffers.Builder(128 + n * 52 + total)
+    timestamps = np.fromiter((d.timestamp for d in deliveries), np.int64, n)
+    pri = None
+    if topic is not None and topic.settings.kind == KIND_PRIORITY:
+        priorities = np.fromiter((d.priority for d in deliveries), np.int64, n)
+        timestamps = shown_timestamps(topic, timestamps, priorities)
+        pri = builder.CreateNumpyVector(priorities.astype(np.uint32))
+    ts = builder.CreateNumpyVector(timestamps)
     vs = builder.CreateNumpyVector(np.fromiter((d.version for d in deliveries), np.uint64, n))
     dl = builder.CreateNumpyVector(np.fromiter((d.deliveries for d in deliveries), np.uint32, n))
     id_cols = _text_column(builder, [d.id for d in deliveries])
@@ -255,6 +298,8 @@ def _encode_deliveries(
     DeliveryBatch.AddPayloadOffsets(builder, pay_cols[0])
     DeliveryBatch.AddPayloads(builder, pay_cols[1])
     DeliveryBatch.AddLeaseUntil(builder, lease_until)
+    if pri is not None:
+        DeliveryBatch.AddPriorities(builder, pri)
     builder.Finish(DeliveryBatch.End(builder))
     return bytes(builder.Output())
 
@@ -269,6 +314,7 @@ class DeliveryColumns(NamedTuple):
     versions: list[int]
     deliveries: list[int]
     lease_until: int
+    priorities: list[int] | None = None  # None: a timeline (every priority 0)
 
 
 @_frame("DeliveryBatch")
@@ -276,7 +322,7 @@ def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
     batch = DeliveryBatch.DeliveryBatch.GetRootAs(buf, 0)
     ts_col = batch.TimestampsAsNumpy()
     if not isinstance(ts_col, np.ndarray):
-        return DeliveryColumns([], [], [], [], [], batch.LeaseUntil())
+        return DeliveryColumns([], [], [], [], [], batch.LeaseUntil(), None)
     n = len(ts_col)
     ids = _split_text(_blob(batch.IdsAsNumpy()), batch.IdOffsetsAsNumpy(), n, "id")
     payloads = _split(_blob(batch.PayloadsAsNumpy()), batch.PayloadOffsetsAsNumpy(), n, "payload")
@@ -284,13 +330,19 @@ def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
     deliveries = _column(batch.DeliveriesAsNumpy(), n, "deliveries")
     if versions is None or deliveries is None:
         raise InvalidArgument("malformed batch: versions or deliveries missing")
-    return DeliveryColumns(ids, ts_col.tolist(), payloads, versions, deliveries, batch.LeaseUntil())
+    priorities = _column(batch.PrioritiesAsNumpy(), n, "priorities")
+    return DeliveryColumns(
+        ids, ts_col.tolist(), payloads, versions, deliveries, batch.LeaseUntil(), priorities
+    )
 
 
 def decode_deliveries(buf: bytes) -> tuple[list[LeasedMessage], int]:
     c = decode_delivery_columns(buf)
+    priorities = c.priorities if c.priorities is not None else [0] * len(c.ids)
     out = [
         LeasedMessage(*row)
-        for row in zip(c.ids, c.timestamps, c.payloads, c.versions, c.deliveries, strict=True)
+        for row in zip(
+            c.ids, c.timestamps, c.payloads, c.versions, c.deliveries, priorities, strict=True
+        )
     ]
     return out, c.lease_until

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dejaq.core import priority
 from dejaq.core.cron import CronEntry, Misfire
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import Counts, Message, Topic, TopicSettings
+from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, Counts, Message, Topic, TopicSettings
 from dejaq.proto import dejaq_pb2 as pb
 
 
@@ -18,12 +19,21 @@ def settings_to_pb(s: TopicSettings) -> pb.TopicSettings:
         expiry_ms=s.expiry_ms,
         dedup_window_ms=s.dedup_window_ms,
         max_rate=s.max_rate,
+        kind=s.kind,
+        priorities=s.priorities,
+        aging_ms=s.aging_ms,
     )
 
 
 def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
-    """Zero fields take the defaults (an unset dedup window too; 0 turns it off)."""
+    """Zero fields take the defaults (an unset dedup window too; 0 turns it off).
+    An empty kind is a timeline; a priority topic's 0 priorities are the default
+    count. Nothing is checked here (``broker.validation.settings`` does)."""
     d = TopicSettings()
+    kind = p.kind or KIND_TIMELINE
+    priorities = p.priorities
+    if kind == KIND_PRIORITY and not priorities:
+        priorities = priority.DEFAULT_PRIORITIES
     return TopicSettings(
         buckets=p.buckets or d.buckets,
         lease_ms=p.lease_ms or d.lease_ms,
@@ -33,6 +43,9 @@ def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
         expiry_ms=p.expiry_ms,
         dedup_window_ms=(p.dedup_window_ms if p.HasField("dedup_window_ms") else d.dedup_window_ms),
         max_rate=p.max_rate,
+        kind=kind,
+        priorities=priorities,
+        aging_ms=p.aging_ms,
     )
 
 
@@ -48,11 +61,16 @@ def counts_to_pb(c: Counts) -> pb.Counts:
     return pb.Counts(waiting=c.waiting, due=c.due, leased=c.leased, dead=c.dead)
 
 
-def message_to_pb(topic: str, m: Message, now: int) -> pb.Message:
+def message_to_pb(topic: Topic, m: Message, now: int) -> pb.Message:
+    """A message as users see it: of a priority topic, never its rank but the
+    time it became available (core/priority.py), and its priority."""
+    shown = m.timestamp
+    if priority.is_ranked(shown) and topic.settings.kind == KIND_PRIORITY:
+        shown = priority.available_at(topic, m.priority, shown)
     return pb.Message(
-        topic=topic,
+        topic=topic.name,
         id=m.id,
-        timestamp_ms=m.timestamp,
+        timestamp_ms=shown,
         payload=m.payload,
         version=m.version,
         deliveries=m.deliveries,
@@ -60,6 +78,7 @@ def message_to_pb(topic: str, m: Message, now: int) -> pb.Message:
         state=m.state(now).value,
         max_deliveries=m.max_deliveries,
         expires_at_ms=m.expires_at,
+        priority=m.priority,
     )
 
 

@@ -26,6 +26,7 @@ _CODES: dict[type[errors.DejaqError], grpc.StatusCode] = {
     errors.StaleVersion: grpc.StatusCode.ABORTED,
     errors.NotLeaseHolder: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Leased: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.WrongKind: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,

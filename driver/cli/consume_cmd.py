@@ -15,6 +15,8 @@ import signal
 import sys
 from typing import Any
 
+from dejaq.core.model import KIND_PRIORITY
+from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import add_broker, client_command, duration_ms, emit, payload_fields
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer
@@ -26,7 +28,8 @@ def register(sub: Any) -> None:
         "consume",
         help="receive and ack messages",
         description="Receive due messages, print one JSON line per delivery"
-        " (id, timestamp_ms, received_at_ms, deliveries, payload) and ack each.",
+        " (id, timestamp_ms, received_at_ms, deliveries, payload; on a priority topic"
+        " also priority, and timestamp_ms is when it became available) and ack each.",
     )
     p.add_argument("topic")
     p.add_argument("--count", type=int, default=0, help="stop after N messages (default: run on)")
@@ -46,6 +49,8 @@ async def consume(client: Client, args: argparse.Namespace) -> int:
         refused.append(failure)
         print(f"{failure.kind} of {failure.id} refused: {failure.error}", file=sys.stderr)
 
+    topic = await Admin(client).describe_topic(args.topic)
+    with_priority = topic.topic.settings.kind == KIND_PRIORITY
     consumer = Consumer(
         client,
         args.topic,
@@ -68,15 +73,15 @@ async def consume(client: Client, args: argparse.Namespace) -> int:
                 d = await consumer.receive(idle_s)
                 if d is None:
                     break
-                emit(
-                    {
-                        "id": d.id,
-                        "timestamp_ms": d.timestamp_ms,
-                        "received_at_ms": d.received_at_ms,
-                        "deliveries": d.deliveries,
-                        **payload_fields(d.payload),
-                    }
-                )
+                line: dict[str, Any] = {
+                    "id": d.id,
+                    "timestamp_ms": d.timestamp_ms,
+                    "received_at_ms": d.received_at_ms,
+                    "deliveries": d.deliveries,
+                }
+                if with_priority:
+                    line["priority"] = d.priority
+                emit({**line, **payload_fields(d.payload)})
                 await d.ack()
                 received += 1
         except TimeoutError:

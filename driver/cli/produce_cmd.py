@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from dejaq.core.clock import now_ms
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD, PRODUCE_FRAME_BYTES
@@ -25,13 +26,20 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "produce",
         help="schedule messages",
-        description="Schedule one message (PAYLOAD with --at or --in), or many with --jsonl: "
-        'one {"id", "timestamp_ms", "payload"} object a line ("payload_b64" for binary).',
+        description="Schedule one message (PAYLOAD with --at or --in, or --priority on a"
+        " priority topic, where --at/--in are a not-before time), or many with --jsonl:"
+        ' one {"id", "timestamp_ms", "payload", "priority"} object a line ("payload_b64"'
+        " for binary; without timestamp_ms a message with a priority is available now).",
     )
     p.add_argument("topic")
     p.add_argument("payload", nargs="?", help="the message payload (text)")
     p.add_argument("--id", default="", help="message id (default: generated)")
     add_when(p, required=False)
+    p.add_argument(
+        "--priority",
+        type=int,
+        help="priority topics: 0 is the most urgent (without --at/--in: available now)",
+    )
     p.add_argument("--jsonl", metavar="FILE", help="read messages from FILE, or - for stdin")
     add_broker(p)
     p.set_defaults(run=client_command(produce), trailing="payload")
@@ -39,14 +47,20 @@ def register(sub: Any) -> None:
 
 async def produce(client: Client, args: argparse.Namespace) -> int:
     if args.jsonl:
-        if args.payload is not None or args.at or args.in_ or args.id:
-            raise InvalidArgument("--jsonl takes no PAYLOAD, --id, --at or --in")
+        if args.payload is not None or args.at or args.in_ or args.id or args.priority is not None:
+            raise InvalidArgument("--jsonl takes no PAYLOAD, --id, --at, --in or --priority")
         return await _produce_lines(client, args)
+    priority = 0 if args.priority is None else _priority(args.priority)
     at = when_ms(args)
+    if at is None and args.priority is not None:
+        at = now_ms()  # a priority alone: available now
     if args.payload is None or at is None:
-        raise InvalidArgument("give a PAYLOAD and --at or --in (or --jsonl FILE)")
+        raise InvalidArgument(
+            "give a PAYLOAD and --at or --in, or --priority on a priority topic (or --jsonl FILE)"
+        )
+    out = Outgoing(args.payload.encode(), at, args.id, priority=priority)
     async with Producer(client, args.topic) as producer:
-        (result,) = await producer.send_batch([Outgoing(args.payload.encode(), at, args.id)])
+        (result,) = await producer.send_batch([out])
     if result.status == InsertStatus.REJECTED:
         raise InvalidArgument(f"rejected: {result.error}")
     print(f"{result.status.name.lower()} {result.id}")
@@ -96,6 +110,13 @@ async def _send(
             print(f"line {lineno}: {r.error}", file=sys.stderr)
 
 
+def _priority(value: object) -> int:
+    """A priority as given: a whole number from 0 (the topic checks the top)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidArgument(f"priority {value!r} must be a whole number, 0 (most urgent) or more")
+    return value
+
+
 def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
     """Each line as a message, or as the reason it is not one."""
     for lineno, line in enumerate(stream, 1):
@@ -105,7 +126,8 @@ def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
             obj = json.loads(line)
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
-            ts = obj["timestamp_ms"]
+            priority = _priority(obj["priority"]) if "priority" in obj else 0
+            ts = obj["timestamp_ms"] if "timestamp_ms" in obj or "priority" not in obj else now_ms()
             if not isinstance(ts, int) or isinstance(ts, bool):
                 raise ValueError("timestamp_ms must be an integer")
             if "payload_b64" in obj:
@@ -120,7 +142,7 @@ def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
                     f"a payload of {len(payload)} bytes does not fit any frame"
                     f" (at most {MAX_MESSAGE_PAYLOAD} bytes)"
                 )
-            yield lineno, Outgoing(payload, ts, mid)
-        except (ValueError, KeyError, binascii.Error) as exc:
+            yield lineno, Outgoing(payload, ts, mid, priority=priority)
+        except (ValueError, KeyError, binascii.Error, InvalidArgument) as exc:
             reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             yield lineno, f"rejected: {reason}"

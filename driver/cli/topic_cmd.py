@@ -6,7 +6,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from dejaq.core.model import TopicSettings
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, KINDS, TopicSettings
 from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import (
     add_broker,
@@ -19,6 +20,7 @@ from dejaq.driver.cli.common import (
 )
 from dejaq.driver.client import Client
 
+_KIND_FIELDS = ("kind", "priorities", "aging_ms")  # shown on the kind line
 _MAX_RATE_HELP = "cap deliveries across the cluster, e.g. 5000/s, 300/m (default: no cap)"
 
 
@@ -40,6 +42,25 @@ def register(sub: Any) -> None:
         " e.g. 24h (default 24h; 0 = free at once)",
     )
     p.add_argument("--max-rate", help=_MAX_RATE_HELP)
+    p.add_argument(
+        "--kind",
+        default=KIND_TIMELINE,
+        help="timeline (by due time, the default) or priority (most urgent first)",
+    )
+    p.add_argument(
+        "--priorities",
+        type=int,
+        default=0,
+        help="priority topics: priorities 0 (most urgent) .. N-1 (default 100)",
+    )
+    p.add_argument(
+        "--aging",
+        "--aging-ms",
+        dest="aging",
+        metavar="DURATION",
+        help="priority topics: a message waiting this long ranks a priority higher,"
+        " e.g. 10s (a bare number is ms; default: no aging)",
+    )
     add_broker(p)
     p.set_defaults(run=client_command(create))
 
@@ -54,7 +75,7 @@ def register(sub: Any) -> None:
     add_broker(p)
     p.set_defaults(run=client_command(list_))
 
-    p = tsub.add_parser("describe", help="settings and live counts of a topic")
+    p = tsub.add_parser("describe", aliases=["show"], help="settings and live counts of a topic")
     p.add_argument("name")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_broker(p)
@@ -66,7 +87,28 @@ def register(sub: Any) -> None:
     p.set_defaults(run=client_command(delete))
 
 
+def _kind_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``kind``, ``priorities`` and ``aging_ms`` from the flags (the broker checks
+    the ranges); priority flags on a timeline are a mistake, said here."""
+    kind = args.kind.strip().lower()
+    if kind not in KINDS:
+        raise InvalidArgument(f"unknown topic kind {args.kind!r}: {' or '.join(KINDS)}")
+    aging_ms = duration_ms(args.aging) if args.aging else 0
+    if kind != KIND_PRIORITY and (args.priorities or args.aging):
+        raise InvalidArgument("--priorities and --aging are for priority topics (--kind priority)")
+    return {"kind": kind, "priorities": args.priorities, "aging_ms": aging_ms}
+
+
+def _kind_text(settings: TopicSettings) -> str:
+    """``timeline``, or ``priority (priorities=N, aging=...)``."""
+    if settings.kind != KIND_PRIORITY:
+        return settings.kind
+    aging = f"{settings.aging_ms}ms" if settings.aging_ms else "none"
+    return f"{settings.kind} (priorities={settings.priorities}, aging={aging})"
+
+
 async def create(client: Client, args: argparse.Namespace) -> int:
+    kind = _kind_settings(args)
     d = TopicSettings()
     settings = TopicSettings(
         buckets=args.buckets or d.buckets,
@@ -79,9 +121,11 @@ async def create(client: Client, args: argparse.Namespace) -> int:
             duration_ms(args.dedup_window) if args.dedup_window else d.dedup_window_ms
         ),
         max_rate=rate_per_s(args.max_rate) if args.max_rate else 0.0,
+        **kind,
     )
     topic = await Admin(client).create_topic(args.name, settings)
-    print(f"created topic {topic.name}")
+    kind_note = f" ({_kind_text(topic.settings)})" if topic.settings.kind != KIND_TIMELINE else ""
+    print(f"created topic {topic.name}{kind_note}")
     return 0
 
 
@@ -93,11 +137,13 @@ async def set_(client: Client, args: argparse.Namespace) -> int:
 
 
 async def list_(client: Client, args: argparse.Namespace) -> int:
-    for t in await Admin(client).list_topics():
+    topics = await Admin(client).list_topics()
+    width = max((len(t.name) for t in topics), default=0)
+    for t in topics:
         if args.json:
             emit({"name": t.name, **dataclasses.asdict(t.settings)})
         else:
-            print(t.name)
+            print(f"{t.name:<{width}}  {_kind_text(t.settings)}")
     return 0
 
 
@@ -117,10 +163,12 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
         emit(out)
         return 0
     print(f"topic      {info.topic.name}  (created {iso(info.topic.created_at_ms)})")
-    print("settings   " + "  ".join(f"{k}={v}" for k, v in settings.items()))
+    shown = {k: v for k, v in settings.items() if k not in _KIND_FIELDS}
+    print(f"kind       {_kind_text(info.topic.settings)}")
+    print("settings   " + "  ".join(f"{k}={v}" for k, v in shown.items()))
     print("messages   " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     print(f"consumers  {info.consumers}")
-    print(f"next due   {iso(info.next_due_ms) if info.next_due_ms else '-'}")
+    print(f"next due   {_next_due(info.topic.settings, info.next_due_ms)}")
     return 0
 
 
@@ -128,3 +176,11 @@ async def delete(client: Client, args: argparse.Namespace) -> int:
     await Admin(client).delete_topic(args.name)
     print(f"deleted topic {args.name}")
     return 0
+
+
+def _next_due(settings: TopicSettings, next_due_ms: int | None) -> str:
+    if not next_due_ms:
+        return "-"
+    if settings.kind == KIND_PRIORITY and next_due_ms < 0:
+        return "now (messages available)"  # a rank: something waits at its priority
+    return iso(next_due_ms)

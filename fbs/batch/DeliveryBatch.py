@@ -220,8 +220,35 @@ class DeliveryBatch(object):
             return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
         return 0
 
+    # DeliveryBatch
+    def Priorities(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # DeliveryBatch
+    def PrioritiesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # DeliveryBatch
+    def PrioritiesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # DeliveryBatch
+    def PrioritiesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        return o == 0
+
 def DeliveryBatchStart(builder):
-    builder.StartObject(8)
+    builder.StartObject(9)
 
 def Start(builder):
     DeliveryBatchStart(builder)
@@ -315,6 +342,18 @@ def DeliveryBatchAddLeaseUntil(builder, leaseUntil):
 
 def AddLeaseUntil(builder, leaseUntil):
     DeliveryBatchAddLeaseUntil(builder, leaseUntil)
+
+def DeliveryBatchAddPriorities(builder, priorities):
+    builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(priorities), 0)
+
+def AddPriorities(builder, priorities):
+    DeliveryBatchAddPriorities(builder, priorities)
+
+def DeliveryBatchStartPrioritiesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartPrioritiesVector(builder, numElems):
+    return DeliveryBatchStartPrioritiesVector(builder, numElems)
 
 def DeliveryBatchEnd(builder):
     return builder.EndObject()

@@ -213,8 +213,35 @@ class MessageBatch(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
         return o == 0
 
+    # MessageBatch
+    def Priorities(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # MessageBatch
+    def PrioritiesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # MessageBatch
+    def PrioritiesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # MessageBatch
+    def PrioritiesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
 def MessageBatchStart(builder):
-    builder.StartObject(7)
+    builder.StartObject(8)
 
 def Start(builder):
     MessageBatchStart(builder)
@@ -302,6 +329,18 @@ def MessageBatchStartExpiresAtVector(builder, numElems):
 
 def StartExpiresAtVector(builder, numElems):
     return MessageBatchStartExpiresAtVector(builder, numElems)
+
+def MessageBatchAddPriorities(builder, priorities):
+    builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(priorities), 0)
+
+def AddPriorities(builder, priorities):
+    MessageBatchAddPriorities(builder, priorities)
+
+def MessageBatchStartPrioritiesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartPrioritiesVector(builder, numElems):
+    return MessageBatchStartPrioritiesVector(builder, numElems)
 
 def MessageBatchEnd(builder):
     return builder.EndObject()

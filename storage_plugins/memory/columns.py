@@ -39,6 +39,7 @@ class Columns:
         self.expires_at = np.zeros(0, np.int64)  # 0 = never
         self.owner = np.zeros(0, np.uint32)  # an Owners number; 0 = no lease owner
         self.bucket = np.zeros(0, np.uint16)
+        self.priority = np.zeros(0, np.uint16)  # priority topics; 0 = most urgent
         self.state = np.zeros(0, np.uint8)  # FREE, LIVE, DEAD or TOMB
         self.id_hash = np.zeros(0, np.int64)  # hash(id), for IdTable
         self.id_at = np.zeros(0, np.uint32)  # the IdTable position that names this slot
@@ -148,6 +149,7 @@ class Columns:
             "expires_at",
             "owner",
             "bucket",
+            "priority",
             "state",
             "id_hash",
             "id_at",

@@ -31,7 +31,7 @@ from dejaq.storage_plugins.base import (
 )
 from dejaq.storage_plugins.memory import scan
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB
-from dejaq.storage_plugins.memory.timeline import Timeline
+from dejaq.storage_plugins.memory.timeline import MAX_PRIORITY, Timeline
 from dejaq.storage_plugins.memory.types import I64
 from dejaq.storage_plugins.rules import (
     Fate,
@@ -54,9 +54,11 @@ class MemoryStorage(Storage):
     restart, and only one broker process can use it.
 
     Sized for millions of waiting messages (about 215 bytes each with a
-    26-byte id and a 100-byte payload, at 1M and at 10M; a tombstone, kept for
-    the topic's dedup window after a delete, about 113: its slot's columns,
-    65, the id's row in the arena, 32, its place in the id table, ~8, and in
+    26-byte id and a 100-byte payload, at 1M and at 10M, measured before the
+    2-byte priority column came; a priority topic's backlog at its ranks costs
+    the same, tests/storage_plugins/test_memory_priority.py; a tombstone, kept for
+    the topic's dedup window after a delete, about 115: its slot's columns,
+    67, the id's row in the arena, 32, its place in the id table, ~8, and in
     ``Graves``, 8) and for batches of
     thousands per call. Each topic (``Timeline``) keeps its messages' fields in
     numpy columns indexed by slot (``Columns``), their ids and payloads in a
@@ -153,6 +155,7 @@ class MemoryStorage(Storage):
                 payloads,
                 (c.version[slots] + 1).tolist(),
                 (c.deliveries[slots] + 1).tolist(),
+                c.priority[slots].tolist(),
             )
             c.deliveries[slots] += 1
             if Fate.DROP in fates:  # at-most-once: gone as it is delivered
@@ -170,9 +173,14 @@ class MemoryStorage(Storage):
                 break
         return Leases(out, until, dead)
 
+    async def _promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int:
+        tl = self._tl(topic)
+        if tl.ranks is None:
+            raise InvalidArgument(f"topic {topic!r} is a timeline: only a priority topic promotes")
+        return tl.promote(_normal(buckets), now, limit)
+
     async def _next_due(self, topic: str, buckets: Buckets) -> int | None:
-        normal = None if buckets is None else tuple(sorted({int(b) for b in buckets}))
-        return self._tl(topic).next_due(normal)
+        return self._tl(topic).next_due(_normal(buckets))
 
     def _held(
         self, tl: Timeline, ids: list[str], items: Sequence[SettleItem], owner: str
@@ -311,13 +319,24 @@ class MemoryStorage(Storage):
         return np.array([slot], np.int64)
 
     async def _move(
-        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+        self,
+        topic: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes | None,
+        priority: int | None,
     ) -> Settled:
         tl = self._tl(topic)
+        if priority is not None and not 0 <= priority <= MAX_PRIORITY:
+            raise InvalidArgument(f"priority {priority} is out of range 0..{MAX_PRIORITY}")
         slot = self._movable(tl, id, version, now)
         tl.reschedule(slot, at, None, [id])
         if payload is not None:
             tl.cols.rewrite(int(slot[0]), payload)
+        if priority is not None:
+            tl.cols.priority[slot] = priority
         return Settled(id, int(tl.cols.version[slot[0]]), at)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
@@ -348,6 +367,7 @@ class MemoryStorage(Storage):
     async def _counts(self, topic: str, now: int) -> Counts:
         tl = self._tl(topic)
         free, expired = tl.due(now)
+        free += tl.ranked  # a message at a rank is available: due, never owned
         leased = tl.owned - expired
         return Counts(tl.live - free - expired - leased, free + expired, leased, tl.dead)
 
@@ -387,6 +407,11 @@ class MemoryStorage(Storage):
 
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         return self._tl(topic).forget(deleted_before, limit)
+
+
+def _normal(buckets: Buckets) -> tuple[int, ...] | None:
+    """Buckets as the timeline takes them: a sorted tuple of distinct ints, or None."""
+    return None if buckets is None else tuple(sorted({int(b) for b in buckets}))
 
 
 # Tombstones a topic keeps at most on memory://: a bound on memory (about 28 MB a

@@ -19,6 +19,15 @@ the old one, which no longer matches its slot's timestamp, state or bucket
 (``current``), to be dropped when reached. A reused slot can make an old
 entry match again, so one message may have two current entries: readers
 count a slot once.
+
+The index of a priority topic's *ranks* (core/priority.py: negative
+timestamps, every one due) is a TimeIndex too, made ``all_due``: its horizon
+does not follow the clock but moves only when ``near`` runs dry, past the
+window of the earliest entry (``fill``), so a backlog of ranked messages waits
+in the windows at 8 bytes each, like a timeline's future. The arithmetic holds for
+negative timestamps: shifts floor, masks take the low bits, so a key still
+orders by (timestamp, slot) and a window holds ``[index << bits, (index + 1)
+<< bits)``.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ TOP = len(LEVEL_BITS) - 1
 FAR_PAST = -(1 << 62)
 SMALL_WINDOW = 48  # entries; checked one by one, cheaper than a dozen numpy calls
 CHUNK = 512  # pulled entries made Python ints at a time
+FILL_MASK = (1 << LEVEL_BITS[1]) - 1  # an all_due index pulls level-1 windows whole
 
 
 class _Level:
@@ -83,15 +93,17 @@ class TimeIndex:
         "_exact",
         "_first",
         "_levels",
+        "all_due",
         "bucket",
         "horizon",
         "near",
         "pending",
     )
 
-    def __init__(self, bucket: int, columns: Columns) -> None:
+    def __init__(self, bucket: int, columns: Columns, all_due: bool = False) -> None:
         self.bucket = bucket
         self._cols = columns
+        self.all_due = all_due  # an index of ranks: see ``fill``
         self.near: list[int] = []  # heap of timestamp << 32 | slot, every timestamp < horizon
         self.pending: deque[_Pulled] = deque()  # pulled windows not yet in near, in order
         self.horizon = FAR_PAST
@@ -175,6 +187,24 @@ class TimeIndex:
         else:  # sorted: a heap already
             near.extend([base + k for k in chunk])
 
+    def fill(self) -> None:
+        """``top_up``; on an ``all_due`` index whose ``near`` ran dry, also move the
+        horizon past the level-1 window of the earliest entry of the windows, so
+        that ``near[0]`` is the earliest entry of the whole index (``near`` is
+        left empty only when the index is)."""
+        self.top_up()
+        if not self.all_due:
+            return
+        while not self.near:
+            first = self.first()  # exact: the earliest current entry of the windows
+            if first is None:
+                return
+            # Pull the (17-minute) window of that entry whole: ranks spread
+            # thin over many small windows are taken in one step, not each
+            # alone (first >= horizon, so advance moves).
+            self.advance(first | FILL_MASK)
+            self.top_up()
+
     def first(self) -> int | None:
         """The earliest timestamp of a current entry, or None."""
         near = self.near
@@ -203,6 +233,11 @@ class TimeIndex:
                 # Everything below lies in an earlier window of this level: all due.
                 for below in levels[:k]:
                     pulled |= self._pull(below, None)
+                if self.all_due and now & level.mask == level.mask:
+                    # ``fill`` takes the target window whole: nothing to split.
+                    pulled |= self._pull(level, target)
+                    level.split = target
+                    continue
                 pulled |= self._pull(level, target - 1)
                 if level.order and level.order[0] == target:
                     heapq.heappop(level.order)

@@ -10,6 +10,13 @@ only they can be acked, extended or nacked, their number is bounded by the
 consumers' credit, not by the timeline, and a dict lookup is several times
 cheaper than a probe of the compact table. The millions waiting stay out of it.
 
+A priority topic's available messages sit at their rank, a negative timestamp
+(core/priority.py), in ``ranks``: a second TimeIndex per bucket whose horizon
+moves only to bring the earliest rank in (``TimeIndex.fill``), apart from the
+clock-driven ``lanes`` that hold its not-yet-available messages (timestamps
+``>= 0``). A lease pass merges both; ``promote`` takes the due entries of
+``lanes`` to ``ranks``. ``ranked`` counts the messages at a rank: all due.
+
 The semantic rules (who may settle, when a message dies) are applied by the
 caller, ``MemoryStorage``; this module only carries out their verdicts, a
 batch of slots at a time.
@@ -19,20 +26,23 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 
+from dejaq.core import priority as prio
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import InsertStatus, Message, NewMessage, Topic
+from dejaq.core.model import KIND_PRIORITY, InsertStatus, Message, NewMessage, Topic
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.graves import Graves
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.owners import Owners
 from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex, push_all
-from dejaq.storage_plugins.memory.types import I64
+from dejaq.storage_plugins.memory.types import I64, U16
 
 ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
 MAX_ID_BYTES = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
+MAX_PRIORITY = 0xFFFF  # Columns.priority is 16 bits (the broker allows 999)
 
 
 _END_OF_TIME = 1 << 62
@@ -47,6 +57,11 @@ class Timeline:
         self.cols = Columns()
         self.ids = IdTable(self.cols)
         self.lanes = [TimeIndex(b, self.cols) for b in range(topic.settings.buckets)]
+        # A priority topic's ranks (None on a timeline: its lanes hold every timestamp).
+        self.ranks: list[TimeIndex] | None = None
+        if topic.settings.kind == KIND_PRIORITY:
+            self.ranks = [TimeIndex(b, self.cols, True) for b in range(topic.settings.buckets)]
+        self.ranked = 0  # live messages at a rank (negative timestamp) in ranks
         self.owners = Owners()
         # Kept as messages change, so counts() never scans every message.
         self.live = 0  # messages not dead
@@ -94,20 +109,32 @@ class Timeline:
             int(c.max_deliveries[slot]),
             int(c.expires_at[slot]),
             bool(c.state[slot] == DEAD),
+            int(c.priority[slot]),
         )
 
     # -- by time --------------------------------------------------------------
 
-    def _lanes(self, buckets: tuple[int, ...] | None) -> list[TimeIndex]:
+    def _lanes(
+        self, buckets: tuple[int, ...] | None, lanes: list[TimeIndex] | None = None
+    ) -> list[TimeIndex]:
+        """The indexes of ``buckets`` among ``lanes`` (the time lanes by default)."""
+        every = self.lanes if lanes is None else lanes
         if buckets is None:
-            return self.lanes
+            return every
         # One the topic lacks is empty (LeaseRequest already made them distinct).
-        return [self.lanes[b] for b in buckets if 0 <= b < len(self.lanes)]
+        return [every[b] for b in buckets if 0 <= b < len(every)]
+
+    def _indexes(self, buckets: tuple[int, ...] | None) -> list[TimeIndex]:
+        """Every index of ``buckets``: the ranks (if any) and the time lanes."""
+        if self.ranks is None:
+            return self._lanes(buckets)
+        return self._lanes(buckets, self.ranks) + self._lanes(buckets)
 
     def select(
         self, buckets: tuple[int, ...] | None, now: int, limit: int
     ) -> tuple[list[int], list[int]]:
-        """Up to ``limit`` distinct due messages of ``buckets``, earliest first.
+        """Up to ``limit`` distinct due messages of ``buckets``, earliest first
+        (ranks first: they are all due).
 
         Returns their slots and timestamps.
 
@@ -118,6 +145,31 @@ class Timeline:
         for lane in lanes:
             lane.advance(now)
             lane.top_up()
+        if self.ranks is None:
+            return self._select(lanes, now, limit)
+        ranks = self._lanes(buckets, self.ranks)
+        for lane in ranks:
+            lane.fill()
+        return self._select(ranks + lanes, now, limit)
+
+    def promote(self, buckets: tuple[int, ...] | None, now: int, limit: int) -> int:
+        """Priority topics: move up to ``limit`` live messages of ``buckets`` due by
+        ``now`` (oldest first) from the time lanes to their rank, unowned; how many."""
+        lanes = self._lanes(buckets)
+        for lane in lanes:
+            lane.advance(now)
+            lane.top_up()
+        chosen, dues = self._select(lanes, now, limit)
+        if not chosen:
+            return 0
+        slots = np.array(chosen, np.int64)
+        topic = self.topic
+        ranks = list(map(prio.rank, repeat(topic), self.cols.priority[slots].tolist(), dues))
+        self.reschedule(slots, np.array(ranks, np.int64), None)
+        return len(chosen)
+
+    def _select(self, lanes: list[TimeIndex], now: int, limit: int) -> tuple[list[int], list[int]]:
+        """``select`` over ``lanes``, each advanced (or filled) already."""
         bound = (now << SLOT_BITS) | SLOT_MASK
         # A small heap over the due lane tops merges the buckets in time order.
         tops = [
@@ -141,8 +193,8 @@ class Timeline:
                 pop(near)
                 keys.append(key)
                 lanes_of.append(b)
-                if lane.pending:
-                    lane.top_up()
+                if lane.pending or (not near and lane.all_due):
+                    lane.fill()
                 if near and near[0] <= bound:
                     replace(tops, (near[0], b, near, lane))
                 else:
@@ -173,20 +225,20 @@ class Timeline:
         """The earliest timestamp of a live message of ``buckets``, or None."""
         # Each lane knows a bound cheaply; only lanes whose bound beats the best
         # exact time found so far are asked for theirs.
-        bounds = sorted(
-            (b, lane.bucket) for lane in self._lanes(buckets) if (b := lane.bound()) is not None
-        )
+        lanes = self._indexes(buckets)
+        bounds = sorted((b, k) for k, lane in enumerate(lanes) if (b := lane.bound()) is not None)
         best: int | None = None
-        for bound, bucket in bounds:
+        for bound, k in bounds:
             if best is not None and bound >= best:
                 break
-            first = self.lanes[bucket].first()
+            first = lanes[k].first()
             if first is not None and (best is None or first < best):
                 best = first
         return best
 
     def due(self, now: int) -> tuple[int, int]:
-        """(unleased, lease-expired) live messages with ``timestamp <= now``."""
+        """(unleased, lease-expired) live messages with ``timestamp <= now`` in the
+        time lanes (a priority topic's ranked messages, all due, are ``ranked``)."""
         keys: list[int] = []
         buckets: list[int] = []
         times: list[I64] = []
@@ -223,7 +275,7 @@ class Timeline:
 
     def insert(self, messages: Sequence[NewMessage]) -> list[InsertStatus]:
         """Store the messages whose id is new; the first of a repeated id wins."""
-        ids, timestamps, payloads, buckets, max_deliveries, expires = map(
+        ids, timestamps, payloads, buckets, max_deliveries, expires, priorities = map(
             list, zip(*messages, strict=True)
         )
         n = len(ids)
@@ -244,14 +296,16 @@ class Timeline:
             chosen = pick.tolist()
             ids = [ids[i] for i in chosen]
             payloads = [payloads[i] for i in chosen]
-            timestamps, buckets, max_deliveries, expires = (
-                [col[i] for i in chosen] for col in (timestamps, buckets, max_deliveries, expires)
+            timestamps, buckets, max_deliveries, expires, priorities = (
+                [col[i] for i in chosen]
+                for col in (timestamps, buckets, max_deliveries, expires, priorities)
             )
         try:  # every check before the first change: a batch is stored whole or not at all
             ts_col = np.array(timestamps, np.int64)
             bucket_col = np.array(buckets, np.int64)
             md_col = np.array(max_deliveries, np.uint32)
             exp_col = np.array(expires, np.int64)
+            priority_col = np.array(priorities, np.uint16)
         except (OverflowError, TypeError, ValueError) as exc:
             raise InvalidArgument(f"a message field is out of range: {exc}") from exc
         if bucket_col.min() < 0 or bucket_col.max() >= len(self.lanes):
@@ -268,11 +322,12 @@ class Timeline:
         c.expires_at[slots] = exp_col
         c.owner[slots] = 0
         c.bucket[slots] = bucket_col
+        c.priority[slots] = priority_col
         c.state[slots] = LIVE
         c.id_hash[slots] = hashes[pick]
         c.store(slots, keys, payloads)
         self.ids.add(hashes[pick], slots, spots[pick])
-        push_all(self.lanes, bucket_col, ts_col, slots)
+        self._push(bucket_col, ts_col, slots)
         self.live += len(keys)
         return status
 
@@ -364,9 +419,10 @@ class Timeline:
         self.dead += len(slots)
 
     def reschedule(
-        self, slots: I64, at: int, owner: str | None, ids: list[str] | None = None
+        self, slots: I64, at: int | I64, owner: str | None, ids: list[str] | None = None
     ) -> None:
-        """Make live messages due at ``at`` with ``owner`` as lease owner; versions move on."""
+        """Make live messages due at ``at`` (one time, or one per slot) with
+        ``owner`` as lease owner; versions move on."""
         if not len(slots):
             return
         c = self.cols
@@ -374,6 +430,13 @@ class Timeline:
         self._set_owner(slots, owner, ids)
         c.timestamp[slots] = at
         c.version[slots] += 1
+        if isinstance(at, np.ndarray):
+            self._push(c.bucket[slots].astype(np.int64), at, slots)
+            return
+        lanes = self.lanes
+        if at < 0 and self.ranks is not None:
+            lanes = self.ranks
+            self.ranked += len(slots)
         by_bucket: dict[int, list[int]] = {}
         for b, slot in zip(c.bucket[slots].tolist(), slots.tolist(), strict=True):
             group = by_bucket.get(b)
@@ -382,7 +445,7 @@ class Timeline:
             else:
                 group.append(slot)
         for b, group in by_bucket.items():
-            self.lanes[b].push_many(at, group)
+            lanes[b].push_many(at, group)
 
     def revive(self, slots: I64, at: int) -> None:
         """Put dead messages back, due at ``at``, with their deliveries and expiry reset."""
@@ -416,14 +479,43 @@ class Timeline:
     def _ids_of(self, slots: I64) -> list[str]:
         return [self.cols.record(s)[0] for s in slots.tolist()]
 
+    def _push(self, buckets: I64, timestamps: I64, slots: I64) -> None:
+        """Enter live messages in their indexes: a priority topic's ranks apart."""
+        if self.ranks is None:
+            push_all(self.lanes, buckets, timestamps, slots)
+            return
+        at_rank = timestamps < 0
+        ranked = int(np.count_nonzero(at_rank))
+        if ranked:
+            self.ranked += ranked
+            push_all(self.ranks, buckets[at_rank], timestamps[at_rank], slots[at_rank])
+        if ranked < len(slots):
+            waiting = ~at_rank
+            push_all(self.lanes, buckets[waiting], timestamps[waiting], slots[waiting])
+
     def _touch(self, slots: I64) -> None:
-        """Tell each bucket the earliest of its messages about to change."""
+        """Tell each index the earliest of its messages about to change (and, on a
+        priority topic, count out the live ones leaving a rank)."""
         buckets, timestamps = self.cols.bucket[slots], self.cols.timestamp[slots]
-        horizons = np.array([lane.horizon for lane in self.lanes], np.int64)
+        if self.ranks is None:
+            self._touch_lanes(self.lanes, buckets, timestamps)
+            return
+        at_rank = (timestamps < 0) & (self.cols.state[slots] == LIVE)
+        ranked = int(np.count_nonzero(at_rank))
+        if ranked:
+            self.ranked -= ranked
+            self._touch_lanes(self.ranks, buckets[at_rank], timestamps[at_rank])
+        if ranked < len(slots):
+            waiting = ~at_rank
+            self._touch_lanes(self.lanes, buckets[waiting], timestamps[waiting])
+
+    @staticmethod
+    def _touch_lanes(lanes: list[TimeIndex], buckets: U16, timestamps: I64) -> None:
+        horizons = np.array([lane.horizon for lane in lanes], np.int64)
         later = np.flatnonzero(timestamps >= horizons[buckets])
         if not len(later):  # entries before the horizon sit in near, not the windows
             return
-        earliest = np.full(len(self.lanes), np.iinfo(np.int64).max, np.int64)
+        earliest = np.full(len(lanes), np.iinfo(np.int64).max, np.int64)
         np.minimum.at(earliest, buckets[later], timestamps[later])
         for b in np.flatnonzero(earliest != np.iinfo(np.int64).max).tolist():
-            self.lanes[b].touch(int(earliest[b]))
+            lanes[b].touch(int(earliest[b]))

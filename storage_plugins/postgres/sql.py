@@ -122,6 +122,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE INDEX dejaq_tombstones_age ON dejaq_tombstones (topic, deleted_at)
             WHERE deleted_at >= 0""",
     ),
+    (
+        # Priority topics: each message's priority (0 on a timeline). A constant
+        # default: PostgreSQL adds the column without rewriting the table.
+        "ALTER TABLE dejaq_messages ADD COLUMN priority integer NOT NULL DEFAULT 0",
+    ),
 )
 
 PING = "SELECT 1"
@@ -185,7 +190,7 @@ _BURY = """INSERT INTO dejaq_tombstones (topic, id, deleted_at)
 _TOMBSTONE_OF = """SELECT 1 AS hit FROM dejaq_tombstones AS g
             WHERE g.topic = {topic} AND g.id = u.id LIMIT 1"""
 
-# (topic, ids, buckets, ts, max_deliveries, expires_at, payloads as arrays):
+# (topic, ids, buckets, ts, max_deliveries, expires_at, priorities, payloads as arrays):
 # after LOCK_TOPIC_SHARED. Ids are unique within the batch (sql_base.plan_insert).
 # Returns (topic exists, ids stored): an id already stored, or tombstoned, is
 # left untouched.
@@ -195,10 +200,12 @@ _TOMBSTONE_OF = """SELECT 1 AS hit FROM dejaq_tombstones AS g
 INSERT_MESSAGES = f"""WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(topic)s),
     new AS (
         INSERT INTO dejaq_messages
-            (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead)
-        SELECT t.name, u.id, u.bucket, u.ts, 1, 0, NULL, u.md, u.expires_at, false
+            (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead,
+             priority)
+        SELECT t.name, u.id, u.bucket, u.ts, 1, 0, NULL, u.md, u.expires_at, false, u.priority
         FROM t, unnest(%(ids)s::text[], %(buckets)s::int[], %(ts)s::int8[], %(md)s::int[],
-                       %(expires_at)s::int8[]) AS u (id, bucket, ts, md, expires_at)
+                       %(expires_at)s::int8[], %(priorities)s::int[])
+                AS u (id, bucket, ts, md, expires_at, priority)
             LEFT JOIN LATERAL ({_TOMBSTONE_OF.format(topic="t.name")}) AS g ON true
         WHERE g.hit IS NULL
         ON CONFLICT (topic, id) DO NOTHING
@@ -276,7 +283,7 @@ _LEASE = """WITH candidates AS MATERIALIZED (
         SELECT c.ctid AS tid, row_number() OVER () AS n FROM ({candidates}) AS c),
     locked AS MATERIALIZED (
         SELECT c.n, m.* FROM candidates AS c CROSS JOIN LATERAL (
-            SELECT m.ctid AS tid, m.id, m.ts, m.version, m.deliveries, m.expires_at,
+            SELECT m.ctid AS tid, m.id, m.ts, m.version, m.deliveries, m.expires_at, m.priority,
                 CASE WHEN m.max_deliveries <> 0 THEN m.max_deliveries
                     ELSE %(max_deliveries)s::int END AS md,
                 (SELECT p.ctid FROM dejaq_payloads AS p
@@ -300,24 +307,25 @@ _LEASE = """WITH candidates AS MATERIALIZED (
             deliveries = m.deliveries + CASE WHEN c.fate = 'kill' THEN 0 ELSE 1 END,
             version = m.version + 1
         FROM claimed AS c WHERE m.ctid = c.tid AND c.fate <> 'drop'
-        RETURNING c.n, c.fate, m.id, c.ts, m.version, m.deliveries, c.payload_tid),
+        RETURNING c.n, c.fate, m.id, c.ts, m.version, m.deliveries, m.priority, c.payload_tid),
     dropped AS (
         DELETE FROM dejaq_messages AS m USING claimed AS c
         WHERE m.ctid = c.tid AND c.fate = 'drop'
-        RETURNING c.n, c.fate, m.id, c.ts, m.version + 1, m.deliveries + 1, c.payload_tid),
+        RETURNING c.n, c.fate, m.id, c.ts, m.version + 1, m.deliveries + 1, m.priority,
+            c.payload_tid),
     dropped_payloads AS (
         DELETE FROM dejaq_payloads AS p USING dropped AS d WHERE p.ctid = d.payload_tid),
     buried AS ({bury}),
     written AS (SELECT * FROM moved UNION ALL SELECT * FROM dropped)
     SELECT s.candidates, s.topic_exists, w.n, w.fate, w.id, w.ts, w.version, w.deliveries,
-        CASE WHEN w.fate <> 'kill' THEN
+        w.priority, CASE WHEN w.fate <> 'kill' THEN
             (SELECT p.payload FROM dejaq_payloads AS p WHERE p.ctid = w.payload_tid) END
     FROM (SELECT (SELECT count(*) FROM candidates) AS candidates,
             EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s) AS topic_exists) AS s
         LEFT JOIN written AS w ON true"""
 # (topic, now, bound, window, limit, until, owner, max_deliveries [, buckets]):
 # rows (candidates, topic exists, then per message written: its rank among the
-# candidates, fate, id, due ts, version, deliveries, payload)
+# candidates, fate, id, due ts, version, deliveries, priority, payload)
 _LEASE_BURY = _BURY.format(gone="dropped", buries=_BURIES)
 LEASE_TOPIC = _LEASE.format(candidates=_CANDIDATES_OF_TOPIC, bury=_LEASE_BURY)
 LEASE_BUCKETS = _LEASE.format(candidates=_CANDIDATES_OF_BUCKETS, bury=_LEASE_BURY)
@@ -332,6 +340,54 @@ NEXT_DUE_IN_BUCKETS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(
             SELECT ts FROM dejaq_messages
             WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead
             ORDER BY ts LIMIT 1) AS c)"""
+
+# -- promote (priority topics) ----------------------------------------------------
+#
+# One statement, whatever the number of buckets, shaped as a lease pass: of the
+# oldest ``window`` live rows with 0 <= ts <= now (not-before or nack delay
+# come, lease run out; ranks are negative) — from the whole topic or merged
+# from a bounded seek per bucket — up to ``limit`` locked ``FOR UPDATE SKIP
+# LOCKED`` and rechecked, then moved to their rank, unowned, version + 1. The rank is
+# core.priority.rank; its step, the topic's creation time and the base are
+# parameters from Python. The caller's view of the topic (creation time and
+# settings as stored) must still be the stored one, or nothing is written:
+# ``matched`` false, the caller reads the topic again.
+
+_AVAILABLE = "NOT dead AND ts >= 0 AND ts <= %(now)s"
+_AVAILABLE_OF_TOPIC = f"""SELECT ctid, ts FROM dejaq_messages
+        WHERE topic = %(topic)s AND {_AVAILABLE}
+        ORDER BY ts LIMIT %(window)s"""
+_AVAILABLE_OF_BUCKETS = f"""SELECT c.ctid, c.ts FROM unnest(%(buckets)s::int[]) AS b (bucket)
+        CROSS JOIN LATERAL (
+            SELECT ctid, ts FROM dejaq_messages
+            WHERE topic = %(topic)s AND bucket = b.bucket AND {_AVAILABLE}
+            ORDER BY ts LIMIT %(window)s) AS c
+        ORDER BY c.ts LIMIT %(window)s"""
+_PROMOTE = """WITH t AS MATERIALIZED (
+        SELECT FROM dejaq_topics WHERE name = %(topic)s
+            AND created_at_ms = %(created_at)s AND settings = %(settings)s::jsonb),
+    candidates AS MATERIALIZED (
+        SELECT c.ctid AS tid FROM ({candidates}) AS c WHERE EXISTS (SELECT FROM t)),
+    locked AS MATERIALIZED (
+        SELECT m.tid FROM candidates AS c CROSS JOIN LATERAL (
+            SELECT m.ctid AS tid FROM dejaq_messages AS m
+            WHERE m.ctid = c.tid AND m.topic = %(topic)s AND NOT m.dead
+                AND m.ts >= 0 AND m.ts <= %(now)s
+            FOR UPDATE SKIP LOCKED) AS m
+        LIMIT %(limit)s),
+    promoted AS (
+        UPDATE dejaq_messages AS m SET
+            ts = m.priority * %(step)s::int8 + (m.ts - %(created_at)s::int8) - %(base)s::int8,
+            owner = NULL,
+            version = m.version + 1
+        FROM locked AS l WHERE m.ctid = l.tid
+        RETURNING 1)
+    SELECT EXISTS (SELECT FROM t), (SELECT count(*) FROM candidates),
+        (SELECT count(*) FROM promoted)"""
+# (topic, created_at, settings JSON as stored, now, window, limit, step, base
+# [, buckets]): (matched, candidates, promoted)
+PROMOTE_TOPIC = _PROMOTE.format(candidates=_AVAILABLE_OF_TOPIC)
+PROMOTE_BUCKETS = _PROMOTE.format(candidates=_AVAILABLE_OF_BUCKETS)
 
 # -- settle, move, cancel -------------------------------------------------------
 #
@@ -381,7 +437,7 @@ APPLY_STATES = f"""WITH gone AS (
 _MESSAGE_COLUMNS = """m.id, m.ts,
     (SELECT p.payload FROM dejaq_payloads AS p WHERE p.topic = m.topic AND p.id = m.id),
     m.version, m.deliveries,
-    m.owner, m.bucket, m.max_deliveries, m.expires_at, m.dead"""
+    m.owner, m.bucket, m.max_deliveries, m.expires_at, m.dead, m.priority"""
 # (topic, id)
 GET_MESSAGE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
     WHERE m.topic = %(topic)s AND m.id = %(id)s"""
@@ -389,6 +445,9 @@ GET_MESSAGE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
 LIST_DEAD = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
     WHERE m.topic = %(topic)s AND m.dead AND m.id > %(after_id)s
     ORDER BY m.id LIMIT %(limit)s"""
+
+# (priority, topic, id): a move's new priority
+SET_PRIORITY = "UPDATE dejaq_messages SET priority = %s WHERE topic = %s AND id = %s"
 
 # (topic, owner, now)
 RELEASE_OWNER = """UPDATE dejaq_messages SET ts = %(now)s, owner = NULL, version = version + 1

@@ -12,11 +12,14 @@ schema: ``schema``; every statement: ``sql``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from dejaq.core import priority
 from dejaq.core.buckets import Buckets
-from dejaq.core.errors import AlreadyExists, NotFound, StorageError
+from dejaq.core.errors import AlreadyExists, InvalidArgument, NotFound, StorageError
 from dejaq.core.model import (
+    KIND_PRIORITY,
     Counts,
     InsertStatus,
     LeasedMessage,
@@ -62,6 +65,33 @@ async def _require_topic(conn: Conn, topic: str) -> None:
 
 def _missing(topic: str) -> NotFound:
     return NotFound(f"topic {topic!r} does not exist")
+
+
+_RANKING_TRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """What ``sql.PROMOTE_*`` needs of a priority topic: core.priority's step
+    and base, and the topic as read (creation time, settings as stored), which
+    the statement checks is still the stored one."""
+
+    params: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> Ranking:
+        """From a ``sql.GET_TOPIC`` row; InvalidArgument on a timeline."""
+        topic = base.topic_from_row(row)
+        if topic.settings.kind != KIND_PRIORITY:
+            raise InvalidArgument(f"topic {topic.name!r} is a timeline: it has no priorities")
+        return cls(
+            {
+                "created_at": topic.created_at_ms,
+                "settings": row[1],
+                "step": priority.step(topic),
+                "base": priority.RANK_BASE,
+            }
+        )
 
 
 class _Locked:
@@ -144,6 +174,9 @@ class PostgresStorage(Storage):
         super().__init__(url)
         self.options = parse_url(url)
         self._pool = Pool(self.options)
+        # Priority topics promoted by this instance: their ranking parameters
+        # (the statement checks they are still the stored ones).
+        self._rankings: dict[str, Ranking] = {}
 
     async def open(self) -> None:
         await self._pool.open()
@@ -183,6 +216,7 @@ class PostgresStorage(Storage):
             (deleted,) = await _one(conn, sql.DELETE_TOPIC, {"topic": name})
             if deleted == 0:
                 raise _missing(name)
+        self._rankings.pop(name, None)
 
     async def _update_topic(self, topic: Topic) -> bool:
         params = (base.settings_json(topic), topic.name, topic.created_at_ms)
@@ -213,6 +247,7 @@ class PostgresStorage(Storage):
             "ts": [m.timestamp for m in fresh],
             "md": [m.max_deliveries for m in fresh],
             "expires_at": [m.expires_at for m in fresh],
+            "priorities": [m.priority for m in fresh],
             "payloads": [m.payload for m in fresh],
         }
         async with self._pool.transaction() as conn:
@@ -258,15 +293,53 @@ class PostgresStorage(Storage):
                     raise _missing(request.topic)
                 # In candidate order: by time, then as the index keeps equal times.
                 written = sorted(row[2:] for row in rows if row[2] is not None)
-                for _, fate, id, ts, version, deliveries, payload in written:
+                for _, fate, id, ts, version, deliveries, priority, payload in written:
                     if fate == Fate.KILL.value:
                         dead += 1
                     else:
-                        out.append(LeasedMessage(id, ts, payload, version, deliveries))
+                        out.append(LeasedMessage(id, ts, payload, version, deliveries, priority))
                 skipped = candidates - len(written)
                 if len(out) >= request.limit or candidates < window:
                     break
         return Leases(out, request.until, dead)
+
+    async def _promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int:
+        statement = sql.PROMOTE_TOPIC if buckets is None else sql.PROMOTE_BUCKETS
+        params: dict[str, Any] = {
+            "topic": topic,
+            "buckets": None if buckets is None else sorted({int(b) for b in buckets}),
+            "now": now,
+        }
+        promoted = 0
+        skipped = 0  # available rows another transaction held: look past them next time
+        tries = 0
+        async with self._pool.connection() as conn:
+            # As a lease pass: rows locked by another promoter (or a settle) are
+            # skipped, so promote again until the limit or nothing available is left.
+            while True:
+                ranking = self._rankings.get(topic) or await self._ranking(conn, topic)
+                wanted = limit - promoted
+                window = wanted + skipped
+                run = params | ranking.params | {"limit": wanted, "window": window}
+                matched, candidates, moved = await _one(conn, statement, run)
+                if not matched:
+                    self._rankings.pop(topic, None)  # changed since read: read it again
+                    tries += 1
+                    if tries == _RANKING_TRIES:
+                        raise StorageError(f"postgres: topic {topic!r} kept changing")
+                    continue
+                promoted += int(moved)
+                skipped = int(candidates) - int(moved)
+                if promoted >= limit or candidates < window:
+                    return promoted
+
+    async def _ranking(self, conn: Conn, topic: str) -> Ranking:
+        """The ranking parameters of ``topic`` as stored now (and cached)."""
+        row = await (await conn.execute(sql.GET_TOPIC, (topic,))).fetchone()
+        if row is None:
+            raise _missing(topic)
+        ranking = self._rankings[topic] = Ranking.of(row)
+        return ranking
 
     async def _next_due(self, topic: str, buckets: Buckets) -> int | None:
         async with self._pool.connection() as conn:
@@ -327,7 +400,14 @@ class PostgresStorage(Storage):
         return await self._settle(topic, pairs, lambda st: base.plan_hand_back(items, st, owner))
 
     async def _move(
-        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+        self,
+        topic: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes | None,
+        priority: int | None,
     ) -> Settled:
         async with self._pool.transaction() as conn:
             locked = await self._locked(conn, topic, [id])
@@ -335,6 +415,8 @@ class PostgresStorage(Storage):
             await self._write(conn, locked, SettlePlan(updated={id: new}))
             if payload is not None:
                 await conn.execute(sql.SET_PAYLOAD, (payload, topic, id))
+            if priority is not None:
+                await conn.execute(sql.SET_PRIORITY, (priority, topic, id))
         return settled
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:

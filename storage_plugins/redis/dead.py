@@ -49,5 +49,5 @@ async def purge(runner: Runner, info: TopicEntry, died_before: int) -> int:
 
 
 def _redrive(info: TopicEntry, s: Slot, at: int, which: str, ids: Sequence[str]) -> Call:
-    keys = (s.alive, s.heads, s.dead, s.dead_ids)
+    keys = (s.alive, s.heads, s.dead, s.dead_ids, *info.optional(s))
     return Call(lua.REDRIVE, keys, (info.gen, s.prefix, at, which, *ids))

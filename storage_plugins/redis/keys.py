@@ -30,6 +30,12 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        ex, dead — see ``scripts``).
 - ``p:<id>``           string: the payload, apart from the record, so no
                        mutation ever rewrites it.
+- ``waits``            sorted set, priority topics only: member = a bucket, score =
+                       a lower bound of the earliest timestamp >= 0 on its
+                       timeline (not ranked yet: ranks are negative). Every
+                       script that writes such a timestamp lowers it; promote,
+                       which reads it to find what became available, sets it
+                       exact for the timelines it read.
 - ``tombs``            sorted set: the tombstones of deleted messages (acked,
                        cancelled, delivered at most once), member = id, score =
                        when it was deleted; written, with the topic's dedup
@@ -70,6 +76,7 @@ STRAY_HOMES = "stray-homes"
 RECORD = "m:"
 PAYLOAD = "p:"
 TOMBS = "tombs"
+WAITS = "waits"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +121,10 @@ class Slot:
     @property
     def tombs(self) -> str:
         return self.prefix + TOMBS
+
+    @property
+    def waits(self) -> str:
+        return self.prefix + WAITS
 
     def record(self, id: str) -> str:
         return self.prefix + RECORD + id

@@ -13,19 +13,28 @@ samples picks how many to take from each slot and a bound below which the merge
 is exact, and a second round trip runs the lease scripts. When a slot had more
 due than sampled, another round follows (rarely: the sample is 4x each slot's
 fair share). So a pass costs O(slots asked) scripts, never O(buckets).
+
+A priority topic's pass first promotes (``promote``): the messages of the
+asked buckets that became available (timestamps from 0 to now; ranks are
+negative) move to their rank, oldest first, by the same walk and, over several
+slots, the same peek-and-plan rounds, found through the slot's ``waits`` index
+instead of ``heads`` (``keys``): timelines holding only ranks are never read.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
+from dejaq.core import priority
 from dejaq.core.buckets import Buckets
-from dejaq.core.model import LeasedMessage, Leases
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Leases
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.keys import Slot
 from dejaq.storage_plugins.redis.registry import TopicEntry
 from dejaq.storage_plugins.redis.replies import body, groups, ints
 from dejaq.storage_plugins.redis.scripts import Call, Runner
@@ -38,8 +47,22 @@ MAX_LEASE_ROUNDS = 16  # a bound, should concurrent leasers keep taking what we 
 Taken = list[tuple[int, LeasedMessage]]  # (bucket, delivery)
 
 
+class Span(NamedTuple):
+    """The scores a pass takes, from ``low`` up to its bound, and ``key``: the
+    slot's index that finds them (bucket -> a lower bound of its first one)."""
+
+    low: str
+    key: Callable[[Slot], str]
+
+
+# A lease takes any due score, found by ``heads``; a promote the timestamps of
+# messages not yet ranked (ranks are negative: core.priority), by ``waits``.
+DUE = Span("-inf", lambda s: s.heads)
+AVAILABLE = Span("0", lambda s: s.waits)
+
+
 class Peek(NamedTuple):
-    due: int  # members of the asked timelines with a score <= the peek's maximum
+    due: int  # members of the asked timelines with a score in the peek's range
     homes: list[int]  # other slots holding strays of this slot's buckets
     scores: list[int]  # the first few of those scores, in order
 
@@ -55,21 +78,52 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
             return _leases(solo[0], until, solo[1])
     out: Taken = []
     dead = 0
-    peeks = await _survey(runner, info, slots, asked, str(bound), _sample(limit, len(slots)))
-    for _ in range(MAX_LEASE_ROUNDS):
-        due = {slot: p for slot, p in peeks.items() if p.due}
-        if not due:
-            break
-        quotas, exact, complete = _plan(due, limit - len(out), bound)
+
+    async def take(quotas: dict[int, int], exact: int) -> int:
+        nonlocal dead
         taken = await _take(runner, info, request, asked, quotas, exact)
         assert taken is not None
-        out += taken[0]
+        out.extend(taken[0])
         dead += taken[1]
-        if complete or len(out) >= limit:
-            break
-        sample = _sample(limit - len(out), len(due))
-        peeks = await _peek(runner, info, list(due), asked, str(bound), sample, with_homes=False)
+        return len(taken[0])
+
+    await _merged(runner, info, slots, asked, DUE, bound, limit, take)
     return _leases(out, until, dead)
+
+
+async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, limit: int) -> int:
+    """Rank up to ``limit`` messages that became available by ``now``, oldest
+    first: one script per slot asked, as a lease pass."""
+    topic = info.topic
+    if topic.settings.kind != KIND_PRIORITY:
+        raise InvalidArgument(f"topic {topic.name!r} is a timeline: it has no priorities")
+    wanted = info.wanted(buckets)
+    slots, asked = info.slots_of(wanted), info.asked(wanted)
+    ranking = (priority.step(topic), topic.created_at_ms, priority.RANK_BASE)
+
+    async def take(quotas: dict[int, int], bound: int, solo: bool = False) -> int | None:
+        calls = []
+        for index, quota in quotas.items():
+            s = info.slot(index)
+            args = (info.gen, s.prefix, quota, bound, "1" if solo else "0", asked, *ranking)
+            keys_ = (s.alive, s.heads, s.owned, s.stray_homes, s.waits)
+            calls.append(Call(lua.PROMOTE, keys_, args))
+        promoted = 0
+        for reply in await runner.run(calls):
+            if reply[0] == lua.STRAYS:
+                return None
+            promoted += body(reply)[0]
+        return promoted
+
+    if len(slots) == 1:
+        solo = await take({slots[0]: limit}, now, solo=True)
+        if solo is not None:
+            return solo
+
+    async def merged_take(quotas: dict[int, int], bound: int) -> int:
+        return await take(quotas, bound) or 0
+
+    return await _merged(runner, info, slots, asked, AVAILABLE, now, limit, merged_take)
 
 
 async def next_due(runner: Runner, info: TopicEntry, buckets: Buckets) -> int | None:
@@ -97,6 +151,34 @@ async def next_due(runner: Runner, info: TopicEntry, buckets: Buckets) -> int | 
     return min(heads, default=None)
 
 
+async def _merged(
+    runner: Runner,
+    info: TopicEntry,
+    slots: Sequence[int],
+    asked: str,
+    span: Span,
+    bound: int,
+    limit: int,
+    take: Callable[[dict[int, int], int], Awaitable[int]],
+) -> int:
+    """Over several slots, in score order over ``span`` up to ``bound``: peek, plan
+    quotas, ``take(quotas, exact bound)`` (how many it took), in rounds until
+    ``limit`` are taken or none is left; how many were taken."""
+    got = 0
+    peeks = await _survey(runner, info, slots, asked, span, str(bound), _sample(limit, len(slots)))
+    for _ in range(MAX_LEASE_ROUNDS):
+        due = {slot: p for slot, p in peeks.items() if p.due}
+        if not due:
+            break
+        quotas, exact, complete = _plan(due, limit - got, bound)
+        got += await take(quotas, exact)
+        if complete or got >= limit:
+            break
+        sample = _sample(limit - got, len(due))
+        peeks = await _peek(runner, info, list(due), asked, span, str(bound), sample, False)
+    return got
+
+
 def _leases(taken: Taken, until: int, dead: int) -> Leases:
     # Ties as within one sorted set: by member (id bytes), then across buckets by bucket.
     taken.sort(key=lambda bd: (bd[1].timestamp, bd[0], bd[1].id.encode()))
@@ -121,7 +203,7 @@ async def _take(
         calls.append(
             Call(
                 lua.LEASE,
-                (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, *info.tombs(s)),
+                (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, *info.optional(s)),
                 (*args, request.max_deliveries, "1" if solo else "0", asked),
             )
         )
@@ -133,22 +215,31 @@ async def _take(
         died, numbers, blob = body(reply)
         dead += died
         at = 0
-        for bucket, ts, version, deliveries, id_len, size in groups(numbers, lua.LEASED_ITEM):
+        for item in groups(numbers, lua.LEASED_ITEM):
+            bucket, ts, version, deliveries, priority_, id_len, size = item
             id = blob[at : at + id_len].decode()
             payload = blob[at + id_len : at + id_len + size]
             at += id_len + size
-            delivered.append((bucket, LeasedMessage(id, ts, payload, version, deliveries)))
+            delivered.append(
+                (bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_))
+            )
     return delivered, dead
 
 
 async def _survey(
-    runner: Runner, info: TopicEntry, slots: Sequence[int], asked: str, max_score: str, sample: int
+    runner: Runner,
+    info: TopicEntry,
+    slots: Sequence[int],
+    asked: str,
+    span: Span,
+    max_score: str,
+    sample: int,
 ) -> dict[int, Peek]:
     """Peek ``slots``, then the other slots that hold strays of their buckets."""
-    peeks = await _peek(runner, info, slots, asked, max_score, sample, with_homes=True)
+    peeks = await _peek(runner, info, slots, asked, span, max_score, sample, with_homes=True)
     strays = sorted({home for p in peeks.values() for home in p.homes} - set(slots))
     if strays:
-        peeks.update(await _peek(runner, info, strays, asked, max_score, sample, False))
+        peeks.update(await _peek(runner, info, strays, asked, span, max_score, sample, False))
     return peeks
 
 
@@ -157,6 +248,7 @@ async def _peek(
     info: TopicEntry,
     slots: Sequence[int],
     asked: str,
+    span: Span,
     max_score: str,
     sample: int,
     with_homes: bool,
@@ -164,8 +256,9 @@ async def _peek(
     calls = []
     for index in slots:
         s = info.slot(index)
-        args = (info.gen, s.prefix, max_score, sample, "1" if with_homes else "0", asked)
-        calls.append(Call(lua.PEEK, (s.alive, s.heads, s.stray_homes), args))
+        homes = "1" if with_homes else "0"
+        args = (info.gen, s.prefix, max_score, sample, homes, asked, span.low)
+        calls.append(Call(lua.PEEK, (s.alive, span.key(s), s.stray_homes), args))
     peeks = {}
     for index, reply in zip(slots, await runner.run(calls), strict=True):
         due, homes, scores = body(reply)

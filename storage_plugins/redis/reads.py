@@ -23,7 +23,7 @@ async def read(
         found = body(reply)
         for k, id in enumerate(ids):
             item = found[k * lua.READ_ITEM : (k + 1) * lua.READ_ITEM]
-            exists, ts, v, n, owner, bucket, md, ex, dead, payload = item
+            exists, ts, v, n, owner, bucket, md, ex, dead, priority, payload = item
             if not exists:
                 out.append(None)
                 continue
@@ -39,6 +39,7 @@ async def read(
                     int(md),
                     int(ex),
                     dead == b"1",
+                    int(priority or 0),
                 )
             )
     return out

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from dejaq.core.buckets import Buckets, bucket_of
 from dejaq.core.errors import AlreadyExists, NotFound, StorageError
-from dejaq.core.model import Topic, TopicSettings
+from dejaq.core.model import KIND_PRIORITY, Topic, TopicSettings
 from dejaq.storage_plugins.redis import keys
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.keys import Slot
@@ -74,10 +74,12 @@ class TopicEntry:
                 ranges.append([b, b])
         return ",".join(f"{lo}-{hi}" for lo, hi in ranges)
 
-    def tombs(self, s: Slot) -> tuple[str, ...]:
-        """The tombstones key of slot ``s`` when deletes leave tombstones (the
-        topic has a dedup window), else nothing: the scripts' optional last key."""
-        return (s.tombs,) if self.topic.settings.dedup_window_ms else ()
+    def optional(self, s: Slot) -> tuple[str, ...]:
+        """The scripts' optional last keys for slot ``s`` (found by name): its
+        ``waits`` on a priority topic, its tombstones when deletes leave
+        tombstones (the topic has a dedup window)."""
+        waits = (s.waits,) if self.topic.settings.kind == KIND_PRIORITY else ()
+        return waits + ((s.tombs,) if self.topic.settings.dedup_window_ms else ())
 
     def by_home(self, ids: Sequence[str]) -> dict[int, list[int]]:
         """Indexes of ``ids`` grouped by home slot, in their order."""
@@ -161,7 +163,7 @@ class Registry:
         calls = []
         for i in range(info.slots):
             s = info.slot(i)
-            k = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, s.tombs)
+            k = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, s.tombs, s.waits)
             calls.append(Call(lua.DROP, k, (info.gen, s.prefix)))
         await self._runner.run(calls)
         await self._runner.run([Call(lua.FORGET, (keys.TOPICS,), (name, info.entry))])

@@ -7,7 +7,9 @@ KEYS, ARGV and reply.
 Conventions. ``KEYS[1]`` is always the slot's ``alive`` key and ``ARGV[1]`` the
 topic generation the caller believes in: a script whose topic is gone (or
 re-created) answers ``{GONE}`` before touching anything. ``ARGV[2]`` is the slot
-prefix from which per-message keys are built. Replies start with a status
+prefix from which per-message keys are built. Keys a call may or may not need
+(``tombs``: the topic keeps tombstones; ``waits``: it is a priority topic) come
+last and are found by name (``optional`` in ``helpers.lua``). Replies start with a status
 (``OK``). Timestamps travel as decimal strings and are written back as given:
 Lua's own number-to-string (``tostring``, ``..``) keeps only 14 digits, so
 numbers are formatted with ``int`` (``%d``: exact to 2^63).
@@ -21,7 +23,12 @@ CPU instead of 1.05 ms (measured).
 The message record is a hash (small: a listpack in Redis) with fields
 ``ts`` (timestamp), ``v`` (version), ``n`` (deliveries), ``o`` (lease owner,
 absent when none), ``b`` (bucket), ``md`` (max deliveries), ``ex`` (expires
-at), ``dead`` (0 / 1).
+at), ``dead`` (0 / 1), ``p`` (priority; absent when 0, as on every timeline).
+
+A priority topic's ranks (``core.priority``: negative timestamps down to
+``-RANK_BASE``, 14 digits) live in the same scores and fields: a double holds
+them exactly, and they travel and are written as decimal text like any
+timestamp (``rank`` in ``helpers.lua`` formats with ``int``).
 
 The rules of ``rules.py`` that must run next to the data (who may settle or
 move, the effective max deliveries, a lease pass's fate for a message, when a
@@ -54,9 +61,10 @@ STRAYS = -2  # lease refused a solo call: strays of the slot's buckets live in o
 NOT_FOUND, NOT_HOLDER, STALE, LEASED = 1, 2, 3, 4
 
 # Widths of the per-item groups in replies.
-LEASED_ITEM = 6  # numbers: bucket, due timestamp, version, deliveries, id length, payload length
+# numbers: bucket, due timestamp, version, deliveries, priority, id length, payload length
+LEASED_ITEM = 7
 SETTLED_ITEM = 3  # numbers: code, version, timestamp
-READ_ITEM = 10  # elements: found, ts, v, n, o, b, md, ex, dead, payload
+READ_ITEM = 11  # elements: found, ts, v, n, o, b, md, ex, dead, p, payload
 
 CONSTANTS = f"""
 local K_TIMELINE, K_RECORD, K_PAYLOAD = '{keys.TIMELINE}', '{keys.RECORD}', '{keys.PAYLOAD}'
@@ -117,6 +125,7 @@ INSERT = Script("insert")
 PEEK = Script("peek")
 NEXT_DUE = Script("next_due")
 LEASE = Script("lease")
+PROMOTE = Script("promote")
 SETTLE = Script("settle")
 MUTATE = Script("mutate")
 READ = Script("read")
@@ -133,7 +142,7 @@ REPLACE = Script("replace")
 
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
-ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE)
+ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE, PROMOTE)
 
 
 # -- calling them ------------------------------------------------------------

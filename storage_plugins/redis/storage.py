@@ -90,10 +90,13 @@ class RedisStorage(Storage):
     O(log n) per message (plus, per bucket touched, keeping the heads index).
     lease — one script per slot asked, walking the heads of the asked buckets
     in time order (``leasing``); next_due — one script per slot asked, reading
-    the first asked entry of its heads. counts — one script per slot, a ZCARD
-    and a ZCOUNT per non-empty timeline, no record read. release — reads the
-    records of the slot's leased messages (``owned``) only. list_dead — up to
-    ``limit`` ids from every slot, then the records of the first ``limit``.
+    the first asked entry of its heads. promote (priority topics) — as a lease,
+    walking the slot's ``waits`` index instead, so only timelines that may hold
+    an available message are read, however many messages wait ranked. counts —
+    one script per slot, a ZCARD and a ZCOUNT per non-empty timeline, no record
+    read. release — reads the records of the slot's leased messages (``owned``)
+    only. list_dead — up to ``limit`` ids from every slot, then the records of
+    the first ``limit``.
     redrive-all, purge, delete_topic — one script per slot, linear in what they
     change (delete_topic blocks the server while a slot is deleted).
 
@@ -196,6 +199,7 @@ class RedisStorage(Storage):
         groups_ = info.by_home([m.id for m in messages])
         strays: set[tuple[int, int]] = set()  # (home slot, the bucket's own slot)
         inserts = []
+        any_priority = any(m.priority for m in messages)
         for home, indexes in groups_.items():
             s = info.slot(home)
             batch = [messages[i] for i in indexes]
@@ -213,8 +217,10 @@ class RedisStorage(Storage):
                 columns.decimals(m.max_deliveries for m in batch),
                 columns.decimals(m.expires_at for m in batch),
                 *columns.strings(m.payload for m in batch),
+                # Timelines (every priority 0) send none: the records then have no ``p``.
+                columns.decimals(m.priority for m in batch) if any_priority else "",
             )
-            inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.tombs(s)), args))
+            inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.optional(s)), args))
         # Make strays findable from their bucket's slot before they exist.
         pointers = [
             Call(None, (), ("SADD", info.slot(own).stray_homes, home))
@@ -233,6 +239,11 @@ class RedisStorage(Storage):
     async def _lease(self, request: LeaseRequest) -> Leases:
         return await self._registry.on_topic(
             request.topic, lambda info: leasing.lease(self._runner, info, request)
+        )
+
+    async def _promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int:
+        return await self._registry.on_topic(
+            topic, lambda info: leasing.promote(self._runner, info, buckets, now, limit)
         )
 
     async def _next_due(self, topic: str, buckets: Buckets) -> int | None:
@@ -281,7 +292,7 @@ class RedisStorage(Storage):
                 args.append(columns.decimals(items[i][1] for i in indexes))
                 if dues:
                     args.append(columns.decimals(dues[i] for i in indexes))
-                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.tombs(s))
+                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.optional(s))
                 calls.append(Call(lua.SETTLE, keys_, args))
             out: list[Outcome | None] = [None] * len(items)
             replies = await self._runner.run(calls)
@@ -305,22 +316,37 @@ class RedisStorage(Storage):
     # -- move / cancel --------------------------------------------------------
 
     async def _move(
-        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+        self,
+        topic: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes | None,
+        priority: int | None,
     ) -> Settled:
-        if payload is None:
-            return await self._mutate(topic, "move", id, version, at, now)
-        return await self._mutate(topic, "rewrite", id, version, at, now, payload)
+        mode = "move" if payload is None else "rewrite"
+        return await self._mutate(topic, mode, id, version, at, now, payload or b"", priority)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         return await self._mutate(topic, "cancel", id, version, 0, now)
 
     async def _mutate(
-        self, topic: str, mode: str, id: str, version: int, at: int, now: int, payload: bytes = b""
+        self,
+        topic: str,
+        mode: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes = b"",
+        priority: int | None = None,
     ) -> Settled:
         async def op(info: TopicEntry) -> Settled:
             s = info.slot(info.home(id))
-            args = (info.gen, s.prefix, mode, id, version, at, now, payload)
-            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.tombs(s)), args)
+            keep = "" if priority is None else priority
+            args = (info.gen, s.prefix, mode, id, version, at, now, payload, keep)
+            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.optional(s)), args)
             [reply] = await self._runner.run([call])
             numbers, owners = body(reply)
             [(code, version_now, ts)] = groups(numbers, lua.SETTLED_ITEM)
@@ -353,7 +379,9 @@ class RedisStorage(Storage):
                 self._runner,
                 info,
                 lambda s: Call(
-                    lua.RELEASE, (s.alive, s.heads, s.owned), (info.gen, s.prefix, owner, now)
+                    lua.RELEASE,
+                    (s.alive, s.heads, s.owned, *info.optional(s)),
+                    (info.gen, s.prefix, owner, now),
                 ),
             )
             return sum(released for [released] in replies)

@@ -13,9 +13,11 @@ import json
 import sqlite3
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from dejaq.core import priority as prio
 from dejaq.core.buckets import Buckets
-from dejaq.core.errors import AlreadyExists, NotFound
+from dejaq.core.errors import AlreadyExists, InvalidArgument, NotFound
 from dejaq.core.model import (
+    KIND_PRIORITY,
     Counts,
     InsertStatus,
     LeasedMessage,
@@ -141,7 +143,10 @@ def insert(conn: Conn, topic: str, messages: Sequence[NewMessage]) -> list[Inser
     out, fresh = base.plan_insert(messages, taken)
     conn.executemany(
         sql.INSERT_MESSAGE,
-        [(topic, m.id, m.bucket, m.timestamp, m.max_deliveries, m.expires_at) for m in fresh],
+        [
+            (topic, m.id, m.bucket, m.timestamp, m.max_deliveries, m.expires_at, m.priority)
+            for m in fresh
+        ],
     )
     conn.executemany(sql.INSERT_PAYLOAD, [(topic, m.id, m.payload) for m in fresh])
     return out
@@ -157,8 +162,8 @@ def lease(conn: Conn, request: LeaseRequest) -> Leases:
     while len(out) < request.limit:
         asked = request.limit - len(out)
         rows = conn.execute(sql.DUE, (topic, request.bound, wanted, asked, topic)).fetchall()
-        plan = base.plan_lease((base.Due(*row[:6]) for row in rows), now, request.max_deliveries)
-        payloads = {row[0]: row[6] for row in rows}
+        plan = base.plan_lease((base.Due(*row[:7]) for row in rows), now, request.max_deliveries)
+        payloads = {row[0]: row[7] for row in rows}
         out += [base.delivery(row, payloads[row.id]) for row in plan.deliver]
         conn.executemany(sql.KILL, [(now, topic, id) for id in plan.kill])
         until, owner = request.until, request.owner
@@ -168,6 +173,25 @@ def lease(conn: Conn, request: LeaseRequest) -> Leases:
         if not plan.kill or len(rows) < asked:
             break
     return Leases(out, request.until, dead)
+
+
+def promote(conn: Conn, topic: str, buckets: Buckets, now: int, limit: int) -> int:
+    row = conn.execute(sql.GET_TOPIC, (topic,)).fetchone()
+    if row is None:
+        raise NotFound(f"topic {topic!r} does not exist")
+    stored = base.topic_from_row(row)
+    if stored.settings.kind != KIND_PRIORITY:
+        raise InvalidArgument(f"topic {topic!r} is a timeline: only a priority topic promotes")
+    params = {
+        "topic": topic,
+        "now": now,
+        "buckets": _buckets_json(buckets, stored.settings.buckets),
+        "limit": limit,
+        "step": prio.step(stored),
+        "created_at": stored.created_at_ms,
+        "base": prio.RANK_BASE,
+    }
+    return conn.execute(sql.PROMOTE, params).rowcount
 
 
 def next_due(conn: Conn, topic: str, buckets: Buckets) -> int | None:
@@ -211,7 +235,14 @@ def hand_back(conn: Conn, topic: str, items: Sequence[HandBack], owner: str) -> 
 
 
 def move(
-    conn: Conn, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+    conn: Conn,
+    topic: str,
+    id: str,
+    version: int,
+    at: int,
+    now: int,
+    payload: bytes | None,
+    priority: int | None,
 ) -> Settled:
     _topic_buckets(conn, topic)
     states = _states(conn, topic, [id])
@@ -219,6 +250,8 @@ def move(
     _store(conn, topic, {id: new})
     if payload is not None:
         conn.execute(sql.SET_PAYLOAD, (payload, topic, id))
+    if priority is not None:
+        conn.execute(sql.SET_PRIORITY, (priority, topic, id))
     return settled
 
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 from dejaq.core.model import DEFAULT_DEDUP_WINDOW_MS
 
 # PRAGMA user_version: bump with a migration step in sqlite.py. 2: tombstones
-# (created by SCHEMA's IF NOT EXISTS in a version 1 file).
-SCHEMA_VERSION = 2
+# (created by SCHEMA's IF NOT EXISTS in a version 1 file). 3: messages.priority
+# (added to an older file by ADD_PRIORITY).
+SCHEMA_VERSION = 3
 
 JOURNAL_WAL = "PRAGMA journal_mode = WAL"
 # The checkpointer's own connection checkpoints (checkpoint.py); the writer's
@@ -70,6 +71,7 @@ SCHEMA = (
         max_deliveries INTEGER NOT NULL,
         expires_at INTEGER NOT NULL,
         dead INTEGER NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (topic, id)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS messages_due ON messages (topic, dead, bucket, ts)",
@@ -91,6 +93,11 @@ SCHEMA = (
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS tombstones_age ON tombstones (topic, deleted_at)",
 )
+
+# Upgrading a file made before priority topics (schema version < 3): its
+# messages are a timeline's, priority 0.
+MESSAGE_COLUMNS = "SELECT name FROM pragma_table_info('messages')"
+ADD_PRIORITY = "ALTER TABLE messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 0"
 
 # (a random id): kept when the database already has one
 INSERT_IDENTITY = "INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT DO NOTHING"
@@ -120,8 +127,8 @@ EXISTING_IDS = """SELECT id FROM messages
     UNION ALL
     SELECT id FROM tombstones WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))"""
 INSERT_MESSAGE = """INSERT INTO messages
-    (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead)
-    VALUES (?, ?, ?, ?, 1, 0, NULL, ?, ?, 0)"""
+    (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead, priority)
+    VALUES (?, ?, ?, ?, 1, 0, NULL, ?, ?, 0, ?)"""
 INSERT_PAYLOAD = "INSERT INTO payloads (topic, id, payload) VALUES (?, ?, ?)"
 SET_PAYLOAD = "UPDATE payloads SET payload = ? WHERE topic = ? AND id = ?"
 # A set of ids travels as one JSON array parameter: ``_IDS`` is its rows.
@@ -142,9 +149,10 @@ PURGE_TOMBSTONES = """DELETE FROM tombstones WHERE topic = ?1 AND id IN (
 # (topic, now, buckets JSON, limit, topic): the earliest due rows with their
 # payloads. The payloads are joined to the ``LIMIT``-ed rows only (a subquery
 # with a LIMIT is not flattened into a join), never to every due row.
-DUE = """SELECT d.id, d.ts, d.version, d.deliveries, d.max_deliveries, d.expires_at, p.payload
+DUE = """SELECT d.id, d.ts, d.version, d.deliveries, d.max_deliveries, d.expires_at, d.priority,
+        p.payload
     FROM (
-        SELECT id, ts, version, deliveries, max_deliveries, expires_at
+        SELECT id, ts, version, deliveries, max_deliveries, expires_at, priority
         FROM messages INDEXED BY messages_due
         WHERE topic = ? AND dead = 0 AND ts <= ? AND bucket IN (SELECT value FROM json_each(?))
         ORDER BY ts LIMIT ?) AS d
@@ -154,12 +162,28 @@ NEXT_DUE = """SELECT ts FROM messages INDEXED BY messages_due
     WHERE topic = ? AND dead = 0 AND bucket IN (SELECT value FROM json_each(?))
     ORDER BY ts LIMIT 1"""
 
+# Priority topics (core/priority.py). (:topic, :now, :buckets JSON, :limit,
+# :step, :created_at, :base): the oldest live rows of the buckets that became
+# available by now (0 <= ts <= now: a not-before time or nack delay come, a
+# lease run out) move to their rank in one statement, unowned, versions
+# bumped. The rank is core.priority.rank spelled in SQL (the right-hand side
+# reads the row as it was); the conformance suite pins the two together.
+PROMOTE = """UPDATE messages
+    SET ts = priority * :step + (ts - :created_at) - :base, owner = NULL, version = version + 1
+    WHERE topic = :topic AND id IN (
+        SELECT id FROM messages INDEXED BY messages_due
+        WHERE topic = :topic AND dead = 0 AND ts >= 0 AND ts <= :now
+            AND bucket IN (SELECT value FROM json_each(:buckets))
+        ORDER BY ts LIMIT :limit)"""
+# (priority, topic, id): a move's new priority
+SET_PRIORITY = "UPDATE messages SET priority = ? WHERE topic = ? AND id = ?"
+
 # (topic, ids JSON): column order of sql_base.RowState, after the id.
 STATES = f"""SELECT id, ts, version, deliveries, owner, max_deliveries, dead FROM messages
     WHERE topic = ? AND id IN {_IDS}"""
 # Column order of MESSAGE rows follows core.model.Message.
 _MESSAGE_COLUMNS = """m.id, m.ts, p.payload, m.version, m.deliveries, m.owner, m.bucket,
-    m.max_deliveries, m.expires_at, m.dead"""
+    m.max_deliveries, m.expires_at, m.dead, m.priority"""
 _WITH_PAYLOAD = "JOIN payloads AS p ON p.topic = m.topic AND p.id = m.id"
 GET_MESSAGE = f"""SELECT {_MESSAGE_COLUMNS} FROM messages AS m {_WITH_PAYLOAD}
     WHERE m.topic = ? AND m.id = ?"""

@@ -115,6 +115,8 @@ def _connect(options: SqliteOptions) -> sqlite3.Connection:
         # Migrations from an older version go here, one step per version.
         for statement in sql.SCHEMA:
             conn.execute(statement)
+        if "priority" not in {row[0] for row in conn.execute(sql.MESSAGE_COLUMNS)}:
+            conn.execute(sql.ADD_PRIORITY)  # a file from before version 3
         conn.execute(sql.INSERT_IDENTITY, (uuid.uuid4().hex,))
         conn.execute(sql.SET_USER_VERSION)
         conn.execute(sql.COMMIT)
@@ -230,6 +232,9 @@ class SqliteStorage(Storage):
     async def _lease(self, request: LeaseRequest) -> Leases:
         return await self._run(ops.lease, request)
 
+    async def _promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int:
+        return await self._run(ops.promote, topic, buckets, now, limit)
+
     async def _next_due(self, topic: str, buckets: Buckets) -> int | None:
         return await self._run(ops.next_due, topic, buckets)
 
@@ -252,9 +257,16 @@ class SqliteStorage(Storage):
         return await self._run(ops.hand_back, topic, items, owner)
 
     async def _move(
-        self, topic: str, id: str, version: int, at: int, now: int, payload: bytes | None
+        self,
+        topic: str,
+        id: str,
+        version: int,
+        at: int,
+        now: int,
+        payload: bytes | None,
+        priority: int | None,
     ) -> Settled:
-        return await self._run(ops.move, topic, id, version, at, now, payload)
+        return await self._run(ops.move, topic, id, version, at, now, payload, priority)
 
     async def _cancel(self, topic: str, id: str, version: int, now: int) -> Settled:
         return await self._run(ops.cancel, topic, id, version, now)

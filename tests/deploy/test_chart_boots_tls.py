@@ -183,7 +183,7 @@ def test_the_chart_boots_over_tls_with_secrets_it_never_shows(
     url = f"https://127.0.0.1:{port}/metrics"
     with urllib.request.urlopen(url, timeout=5, context=context) as reply:
         metrics = reply.read().decode()
-    assert f'dejaq_produced_total{{topic="{topic}"}} 1.0' in metrics
+    assert f'dejaq_produced_total{{kind="timeline",topic="{topic}"}} 1.0' in metrics
 
     # And after it stops, neither password is in its output or its metrics
     pod.process.send_signal(signal.SIGTERM)

@@ -7,7 +7,12 @@ import json
 import re
 from pathlib import Path
 
-from .support import wait_until
+from dejaq.core.model import KIND_PRIORITY
+from dejaq.driver.client import Client
+from dejaq.driver.producer import Outgoing
+
+from .broker_process import BrokerProcess
+from .support import consuming, create_topic, now_ms, produce, wait_until
 from .test_observability import observed, scrape, traffic  # noqa: F401 - fixtures
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "dejaq.json"
@@ -20,15 +25,21 @@ def queried_metrics(dashboard: dict[str, object]) -> set[str]:
 
 
 async def test_every_dashboard_metric_is_exported(
-    observed: tuple[object, int],  # noqa: F811
+    observed: tuple[BrokerProcess, int],  # noqa: F811
     traffic: str,  # noqa: F811
 ) -> None:
-    # Given the dashboard and a broker that has seen traffic
+    # Given the dashboard and a broker that has seen traffic, on a priority topic too
     dashboard = json.loads(DASHBOARD.read_text())
-    _, port = observed
+    broker, port = observed
+    async with Client(broker.address) as client:
+        jobs = await create_topic(client, "jobs", kind=KIND_PRIORITY, priorities=10)
+        await produce(client, jobs, [Outgoing(b"x", now_ms(), priority=3)])
+        async with consuming(client, jobs) as inbox:
+            await (await inbox.take(1))[0].ack(confirm=True)
 
     async def refreshed() -> bool:  # the storage-backed gauges appear on first refresh
-        return f'dejaq_lag_seconds{{topic="{traffic}"}}' in await asyncio.to_thread(scrape, port)
+        series = f'dejaq_lag_seconds{{kind="timeline",topic="{traffic}"}}'
+        return series in await asyncio.to_thread(scrape, port)
 
     await wait_until(refreshed, timeout_s=10, what="gauges to be refreshed")
     text = await asyncio.to_thread(scrape, port)

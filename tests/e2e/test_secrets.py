@@ -88,7 +88,7 @@ async def test_a_broker_on_a_password_protected_tls_redis_never_shows_the_passwo
     assert any(
         line.startswith(f"dejaq metrics on https://127.0.0.1:{port}/") for line in broker.banner
     )
-    assert 'dejaq_produced_total{topic="secrets"} 1.0' in metrics
+    assert 'dejaq_produced_total{kind="timeline",topic="secrets"} 1.0' in metrics
     assert broker.stop() == 0
     # And the password is nowhere: not on stdout, not in the log, not in the metrics
     for text in ("".join(broker.banner), broker.log_path.read_text(), metrics):

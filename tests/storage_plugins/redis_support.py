@@ -9,7 +9,9 @@ from contextlib import asynccontextmanager
 from dejaq.core.buckets import bucket_of
 from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins import storage_from_url
+from dejaq.storage_plugins.redis import keys as redis_keys
 from dejaq.storage_plugins.redis.storage import RedisStorage
+from tests.redis_server import RedisServer
 
 T = "timeline"
 NOW = 1_000_000
@@ -36,3 +38,22 @@ async def opened(url: str) -> AsyncIterator[RedisStorage]:
 
 async def given_topic(storage: RedisStorage, buckets: int = 8) -> None:
     await storage.create_topic(Topic(T, TopicSettings(buckets=buckets, lease_ms=LEASE)))
+
+
+def heads_and_timelines(
+    server: RedisServer, slots: int
+) -> tuple[dict[int, dict[int, int]], dict[int, dict[int, int]]]:
+    """Per slot: its heads index, and each timeline's earliest score, read raw."""
+    heads: dict[int, dict[int, int]] = {}
+    firsts: dict[int, dict[int, int]] = {}
+    with server.client() as client:
+        for i in range(slots):
+            slot = redis_keys.Slot(T, i)
+            heads[i] = {
+                int(b): int(s) for b, s in client.zrange(slot.heads, 0, -1, withscores=True)
+            }
+            firsts[i] = {}
+            for key in client.keys(slot.timeline(0)[:-1] + "*"):
+                [(_, score)] = client.zrange(key, 0, 0, withscores=True)
+                firsts[i][int(key.decode().rsplit(":", 1)[1])] = int(score)
+    return heads, firsts

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from dejaq.core import priority as prio
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
 from dejaq.core.model import (
+    KIND_PRIORITY,
     Counts,
     LeasedMessage,
     Message,
@@ -114,6 +116,7 @@ class Rec:
     deliveries: int = 0
     owner: str | None = None
     dead: bool = False
+    priority: int = 0
 
 
 class Model:
@@ -136,7 +139,17 @@ class Model:
     def message(self, mid: str) -> Message:
         r = self.recs[mid]
         return Message(
-            mid, r.ts, r.payload, r.version, r.deliveries, r.owner, r.bucket, r.md, r.exp, r.dead
+            mid,
+            r.ts,
+            r.payload,
+            r.version,
+            r.deliveries,
+            r.owner,
+            r.bucket,
+            r.md,
+            r.exp,
+            r.dead,
+            r.priority,
         )
 
     def due(self, buckets: tuple[int, ...] | None, now: int) -> list[str]:
@@ -164,7 +177,7 @@ class Model:
         due = r.ts
         r.deliveries += 1
         r.version += 1
-        delivery = LeasedMessage(mid, due, r.payload, r.version, r.deliveries)
+        delivery = LeasedMessage(mid, due, r.payload, r.version, r.deliveries, r.priority)
         if (r.md or request.max_deliveries) == 1:  # at-most-once
             self.delete(mid, request.now)
         else:
@@ -217,15 +230,38 @@ async def test_tombstones_agree_with_a_model_through_long_walks() -> None:
         await walk_against_the_model(seed, steps=700, window_ms=1 << 24)
 
 
-async def walk_against_the_model(seed: int, steps: int, window_ms: int = 0) -> None:
+@pytest.mark.parametrize("chunk", [time_index.CHUNK, 2], ids=["chunk", "tiny-chunks"])
+async def test_a_priority_topics_ranks_agree_with_a_model_through_long_walks(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time_index, "CHUNK", chunk)
+    for seed in range(4):
+        await walk_against_the_model(seed, steps=700, ranked=True)
+
+
+async def walk_against_the_model(
+    seed: int, steps: int, window_ms: int = 0, ranked: bool = False
+) -> None:
     """Random operations on storage and model alike. Without a dedup window the
-    walk reuses the ids of deleted messages at once; with one, after a purge."""
+    walk reuses the ids of deleted messages at once; with one, after a purge.
+    ``ranked``: on a priority topic, with messages inserted and moved at their
+    rank, and promote among the operations."""
     rng = random.Random(seed)
     storage, model = MemoryStorage(), Model(window_ms)
     settings = TopicSettings(buckets=BUCKETS, dedup_window_ms=window_ms)
-    await storage.create_topic(Topic(T, settings))
-    ids = [f"id-{i}-é" if i % 7 == 0 else f"id-{i}" for i in range(60)]
     now = rng.randrange(1 << 40)
+    if ranked:
+        aging = rng.choice((0, 1, 1_000, 1 << 20))
+        settings = TopicSettings(
+            buckets=BUCKETS,
+            dedup_window_ms=window_ms,
+            kind=KIND_PRIORITY,
+            priorities=10,
+            aging_ms=aging,
+        )
+    topic = Topic(T, settings, created_at_ms=now)
+    await storage.create_topic(topic)
+    ids = [f"id-{i}-é" if i % 7 == 0 else f"id-{i}" for i in range(60)]
     sizes = [1 << bits for bits in LEVEL_BITS]  # every level's window, and more
     jumps = (0, 1, 40, *sizes, 3 * sizes[-1], 1 << 33)
     spreads = (50, *sizes, 1 << 34)
@@ -234,8 +270,10 @@ async def walk_against_the_model(seed: int, steps: int, window_ms: int = 0) -> N
         owner = rng.choice(("a", "b", "c"))
         some = rng.sample(ids, rng.randint(1, 8))
         buckets = rng.choice((None, (0,), (1, 3), (0, 1, 2, 3)))
-        op = rng.randrange(12)
-        if op <= 1:
+        op = rng.randrange(14 if ranked else 12)
+        if op >= 12:
+            await promote_checked(storage, model, topic, buckets, now, rng.choice((1, 3, 1_000)))
+        elif op <= 1:
             batch = [
                 NewMessage(
                     m,
@@ -247,6 +285,8 @@ async def walk_against_the_model(seed: int, steps: int, window_ms: int = 0) -> N
                 )
                 for m in rng.choices(ids, k=rng.randint(1, 10))
             ]
+            if ranked:  # half of them available at once: at their rank
+                batch = [ranked_at(topic, m, now, rng) for m in batch]
             statuses = await storage.insert(T, batch)
             expected = []
             for m in batch:
@@ -254,7 +294,14 @@ async def walk_against_the_model(seed: int, steps: int, window_ms: int = 0) -> N
                     expected.append(1)
                 else:
                     expected.append(0)
-                    model.recs[m.id] = Rec(m.timestamp, m.payload, m.bucket, *m[4:])
+                    model.recs[m.id] = Rec(
+                        m.timestamp,
+                        m.payload,
+                        m.bucket,
+                        m.max_deliveries,
+                        m.expires_at,
+                        priority=m.priority,
+                    )
             assert [int(s) for s in statuses] == expected
         elif op <= 3:
             limit = rng.choice((1, 2, 5, 1_000))
@@ -305,11 +352,18 @@ async def walk_against_the_model(seed: int, steps: int, window_ms: int = 0) -> N
             version = r.version if r else 1
             movable = r and not r.dead and (r.owner is None or r.ts <= now)
             at = now + rng.randint(-50, 1 << 25)
+            new_priority = None
+            if ranked and rng.random() < 0.5:
+                new_priority = rng.randrange(10)
+                if rng.random() < 0.5:
+                    at = prio.rank(topic, new_priority, now)
             try:
                 if rng.random() < 0.5:
-                    out = await storage.move(T, mid, version, at, now)
+                    out = await storage.move(T, mid, version, at, now, priority=new_priority)
                     assert r and movable
                     r.ts, r.owner, r.version = at, None, r.version + 1
+                    if new_priority is not None:
+                        r.priority = new_priority
                     assert out == Settled(mid, r.version, at)
                 else:
                     out = await storage.cancel(T, mid, version, now)
@@ -362,11 +416,50 @@ async def walk_against_the_model(seed: int, steps: int, window_ms: int = 0) -> N
         assert_consistent(storage._timelines[T])
 
 
+def ranked_at(topic: Topic, m: NewMessage, now: int, rng: random.Random) -> NewMessage:
+    """``m`` with a priority, and half the time at its rank (available since about now)."""
+    p = rng.randrange(10)
+    if rng.random() < 0.5:
+        return m._replace(timestamp=prio.rank(topic, p, now - rng.randrange(100)), priority=p)
+    return m._replace(priority=p)
+
+
+async def promote_checked(
+    storage: MemoryStorage,
+    model: Model,
+    topic: Topic,
+    buckets: tuple[int, ...] | None,
+    now: int,
+    limit: int,
+) -> None:
+    """Promote, then check against the model which moved (the oldest; a group at
+    one instant cut by the limit may go either way) and apply it there."""
+    available = sorted(
+        (r.ts, mid)
+        for mid, r in model.recs.items()
+        if not r.dead and 0 <= r.ts <= now and (buckets is None or r.bucket in buckets)
+    )
+    count = await storage.promote(T, buckets, now, limit)
+    assert count == min(limit, len(available))
+    moved = [(ts, mid) for ts, mid in available if (await storage.get(T, mid)).timestamp != ts]
+    assert len(moved) == count
+    cut = max((ts for ts, _ in moved), default=None)
+    for ts, mid in available:
+        if cut is not None and ts < cut:
+            assert (ts, mid) in moved, f"{mid} available at {ts} was passed over"
+    for ts, mid in moved:
+        r = model.recs[mid]
+        r.ts, r.owner, r.version = prio.rank(topic, r.priority, ts), None, r.version + 1
+
+
 def assert_consistent(tl: Timeline) -> None:
     """The redundant parts of a timeline agree with its columns."""
     c = tl.cols
     tl.ids.check()
     state, owner = c.state[: c.used], c.owner[: c.used]
+    ranked = (state == LIVE) & (c.timestamp[: c.used] < 0)
+    assert tl.ranked == (np.count_nonzero(ranked) if tl.ranks is not None else 0)
+    assert not (ranked & (owner != 0)).any()  # a message at a rank is never owned
     assert tl.tombs == np.count_nonzero(state == TOMB)
     assert (tl.live, tl.dead) == (np.count_nonzero(state == LIVE), np.count_nonzero(state == DEAD))
     owned = np.flatnonzero(owner != 0)

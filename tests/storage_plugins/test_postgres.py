@@ -276,6 +276,18 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
         {"topic": T, "buckets": list(range(64))},
         "dejaq_messages_due",
     ),
+    "promote_topic": (
+        sql.PROMOTE_TOPIC,
+        {"topic": T, "created_at": 7, "settings": '{"buckets": 64}', "now": NOW, "limit": 100}
+        | {"window": 100, "step": 1 << 35, "base": 1 << 46},
+        "dejaq_messages_time",
+    ),
+    "promote_buckets": (
+        sql.PROMOTE_BUCKETS,
+        {"topic": T, "buckets": list(range(64)), "created_at": 7, "settings": '{"buckets": 64}'}
+        | {"now": NOW, "limit": 100, "window": 100, "step": 1 << 35, "base": 1 << 46},
+        "dejaq_messages_due",
+    ),
     "lock_states": (
         sql.LOCK_STATES,
         {"topic": T, "ids": [f"m{i}" for i in range(100)]},

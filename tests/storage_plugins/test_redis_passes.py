@@ -22,7 +22,6 @@ from dejaq.core.errors import (
 from dejaq.core.model import Message, NewMessage
 from dejaq.storage_plugins import rules
 from dejaq.storage_plugins.base import LeaseRequest
-from dejaq.storage_plugins.redis import keys as redis_keys
 from dejaq.storage_plugins.redis import scripts as redis_scripts
 from dejaq.storage_plugins.redis.storage import RedisStorage
 from tests.redis_server import RedisServer
@@ -31,6 +30,7 @@ from tests.storage_plugins.redis_support import (
     NOW,
     T,
     given_topic,
+    heads_and_timelines,
     msg,
     opened,
 )
@@ -118,22 +118,6 @@ async def test_a_pass_over_several_slots_is_a_script_or_two_per_slot(server: Red
 
 
 # -- the heads index ------------------------------------------------------------
-
-
-def heads_and_timelines(server: RedisServer, slots: int) -> tuple[dict, dict]:
-    """Per slot: its heads index, and each timeline's earliest score, read raw."""
-    heads, firsts = {}, {}
-    with server.client() as client:
-        for i in range(slots):
-            slot = redis_keys.Slot(T, i)
-            heads[i] = {
-                int(b): int(s) for b, s in client.zrange(slot.heads, 0, -1, withscores=True)
-            }
-            firsts[i] = {}
-            for key in client.keys(slot.timeline(0)[:-1] + "*"):
-                [(_, score)] = client.zrange(key, 0, 0, withscores=True)
-                firsts[i][int(key.decode().rsplit(":", 1)[1])] = int(score)
-    return heads, firsts
 
 
 @pytest.mark.parametrize("slots", [1, 3])

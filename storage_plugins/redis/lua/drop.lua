@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned, dead, dead-ids, stray-homes, tombs. ARGV: gen, prefix.
+-- KEYS: alive, heads, owned, dead, dead-ids, stray-homes, tombs, waits. ARGV: gen, prefix.
 -- Deletes every key of the slot, `alive` included. Idempotent: a slot already
 -- dropped (or of another incarnation of the name) is left alone. Reply {OK, messages}.
 if not alive() then return {OK, 0} end
@@ -15,5 +15,5 @@ for _, set in ipairs(sets) do
   end
   redis.call('UNLINK', set)
 end
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 return {OK, dropped}

@@ -29,6 +29,15 @@ local function cut(blob, lengths)
   return out
 end
 
+-- The optional keys after the fixed ones (KEYS[first] on), by the last part
+-- of their name: 'tombs' (keys.TOMBS: deletes leave tombstones) and 'waits'
+-- (keys.WAITS: the topic is a priority topic).
+local function optional(first)
+  local out = {}
+  for i = first, #KEYS do out[string.match(KEYS[i], '[^:]+$')] = KEYS[i] end
+  return out
+end
+
 -- An integer as exact decimal text (tostring would round past 14 digits).
 local function int(n)
   return string.format('%d', n)
@@ -53,14 +62,31 @@ end
 
 -- The record's fields, in the order of READ replies.
 local function fields(prefix, id)
-  return redis.call('HMGET', prefix .. K_RECORD .. id, 'ts', 'v', 'n', 'o', 'b', 'md', 'ex', 'dead')
+  return redis.call('HMGET', prefix .. K_RECORD .. id, 'ts', 'v', 'n', 'o', 'b', 'md', 'ex',
+                    'dead', 'p')
 end
 
 local function load(prefix, id)
   local r = fields(prefix, id)
   if not r[1] then return nil end
   return {ts = tonumber(r[1]), v = tonumber(r[2]), n = tonumber(r[3]), o = r[4], b = r[5],
-          md = tonumber(r[6]), ex = tonumber(r[7]), dead = r[8] == '1'}
+          md = tonumber(r[6]), ex = tonumber(r[7]), dead = r[8] == '1', p = tonumber(r[9]) or 0}
+end
+
+-- Set a record's priority (a decimal string): the field `p`, absent for 0.
+local function set_priority(key, priority)
+  if priority == '0' then
+    redis.call('HDEL', key, 'p')
+  else
+    redis.call('HSET', key, 'p', priority)
+  end
+end
+
+-- core.priority.rank, with its step, the topic's creation time and the base
+-- passed in by the caller (numbers: every term is an integer below 2^53, so
+-- exact), as exact decimal text.
+local function rank(priority, available_at, step, created_at, base)
+  return int(priority * step + (available_at - created_at) - base)
 end
 
 -- The heads index (keys.HEADS: bucket -> earliest score of its timeline) is
@@ -118,12 +144,23 @@ local function kill(prefix, id, rec, at, owned, dead, dead_ids, changed)
   left(changed, rec.b, rec.ts)
 end
 
+-- A priority topic's `waits` index (keys.WAITS): per bucket, a lower bound of
+-- the earliest timestamp >= 0 on its timeline (what promote may rank: ranks
+-- are negative), no entry when there is none. Every score >= 0 written to a
+-- timeline lowers it at once; only promote raises it, to the exact value, for
+-- the timelines it read: so a call that removes a member never has to look.
+-- `waits` is nil on a timeline, where promote never runs.
+local function waiting(waits, bucket, score)
+  if waits and tonumber(score) >= 0 then redis.call('ZADD', waits, 'LT', score, bucket) end
+end
+
 -- Put a live message at `at` (a decimal string) on its timeline, version + 1.
-local function reschedule(prefix, heads, id, rec, at, changed)
+local function reschedule(prefix, heads, waits, id, rec, at, changed)
   redis.call('HSET', prefix .. K_RECORD .. id, 'ts', at, 'v', rec.v + 1)
   redis.call('ZADD', timeline(prefix, rec.b), at, id)
   left(changed, rec.b, rec.ts)
   lowered(heads, rec.b, at)
+  waiting(waits, rec.b, at)
 end
 
 -- rules.check_holder (over a record: rules.settle_refusal)
@@ -249,13 +286,15 @@ local function due_heads(heads, ranges, bound)
   return heap, buckets
 end
 
--- Merge the heap's timelines in score order up to `bound`, one member at a
--- time, until `visit(bucket, id, score)` has counted `want`; it returns
--- (stays, counts): whether the member stays in range on its timeline (later
--- reads skip it by offset) and whether it counts towards `want`. Each timeline
--- is read in chunks of about its fair share, so a merge of many interleaved
+-- Merge the heap's timelines in score order from `low` ('-inf', or a decimal:
+-- the heap's keys are then lower bounds) up to `bound`, one member at a time,
+-- until `visit(bucket, id, score)` has counted `want`; it returns (stays,
+-- counts): whether the member stays in range on its timeline (later reads skip
+-- it by offset) and whether it counts towards `want`. `done(bucket)`, when
+-- given, hears of each timeline read to the end of the range. Each timeline is
+-- read in chunks of about its fair share, so a merge of many interleaved
 -- timelines costs a ZRANGE per chunk, not per member.
-local function walk(prefix, heap, bound, want, visit)
+local function walk(prefix, heap, low, bound, want, visit, done)
   local cursors, got = {}, 0
   local chunk = math.ceil(want / math.max(#heap, 1)) + 1
   while got < want and #heap > 0 do
@@ -268,7 +307,7 @@ local function walk(prefix, heap, bound, want, visit)
     if c.at > #c.reply then
       -- Every member read before has stayed (counted in `kept`) or left.
       local count = math.min(chunk, want - got)
-      c.reply = redis.call('ZRANGE', c.tl, '-inf', bound, 'BYSCORE', 'LIMIT', c.kept, count,
+      c.reply = redis.call('ZRANGE', c.tl, low, bound, 'BYSCORE', 'LIMIT', c.kept, count,
                            'WITHSCORES')
       c.at, c.full = 1, #c.reply == 2 * count
     end
@@ -285,8 +324,12 @@ local function walk(prefix, heap, bound, want, visit)
           heap_push(heap, {tonumber(c.reply[c.at + 1]), bucket})
         elseif c.full then
           heap_push(heap, {score, bucket})  -- more may follow: a lower bound, read on its turn
+        elseif done then
+          done(bucket)
         end
       end
+    elseif done then
+      done(bucket)
     end
   end
 end

@@ -1,14 +1,17 @@
--- KEYS: alive, heads[, tombs]. ARGV: gen, prefix, then the batch as columns
+-- KEYS: alive, heads[, waits][, tombs] (helpers: optional). ARGV: gen, prefix, then the batch as columns
 -- (columns.py): ids, their lengths, timestamps, buckets, max deliveries,
--- expiries (comma-separated decimals), payloads, their lengths.
+-- expiries (comma-separated decimals), payloads, their lengths, priorities
+-- ('' when all are 0).
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- a tombstoned one, or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
-local prefix, tombs = ARGV[2], KEYS[3]
+local prefix, extra = ARGV[2], optional(3)
+local tombs, waits = extra.tombs, extra.waits
 local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
 local mds, exs, bodies = decimals(ARGV[7]), decimals(ARGV[8]), cut(ARGV[9], ARGV[10])
+local priorities = decimals(ARGV[11])
 local out = {OK}
-local payloads, timelines, earliest = {}, {}, {}
+local payloads, timelines, earliest, pending = {}, {}, {}, {}
 for i = 1, #ids do
   local id, ts, bucket = ids[i], stamps[i], buckets[i]
   local key = prefix .. K_RECORD .. id
@@ -18,6 +21,7 @@ for i = 1, #ids do
     -- The record now, so a repeat of the id later in the batch is a duplicate.
     redis.call('HSET', key, 'ts', ts, 'v', 1, 'n', 0, 'b', bucket,
                'md', mds[i], 'ex', exs[i], 'dead', 0)
+    if priorities[i] and priorities[i] ~= '0' then redis.call('HSET', key, 'p', priorities[i]) end
     push(payloads, prefix .. K_PAYLOAD .. id, bodies[i])
     local entries = timelines[bucket]
     if not entries then
@@ -27,6 +31,7 @@ for i = 1, #ids do
     push(entries, ts, id)
     local n = tonumber(ts)
     if not earliest[bucket] or n < tonumber(earliest[bucket]) then earliest[bucket] = ts end
+    if n >= 0 and (not pending[bucket] or n < tonumber(pending[bucket])) then pending[bucket] = ts end
     out[#out + 1] = 0
   end
 end
@@ -34,5 +39,6 @@ bulk('MSET', nil, payloads)
 for bucket, entries in pairs(timelines) do
   bulk('ZADD', timeline(prefix, bucket), entries)
   lowered(KEYS[2], bucket, earliest[bucket])
+  if pending[bucket] then waiting(waits, bucket, pending[bucket]) end
 end
 return out

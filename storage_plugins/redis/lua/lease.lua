@@ -1,5 +1,5 @@
--- KEYS: alive, heads, owned, dead, dead-ids, stray-homes[, tombs: an
--- at-most-once delivery leaves a tombstone].
+-- KEYS: alive, heads, owned, dead, dead-ids, stray-homes[, waits][, tombs: an
+-- at-most-once delivery leaves a tombstone] (helpers: optional).
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
 -- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
 -- in other slots), asked buckets ('*' or 'lo-hi,...').
@@ -8,12 +8,13 @@
 -- timelines (walking `heads`), until
 -- `quota` are delivered; dead letters do not count against the quota.
 -- Reply {OK, dead lettered, numbers, blob}: per delivery the numbers (bucket,
--- due timestamp, version, deliveries, id length, payload length), and the id
--- then the payload in the blob.
+-- due timestamp, version, deliveries, priority, id length, payload length),
+-- and the id then the payload in the blob.
 if not alive() then return {GONE} end
 if ARGV[9] == '1' and redis.call('SCARD', KEYS[6]) > 0 then return {STRAYS} end
 local prefix, now_s, quota, bound = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local lease_until, owner, topic_max = ARGV[6], ARGV[7], tonumber(ARGV[8])
+local extra = optional(7)
 local now = tonumber(now_s)
 local numbers, blob, leased, owned, changed, buried = {}, {}, {}, {}, {}, {}
 local dead = 0
@@ -34,7 +35,8 @@ local function visit(bucket, id)
   end
   local version, deliveries = rec.v + 1, rec.n + 1
   local payload = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''
-  push(numbers, bucket, int(rec.ts), int(version), int(deliveries), int(#id), int(#payload))
+  push(numbers, bucket, int(rec.ts), int(version), int(deliveries), int(rec.p), int(#id),
+       int(#payload))
   push(blob, id, payload)
   if fate == 'drop' then
     drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
@@ -56,9 +58,12 @@ local function visit(bucket, id)
 end
 
 local heap = due_heads(KEYS[2], asked(ARGV[10]), bound)
-walk(prefix, heap, bound, quota, visit)
-for bucket, entries in pairs(leased) do bulk('ZADD', timeline(prefix, bucket), entries) end
+walk(prefix, heap, '-inf', bound, quota, visit)
+for bucket, entries in pairs(leased) do
+  bulk('ZADD', timeline(prefix, bucket), entries)
+  waiting(extra.waits, bucket, lease_until)
+end
 bulk('ZADD', KEYS[3], owned)
 fix_heads(prefix, KEYS[2], changed)
-bury(KEYS[7], buried)
+bury(extra.tombs, buried)
 return {OK, dead, table.concat(numbers, ','), table.concat(blob)}

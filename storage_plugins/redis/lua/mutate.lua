@@ -1,11 +1,13 @@
--- KEYS: alive, heads, owned[, tombs: a cancel leaves a tombstone]. ARGV: gen, prefix,
+-- KEYS: alive, heads, owned[, waits][, tombs: a cancel leaves a tombstone]
+-- (helpers: optional). ARGV: gen, prefix,
 -- mode ('move' | 'rewrite' | 'cancel'), id, version, at, now, payload ('rewrite':
--- a move that also replaces the payload).
+-- a move that also replaces the payload), priority (a move's new one; '' keeps it).
 -- Reply {OK, 'code,version,timestamp', owners} as SETTLE's, for one item.
 if not alive() then return {GONE} end
 local prefix, mode, id, at = ARGV[2], ARGV[3], ARGV[4], ARGV[6]
 local rec = load(prefix, id)
 local numbers, owners, changed, buried = {}, {}, {}, {}
+local extra = optional(4)
 local code = check_movable(rec, tonumber(ARGV[5]), tonumber(ARGV[7]))
 if code ~= OK then
   refusal(numbers, owners, code, rec)
@@ -14,14 +16,15 @@ elseif mode == 'cancel' then
   push(buried, ARGV[7], id)
   push(numbers, '0', '0', int(rec.ts))
 else
-  reschedule(prefix, KEYS[2], id, rec, at, changed)
+  reschedule(prefix, KEYS[2], extra.waits, id, rec, at, changed)
   redis.call('HDEL', prefix .. K_RECORD .. id, 'o')
   redis.call('ZREM', KEYS[3], id)
+  if ARGV[9] ~= '' then set_priority(prefix .. K_RECORD .. id, ARGV[9]) end
   if mode == 'rewrite' then
     redis.call('SET', prefix .. K_PAYLOAD .. id, ARGV[8])
   end
   push(numbers, '0', int(rec.v + 1), at)
 end
 fix_heads(prefix, KEYS[2], changed)
-bury(KEYS[4], buried)
+bury(extra.tombs, buried)
 return {OK, table.concat(numbers, ','), owners}

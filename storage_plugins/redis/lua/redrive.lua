@@ -1,8 +1,8 @@
--- KEYS: alive, heads, dead, dead-ids. ARGV: gen, prefix, at, 'all' | 'ids', ids...
+-- KEYS: alive, heads, dead, dead-ids[, waits] (helpers: optional). ARGV: gen, prefix, at, 'all' | 'ids', ids...
 -- Puts dead messages back on their timeline with no deliveries and no expiry.
 -- Reply {OK, redriven}; an id that is not dead is skipped.
 if not alive() then return {GONE} end
-local prefix, at = ARGV[2], ARGV[3]
+local prefix, at, waits = ARGV[2], ARGV[3], optional(5).waits
 local ids = {}
 if ARGV[4] == 'all' then
   ids = redis.call('ZRANGE', KEYS[3], 0, -1)
@@ -19,6 +19,7 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', KEYS[4], id)
     redis.call('ZADD', timeline(prefix, rec.b), at, id)
     lowered(KEYS[2], rec.b, at)
+    waiting(waits, rec.b, at)
     redriven = redriven + 1
   end
 end

@@ -1,4 +1,5 @@
--- KEYS: alive, heads, owned, dead, dead-ids[, tombs: an ack leaves tombstones].
+-- KEYS: alive, heads, owned, dead, dead-ids[, waits][, tombs: an ack leaves
+-- tombstones] (helpers: optional).
 -- ARGV: gen, prefix, mode ('ack' | 'extend' | 'nack' | 'back'), owner, time
 -- (extend: until, nack: at), max deliveries (the topic's), then the items as
 -- columns (columns.py): ids, their lengths, versions, and for 'back' (hand back
@@ -8,6 +9,7 @@
 if not alive() then return {GONE} end
 local prefix, mode, owner, time, topic_max = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local numbers, owners, changed, buried = {}, {}, {}, {}
+local extra = optional(6)
 local ids, versions = cut(ARGV[7], ARGV[8]), decimals(ARGV[9])
 local dues = mode == 'back' and decimals(ARGV[10]) or {}
 for i = 1, #ids do
@@ -22,7 +24,7 @@ for i = 1, #ids do
     push(numbers, '0', '0', int(rec.ts))
   elseif mode == 'back' then
     local due, key = dues[i], prefix .. K_RECORD .. id
-    reschedule(prefix, KEYS[2], id, rec, due, changed)
+    reschedule(prefix, KEYS[2], extra.waits, id, rec, due, changed)
     redis.call('HSET', key, 'n', rec.n - 1)
     redis.call('HDEL', key, 'o')
     redis.call('ZREM', KEYS[3], id)
@@ -31,7 +33,7 @@ for i = 1, #ids do
     kill(prefix, id, rec, time, KEYS[3], KEYS[4], KEYS[5], changed)
     push(numbers, '0', '0', time)
   else
-    reschedule(prefix, KEYS[2], id, rec, time, changed)
+    reschedule(prefix, KEYS[2], extra.waits, id, rec, time, changed)
     if mode == 'extend' then
       redis.call('ZADD', KEYS[3], time, id)
     else
@@ -42,5 +44,5 @@ for i = 1, #ids do
   end
 end
 fix_heads(prefix, KEYS[2], changed)
-bury(KEYS[6], buried)
+bury(extra.tombs, buried)
 return {OK, table.concat(numbers, ','), owners}

@@ -1,0 +1,61 @@
+-- KEYS: alive, heads, owned, stray-homes, waits. ARGV: gen, prefix, quota, bound, solo
+-- ('1': refuse with STRAYS when strays of the slot's buckets live in other
+-- slots), asked buckets ('*' or 'lo-hi,...'), then core.priority's step, the
+-- topic's creation time and the rank base.
+-- Moves the slot's live messages of the asked buckets with 0 <= timestamp <=
+-- bound (available now: a not-before or nack delay come, a lease run out),
+-- oldest first across its timelines (walking `waits`, see helpers: waiting),
+-- up to `quota`, to their rank: no lease owner, version + 1. Ranks (< 0) are
+-- never taken again. The `waits` of each timeline read is made exact.
+-- Reply {OK, promoted}.
+if not alive() then return {GONE} end
+if ARGV[5] == '1' and redis.call('SCARD', KEYS[4]) > 0 then return {STRAYS} end
+local prefix, quota, bound = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local step, created_at, base = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local ranked, unowned, changed, read = {}, {}, {}, {}
+local promoted = 0
+
+local function visit(bucket, id)
+  local rec = load(prefix, id)
+  if not rec then
+    redis.call('ZREM', timeline(prefix, bucket), id)  -- an index entry without a record
+    left(changed, bucket, 0)
+    return false, false
+  end
+  local at = rank(rec.p, rec.ts, step, created_at, base)
+  local key = prefix .. K_RECORD .. id
+  redis.call('HSET', key, 'ts', at, 'v', rec.v + 1)
+  if rec.o then
+    redis.call('HDEL', key, 'o')
+    unowned[#unowned + 1] = id
+  end
+  -- Moved to its rank at the end (one ZADD per timeline); until then it
+  -- stays in range, skipped by the walk's offset.
+  local entries = ranked[bucket]
+  if not entries then
+    entries = {}
+    ranked[bucket] = entries
+  end
+  push(entries, at, id)
+  left(changed, bucket, rec.ts)
+  lowered(KEYS[2], bucket, at)
+  read[bucket] = true
+  promoted = promoted + 1
+  return true, true
+end
+
+local heap = due_heads(KEYS[5], asked(ARGV[6]), bound)
+walk(prefix, heap, '0', bound, quota, visit, function(bucket) read[bucket] = true end)
+for bucket, entries in pairs(ranked) do bulk('ZADD', timeline(prefix, bucket), entries) end
+bulk('ZREM', KEYS[3], unowned)
+fix_heads(prefix, KEYS[2], changed)
+for bucket in pairs(read) do
+  local first = redis.call('ZRANGE', timeline(prefix, bucket), '0', '+inf', 'BYSCORE',
+                           'LIMIT', 0, 1, 'WITHSCORES')
+  if first[1] then
+    redis.call('ZADD', KEYS[5], first[2], bucket)
+  else
+    redis.call('ZREM', KEYS[5], bucket)
+  end
+end
+return {OK, promoted}
