@@ -22,9 +22,9 @@ count a slot once.
 
 The index of a priority topic's *ranks* (core/priority.py: negative
 timestamps, every one due) is a TimeIndex too, made ``all_due``: its horizon
-does not follow the clock but moves only as far as bringing its earliest entry
-into ``near`` needs (``fill``), so a backlog of ranked messages waits in the
-windows at 8 bytes each, like a timeline's future. The arithmetic holds for
+does not follow the clock but moves only when ``near`` runs dry, past the
+window of the earliest entry (``fill``), so a backlog of ranked messages waits
+in the windows at 8 bytes each, like a timeline's future. The arithmetic holds for
 negative timestamps: shifts floor, masks take the low bits, so a key still
 orders by (timestamp, slot) and a window holds ``[index << bits, (index + 1)
 << bits)``.
@@ -49,6 +49,7 @@ TOP = len(LEVEL_BITS) - 1
 FAR_PAST = -(1 << 62)
 SMALL_WINDOW = 48  # entries; checked one by one, cheaper than a dozen numpy calls
 CHUNK = 512  # pulled entries made Python ints at a time
+FILL_MASK = (1 << LEVEL_BITS[1]) - 1  # an all_due index pulls level-1 windows whole
 
 
 class _Level:
@@ -188,8 +189,9 @@ class TimeIndex:
 
     def fill(self) -> None:
         """``top_up``; on an ``all_due`` index whose ``near`` ran dry, also move the
-        horizon just past the earliest entry of the windows, so that ``near[0]``
-        is the earliest entry of the whole index (None left only when empty)."""
+        horizon past the level-1 window of the earliest entry of the windows, so
+        that ``near[0]`` is the earliest entry of the whole index (``near`` is
+        left empty only when the index is)."""
         self.top_up()
         if not self.all_due:
             return
@@ -197,7 +199,10 @@ class TimeIndex:
             first = self.first()  # exact: the earliest current entry of the windows
             if first is None:
                 return
-            self.advance(first)  # pulls that entry's window (first >= horizon)
+            # Pull the (17-minute) window of that entry whole: ranks spread
+            # thin over many small windows are taken in one step, not each
+            # alone (first >= horizon, so advance moves).
+            self.advance(first | FILL_MASK)
             self.top_up()
 
     def first(self) -> int | None:
@@ -228,6 +233,11 @@ class TimeIndex:
                 # Everything below lies in an earlier window of this level: all due.
                 for below in levels[:k]:
                     pulled |= self._pull(below, None)
+                if self.all_due and now & level.mask == level.mask:
+                    # ``fill`` takes the target window whole: nothing to split.
+                    pulled |= self._pull(level, target)
+                    level.split = target
+                    continue
                 pulled |= self._pull(level, target - 1)
                 if level.order and level.order[0] == target:
                     heapq.heappop(level.order)

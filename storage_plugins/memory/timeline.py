@@ -430,7 +430,7 @@ class Timeline:
         self._set_owner(slots, owner, ids)
         c.timestamp[slots] = at
         c.version[slots] += 1
-        if not isinstance(at, int):
+        if isinstance(at, np.ndarray):
             self._push(c.bucket[slots].astype(np.int64), at, slots)
             return
         lanes = self.lanes
