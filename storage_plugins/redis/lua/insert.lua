@@ -1,7 +1,7 @@
--- KEYS: alive, heads[, waits][, tombs] (helpers: optional). ARGV: gen, prefix, then the batch as columns
--- (columns.py): ids, their lengths, timestamps, buckets, max deliveries,
--- expiries (comma-separated decimals), payloads, their lengths, priorities
--- ('' when all are 0).
+-- KEYS: alive, heads[, waits][, tombs] (helpers: optional). ARGV: gen, prefix,
+-- then the batch as columns (columns.py): ids, their lengths, timestamps,
+-- buckets, max deliveries, expiries (comma-separated decimals), payloads, their
+-- lengths, priorities ('' when all are 0).
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- a tombstoned one, or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
@@ -31,7 +31,9 @@ for i = 1, #ids do
     push(entries, ts, id)
     local n = tonumber(ts)
     if not earliest[bucket] or n < tonumber(earliest[bucket]) then earliest[bucket] = ts end
-    if n >= 0 and (not pending[bucket] or n < tonumber(pending[bucket])) then pending[bucket] = ts end
+    if n >= 0 and (not pending[bucket] or n < tonumber(pending[bucket])) then
+      pending[bucket] = ts  -- the earliest not ranked (helpers: waiting)
+    end
     out[#out + 1] = 0
   end
 end

@@ -1,4 +1,5 @@
--- KEYS: alive, heads, dead, dead-ids[, waits] (helpers: optional). ARGV: gen, prefix, at, 'all' | 'ids', ids...
+-- KEYS: alive, heads, dead, dead-ids[, waits] (helpers: optional).
+-- ARGV: gen, prefix, at, 'all' | 'ids', ids...
 -- Puts dead messages back on their timeline with no deliveries and no expiry.
 -- Reply {OK, redriven}; an id that is not dead is skipped.
 if not alive() then return {GONE} end
