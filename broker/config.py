@@ -49,6 +49,10 @@ class BrokerConfig:
     # Lease what is due this soon, send it at its millisecond; -1: the storage's
     # own default (Storage.lookahead_ms: 20, memory 0).
     lookahead_ms: int = -1
+    # A consumer that holds deliveries until due itself (Hello.hold_ms, the
+    # driver's Consumer) is sent them up to this many ms early (at most its
+    # hold_ms): a broker busy for a few ms then makes no delivery late.
+    send_ahead_ms: int = 25
     retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
@@ -136,6 +140,8 @@ class BrokerConfig:
             raise InvalidArgument(
                 f"lookahead_ms must be between 0 and {MAX_LOOKAHEAD_MS} (-1: the storage's default)"
             )
+        if not 0 <= self.send_ahead_ms <= MAX_LOOKAHEAD_MS:
+            raise InvalidArgument(f"send_ahead_ms must be between 0 and {MAX_LOOKAHEAD_MS}")
         if self.metrics and not _is_host_port(self.metrics):
             raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
         if self.log_format not in ("text", "json"):

@@ -28,6 +28,7 @@ from dejaq.broker.outbox import Outbox
 from dejaq.broker.security.identity import consumer_id_of, lease_owner
 from dejaq.broker.settle import Kind, settle
 from dejaq.broker.tasks import Background
+from dejaq.core.clock import Clock
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import LeasedMessage, Leases, Topic
 from dejaq.core.wire.batches import delivery_frames
@@ -45,7 +46,12 @@ CutOff = Callable[[DejaqError], Coroutine[Any, Any, None]]  # ends the call with
 
 
 class Session:
-    """A connected consumer, as the dispatcher sees it."""
+    """A connected consumer, as the dispatcher sees it.
+
+    ``ahead_ms``: how early the dispatcher may send it a delivery, because the
+    consumer holds each until it is due by the broker's clock (``Hello.hold_ms``,
+    capped by ``--send-ahead-ms``); 0 = the broker sends each at its millisecond.
+    Every frame says when, by that clock, it was made (``sent_at``)."""
 
     def __init__(
         self,
@@ -55,6 +61,8 @@ class Session:
         credit: int,
         max_frame_bytes: int,
         max_outbox_frames: int,
+        clock: Clock,
+        ahead_ms: int = 0,
     ) -> None:
         self.topic = topic
         self.consumer_id = consumer_id
@@ -62,11 +70,17 @@ class Session:
         self.credit = credit
         self.max_frame_bytes = max_frame_bytes
         self.outbox = Outbox(consumer_id, max_outbox_frames)
+        self.clock = clock
+        self.ahead_ms = ahead_ms
 
     def deliver(self, leases: Leases) -> None:
         """A pass's deliveries, in frames of at most ``max_frame_bytes``."""
         for frame, carries in delivery_frames(
-            leases.delivered, leases.lease_until, self.max_frame_bytes, self.topic
+            leases.delivered,
+            leases.lease_until,
+            self.max_frame_bytes,
+            self.topic,
+            self.clock.now_ms(),
         ):
             self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries, leases.lease_until)
 
@@ -154,6 +168,8 @@ async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
         validation.credits(hello.credits),
         config.max_frame_bytes,
         config.max_outbox_frames,
+        broker.clock,
+        min(hello.hold_ms, config.send_ahead_ms),
     )
 
 

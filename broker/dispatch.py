@@ -16,6 +16,16 @@ for a few ms (a large insert ahead of it in Redis, a checkpoint) no longer makes
 deliveries late: they were taken before they were due. With 0 a pass takes only
 what is due now and runs at the next millisecond.
 
+Sending ahead: a consumer that holds deliveries until due itself (its
+``ahead_ms``, from ``Hello.hold_ms``: the driver's ``Consumer``) is leased what
+becomes due within ``max(lookahead_ms, ahead_ms)`` and sent it at once, each
+frame stamped with the broker's clock; the consumer releases each message when
+that clock reaches its timestamp. A broker busy for a few ms (a large produce
+frame, a slow storage call, a collection) then makes no delivery late, and
+passes run every ``ahead_ms / 2`` with more in each. Passes are paced by the
+shortest horizon among the dispatcher's consumers, so one that holds nothing
+itself is still served at its millisecond.
+
 A stall: when none of the dispatcher's consumers has had credit for one lease
 (the longest of theirs) while messages of its buckets are due, they have
 stopped taking deliveries, and alone on this broker they would starve their
@@ -92,6 +102,7 @@ class Receiver(Protocol):
     consumer_id: str
     lease_ms: int
     credit: int
+    ahead_ms: int  # how early it may be sent a message (it holds each until due)
 
     def deliver(self, leases: Leases) -> None: ...
     def fail(self, exc: Exception) -> None: ...
@@ -121,11 +132,13 @@ class Dispatcher:
         self._metrics = metrics
         self._clock: Clock = clock or WallClock()
         self._receivers: list[Receiver] = []
-        # A priority topic leases with no look-ahead: a rank is due at once.
-        self._lookahead = 0 if ranks.is_priority(topic) else lookahead_ms
+        # A priority topic leases with no look-ahead: a rank is due at once, and
+        # what is sent must be the most urgent at the time it is sent.
+        self._ranked = ranks.is_priority(topic)
+        self._lookahead = 0 if self._ranked else lookahead_ms
         self._turn = 0
         self._wake = Wake()
-        self._window: Window[Receiver] = Window()
+        self._window: Window[Receiver] = Window(self._ahead)
         # When the next pass runs: a hint that needs one sooner wakes the
         # dispatcher. _NEVER during a pass (any hint makes it look again) and
         # while no consumer has credit, when hints are off (only credit helps).
@@ -212,9 +225,21 @@ class Dispatcher:
 
     def hint(self, timestamp: int) -> None:
         """A message due at ``timestamp`` was stored: wake if it needs a pass sooner
-        than planned (one ``lookahead_ms`` before it is due)."""
-        if self._hints and timestamp - self._lookahead < self._pass_at:
+        than planned (one look-ahead before it is due)."""
+        if self._hints and timestamp - self._cadence() < self._pass_at:
             self._wake.set()
+
+    def _ahead(self, r: Receiver) -> int:
+        """How early ``r`` may be sent a message."""
+        return 0 if self._ranked else r.ahead_ms
+
+    def _horizon(self, r: Receiver) -> int:
+        """How far ahead a pass leases for ``r``."""
+        return max(self._lookahead, self._ahead(r))
+
+    def _cadence(self) -> int:
+        """The look-ahead that paces passes: the shortest of the consumers'."""
+        return min(map(self._horizon, self._receivers), default=self._lookahead)
 
     async def _run(self) -> None:
         while True:
@@ -259,12 +284,12 @@ class Dispatcher:
             # Under steady load more becomes due: look again, without asking storage
             # first (one round trip a pass, not two). A pass that finds nothing
             # asks next_due, as below.
-            return self._last_pass_ms + max(1, self._lookahead // 2)
+            return self._last_pass_ms + max(1, self._cadence() // 2)
         due = await self._storage.next_due(self.topic.name, self._buckets())
         rescan = self._clock.now_ms() + self._rescan_ms
         if due is None:
             return rescan
-        return min(max(due - self._lookahead, self._last_pass_ms + 1), rescan)
+        return min(max(due - self._cadence(), self._last_pass_ms + 1), rescan)
 
     async def _stall_check(self) -> int:
         """No consumer here has credit: when the next pass is due. Past one lease
@@ -316,7 +341,7 @@ class Dispatcher:
         if allowed == 0:
             self._throttled = True
             return _Pass.THROTTLED
-        if ranks.is_priority(self.topic):
+        if self._ranked:
             promoted = await self._storage.promote(self.topic.name, buckets, now, PROMOTE_LIMIT)
             if promoted >= PROMOTE_LIMIT:
                 return _Pass.MORE  # rank them all before any is leased
@@ -338,7 +363,7 @@ class Dispatcher:
                     r.lease_ms,
                     r.consumer_id,
                     self.topic.settings.max_deliveries,
-                    self._lookahead,
+                    self._horizon(r),
                 )
             )
             if self._metrics is not None:
@@ -384,12 +409,15 @@ class Dispatcher:
         due = np.fromiter((d.timestamp for d in delivered), np.int64, n)
         again = sum(1 for d in delivered if d.deliveries > 1)
         now = self._clock.now_ms()
-        if ranks.is_priority(self.topic):
+        if self._ranked:
             prios = np.fromiter((d.priority for d in delivered), np.int64, n)
             waited = ranks.waited_ms(self.topic, now, due, prios)
             self._metrics.delivered_by_priority(self.topic.name, waited, again)
             return
-        self._metrics.delivered(self.topic.name, now, due, again, self._throttled)
+        # Sent ahead to a consumer that holds it until due: on time, as far as
+        # the broker can tell (the consumer's release is its own).
+        on_time = np.minimum(due, now)
+        self._metrics.delivered(self.topic.name, now, on_time, again, self._throttled)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers

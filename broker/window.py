@@ -8,6 +8,11 @@ in one frame per consumer as their millisecond arrives. Nothing leaves before
 its timestamp by the broker's clock, the same clock that judges "due" in a lease
 pass, so never-early holds as it did without the window.
 
+A consumer that holds deliveries until due itself (``ahead``: its
+``Hello.hold_ms``, as the driver's ``Consumer`` does) is sent them ``ahead`` ms
+before their timestamp: the broker's own stalls then make none late, and the
+consumer, which releases each by the broker's clock, never early.
+
 A held message is leased, so storage will not give it to anyone else, and a
 move or cancel of it is refused as under a lease, as for one already delivered.
 If its consumer leaves (a Goodbye or a broken stream), the dispatcher hands its
@@ -18,6 +23,7 @@ again, the delivery that never happened uncounted.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Generic, TypeVar
 
@@ -50,10 +56,12 @@ class _Held:
 
 
 class Window(Generic[R]):
-    """Held messages by receiver (a consumer session)."""
+    """Held messages by receiver (a consumer session); ``ahead(receiver)``: how
+    many ms before its timestamp a message may go to that receiver (0 by default)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ahead: Callable[[R], int] | None = None) -> None:
         self._held: dict[R, list[_Held]] = {}
+        self._ahead = ahead or (lambda _: 0)
 
     def hold(self, receiver: R, leases: Leases) -> None:
         """Hold a pass's deliveries for ``receiver`` until each is due (``due``)."""
@@ -65,11 +73,13 @@ class Window(Generic[R]):
         self._held.setdefault(receiver, []).append(_Held(messages, leases.lease_until))
 
     def due(self, now: int) -> list[tuple[R, Leases]]:
-        """Take the held messages due by ``now``: one ``Leases`` per receiver, in due
-        order across the passes that took them, with the earliest of their lease ends."""
+        """Take the held messages due by ``now`` (plus the receiver's ``ahead``): one
+        ``Leases`` per receiver, in due order across the passes that took them, with
+        the earliest of their lease ends."""
         out: list[tuple[R, Leases]] = []
         for receiver, batches in list(self._held.items()):
-            taken = [(held.take(now), held.until) for held in batches]
+            by = now + self._ahead(receiver)
+            taken = [(held.take(by), held.until) for held in batches]
             messages = [m for part, _ in taken for m in part]
             if messages:
                 if sum(1 for part, _ in taken if part) > 1:
@@ -84,9 +94,15 @@ class Window(Generic[R]):
         return out
 
     def next_due(self) -> int | None:
-        """The earliest timestamp held, or None."""
-        dues = [h.next_due for hs in self._held.values() for h in hs]
-        return min((d for d in dues if d is not None), default=None)
+        """When the next held message may leave (its timestamp less its receiver's
+        ``ahead``), or None."""
+        dues = [
+            h.next_due - self._ahead(r)
+            for r, hs in self._held.items()
+            for h in hs
+            if h.next_due is not None
+        ]
+        return min(dues, default=None)
 
     def forget(self, receiver: R) -> list[LeasedMessage]:
         """Take a leaving receiver's held messages out: they are still leased to it."""

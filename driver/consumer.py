@@ -3,6 +3,11 @@
 Flow control: the broker sends at most ``credits`` deliveries ahead; credits go
 back as the application takes deliveries, riding on the next settle frame.
 
+Sent ahead of time: the consumer asks the broker (``hold_ms``) to send messages
+up to that many ms before they are due, and holds each until the broker's clock
+reaches its timestamp (``dejaq.driver.hold``): the application never gets a
+message early, and a broker busy for a few ms makes none late.
+
 Settles are grouped (``dejaq.driver.settle``): ``await delivery.ack()`` returns
 once the ack is queued, and everything queued in one event-loop turn leaves in
 one frame. ``flush()`` waits for the broker's answers and raises refusals;
@@ -38,6 +43,7 @@ from dejaq.core.wire.batches import decode_delivery_columns
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import Client, to_error
 from dejaq.driver.delivery import Delivery
+from dejaq.driver.hold import Hold
 from dejaq.driver.settle import OnError, SettleBatcher
 from dejaq.proto import dejaq_pb2 as pb
 
@@ -54,7 +60,7 @@ class Consumer:
     Options:
         consumer_id: a stable id (reconnects and leases use it); default generated.
         lease_ms: lease per delivery; default the topic's.
-        credits: how many deliveries the broker may send ahead (default 512).
+        credits: how many deliveries the broker may send ahead (default 1024).
         retry_timeout_s: how long to keep reconnecting after a broker is lost.
         on_settle_error: called with a ``SettleFailure`` for each unconfirmed
             settle the broker refused; default a warning in the log.
@@ -63,6 +69,10 @@ class Consumer:
             frame (default 20 ms); a settle with ``confirm=True`` leaves at once.
         close_timeout_s: how long ``close()`` waits for deliveries still being
             processed (default the client's timeout).
+        hold_ms: how early the broker may send a message, which the consumer
+            then holds until it is due by the broker's clock (default 50; the
+            broker sends at most its ``--send-ahead-ms`` early; 0: the broker
+            holds each message and sends it at its millisecond).
 
     Use ``async with Consumer(...) as c: async for d in c: ...; await d.ack()``,
     or ``await c.run(handler, concurrency=N)``.
@@ -75,13 +85,16 @@ class Consumer:
         *,
         consumer_id: str = "",
         lease_ms: int = 0,
-        credits: int = 512,
+        credits: int = 1024,
         retry_timeout_s: float = 30.0,
         on_settle_error: OnError | None = None,
         max_settle_batch: int = 1000,
         settle_linger_ms: float = 20.0,
         close_timeout_s: float | None = None,
+        hold_ms: int = 50,
     ) -> None:
+        if hold_ms < 0:
+            raise ValueError("hold_ms cannot be negative")
         self.client = client
         self.topic = topic
         self.consumer_id = consumer_id
@@ -91,6 +104,8 @@ class Consumer:
         # Deliveries taken from the stream, not yet by the application. A deque
         # and one waiter: an asyncio.Queue costs several microseconds a message.
         self._buffer: collections.deque[Delivery] = collections.deque()
+        self.hold_ms = hold_ms
+        self._early = Hold(self._released)  # sent ahead, not due yet
         self._ended = False
         self._waiter: asyncio.Future[None] | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -173,6 +188,9 @@ class Consumer:
                     self.consumer_id,
                     len(in_hand),
                 )
+            # Messages sent ahead and held are due within hold_ms: once they are,
+            # the broker may release them with the rest (due now is never early).
+            await asyncio.sleep(self._early.last_release_s())
             goodbye = pb.Goodbye(keep=[d.id for d in in_hand])
             self._outbox.put_nowait(pb.ConsumeRequest(goodbye=goodbye))
             self._outbox.put_nowait(None)
@@ -185,6 +203,7 @@ class Consumer:
                 self._reader.cancel()
         self._settler.abandon(BrokerUnavailable("the consumer is closed"))
         self._buffer.clear()  # their leases were handed back with the goodbye
+        self._early.clear()
         self._end()
 
     async def _let_processing_finish(self) -> list[Delivery]:
@@ -281,6 +300,14 @@ class Consumer:
                 self._hold(task, out)
         return out
 
+    def _released(self, deliveries: list[Delivery]) -> None:
+        """Held deliveries that are due now."""
+        received = now_ms()
+        for d in deliveries:
+            d.received_at_ms = received
+        self._buffer.extend(deliveries)
+        self._arrived()
+
     def _arrived(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -344,6 +371,7 @@ class Consumer:
             consumer_id=self.consumer_id,
             lease_ms=self.lease_ms,
             credits=max(1, credits),
+            hold_ms=self.hold_ms,
         )
         call = self.client.stub().Consume()
         try:
@@ -392,7 +420,7 @@ class Consumer:
             c = decode_delivery_columns(frame.deliveries)
             settler, lease, until = self._settler, self.lease_ms, c.lease_until
             priorities = c.priorities or itertools.repeat(0, len(c.ids))
-            self._buffer.extend(
+            deliveries = [
                 Delivery(i, t, p, v, n, until, received, settler, lease, pr)
                 for i, t, p, v, n, pr in zip(
                     c.ids,
@@ -403,8 +431,12 @@ class Consumer:
                     priorities,
                     strict=True,
                 )
-            )
-            self._arrived()
+            ]
+            if c.sent_at and c.timestamps and max(c.timestamps) > c.sent_at:
+                self._early.add(deliveries, c.timestamps, c.sent_at)  # sent ahead
+            else:  # all due by the broker's clock when it sent them
+                self._buffer.extend(deliveries)
+                self._arrived()
         elif kind == "settled":
             self._settler.answered(frame.settled)
 
@@ -416,7 +448,7 @@ class Consumer:
         while not self._closing:
             await self.client.failover()
             try:
-                await self._connect(self.window - len(self._buffer))
+                await self._connect(self.window - len(self._buffer) - len(self._early))
                 log.info("consumer %s reconnected to %s", self.consumer_id, self.client.address)
                 return
             except (BrokerUnavailable, AlreadyExists) as exc:

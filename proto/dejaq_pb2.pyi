@@ -312,16 +312,18 @@ class ProduceResponse(_message.Message):
     def __init__(self, results: _Optional[bytes] = ..., rejections: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("topic", "consumer_id", "lease_ms", "credits")
+    __slots__ = ("topic", "consumer_id", "lease_ms", "credits", "hold_ms")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     CREDITS_FIELD_NUMBER: _ClassVar[int]
+    HOLD_MS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     consumer_id: str
     lease_ms: int
     credits: int
-    def __init__(self, topic: _Optional[str] = ..., consumer_id: _Optional[str] = ..., lease_ms: _Optional[int] = ..., credits: _Optional[int] = ...) -> None: ...
+    hold_ms: int
+    def __init__(self, topic: _Optional[str] = ..., consumer_id: _Optional[str] = ..., lease_ms: _Optional[int] = ..., credits: _Optional[int] = ..., hold_ms: _Optional[int] = ...) -> None: ...
 
 class Settle(_message.Message):
     __slots__ = ("kind", "ids", "versions", "ms", "token", "credits")

@@ -46,6 +46,7 @@ class Firer:
         self.consumer_id = consumer_id
         self.lease_ms = entries.FIRING_LEASE_MS
         self.credit = CREDIT
+        self.ahead_ms = 0  # entries are sent to it at their millisecond
         self.timeline = timeline
         self.target = entries.target_of(timeline.name) or ""
         self._broker = broker

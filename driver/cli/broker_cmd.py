@@ -37,6 +37,13 @@ def register(sub: Any) -> None:
         " fewer storage round trips, and a slow one does not make deliveries late"
         " (default 20, on memory:// 0; 0 leases only what is due now)",
     )
+    p.add_argument(
+        "--send-ahead-ms",
+        type=int,
+        help="send deliveries up to this many ms before they are due to consumers that"
+        " hold them until due themselves (the dejaq driver does): a broker busy for a"
+        " moment makes none late (default 25; 0 holds every delivery in the broker)",
+    )
     g = p.add_argument_group("security (see the README's Security section)")
     g.add_argument("--tls-cert", help="PEM server certificate (chain): serve TLS (SIGHUP reloads)")
     g.add_argument("--tls-key", help="PEM private key of --tls-cert")
@@ -99,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
             "cluster": args.cluster,
             "advertise": args.advertise,
             "lookahead_ms": args.lookahead_ms,
+            "send_ahead_ms": args.send_ahead_ms,
             "tls_cert": args.tls_cert,
             "tls_key": args.tls_key,
             "tls_client_ca": args.tls_client_ca,

@@ -1,0 +1,132 @@
+"""Deliveries the broker sent before they were due, held until they are.
+
+A consumer that says so (``Hello.hold_ms``) is sent messages up to that many ms
+before their timestamp, so a broker busy for a few ms makes none late. The
+consumer must then release each no earlier than the broker would have sent it:
+when the broker's clock (the one that decides "due") reaches its timestamp.
+
+Each frame carries the broker's clock when it was made (``sent_at``, epoch ms).
+It is read after it was made, so ``sent_at - mono`` (``mono``: this process's
+monotonic clock in ms at reading) is a lower bound of the broker's clock minus
+ours, and a message released once ``mono + bound >= timestamp`` is never early
+by the broker's clock, whatever this machine's wall clock says. The largest
+bound seen lately is the best (the frame that travelled fastest); it is
+trusted for ``FRESH_MS`` only, so the two clocks' rates, which may differ by up
+to ``DRIFT`` (NTP slewing), cannot add up to a millisecond; ``MARGIN_MS`` covers
+what they may drift within it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from itertools import pairwise
+
+from dejaq.driver.delivery import Delivery
+
+FRESH_MS = 250.0  # how long the best clock bound is trusted
+DRIFT = 1e-3  # two clocks' rates differ by at most this much (NTP slews by <= 500 ppm each)
+MARGIN_MS = FRESH_MS * DRIFT
+
+
+class _Frame:
+    """One frame's held deliveries, in due order, with when each may go."""
+
+    __slots__ = ("at", "deliveries", "sent")
+
+    def __init__(self, deliveries: list[Delivery], at: list[float]) -> None:
+        self.deliveries = deliveries
+        self.at = at  # monotonic ms at which each may be released
+        self.sent = 0  # deliveries[:sent] are released
+
+    def take(self, now: float) -> list[Delivery]:
+        end = bisect_right(self.at, now, self.sent)
+        out = self.deliveries[self.sent : end]
+        self.sent = end
+        return out
+
+
+class Hold:
+    """Held deliveries; ``release`` is called with those that have become due
+    (on the running loop's timer), in due order."""
+
+    def __init__(self, release: Callable[[list[Delivery]], None]) -> None:
+        self._release = release
+        self._bound = float("-inf")  # broker clock - our monotonic clock, at least
+        self._bound_at = float("-inf")  # when (monotonic ms) it was measured
+        self._frames: list[tuple[float, int, _Frame]] = []  # by next release
+        self._order = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
+
+    def __len__(self) -> int:
+        return sum(len(f.deliveries) - f.sent for _, _, f in self._frames)
+
+    def add(self, deliveries: list[Delivery], timestamps: Sequence[int], sent_at: int) -> None:
+        """A frame made at ``sent_at`` (broker clock): release each delivery when
+        it is due, the due ones at once."""
+        loop = asyncio.get_running_loop()
+        now = loop.time() * 1000
+        bound = sent_at - now
+        if bound > self._bound or now - self._bound_at > FRESH_MS:
+            self._bound, self._bound_at = bound, now
+        shift = MARGIN_MS - self._bound
+        at = [t + shift for t in timestamps]
+        if any(a > b for a, b in pairwise(at)):
+            order = sorted(range(len(at)), key=at.__getitem__)
+            deliveries = [deliveries[i] for i in order]
+            at = [at[i] for i in order]
+        frame = _Frame(deliveries, at)
+        ready = frame.take(now)
+        if ready:
+            self._release(ready)
+        if frame.sent < len(at):
+            self._push(frame, loop)
+
+    def clear(self) -> list[Delivery]:
+        """Stop holding: the deliveries not released yet."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer, self._timer_at = None, float("inf")
+        left = [d for _, _, f in sorted(self._frames) for d in f.deliveries[f.sent :]]
+        self._frames.clear()
+        return left
+
+    def last_release_s(self) -> float:
+        """Seconds until the last held delivery is due (0 when none is held)."""
+        if not self._frames:
+            return 0.0
+        last = max(f.at[-1] for _, _, f in self._frames)
+        return max(0.0, last / 1000 - asyncio.get_running_loop().time())
+
+    def _push(self, frame: _Frame, loop: asyncio.AbstractEventLoop) -> None:
+        first = frame.at[frame.sent]
+        heapq.heappush(self._frames, (first, next(self._order), frame))
+        if first < self._timer_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer_at = first
+            self._timer = loop.call_at(first / 1000, self._fire)
+
+    def _fire(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer, self._timer_at = None, float("inf")
+        now = loop.time() * 1000
+        ready: list[Delivery] = []
+        frames = self._frames
+        while frames and frames[0][0] <= now:
+            _, _, frame = heapq.heappop(frames)
+            ready += frame.take(now)
+            if frame.sent < len(frame.at):
+                heapq.heappush(frames, (frame.at[frame.sent], next(self._order), frame))
+        if len(ready) > 1 and any(a.timestamp_ms > b.timestamp_ms for a, b in pairwise(ready)):
+            ready.sort(key=lambda d: d.timestamp_ms)
+        if ready:
+            self._release(ready)
+        if frames:
+            first = frames[0][0]
+            self._timer_at = first
+            self._timer = loop.call_at(first / 1000, self._fire)
