@@ -248,6 +248,11 @@ class Consumer:
             if event is not None:
                 event.set()
 
+    @property
+    def held(self) -> int:
+        """Deliveries the broker sent ahead of their time, held until they are due."""
+        return len(self._early)
+
     # -- receiving ------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[Delivery]:

@@ -33,17 +33,18 @@ MARGIN_MS = FRESH_MS * DRIFT
 
 
 class _Frame:
-    """One frame's held deliveries, in due order, with when each may go."""
+    """One frame's held deliveries, in due order, with their timestamps."""
 
     __slots__ = ("at", "deliveries", "sent")
 
-    def __init__(self, deliveries: list[Delivery], at: list[float]) -> None:
+    def __init__(self, deliveries: list[Delivery], at: list[int]) -> None:
         self.deliveries = deliveries
-        self.at = at  # monotonic ms at which each may be released
+        self.at = at  # their timestamps (broker clock), ascending
         self.sent = 0  # deliveries[:sent] are released
 
-    def take(self, now: float) -> list[Delivery]:
-        end = bisect_right(self.at, now, self.sent)
+    def take(self, broker_now: float) -> list[Delivery]:
+        """Release what is due by ``broker_now`` (a lower bound of the broker's clock)."""
+        end = bisect_right(self.at, broker_now, self.sent)
         out = self.deliveries[self.sent : end]
         self.sent = end
         return out
@@ -57,7 +58,7 @@ class Hold:
         self._release = release
         self._bound = float("-inf")  # broker clock - our monotonic clock, at least
         self._bound_at = float("-inf")  # when (monotonic ms) it was measured
-        self._frames: list[tuple[float, int, _Frame]] = []  # by next release
+        self._frames: list[tuple[int, int, _Frame]] = []  # by next timestamp
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
@@ -72,19 +73,22 @@ class Hold:
         now = loop.time() * 1000
         bound = sent_at - now
         if bound > self._bound or now - self._bound_at > FRESH_MS:
+            better = bound > self._bound
             self._bound, self._bound_at = bound, now
-        shift = MARGIN_MS - self._bound
-        at = [t + shift for t in timestamps]
+            if better and self._frames:
+                self._schedule(loop)  # what is held may go sooner
+        at = list(timestamps)
         if any(a > b for a, b in pairwise(at)):
             order = sorted(range(len(at)), key=at.__getitem__)
             deliveries = [deliveries[i] for i in order]
             at = [at[i] for i in order]
         frame = _Frame(deliveries, at)
-        ready = frame.take(now)
+        ready = frame.take(self._broker_now(now))
         if ready:
             self._release(ready)
         if frame.sent < len(at):
-            self._push(frame, loop)
+            heapq.heappush(self._frames, (at[frame.sent], next(self._order), frame))
+            self._schedule(loop)
 
     def clear(self) -> list[Delivery]:
         """Stop holding: the deliveries not released yet."""
@@ -100,11 +104,19 @@ class Hold:
         if not self._frames:
             return 0.0
         last = max(f.at[-1] for _, _, f in self._frames)
-        return max(0.0, last / 1000 - asyncio.get_running_loop().time())
+        return max(0.0, self._mono_ms(last) / 1000 - asyncio.get_running_loop().time())
 
-    def _push(self, frame: _Frame, loop: asyncio.AbstractEventLoop) -> None:
-        first = frame.at[frame.sent]
-        heapq.heappush(self._frames, (first, next(self._order), frame))
+    def _broker_now(self, mono_ms: float) -> float:
+        """A lower bound of the broker's clock at our monotonic ``mono_ms``."""
+        return mono_ms + self._bound - MARGIN_MS
+
+    def _mono_ms(self, timestamp: int) -> float:
+        """Our monotonic ms by which the broker's clock surely reached ``timestamp``."""
+        return timestamp - self._bound + MARGIN_MS
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Set the timer for the earliest held delivery."""
+        first = self._mono_ms(self._frames[0][0])
         if first < self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
@@ -114,12 +126,12 @@ class Hold:
     def _fire(self) -> None:
         loop = asyncio.get_running_loop()
         self._timer, self._timer_at = None, float("inf")
-        now = loop.time() * 1000
+        broker_now = self._broker_now(loop.time() * 1000)
         ready: list[Delivery] = []
         frames = self._frames
-        while frames and frames[0][0] <= now:
+        while frames and frames[0][0] <= broker_now:
             _, _, frame = heapq.heappop(frames)
-            ready += frame.take(now)
+            ready += frame.take(broker_now)
             if frame.sent < len(frame.at):
                 heapq.heappush(frames, (frame.at[frame.sent], next(self._order), frame))
         if len(ready) > 1 and any(a.timestamp_ms > b.timestamp_ms for a, b in pairwise(ready)):
@@ -127,6 +139,4 @@ class Hold:
         if ready:
             self._release(ready)
         if frames:
-            first = frames[0][0]
-            self._timer_at = first
-            self._timer = loop.call_at(first / 1000, self._fire)
+            self._schedule(loop)

@@ -18,7 +18,11 @@ from dejaq.broker.produce import produce
 from dejaq.broker.topics import TopicCache
 from dejaq.core.clock import Wake
 from dejaq.core.model import LeasedMessage
-from dejaq.core.wire.batches import decode_deliveries, encode_messages
+from dejaq.core.wire.batches import (
+    decode_deliveries,
+    decode_delivery_columns,
+    encode_messages,
+)
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.memory import MemoryStorage
 
@@ -57,11 +61,15 @@ async def settle_down() -> None:
         await asyncio.sleep(0)
 
 
-async def make_broker(clock: ManualClock, lookahead_ms: int = 20) -> BrokerContext:
+async def make_broker(
+    clock: ManualClock, lookahead_ms: int = 20, send_ahead_ms: int = 25
+) -> BrokerContext:
     storage = MemoryStorage("memory://")
     await storage.open()
     # rescan_ms: a missed wake-up would show as a hang
-    config = BrokerConfig(rescan_ms=3_600_000, lookahead_ms=lookahead_ms)
+    config = BrokerConfig(
+        rescan_ms=3_600_000, lookahead_ms=lookahead_ms, send_ahead_ms=send_ahead_ms
+    )
     return BrokerContext(config, storage, LocalCoordinator(), TopicCache(storage), clock=clock)
 
 
@@ -74,13 +82,22 @@ async def produce_at(broker: BrokerContext, topic: str, stamps: Sequence[int]) -
 
 
 class Session:
-    """A consumer stream in-process: frames in through a queue, frames out collected."""
+    """A consumer stream in-process: frames in through a queue, frames out collected
+    (``sent_at``: each delivery's frame's stamp; ``hold_ms``: the Hello's)."""
 
-    def __init__(self, broker: BrokerContext, topic: str, consumer_id: str, credits: int) -> None:
+    def __init__(
+        self,
+        broker: BrokerContext,
+        topic: str,
+        consumer_id: str,
+        credits: int,
+        hold_ms: int = 0,
+    ) -> None:
         self.inbound: asyncio.Queue[pb.ConsumeRequest | None] = asyncio.Queue()
-        hello = pb.Hello(topic=topic, consumer_id=consumer_id, credits=credits)
+        hello = pb.Hello(topic=topic, consumer_id=consumer_id, credits=credits, hold_ms=hold_ms)
         self.inbound.put_nowait(pb.ConsumeRequest(hello=hello))
         self.deliveries: list[LeasedMessage] = []
+        self.sent_at: list[int] = []
         self.settled: list[pb.SettleResult] = []
         self.error: BaseException | None = None
         self._task = asyncio.create_task(self._run(broker))
@@ -94,7 +111,10 @@ class Session:
             async for frame in consume_stream(broker, self._requests()):
                 kind = frame.WhichOneof("frame")
                 if kind == "deliveries":
-                    self.deliveries += decode_deliveries(frame.deliveries)[0]
+                    got = decode_deliveries(frame.deliveries)[0]
+                    self.deliveries += got
+                    stamp = decode_delivery_columns(frame.deliveries).sent_at
+                    self.sent_at += [stamp] * len(got)
                 elif kind == "settled":
                     self.settled.append(frame.settled)
         except Exception as exc:

@@ -1,0 +1,99 @@
+"""The driver's hold: deliveries sent ahead are released when the broker's clock
+(known only from the frames' ``sent_at``) reaches their timestamp, never sooner
+by this process's monotonic clock, in due order."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from dejaq.driver.delivery import Delivery
+from dejaq.driver.hold import Hold
+
+pytestmark = pytest.mark.timeout(10)
+BROKER_NOW = 1_800_000_000_000  # the broker's clock, unrelated to ours
+
+
+def deliveries(*timestamps: int) -> list[Delivery]:
+    return [Delivery(f"m{t}", t, b"", 1, 1, 0, 0, cast(Any, None), 1000) for t in timestamps]
+
+
+class Released:
+    """What the hold released, with our monotonic ms at release."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+        self.order: list[str] = []
+        self.event = asyncio.Event()
+
+    def __call__(self, ds: list[Delivery]) -> None:
+        now = asyncio.get_running_loop().time() * 1000
+        for d in ds:
+            self.at[d.id] = now
+            self.order.append(d.id)
+        self.event.set()
+
+    async def count(self, n: int) -> None:
+        while len(self.order) < n:
+            self.event.clear()
+            await asyncio.wait_for(self.event.wait(), 5)
+
+
+async def test_due_deliveries_go_at_once_the_others_when_the_broker_clock_reaches_them() -> None:
+    released = Released()
+    hold = Hold(released)
+    added = asyncio.get_running_loop().time() * 1000
+    # A frame made at BROKER_NOW: one already due, two due 30 and 60 ms later
+    hold.add(
+        deliveries(BROKER_NOW - 1, BROKER_NOW + 30, BROKER_NOW + 60),
+        [BROKER_NOW - 1, BROKER_NOW + 30, BROKER_NOW + 60],
+        BROKER_NOW,
+    )
+    assert released.order == [f"m{BROKER_NOW - 1}"]
+    assert len(hold) == 2
+    await released.count(3)
+    # Never sooner than the broker's clock allows: the frame was made no later
+    # than we read it, so its messages are due no sooner than their distance
+    # from sent_at after we read it.
+    assert released.at[f"m{BROKER_NOW + 30}"] - added >= 30
+    assert released.at[f"m{BROKER_NOW + 60}"] - added >= 60
+    assert len(hold) == 0
+
+
+async def test_a_frame_out_of_order_is_released_in_due_order() -> None:
+    released = Released()
+    hold = Hold(released)
+    stamps = [BROKER_NOW + 20, BROKER_NOW + 5, BROKER_NOW + 12]
+    hold.add(deliveries(*stamps), stamps, BROKER_NOW)
+    await released.count(3)
+    assert released.order == [f"m{t}" for t in sorted(stamps)]
+
+
+async def test_frames_from_a_later_broker_clock_release_by_the_best_bound() -> None:
+    # Two frames: the second made 10 ms (broker clock) after the first but read
+    # at once: the broker's clock is at least 10 ms further than the first said,
+    # and the first frame's messages may go sooner too, never before that bound.
+    released = Released()
+    hold = Hold(released)
+    added = asyncio.get_running_loop().time() * 1000
+    hold.add(deliveries(BROKER_NOW + 40), [BROKER_NOW + 40], BROKER_NOW)
+    hold.add(deliveries(BROKER_NOW + 41), [BROKER_NOW + 41], BROKER_NOW + 10)
+    await released.count(2)
+    first = released.at[f"m{BROKER_NOW + 40}"] - added
+    assert 30 - 1 <= first < 40  # by the second frame's bound (less our own few µs)
+
+
+async def test_clear_hands_back_what_is_held_and_releases_nothing_more() -> None:
+    released = Released()
+    hold = Hold(released)
+    hold.add(
+        deliveries(BROKER_NOW + 20, BROKER_NOW + 30), [BROKER_NOW + 20, BROKER_NOW + 30], BROKER_NOW
+    )
+    assert hold.last_release_s() > 0.02
+    left = hold.clear()
+    assert [d.id for d in left] == [f"m{BROKER_NOW + 20}", f"m{BROKER_NOW + 30}"]
+    await asyncio.sleep(0.05)
+    assert released.order == []
+    assert hold.last_release_s() == 0
