@@ -60,7 +60,7 @@ class Consumer:
     Options:
         consumer_id: a stable id (reconnects and leases use it); default generated.
         lease_ms: lease per delivery; default the topic's.
-        credits: how many deliveries the broker may send ahead (default 1024).
+        credits: how many deliveries the broker may send ahead (default 2048).
         retry_timeout_s: how long to keep reconnecting after a broker is lost.
         on_settle_error: called with a ``SettleFailure`` for each unconfirmed
             settle the broker refused; default a warning in the log.
@@ -85,7 +85,7 @@ class Consumer:
         *,
         consumer_id: str = "",
         lease_ms: int = 0,
-        credits: int = 1024,
+        credits: int = 2048,
         retry_timeout_s: float = 30.0,
         on_settle_error: OnError | None = None,
         max_settle_batch: int = 1000,
