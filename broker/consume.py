@@ -28,7 +28,6 @@ from dejaq.broker.outbox import Outbox
 from dejaq.broker.security.identity import consumer_id_of, lease_owner
 from dejaq.broker.settle import Kind, settle
 from dejaq.broker.tasks import Background
-from dejaq.core.clock import Clock
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import LeasedMessage, Leases, Topic
 from dejaq.core.wire.batches import delivery_frames
@@ -51,7 +50,7 @@ class Session:
     ``ahead_ms``: how early the dispatcher may send it a delivery, because the
     consumer holds each until it is due by the broker's clock (``Hello.hold_ms``,
     capped by ``--send-ahead-ms``); 0 = the broker sends each at its millisecond.
-    Every frame says when, by that clock, it was made (``sent_at``)."""
+    Every delivery frame says when, by that clock, it left (``sent_at``)."""
 
     def __init__(
         self,
@@ -61,7 +60,6 @@ class Session:
         credit: int,
         max_frame_bytes: int,
         max_outbox_frames: int,
-        clock: Clock,
         ahead_ms: int = 0,
     ) -> None:
         self.topic = topic
@@ -70,17 +68,12 @@ class Session:
         self.credit = credit
         self.max_frame_bytes = max_frame_bytes
         self.outbox = Outbox(consumer_id, max_outbox_frames)
-        self.clock = clock
         self.ahead_ms = ahead_ms
 
     def deliver(self, leases: Leases) -> None:
         """A pass's deliveries, in frames of at most ``max_frame_bytes``."""
         for frame, carries in delivery_frames(
-            leases.delivered,
-            leases.lease_until,
-            self.max_frame_bytes,
-            self.topic,
-            self.clock.now_ms(),
+            leases.delivered, leases.lease_until, self.max_frame_bytes, self.topic
         ):
             self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries, leases.lease_until)
 
@@ -137,8 +130,13 @@ async def _consume(
         dispatcher.add(session)
         reader = asyncio.create_task(_read(broker, session, dispatcher, requests))
         frames_out = broker.metrics.frame_counter("consume", "out")
+        clock = broker.clock
         while (item := await session.outbox.get()) is not None:
             frames_out.inc()
+            if item.deliveries:
+                # Stamped as it leaves, not when it was made: the closer to the
+                # consumer's reading, the sooner a held message may go.
+                item.sent_at = clock.now_ms()
             yield item
     finally:
         if reader is not None:
@@ -168,7 +166,6 @@ async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
         validation.credits(hello.credits),
         config.max_frame_bytes,
         config.max_outbox_frames,
-        broker.clock,
         min(hello.hold_ms, config.send_ahead_ms),
     )
 

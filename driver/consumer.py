@@ -437,8 +437,9 @@ class Consumer:
                     strict=True,
                 )
             ]
-            if c.sent_at and c.timestamps and max(c.timestamps) > c.sent_at:
-                self._early.add(deliveries, c.timestamps, c.sent_at)  # sent ahead
+            sent_at = frame.sent_at
+            if sent_at and c.timestamps and max(c.timestamps) > sent_at:
+                self._early.add(deliveries, c.timestamps, sent_at)  # sent ahead
             else:  # all due by the broker's clock when it sent them
                 self._buffer.extend(deliveries)
                 self._arrived()

@@ -388,14 +388,16 @@ class SettleResult(_message.Message):
     def __init__(self, token: _Optional[int] = ..., versions: _Optional[_Iterable[int]] = ..., rejections: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ...) -> None: ...
 
 class ConsumeResponse(_message.Message):
-    __slots__ = ("welcome", "deliveries", "settled")
+    __slots__ = ("welcome", "deliveries", "settled", "sent_at")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     SETTLED_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     deliveries: bytes
     settled: SettleResult
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., deliveries: _Optional[bytes] = ..., settled: _Optional[_Union[SettleResult, _Mapping]] = ...) -> None: ...
+    sent_at: int
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., deliveries: _Optional[bytes] = ..., settled: _Optional[_Union[SettleResult, _Mapping]] = ..., sent_at: _Optional[int] = ...) -> None: ...
 
 class ClusterStatusRequest(_message.Message):
     __slots__ = ()

@@ -225,16 +225,12 @@ def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
 
 
 def encode_deliveries(
-    deliveries: Sequence[LeasedMessage],
-    lease_until: int,
-    topic: Topic | None = None,
-    sent_at: int = 0,
+    deliveries: Sequence[LeasedMessage], lease_until: int, topic: Topic | None = None
 ) -> bytes:
-    """One DeliveryBatch frame of ``deliveries``, whatever its size (``topic``
-    and ``sent_at``: see ``delivery_frames``)."""
+    """One DeliveryBatch frame of ``deliveries``, whatever its size (``topic``:
+    see ``delivery_frames``)."""
     payloads = [d.payload for d in deliveries]
-    total = sum(map(len, payloads))
-    return _encode_deliveries(deliveries, payloads, total, lease_until, topic, sent_at)
+    return _encode_deliveries(deliveries, payloads, sum(map(len, payloads)), lease_until, topic)
 
 
 def delivery_frames(
@@ -242,28 +238,23 @@ def delivery_frames(
     lease_until: int,
     max_bytes: int,
     topic: Topic | None = None,
-    sent_at: int = 0,
 ) -> list[tuple[bytes, Sequence[LeasedMessage]]]:
     """``deliveries`` as DeliveryBatch frames of at most ``max_bytes`` each (by
     ``frames.frame_bytes``; a larger message goes alone), with what each carries.
     The common case, one frame, costs one ``len`` per message over the encoding.
     Of a priority ``topic`` the frames carry each message's priority, and the
-    time it became available where storage holds its rank. ``sent_at``: the
-    broker's clock now, by which a consumer that holds deliveries until due
-    (``Hello.hold_ms``) releases them."""
+    time it became available where storage holds its rank."""
     payloads = [d.payload for d in deliveries]
     total = sum(map(len, payloads))
     if frame_bytes(len(payloads), total) <= max_bytes:
-        frame = _encode_deliveries(deliveries, payloads, total, lease_until, topic, sent_at)
-        return [(frame, deliveries)]
+        return [(_encode_deliveries(deliveries, payloads, total, lease_until, topic), deliveries)]
     sizes = list(map(len, payloads))
     out: list[tuple[bytes, Sequence[LeasedMessage]]] = []
     start = 0
     for end in cuts(sizes, len(sizes), max_bytes):
         part, part_payloads = deliveries[start:end], payloads[start:end]
         size = sum(sizes[start:end])
-        frame = _encode_deliveries(part, part_payloads, size, lease_until, topic, sent_at)
-        out.append((frame, part))
+        out.append((_encode_deliveries(part, part_payloads, size, lease_until, topic), part))
         start = end
     return out
 
@@ -284,7 +275,6 @@ def _encode_deliveries(
     total: int,
     lease_until: int,
     topic: Topic | None,
-    sent_at: int,
 ) -> bytes:
     n = len(deliveries)
     builder = flatbuffers.Builder(128 + n * 52 + total)
@@ -310,8 +300,6 @@ def _encode_deliveries(
     DeliveryBatch.AddLeaseUntil(builder, lease_until)
     if pri is not None:
         DeliveryBatch.AddPriorities(builder, pri)
-    if sent_at:
-        DeliveryBatch.AddSentAt(builder, sent_at)
     builder.Finish(DeliveryBatch.End(builder))
     return bytes(builder.Output())
 
@@ -327,7 +315,6 @@ class DeliveryColumns(NamedTuple):
     deliveries: list[int]
     lease_until: int
     priorities: list[int] | None = None  # None: a timeline (every priority 0)
-    sent_at: int = 0  # the broker's clock when it made the frame (0: not told)
 
 
 @_frame("DeliveryBatch")
@@ -335,7 +322,7 @@ def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
     batch = DeliveryBatch.DeliveryBatch.GetRootAs(buf, 0)
     ts_col = batch.TimestampsAsNumpy()
     if not isinstance(ts_col, np.ndarray):
-        return DeliveryColumns([], [], [], [], [], batch.LeaseUntil(), None, batch.SentAt())
+        return DeliveryColumns([], [], [], [], [], batch.LeaseUntil(), None)
     n = len(ts_col)
     ids = _split_text(_blob(batch.IdsAsNumpy()), batch.IdOffsetsAsNumpy(), n, "id")
     payloads = _split(_blob(batch.PayloadsAsNumpy()), batch.PayloadOffsetsAsNumpy(), n, "payload")
@@ -345,14 +332,7 @@ def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
         raise InvalidArgument("malformed batch: versions or deliveries missing")
     priorities = _column(batch.PrioritiesAsNumpy(), n, "priorities")
     return DeliveryColumns(
-        ids,
-        ts_col.tolist(),
-        payloads,
-        versions,
-        deliveries,
-        batch.LeaseUntil(),
-        priorities,
-        batch.SentAt(),
+        ids, ts_col.tolist(), payloads, versions, deliveries, batch.LeaseUntil(), priorities
     )
 
 

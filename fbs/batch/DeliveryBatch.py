@@ -247,15 +247,8 @@ class DeliveryBatch(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         return o == 0
 
-    # DeliveryBatch
-    def SentAt(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
-        if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
-        return 0
-
 def DeliveryBatchStart(builder):
-    builder.StartObject(10)
+    builder.StartObject(9)
 
 def Start(builder):
     DeliveryBatchStart(builder)
@@ -361,12 +354,6 @@ def DeliveryBatchStartPrioritiesVector(builder, numElems):
 
 def StartPrioritiesVector(builder, numElems):
     return DeliveryBatchStartPrioritiesVector(builder, numElems)
-
-def DeliveryBatchAddSentAt(builder, sentAt):
-    builder.PrependInt64Slot(9, sentAt, 0)
-
-def AddSentAt(builder, sentAt):
-    DeliveryBatchAddSentAt(builder, sentAt)
 
 def DeliveryBatchEnd(builder):
     return builder.EndObject()

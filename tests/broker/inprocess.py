@@ -18,11 +18,7 @@ from dejaq.broker.produce import produce
 from dejaq.broker.topics import TopicCache
 from dejaq.core.clock import Wake
 from dejaq.core.model import LeasedMessage
-from dejaq.core.wire.batches import (
-    decode_deliveries,
-    decode_delivery_columns,
-    encode_messages,
-)
+from dejaq.core.wire.batches import decode_deliveries, encode_messages
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.memory import MemoryStorage
 
@@ -113,8 +109,7 @@ class Session:
                 if kind == "deliveries":
                     got = decode_deliveries(frame.deliveries)[0]
                     self.deliveries += got
-                    stamp = decode_delivery_columns(frame.deliveries).sent_at
-                    self.sent_at += [stamp] * len(got)
+                    self.sent_at += [frame.sent_at] * len(got)
                 elif kind == "settled":
                     self.settled.append(frame.settled)
         except Exception as exc:
