@@ -90,10 +90,6 @@ class _Pass(enum.Enum):
 
 
 STORAGE_RETRY_MS = 500
-# A pass leases a consumer at most twice its share of what the previous pass
-# delivered (and at least this many): a pass that looks far ahead spreads its
-# messages over the consumers rather than filling the first one's credit.
-MIN_SHARE = 64
 # Messages a pass of a priority topic ranks at most; with more to rank it leases
 # nothing and looks again at once, so none is leased out of priority order.
 PROMOTE_LIMIT = 4096
@@ -150,7 +146,6 @@ class Dispatcher:
         self._hints = True
         self._task: asyncio.Task[None] | None = None
         self._last_pass_ms = 0  # the "now" of the latest lease pass
-        self._last_delivered = 0  # how many the latest lease pass delivered
         self._on_stall = on_stall
         self._no_credit_since: int | None = None  # no consumer here has had credit since
         self._stalled: list[str] = []  # consumers reported stalled to on_stall
@@ -351,11 +346,10 @@ class Dispatcher:
             if promoted >= PROMOTE_LIMIT:
                 return _Pass.MORE  # rank them all before any is leased
         delivered = 0
-        share = max(MIN_SHARE, -(-2 * self._last_delivered // len(ready)))
         for r in ready:
             if r not in self._receivers:
                 continue  # left while we awaited storage
-            limit = min(r.credit, self._max_frame, share)
+            limit = min(r.credit, self._max_frame)
             capped = allowed is not None and allowed - delivered <= limit
             if capped:
                 assert allowed is not None
@@ -383,14 +377,11 @@ class Dispatcher:
                     self._window.hold(r, leases)
                     self._send_held()  # what is due now, in due order with what was held
             if len(leases.delivered) < limit:
-                self._last_delivered = delivered
                 self._throttled = False  # everything due is out
                 return _Pass.DRAINED_SOME if delivered or leases.dead_lettered else _Pass.DRAINED
             if capped:
-                self._last_delivered = delivered
                 self._throttled = True
                 return _Pass.THROTTLED
-        self._last_delivered = delivered
         return _Pass.MORE
 
     def _allowed(self, now: int, buckets: Buckets) -> int | None:
