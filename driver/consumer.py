@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Delivery], Awaitable[None]]
 SETTLED_LOOK_S = 0.05  # close(): how often to look for deliveries settled meanwhile
 PRUNE_AT = 64  # tasks that took deliveries, before ended ones are dropped
+HOLD_MS = 50  # how early a broker may send a message (held until due); see hold.py
 
 
 class Consumer:
@@ -91,7 +92,7 @@ class Consumer:
         max_settle_batch: int = 1000,
         settle_linger_ms: float = 20.0,
         close_timeout_s: float | None = None,
-        hold_ms: int = 50,
+        hold_ms: int = HOLD_MS,
     ) -> None:
         if hold_ms < 0:
             raise ValueError("hold_ms cannot be negative")

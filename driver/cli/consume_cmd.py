@@ -19,7 +19,7 @@ from dejaq.core.model import KIND_PRIORITY
 from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import add_broker, client_command, duration_ms, emit, payload_fields
 from dejaq.driver.client import Client
-from dejaq.driver.consumer import Consumer
+from dejaq.driver.consumer import HOLD_MS, Consumer
 from dejaq.driver.settle import SettleFailure
 
 
@@ -36,7 +36,12 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="JSON lines (the default output)")
     p.add_argument("--consumer-id", default="", help="consumer id (default: generated)")
     p.add_argument("--lease", help="lease per delivery, e.g. 30s (default: the topic's)")
-    p.add_argument("--credits", type=int, default=512, help="credit window (default 512)")
+    p.add_argument("--credits", type=int, default=2048, help="credit window (default 2048)")
+    p.add_argument(
+        "--hold",
+        help="let the broker send a message up to this long before it is due, e.g. 50ms;"
+        " it is printed when due (default 50ms; 0 = the broker holds it)",
+    )
     p.add_argument("--idle", help="stop after this long without a delivery, e.g. 5s")
     add_broker(p)
     p.set_defaults(run=client_command(consume))
@@ -58,6 +63,7 @@ async def consume(client: Client, args: argparse.Namespace) -> int:
         lease_ms=duration_ms(args.lease) if args.lease else 0,
         credits=args.credits,
         on_settle_error=report,
+        hold_ms=duration_ms(args.hold) if args.hold else HOLD_MS,
     )
     idle_s = duration_ms(args.idle) / 1000 if args.idle else None
     loop = asyncio.get_running_loop()
