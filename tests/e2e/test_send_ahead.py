@@ -7,6 +7,7 @@ reach another consumer early."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 
@@ -17,6 +18,7 @@ from dejaq.driver.consumer import Consumer
 from dejaq.driver.producer import Outgoing
 from tests.e2e.broker_process import BrokerProcess, StartBroker
 from tests.e2e.support import consuming, create_topic, now_ms, produce
+from tests.e2e.test_cli import DEJAQ
 
 pytestmark = pytest.mark.timeout(60)
 AHEAD_MS = 1000  # far ahead, so a test can look while messages are held
@@ -83,3 +85,26 @@ async def test_a_consumer_that_leaves_holding_messages_lets_none_go_early(
         assert all(d.received_at_ms >= d.timestamp_ms for d in got)
         for d in got:
             await d.ack()
+
+
+async def test_dejaq_consume_prints_each_message_sent_ahead_when_it_is_due(
+    ahead_broker: BrokerProcess, client: Client, topic_name: str
+) -> None:
+    # Given messages due in 0.7 s, on a broker that sends up to a second ahead
+    topic = await create_topic(client, topic_name)
+    due = now_ms() + DUE_IN_MS
+    await produce(client, topic, [Outgoing(b"x", due + i) for i in range(N)])
+    # When `dejaq consume --hold 1s` takes them
+    done = await asyncio.create_subprocess_exec(
+        *DEJAQ,
+        *("consume", topic, "--count", str(N), "--hold", "1s"),
+        *("--broker", ahead_broker.address),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(done.communicate(), 30)
+    # Then it prints each one when due, never before
+    assert done.returncode == 0, err
+    got = [json.loads(line) for line in out.decode().splitlines()]
+    assert len(got) == N
+    assert all(d["received_at_ms"] >= d["timestamp_ms"] >= due for d in got)
