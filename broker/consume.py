@@ -133,7 +133,7 @@ async def _consume(
         clock = broker.clock
         while (item := await session.outbox.get()) is not None:
             frames_out.inc()
-            if item.deliveries:
+            if item.WhichOneof("frame") == "deliveries":  # (reading the bytes would copy them)
                 # Stamped as it leaves, not when it was made: the closer to the
                 # consumer's reading, the sooner a held message may go.
                 item.sent_at = clock.now_ms()
