@@ -52,7 +52,7 @@ class BrokerConfig:
     # A consumer that holds deliveries until due itself (Hello.hold_ms, the
     # driver's Consumer) is sent them up to this many ms early (at most its
     # hold_ms): a broker busy for a few ms then makes no delivery late.
-    send_ahead_ms: int = 50
+    send_ahead_ms: int = 100
     retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off

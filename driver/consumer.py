@@ -52,7 +52,9 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Delivery], Awaitable[None]]
 SETTLED_LOOK_S = 0.05  # close(): how often to look for deliveries settled meanwhile
 PRUNE_AT = 64  # tasks that took deliveries, before ended ones are dropped
-HOLD_MS = 50  # how early a broker may send a message (held until due); see hold.py
+HOLD_MS = (
+    1000  # how early a broker may send a message (held until due; the broker decides, see hold.py)
+)
 
 
 class Consumer:
@@ -71,9 +73,9 @@ class Consumer:
         close_timeout_s: how long ``close()`` waits for deliveries still being
             processed (default the client's timeout).
         hold_ms: how early the broker may send a message, which the consumer
-            then holds until it is due by the broker's clock (default 50; the
-            broker sends at most its ``--send-ahead-ms`` early; 0: the broker
-            holds each message and sends it at its millisecond).
+            then holds until it is due by the broker's clock (default 1000; the
+            broker sends at most its ``--send-ahead-ms``, 100, early; 0: the
+            broker holds each message and sends it at its millisecond).
 
     Use ``async with Consumer(...) as c: async for d in c: ...; await d.ack()``,
     or ``await c.run(handler, concurrency=N)``.

@@ -40,7 +40,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--hold",
         help="let the broker send a message up to this long before it is due, e.g. 50ms;"
-        " it is printed when due (default 50ms; 0 = the broker holds it)",
+        " it is printed when due (default 1s, of which the broker sends at most its"
+        " --send-ahead-ms; 0 = the broker holds it)",
     )
     p.add_argument("--idle", help="stop after this long without a delivery, e.g. 5s")
     add_broker(p)

@@ -29,6 +29,11 @@ def test_unknown_environment_key_is_named() -> None:
         BrokerConfig.from_sources({}, {"DEJAQ_STORGE": "memory://"})
 
 
+def test_send_ahead_is_100_ms_unless_set() -> None:
+    assert BrokerConfig.from_sources({}, {}).send_ahead_ms == 100
+    assert BrokerConfig.from_sources({}, {"DEJAQ_SEND_AHEAD_MS": "0"}).send_ahead_ms == 0
+
+
 def test_client_variables_are_not_broker_settings() -> None:
     assert BrokerConfig.from_sources({}, {"DEJAQ_BROKER": "h:1"}).listen == "127.0.0.1:7700"
 
@@ -41,6 +46,8 @@ def test_client_variables_are_not_broker_settings() -> None:
         {"DEJAQ_RESCAN_MS": "0"},
         {"DEJAQ_LOOKAHEAD_MS": "-2"},
         {"DEJAQ_LOOKAHEAD_MS": "1001"},
+        {"DEJAQ_SEND_AHEAD_MS": "-1"},
+        {"DEJAQ_SEND_AHEAD_MS": "1001"},
     ],
 )
 def test_bad_values_are_refused(env: dict[str, str]) -> None:
