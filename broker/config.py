@@ -51,8 +51,9 @@ class BrokerConfig:
     lookahead_ms: int = -1
     # A consumer that holds deliveries until due itself (Hello.hold_ms, the
     # driver's Consumer) is sent them up to this many ms early (at most its
-    # hold_ms): a broker busy for a few ms then makes no delivery late.
-    send_ahead_ms: int = 100
+    # hold_ms): a broker busy for a few ms then makes no delivery late. -1: the
+    # storage's own default (Storage.send_ahead_ms: 100, PostgreSQL 200).
+    send_ahead_ms: int = -1
     retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
@@ -140,8 +141,11 @@ class BrokerConfig:
             raise InvalidArgument(
                 f"lookahead_ms must be between 0 and {MAX_LOOKAHEAD_MS} (-1: the storage's default)"
             )
-        if not 0 <= self.send_ahead_ms <= MAX_LOOKAHEAD_MS:
-            raise InvalidArgument(f"send_ahead_ms must be between 0 and {MAX_LOOKAHEAD_MS}")
+        if not -1 <= self.send_ahead_ms <= MAX_LOOKAHEAD_MS:
+            raise InvalidArgument(
+                f"send_ahead_ms must be between 0 and {MAX_LOOKAHEAD_MS}"
+                " (-1: the storage's default)"
+            )
         if self.metrics and not _is_host_port(self.metrics):
             raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
         if self.log_format not in ("text", "json"):

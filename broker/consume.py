@@ -166,7 +166,7 @@ async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
         validation.credits(hello.credits),
         config.max_frame_bytes,
         config.max_outbox_frames,
-        min(hello.hold_ms, config.send_ahead_ms),
+        min(hello.hold_ms, broker.send_ahead_ms),
     )
 
 

@@ -85,6 +85,13 @@ class BrokerContext:
         configured = self.config.lookahead_ms
         return configured if configured >= 0 else self.storage.lookahead_ms
 
+    @property
+    def send_ahead_ms(self) -> int:
+        """How early a consumer that holds may be sent a message: the configured
+        bound, else the storage's."""
+        configured = self.config.send_ahead_ms
+        return configured if configured >= 0 else self.storage.send_ahead_ms
+
     def hint(self, topic: str, timestamp: int) -> None:
         """A message due at ``timestamp`` was stored: wake this broker's dispatcher,
         and tell other brokers (their consumers may own its bucket)."""

@@ -74,8 +74,9 @@ class Consumer:
             processed (default the client's timeout).
         hold_ms: how early the broker may send a message, which the consumer
             then holds until it is due by the broker's clock (default 1000; the
-            broker sends at most its ``--send-ahead-ms``, 100, early; 0: the
-            broker holds each message and sends it at its millisecond).
+            broker sends at most its ``--send-ahead-ms`` early, 100 ms or 200
+            on PostgreSQL; 0: the broker holds each message and sends it at
+            its millisecond).
 
     Use ``async with Consumer(...) as c: async for d in c: ...; await d.ack()``,
     or ``await c.run(handler, concurrency=N)``.

@@ -178,6 +178,11 @@ class Storage(abc.ABC):
     # Redis: p99 8.1 -> 5.1 ms at 4k/s, 6k/s now held); memory answers in the
     # broker's own loop and gains nothing.
     lookahead_ms = 20
+    # The broker's default send-ahead (``--send-ahead-ms``) on this backend: how
+    # early a consumer that holds deliveries until due is sent them. It must
+    # cover the broker's longest stall plus a slow lease call: 100 ms holds
+    # memory at 40k/s, SQLite at 15k/s and Redis at 15k/s at p99 <= 10 ms.
+    send_ahead_ms = 100
     # Topics the default census asks at once: a few concurrent round trips to a
     # server (well under a connection pool's size); memory, which answers in the
     # broker's loop, asks one at a time so each step between yields stays short.

@@ -170,6 +170,11 @@ class PostgresStorage(Storage):
     an unreachable server is ``StorageUnavailable``.
     """
 
+    # A lease statement can wait tens of ms behind produce transactions: at
+    # 10k/s, 100 ms of send-ahead held p99 at 6.7 ms once and failed (19.7 ms)
+    # once; 150 ms held (6.85 ms).
+    send_ahead_ms = 200
+
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.options = parse_url(url)

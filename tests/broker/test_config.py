@@ -29,9 +29,24 @@ def test_unknown_environment_key_is_named() -> None:
         BrokerConfig.from_sources({}, {"DEJAQ_STORGE": "memory://"})
 
 
-def test_send_ahead_is_100_ms_unless_set() -> None:
-    assert BrokerConfig.from_sources({}, {}).send_ahead_ms == 100
-    assert BrokerConfig.from_sources({}, {"DEJAQ_SEND_AHEAD_MS": "0"}).send_ahead_ms == 0
+@pytest.mark.parametrize(
+    ("storage", "env", "expected"),
+    [
+        ("memory://", {}, 100),
+        ("sqlite:///x.db", {}, 100),
+        ("redis://127.0.0.1:1/0", {}, 100),
+        ("postgresql://u@127.0.0.1:1/d", {}, 200),  # slower lease calls to hide
+        ("postgresql://u@127.0.0.1:1/d", {"DEJAQ_SEND_AHEAD_MS": "0"}, 0),
+        ("memory://", {"DEJAQ_SEND_AHEAD_MS": "30"}, 30),
+    ],
+)
+def test_send_ahead_is_the_storage_default_unless_set(
+    storage: str, env: dict[str, str], expected: int
+) -> None:
+    config = BrokerConfig.from_sources({"storage": storage}, env)
+    backend = storage_from_url(storage)  # not opened: only its defaults are read
+    broker = BrokerContext(config, backend, LocalCoordinator(), TopicCache(backend))
+    assert broker.send_ahead_ms == expected
 
 
 def test_client_variables_are_not_broker_settings() -> None:
@@ -46,7 +61,7 @@ def test_client_variables_are_not_broker_settings() -> None:
         {"DEJAQ_RESCAN_MS": "0"},
         {"DEJAQ_LOOKAHEAD_MS": "-2"},
         {"DEJAQ_LOOKAHEAD_MS": "1001"},
-        {"DEJAQ_SEND_AHEAD_MS": "-1"},
+        {"DEJAQ_SEND_AHEAD_MS": "-2"},
         {"DEJAQ_SEND_AHEAD_MS": "1001"},
     ],
 )
