@@ -12,6 +12,13 @@ from dejaq.core.errors import InvalidArgument
 from dejaq.storage_plugins import storage_from_url
 
 
+def _broker(storage: str, env: dict[str, str]) -> BrokerContext:
+    """A broker's context on ``storage`` (not opened: only its defaults are read)."""
+    config = BrokerConfig.from_sources({"storage": storage}, env)
+    backend = storage_from_url(storage)
+    return BrokerContext(config, backend, LocalCoordinator(), TopicCache(backend))
+
+
 def test_defaults_are_the_embedded_ones() -> None:
     config = BrokerConfig.from_sources({}, {})
     assert config.listen == "127.0.0.1:7700"
@@ -43,10 +50,7 @@ def test_unknown_environment_key_is_named() -> None:
 def test_send_ahead_is_the_storage_default_unless_set(
     storage: str, env: dict[str, str], expected: int
 ) -> None:
-    config = BrokerConfig.from_sources({"storage": storage}, env)
-    backend = storage_from_url(storage)  # not opened: only its defaults are read
-    broker = BrokerContext(config, backend, LocalCoordinator(), TopicCache(backend))
-    assert broker.send_ahead_ms == expected
+    assert _broker(storage, env).send_ahead_ms == expected
 
 
 def test_client_variables_are_not_broker_settings() -> None:
@@ -83,10 +87,7 @@ def test_bad_values_are_refused(env: dict[str, str]) -> None:
 def test_the_look_ahead_is_the_storage_default_unless_set(
     storage: str, env: dict[str, str], expected: int
 ) -> None:
-    config = BrokerConfig.from_sources({"storage": storage}, env)
-    backend = storage_from_url(storage)  # not opened: only its defaults are read
-    broker = BrokerContext(config, backend, LocalCoordinator(), TopicCache(backend))
-    assert broker.lookahead_ms == expected
+    assert _broker(storage, env).lookahead_ms == expected
 
 
 HTTPS = {"DEJAQ_ETCD": "https://e:2379"}
