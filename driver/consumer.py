@@ -52,9 +52,9 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Delivery], Awaitable[None]]
 SETTLED_LOOK_S = 0.05  # close(): how often to look for deliveries settled meanwhile
 PRUNE_AT = 64  # tasks that took deliveries, before ended ones are dropped
-HOLD_MS = (
-    1000  # how early a broker may send a message (held until due; the broker decides, see hold.py)
-)
+# How early a broker may send a message, held until due (hold.py); the broker
+# sends at most its own --send-ahead-ms early.
+HOLD_MS = 1000
 
 
 class Consumer:
@@ -192,7 +192,7 @@ class Consumer:
                     self.consumer_id,
                     len(in_hand),
                 )
-            # Messages sent ahead and held are due within hold_ms: once they are,
+            # Messages sent ahead and held are due within the send-ahead: once they are,
             # the broker may release them with the rest (due now is never early).
             await asyncio.sleep(self._early.last_release_s())
             goodbye = pb.Goodbye(keep=[d.id for d in in_hand])
