@@ -6,9 +6,17 @@ local function alive()
   return redis.call('GET', KEYS[1]) == ARGV[1]
 end
 
--- Append values (never nil: a nil would shift every later value).
+-- Append values (never nil: a nil would leave a hole). Pairs, the common
+-- case, take no table; `select(i, ...)` in a loop would copy the values each time.
 local function push(t, ...)
-  for i = 1, select('#', ...) do t[#t + 1] = select(i, ...) end
+  local n, count = #t, select('#', ...)
+  if count == 2 then
+    local a, b = ...
+    t[n + 1], t[n + 2] = a, b
+    return
+  end
+  local values = {...}
+  for i = 1, count do t[n + i] = values[i] end
 end
 
 -- A column of comma-separated decimals (columns.decimals), as strings.

@@ -35,8 +35,8 @@ local function visit(bucket, id)
   end
   local version, deliveries = rec.v + 1, rec.n + 1
   local payload = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''
-  push(numbers, bucket, int(rec.ts), int(version), int(deliveries), int(rec.p), int(#id),
-       int(#payload))
+  -- Counts below 10^14 come out exact from table.concat; a timestamp needs int.
+  push(numbers, bucket, int(rec.ts), version, deliveries, rec.p, #id, #payload)
   push(blob, id, payload)
   if fate == 'drop' then
     drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
