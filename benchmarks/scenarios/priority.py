@@ -6,8 +6,11 @@ order a backlog is received in.
   ``priority_s`` seconds, priorities mixed over ``priority_levels``; consumer
   processes (the plain loop) wait idle for them. The figure is received minus
   sent (one host, one clock): p50 / p99 / max, target p99 <= 2 ms on memory.
-  Apart, received minus the time the broker made each message available; and
-  for comparison the same sender on a timeline (due at once, priority 0).
+  Apart, received minus the time the broker made each message available; for
+  comparison the same sender on a timeline (due at once, priority 0); and the
+  floor: a unary call's round trip (``Admin.list_topics``) from the producer
+  process at the same pace, the consumers idle (a message crosses the wire
+  twice, producer to broker to consumer: about one round trip at least).
 - backlog: ``priority_backlog`` messages of mixed priorities produced while no
   consumer is connected, then received by one consumer process. Every pair
   received less urgent first is an inversion (0 expected: strict priority
@@ -45,8 +48,36 @@ async def run(ctx: Ctx) -> dict[str, Any]:
     return {
         "latency": await latency(ctx),
         "timeline_latency": await latency(ctx, timeline=True),
+        "round_trip": await round_trip(ctx),
         "backlog": await backlog(ctx),
     }
+
+
+async def round_trip(ctx: Ctx) -> dict[str, Any]:
+    """The floor under produce-to-receive: a unary call's round trip through
+    the driver (``Admin.list_topics``) from the producer process, at the
+    trickle's pace, with the consumer processes connected and idle."""
+    plan = ctx.plan
+    seconds = min(plan.priority_s, 5.0)
+    topic = await ctx.topic("round-trip", _settings(plan))
+    try:
+        producer = await ctx.producer()
+        fleet = await WorkerFleet(
+            f"{ctx.backend}-round-trip", plan.consumers, consumer_main, ctx.broker.address, topic
+        ).start()
+        try:
+            command = ("round_trips", plan.priority_rate, seconds)
+            trips = await producer.ask(command, bound_s(plan))
+        finally:
+            await fleet.stop()
+    finally:
+        await ctx.drop(topic)
+    out = lateness_summary(np.array(trips, dtype=np.float64), 0)
+    ctx.log(
+        f"  wire floor: {len(trips):,} unary calls at {plan.priority_rate}/s, round trip"
+        f" p50 {out.get('p50_ms')} ms, p99 {out.get('p99_ms')} ms"
+    )
+    return out
 
 
 def _settings(plan: Plan) -> TopicSettings:

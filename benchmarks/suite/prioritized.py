@@ -12,6 +12,7 @@ import time
 from typing import Any, NamedTuple
 
 from dejaq.core.clock import now_ms
+from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.producer import Outgoing, Producer
 
@@ -64,6 +65,26 @@ async def trickle(
             out["accepted"] += result.accepted
     out["behind_schedule_ms"] = round(out["behind_schedule_ms"], 1)
     out["slowest_answer_ms"] = round(out["slowest_answer_ms"], 2)
+    return out
+
+
+async def round_trips(client: Client, rate: int, seconds: float) -> list[float]:
+    """The wire's floor beside the trickle: ``rate`` unary calls a second
+    (``Admin.list_topics``, each answered before the next) for ``seconds``,
+    each call's round trip in ms. A message's produce-to-receive crosses the
+    wire twice (producer to broker, broker to consumer): about one round trip
+    is the least it can take."""
+    admin = Admin(client)
+    n = max(1, round(rate * seconds))
+    out: list[float] = []
+    start = time.perf_counter()
+    for seq in range(n):
+        wait_s = start + seq / rate - time.perf_counter()
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        sent = time.perf_counter()
+        await admin.list_topics()
+        out.append((time.perf_counter() - sent) * 1000)
     return out
 
 

@@ -221,6 +221,8 @@ def priority_table(results: dict[str, Any]) -> str:
                     ms.get("max_ms"),
                     dig(lat, "since_available", "p99_ms"),
                     dig(r, "priority", "timeline_latency", "latency", "p99_ms"),
+                    dig(r, "priority", "round_trip", "p50_ms"),
+                    dig(r, "priority", "round_trip", "p99_ms"),
                     back.get("delivered"),
                     back.get("inversions"),
                     back.get("fifo_inversions"),
@@ -230,7 +232,8 @@ def priority_table(results: dict[str, Any]) -> str:
     return table(
         "priority: sent one at a time, mixed priorities, idle consumer processes"
         " (ms = received - sent; avail p99 = received - made available; timeline p99:"
-        " the same sender on a timeline);"
+        " the same sender on a timeline; rtt: a unary call's round trip at the same"
+        " pace, the wire's floor);"
         " backlog received by one consumer (inversions: pairs out of priority order)",
         [
             "",
@@ -241,6 +244,8 @@ def priority_table(results: dict[str, Any]) -> str:
             "max",
             "avail p99",
             "timeline p99",
+            "rtt p50",
+            "rtt p99",
             "backlog",
             "inversions",
             "FIFO inv.",

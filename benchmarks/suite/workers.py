@@ -343,6 +343,8 @@ class ProducerService:
         if command[0] in ("trickle", "backlog") and isinstance(self.sink, DejaqSink):
             run = prioritized.trickle if command[0] == "trickle" else prioritized.backlog
             return await run(self.sink.client, *command[1:])
+        if command[0] == "round_trips" and isinstance(self.sink, DejaqSink):
+            return await prioritized.round_trips(self.sink.client, *command[1:])
         raise ValueError(f"unknown command {command[0]!r}")
 
     async def stop(self) -> Any:
