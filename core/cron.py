@@ -1,9 +1,10 @@
-"""A cron entry: a schedule that produces ordinary messages on a topic's timeline.
+"""A cron entry: a schedule that produces ordinary messages on a topic.
 
 Each occurrence becomes a message with the id ``ENTRY@EPOCH_MS`` (the entry id
-and the occurrence time), due at that millisecond. The broker produces
-occurrences a little ahead of time (``LEAD_MS``); an entry changed, paused or
-deleted keeps the occurrences already produced.
+and the occurrence time), due at that millisecond: on a timeline its due time,
+on a priority topic its not-before time, with the entry's priority. The broker
+produces occurrences a little ahead of time (``LEAD_MS``); an entry changed,
+paused or deleted keeps the occurrences already produced.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class CronEntry:
     paused: bool = False
     misfire: Misfire = Misfire.ONCE
     misfire_limit: int = 100  # for Misfire.ALL
+    priority: int = 0  # of every occurrence, on a priority topic (0 on a timeline)
     version: int = 0  # changes with every update (and every firing); quote it to update
     next_ms: int = 0  # the next occurrence not yet produced; 0 when paused or ended
 

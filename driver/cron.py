@@ -5,8 +5,10 @@
     info = await cron.get("reports", "daily", upcoming=5)   # the entry, its next 5 times
 
 Each occurrence arrives on the topic as an ordinary message with the id
-``ENTRY@EPOCH_MS``, at its millisecond. Errors arrive as ``dejaq.core.errors``
-classes (an invalid expression as ``InvalidArgument`` naming the field).
+``ENTRY@EPOCH_MS``, at its millisecond; on a priority topic with the entry's
+``priority``, not before its millisecond and most urgent first. Errors arrive
+as ``dejaq.core.errors`` classes (an invalid expression as ``InvalidArgument``
+naming the field, a priority out of the topic's range as ``InvalidArgument``).
 """
 
 from __future__ import annotations
@@ -44,9 +46,22 @@ class Cron:
         paused: bool = False,
         misfire: Misfire = Misfire.ONCE,
         misfire_limit: int = 100,
+        priority: int = 0,
     ) -> CronEntry:
+        """Add an entry; ``priority`` is its occurrences' on a priority topic (a
+        timeline takes only 0)."""
         entry = CronEntry(
-            topic, id, schedule, timezone, payload, start_ms, end_ms, paused, misfire, misfire_limit
+            topic,
+            id,
+            schedule,
+            timezone,
+            payload,
+            start_ms,
+            end_ms,
+            paused,
+            misfire,
+            misfire_limit,
+            priority,
         )
         return cron_from_pb(await self.client.call("CronAdd", cron_to_pb(entry), idempotent=False))
 
@@ -64,6 +79,7 @@ class Cron:
         paused: bool | None = None,
         misfire: Misfire | None = None,
         misfire_limit: int | None = None,
+        priority: int | None = None,
     ) -> CronEntry:
         """Change the given fields (``version``: only if still at it; 0: any). The
         change applies from the next occurrence not yet produced."""
@@ -76,6 +92,7 @@ class Cron:
             ("end_ms", end_ms),
             ("paused", paused),
             ("misfire_limit", misfire_limit),
+            ("priority", priority),
         ):
             if value is not None:
                 setattr(req, name, value)

@@ -462,7 +462,7 @@ class ClusterStatusResponse(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., cluster: _Optional[str] = ..., broker: _Optional[str] = ..., healthy: _Optional[bool] = ..., now_ms: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[BrokerStatus, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicStatus, _Mapping]]] = ...) -> None: ...
 
 class CronEntry(_message.Message):
-    __slots__ = ("topic", "id", "schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "misfire", "misfire_limit", "version", "next_ms")
+    __slots__ = ("topic", "id", "schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "misfire", "misfire_limit", "version", "next_ms", "priority")
     class Misfire(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         ONCE: _ClassVar[CronEntry.Misfire]
@@ -483,6 +483,7 @@ class CronEntry(_message.Message):
     MISFIRE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     NEXT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     id: str
     schedule: str
@@ -495,10 +496,11 @@ class CronEntry(_message.Message):
     misfire_limit: int
     version: int
     next_ms: int
-    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., payload: _Optional[bytes] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., misfire: _Optional[_Union[CronEntry.Misfire, str]] = ..., misfire_limit: _Optional[int] = ..., version: _Optional[int] = ..., next_ms: _Optional[int] = ...) -> None: ...
+    priority: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., payload: _Optional[bytes] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., misfire: _Optional[_Union[CronEntry.Misfire, str]] = ..., misfire_limit: _Optional[int] = ..., version: _Optional[int] = ..., next_ms: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class CronUpdateRequest(_message.Message):
-    __slots__ = ("topic", "id", "version", "schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "misfire", "misfire_limit")
+    __slots__ = ("topic", "id", "version", "schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "misfire", "misfire_limit", "priority")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -510,6 +512,7 @@ class CronUpdateRequest(_message.Message):
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     MISFIRE_FIELD_NUMBER: _ClassVar[int]
     MISFIRE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     id: str
     version: int
@@ -521,7 +524,8 @@ class CronUpdateRequest(_message.Message):
     paused: bool
     misfire: CronEntry.Misfire
     misfire_limit: int
-    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., payload: _Optional[bytes] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., misfire: _Optional[_Union[CronEntry.Misfire, str]] = ..., misfire_limit: _Optional[int] = ...) -> None: ...
+    priority: int
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., version: _Optional[int] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., payload: _Optional[bytes] = ..., start_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., misfire: _Optional[_Union[CronEntry.Misfire, str]] = ..., misfire_limit: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class CronGetRequest(_message.Message):
     __slots__ = ("topic", "id", "upcoming")

@@ -1,1 +1,2 @@
-"""Cron topics: entries whose occurrences become messages on their topic's timeline."""
+"""Cron entries: schedules whose occurrences become messages on their topic
+(a timeline, or a priority topic at the entry's priority)."""

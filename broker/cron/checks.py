@@ -7,8 +7,9 @@ import re
 from dejaq.broker import validation
 from dejaq.broker.cron.schedule import check, zone
 from dejaq.core.cron import CronEntry
-from dejaq.core.errors import InvalidArgument, WrongKind
-from dejaq.core.model import KIND_TIMELINE, Topic
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import Topic
+from dejaq.core.priority import check_priority
 
 ENTRY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")  # no '@': it splits occurrence ids
 MAX_MISFIRE_LIMIT = 10_000
@@ -23,12 +24,11 @@ def entry_id(id: str) -> str:
 
 
 def entry(e: CronEntry, topic: Topic) -> CronEntry:
-    """The entry if every field is in range; else a clear error."""
-    if topic.settings.kind != KIND_TIMELINE:
-        raise WrongKind(
-            f"topic {topic.name!r} is a {topic.settings.kind} topic: cron entries go on timelines"
-        )
+    """The entry if every field is in range; else a clear error. Its priority
+    is checked as a produced message's is: within a priority topic's range, 0
+    on a timeline."""
     entry_id(e.id)
+    check_priority(topic, e.priority)
     check(e.schedule)
     zone(e.timezone)
     for name, ms in (("start", e.start_ms), ("end", e.end_ms)):

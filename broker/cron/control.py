@@ -143,7 +143,7 @@ async def _retrying(once: Callable[[], Awaitable[T]], quoted: int) -> T:
 
 def _changed(e: CronEntry, req: pb.CronUpdateRequest) -> CronEntry:
     out = e
-    for name in ("schedule", "timezone", "payload", "start_ms", "end_ms", "paused"):
+    for name in ("schedule", "timezone", "payload", "start_ms", "end_ms", "paused", "priority"):
         if req.HasField(name):  # type: ignore[arg-type]
             out = replace(out, **{name: getattr(req, name)})
     if req.HasField("misfire"):

@@ -57,12 +57,14 @@ def encode(entry: CronEntry) -> bytes:
             "paused": entry.paused,
             "misfire": entry.misfire.value,
             "misfire_limit": entry.misfire_limit,
+            "priority": entry.priority,
         },
         separators=(",", ":"),
     ).encode()
 
 
 def decode(topic: str, id: str, payload: bytes) -> CronEntry:
+    """An entry from its payload; one written before entries had a priority has 0."""
     try:
         d: dict[str, Any] = json.loads(payload)
         return CronEntry(
@@ -76,6 +78,7 @@ def decode(topic: str, id: str, payload: bytes) -> CronEntry:
             d["paused"],
             Misfire(d["misfire"]),
             d["misfire_limit"],
+            d.get("priority", 0),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise StorageError(f"cron entry {id!r} of {topic!r} is unreadable: {exc}") from exc

@@ -6,6 +6,9 @@ spread over the brokers and each entry is fired by one broker at a time. An
 entry's message is leased when its next occurrence is ``LEAD_MS`` away; the
 firer produces the occurrences due soon (ids ``ENTRY@EPOCH_MS``) on the topic
 and puts the entry back, due at its next firing, by a nack at an absolute time.
+On a priority topic an occurrence has the entry's priority and its time is a
+not-before time: it waits until then and is ranked when due; one produced late
+(a misfire) is ranked at once, as a produce with a past not-before time is.
 
 A broker that dies while firing leaves the entry leased until
 ``FIRING_LEASE_MS``; another broker then fires it again and produces the same
@@ -20,6 +23,7 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from dejaq.broker import ranks
 from dejaq.broker.cron import entries
 from dejaq.broker.cron.metrics import CronMetrics
 from dejaq.broker.cron.plan import Firing, plan
@@ -99,14 +103,18 @@ class Firer:
         broker = self._broker
         now = broker.clock.now_ms()
         topic = await broker.topics.get(self.target)
+        ranked = ranks.is_priority(topic)
         new: list[NewMessage] = []
         back: dict[int, list[tuple[str, int]]] = defaultdict(list)  # firing time -> entries
         for m in batch:
             entry, firing = self._plan(m, now)
+            payload, prio = (entry.payload, entry.priority) if entry else (b"", 0)
             for at in firing.produce:
                 oid = occurrence_id(m.id, at)
                 bucket = bucket_of(oid, topic.settings.buckets)
-                new.append(NewMessage(oid, at, entry.payload if entry else b"", bucket))
+                # On a priority topic the occurrence time is a not-before time.
+                stored = ranks.stored_at(topic, prio, at, now) if ranked else at
+                new.append(NewMessage(oid, stored, payload, bucket, priority=prio))
             back[entries.fire_at(firing.next_ms)].append((m.id, m.version))
             if entry is not None:
                 self._metrics.fired(self.target, entry.misfire.value, firing)

@@ -111,6 +111,7 @@ def cron_to_pb(e: CronEntry) -> pb.CronEntry:
         misfire_limit=e.misfire_limit,
         version=e.version,
         next_ms=e.next_ms,
+        priority=e.priority,
     )
 
 
@@ -128,6 +129,7 @@ def cron_from_pb(p: pb.CronEntry) -> CronEntry:
         p.paused,
         misfire_from_pb(p.misfire),
         p.misfire_limit or d.misfire_limit,
+        p.priority,
         p.version,
         p.next_ms,
     )

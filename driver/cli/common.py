@@ -106,6 +106,13 @@ def when_ms(args: argparse.Namespace) -> int | None:
     return None
 
 
+def priority_value(value: object) -> int:
+    """A priority as given: a whole number from 0 (the topic checks the top)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidArgument(f"priority {value!r} must be a whole number, 0 (most urgent) or more")
+    return value
+
+
 def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 

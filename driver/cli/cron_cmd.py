@@ -1,5 +1,6 @@
 """``dejaq cron add|list|show|pause|resume|update|delete``: schedules whose
-occurrences become messages on a topic."""
+occurrences become messages on a topic (on a priority topic, at the entry's
+``--priority``)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import argparse
 from typing import Any
 
 from dejaq.core.cron import CronEntry, Misfire
+from dejaq.core.model import KIND_PRIORITY
+from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import (
     add_broker,
     client_command,
     emit,
     iso,
     payload_fields,
+    priority_value,
     timestamp_ms,
 )
 from dejaq.driver.client import Client
@@ -77,10 +81,24 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end", help="no occurrence after: ISO 8601 or epoch ms")
     p.add_argument("--misfire", choices=MISFIRES, help="missed while all was down (default once)")
     p.add_argument("--misfire-limit", type=int, help="with --misfire all: at most this many")
+    p.add_argument(
+        "--priority",
+        type=int,
+        help="priority topics: every occurrence's priority (default 0, the most urgent)",
+    )
 
 
 def _time(text: str | None) -> int | None:
     return None if text is None else timestamp_ms(text)
+
+
+def _priority(value: int | None) -> int | None:
+    return None if value is None else priority_value(value)
+
+
+async def _with_priority(client: Client, topic: str) -> bool:
+    """Whether entries of ``topic`` are shown with their priority (a priority topic)."""
+    return (await Admin(client).describe_topic(topic)).topic.settings.kind == KIND_PRIORITY
 
 
 async def add(client: Client, args: argparse.Namespace) -> int:
@@ -95,6 +113,7 @@ async def add(client: Client, args: argparse.Namespace) -> int:
         paused=args.paused,
         misfire=Misfire(args.misfire or "once"),
         misfire_limit=args.misfire_limit or 100,
+        priority=_priority(args.priority) or 0,
     )
     print(f"added {entry.id}: {_summary(entry)}")
     return 0
@@ -111,6 +130,7 @@ async def update(client: Client, args: argparse.Namespace) -> int:
         end_ms=_time(args.end),
         misfire=None if args.misfire is None else Misfire(args.misfire),
         misfire_limit=args.misfire_limit,
+        priority=_priority(args.priority),
     )
     print(f"updated {entry.id}: {_summary(entry)}")
     return 0
@@ -136,25 +156,30 @@ async def delete(client: Client, args: argparse.Namespace) -> int:
 
 async def list_(client: Client, args: argparse.Namespace) -> int:
     cron = Cron(client)
+    with_priority = await _with_priority(client, args.topic)
     after = ""
     while page := await cron.list(args.topic, after_id=after, limit=1000):
         for e in page:
             if args.json:
-                emit(_json(e))
+                emit(_json(e, with_priority))
             else:
-                print(f"{e.id}  {e.schedule}  {e.timezone}  {_summary(e)}")
+                prio = f"priority {e.priority}  " if with_priority else ""
+                print(f"{e.id}  {e.schedule}  {e.timezone}  {prio}{_summary(e)}")
         after = page[-1].id
     return 0
 
 
 async def show(client: Client, args: argparse.Namespace) -> int:
     info = await Cron(client).get(args.topic, args.entry_id, upcoming=args.next)
+    with_priority = await _with_priority(client, args.topic)
     e = info.entry
     if args.json:
-        emit({**_json(e), "upcoming": [iso(t) for t in info.upcoming_ms]})
+        emit({**_json(e, with_priority), "upcoming": [iso(t) for t in info.upcoming_ms]})
         return 0
     print(f"entry      {e.id}  (topic {e.topic}, version {e.version})")
     print(f"schedule   {e.schedule}  ({e.timezone})")
+    if with_priority:
+        print(f"priority   {e.priority}")
     if e.start_ms or e.end_ms:
         start = iso(e.start_ms) if e.start_ms else "-"
         end = iso(e.end_ms) if e.end_ms else "-"
@@ -177,8 +202,8 @@ def _summary(e: CronEntry) -> str:
     return _state(e) if not e.next_ms else f"next {iso(e.next_ms)}"
 
 
-def _json(e: CronEntry) -> dict[str, Any]:
-    return {
+def _json(e: CronEntry, with_priority: bool) -> dict[str, Any]:
+    shown: dict[str, Any] = {
         "topic": e.topic,
         "id": e.id,
         "schedule": e.schedule,
@@ -190,5 +215,7 @@ def _json(e: CronEntry) -> dict[str, Any]:
         "misfire_limit": e.misfire_limit,
         "version": e.version,
         "next_ms": e.next_ms,
-        **payload_fields(e.payload),
     }
+    if with_priority:
+        shown["priority"] = e.priority
+    return {**shown, **payload_fields(e.payload)}

@@ -14,7 +14,7 @@ from dejaq.core.clock import now_ms
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD, PRODUCE_FRAME_BYTES
-from dejaq.driver.cli.common import add_broker, add_when, client_command, when_ms
+from dejaq.driver.cli.common import add_broker, add_when, client_command, priority_value, when_ms
 from dejaq.driver.client import Client
 from dejaq.driver.producer import Outgoing, Producer
 
@@ -50,7 +50,7 @@ async def produce(client: Client, args: argparse.Namespace) -> int:
         if args.payload is not None or args.at or args.in_ or args.id or args.priority is not None:
             raise InvalidArgument("--jsonl takes no PAYLOAD, --id, --at, --in or --priority")
         return await _produce_lines(client, args)
-    priority = 0 if args.priority is None else _priority(args.priority)
+    priority = 0 if args.priority is None else priority_value(args.priority)
     at = when_ms(args)
     if at is None and args.priority is not None:
         at = now_ms()  # a priority alone: available now
@@ -110,13 +110,6 @@ async def _send(
             print(f"line {lineno}: {r.error}", file=sys.stderr)
 
 
-def _priority(value: object) -> int:
-    """A priority as given: a whole number from 0 (the topic checks the top)."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidArgument(f"priority {value!r} must be a whole number, 0 (most urgent) or more")
-    return value
-
-
 def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
     """Each line as a message, or as the reason it is not one."""
     for lineno, line in enumerate(stream, 1):
@@ -126,7 +119,7 @@ def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
             obj = json.loads(line)
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
-            priority = _priority(obj["priority"]) if "priority" in obj else 0
+            priority = priority_value(obj["priority"]) if "priority" in obj else 0
             ts = obj["timestamp_ms"] if "timestamp_ms" in obj or "priority" not in obj else now_ms()
             if not isinstance(ts, int) or isinstance(ts, bool):
                 raise ValueError("timestamp_ms must be an integer")

@@ -11,7 +11,6 @@ import pytest
 
 from dejaq.broker import control
 from dejaq.broker.context import BrokerContext
-from dejaq.broker.cron import control as cron_control
 from dejaq.broker.gauges import refresh
 from dejaq.broker.produce import produce
 from dejaq.core import priority
@@ -340,12 +339,6 @@ async def test_naming_the_fixed_settings_as_they_are_changes_only_the_rate(
         broker, pb.UpdateTopicRequest(name=T, kind="priority", priorities=10, max_rate=50.0)
     )
     assert (updated.settings.kind, updated.settings.max_rate) == ("priority", 50.0)
-
-
-async def test_cron_entries_are_refused_on_a_priority_topic(broker: BrokerContext) -> None:
-    entry = pb.CronEntry(topic=T, id="tick", schedule="* * * * *", payload=b"x")
-    with pytest.raises(WrongKind, match="cron entries go on timelines"):
-        await cron_control.add(broker, entry)
 
 
 async def test_a_rate_cap_drains_a_backlog_in_priority_order(

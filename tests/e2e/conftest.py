@@ -19,6 +19,8 @@ import pytest
 from dejaq.driver.client import Client
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import STORAGES, BrokerProcess, Brokers, StartBroker
+from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
+from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
 
 
 @pytest.fixture(scope="session")
@@ -86,3 +88,15 @@ async def stub(memory_broker: BrokerProcess) -> AsyncIterator[pb_grpc.TimelineSt
 def storage(request: pytest.FixtureRequest) -> str:
     """A storage kind, for tests that need a broker with settings of its own."""
     return str(request.param)
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def served_url(request: pytest.FixtureRequest) -> str:
+    """An empty backend on the session's Redis or PostgreSQL server, for a broker
+    of the test's own (``start_broker``)."""
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        server.flush()
+        return server.url
+    pg: PostgresServer = request.getfixturevalue("postgres_server")
+    return pg.create_database(f"e2e_{uuid.uuid4().hex[:12]}")

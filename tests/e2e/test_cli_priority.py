@@ -111,6 +111,59 @@ def test_move_gives_a_message_another_priority(cli: Cli, topic_name: str) -> Non
     assert cli.json("get", topic_name, "later")["priority"] == 3
 
 
+def test_cron_entries_carry_a_priority(cli: Cli, topic_name: str) -> None:
+    # Given a priority topic, and two entries every second: a lax one, then an urgent one
+    cli.ok("topic", "create", topic_name, "--kind", "priority", "--priorities", "10")
+    every_second = ("--schedule", "* * * * * *")
+    cli.ok("cron", "add", topic_name, "lax", *every_second, "--priority", "9", "lax")
+    cli.ok("cron", "add", topic_name, "urgent", *every_second, "urgent")  # 0, the default
+    # Then list and show print their priorities
+    listed = cli.lines("cron", "list", topic_name, "--json")
+    assert [(e["id"], e["priority"]) for e in listed] == [("lax", 9), ("urgent", 0)]
+    text = cli.ok("cron", "list", topic_name).splitlines()
+    assert text[0].startswith("lax  * * * * * *  UTC  priority 9  next ")
+    assert "\npriority   9\n" in cli.ok("cron", "show", topic_name, "lax")
+    assert cli.json("cron", "show", topic_name, "urgent", "--json")["priority"] == 0
+    # and their occurrences come with them: each second the urgent one first, none early
+    got = cli.lines("consume", topic_name, "--count", "6")
+    order = [d["id"] for d in got]
+    for d in got:
+        entry, at = d["id"].split("@")
+        assert d["priority"] == {"lax": 9, "urgent": 0}[entry]
+        assert d["received_at_ms"] >= int(at) and d["timestamp_ms"] >= int(at)
+        if entry == "lax" and f"urgent@{at}" in order:
+            assert order.index(f"urgent@{at}") < order.index(d["id"])
+    # When the lax one is made urgent, from its next occurrence not yet produced
+    assert cli.ok("cron", "update", topic_name, "lax", "--priority", "1").startswith("updated")
+    assert "\npriority   1\n" in cli.ok("cron", "show", topic_name, "lax")
+    for entry in ("lax", "urgent"):
+        cli.ok("cron", "delete", topic_name, entry)
+
+
+@pytest.mark.parametrize(
+    ("kind", "args", "message"),
+    [
+        ("priority", ("--priority", "10"), "priority 10 is out of range for topic"),
+        ("priority", ("--priority", "-1"), "priority -1 must be a whole number"),
+        ("timeline", ("--priority", "2"), "is a timeline: it takes no priority"),
+    ],
+)
+def test_a_bad_cron_priority_is_refused_readably(
+    cli: Cli, topic_name: str, kind: str, args: tuple[str, ...], message: str
+) -> None:
+    # Given an entry on a topic of each kind
+    create = ("--kind", "priority", "--priorities", "10") if kind == "priority" else ()
+    cli.ok("topic", "create", topic_name, *create)
+    cli.ok("cron", "add", topic_name, "daily", "--schedule", "0 9 * * *", "x")
+    before = cli.ok("cron", "list", topic_name, "--json")
+    # When a bad priority is given to add or update, it is refused and changes nothing
+    assert message in cli.fails(
+        "cron", "add", topic_name, "e", "--schedule", "* * * * *", *args, "x"
+    )
+    assert message in cli.fails("cron", "update", topic_name, "daily", *args)
+    assert cli.ok("cron", "list", topic_name, "--json") == before
+
+
 def test_timelines_print_no_priority(cli: Cli, topic_name: str) -> None:
     cli.ok("topic", "create", topic_name)
     cli.ok("produce", topic_name, "--id", "m", "--in", "0s", "x")
@@ -118,6 +171,10 @@ def test_timelines_print_no_priority(cli: Cli, topic_name: str) -> None:
     assert "priority" not in got
     cli.ok("produce", topic_name, "--id", "n", "--in", "1h", "x")
     assert "priority" not in cli.json("get", topic_name, "n")
+    cli.ok("cron", "add", topic_name, "daily", "--schedule", "0 9 * * *", "x")
+    (entry,) = cli.lines("cron", "list", topic_name, "--json")
+    assert "priority" not in entry and "priority " not in cli.ok("cron", "list", topic_name)
+    assert "\npriority " not in cli.ok("cron", "show", topic_name, "daily")
 
 
 @pytest.mark.parametrize(

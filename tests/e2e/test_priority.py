@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from dejaq.core.errors import InvalidArgument, WrongKind
+from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, InsertStatus, TopicSettings
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
@@ -108,10 +108,14 @@ async def test_bad_priority_input_is_refused_and_stores_nothing(
         on_timeline = await p.send(b"x", id="prio", priority=1)
     assert on_timeline.status == InsertStatus.REJECTED
     assert "timeline" in str(on_timeline.error)
+    cron = Cron(mclient)
+    with pytest.raises(InvalidArgument, match="priority 4 is out of range"):
+        await cron.add(topic, "tick", "* * * * * *", b"x", priority=4)
+    with pytest.raises(InvalidArgument, match="it takes no priority"):
+        await cron.add(timeline, "tick", "* * * * * *", b"x", priority=1)
+    assert await cron.list(topic) == [] and await cron.list(timeline) == []
     described = await admin.describe_topic(topic)
     assert described.counts.waiting + described.counts.due == 0
-    with pytest.raises(WrongKind):
-        await Cron(mclient).add(topic, "tick", "* * * * *", b"x")
 
 
 async def test_update_topic_refuses_a_new_kind_with_failed_precondition(

@@ -6,7 +6,6 @@ delivered at least once, none early."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,25 +18,14 @@ from dejaq.core.errors import DejaqError
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Delivery
 from dejaq.driver.producer import Outgoing
-from tests.postgres_server import PostgresServer, bin_dir, postgres_server, require_driver  # noqa: F401
-from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
+from tests.postgres_server import PostgresServer, bin_dir, require_driver
+from tests.redis_server import RedisServer
 from tests.servers import require_binary
 
 from .broker_process import StartBroker
 from .support import ack_all, consuming, create_topic, now_ms, produce, wait_until
 
 N = 300
-
-
-@pytest.fixture(params=["redis", "postgres"])
-def served_url(request: pytest.FixtureRequest) -> str:
-    """An empty backend on the session's server."""
-    if request.param == "redis":
-        server: RedisServer = request.getfixturevalue("redis_server")
-        server.flush()
-        return server.url
-    pg: PostgresServer = request.getfixturevalue("postgres_server")
-    return pg.create_database(f"e2e_{uuid.uuid4().hex[:12]}")
 
 
 async def test_broker_kill_9_on_served_storage_loses_nothing(

@@ -4,61 +4,18 @@ delete, a firing repeated after a lost lease, and an outage."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from dejaq.broker import control
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron
 from dejaq.broker.cron.entries import LEAD_MS, companion
-from dejaq.broker.cron.firers import CronFirers
 from dejaq.core.errors import AlreadyExists, InvalidArgument, NotFound
-from dejaq.core.model import TopicSettings
-from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
-from tests.broker.inprocess import ManualClock, Session, make_broker, settle_down
+from tests.broker.cron.support import START, T, add, run_for
+from tests.broker.inprocess import ManualClock, Session, settle_down
 
 pytestmark = pytest.mark.timeout(60)
-T = "reports"
-START = 1_800_000_000_000  # a whole minute
-
-
-@pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock(START + 1)
-
-
-@pytest.fixture
-async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
-    broker = await make_broker(clock, lookahead_ms=0)
-    broker.cron = CronFirers(broker)
-    settings = settings_to_pb(TopicSettings(buckets=8))
-    await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
-    yield broker
-    await broker.cron.stop()
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
-
-
-async def run_for(clock: ManualClock, session: Session, ms: int, step: int = 100) -> None:
-    """Move the clock on, checking at each step that nothing arrived early, and
-    acking what arrived (with the credit back)."""
-    for _ in range(ms // step):
-        acked = len(session.deliveries)
-        clock.advance(step)
-        await settle_down()
-        fresh = session.deliveries[acked:]
-        assert all(d.timestamp <= clock.now for d in fresh), "delivered early"
-        if fresh:
-            session.ack(fresh, credits=len(fresh))
-            await settle_down()
-
-
-async def add(broker: BrokerContext, id: str, schedule: str, **kw: object) -> pb.CronEntry:
-    req = pb.CronEntry(topic=T, id=id, schedule=schedule, payload=b"p", **kw)  # type: ignore[arg-type]
-    return await cron.add(broker, req)
 
 
 async def test_occurrences_arrive_at_their_millisecond_each_once(
