@@ -54,7 +54,8 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   bumping the version; dead messages and tombstones stay. ``move`` may change
   a message's priority with its timestamp. When a topic's oldest live
   timestamp is a rank, ``census`` adds its ``Head``: the priority of a
-  message at that rank and the oldest live timestamp that is not a rank.
+  message at that rank and the oldest live timestamp due by ``now`` that is
+  not a rank.
 - **Dead messages** keep their payload; their timestamp is the time they died.
   ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
   no expiry (a re-driven message gets a fresh start).
@@ -140,11 +141,18 @@ class Head(NamedTuple):
     """A priority topic's head, when its oldest live timestamp is a rank: the
     ``priority`` of a live message at that rank (the next to go out; any one of
     them when aging levels several priorities at one rank), which tells when
-    it became available (core.priority.available_at), and ``timed``, the
-    oldest live timestamp that is not a rank (None: there is none)."""
+    it became available (core.priority.available_at), and ``due``, the oldest
+    live timestamp that is no rank yet is due by the census's ``now`` (a
+    message available but not ranked yet, or a lease run out; None: none)."""
 
     priority: int
-    timed: int | None
+    due: int | None
+
+    @classmethod
+    def at(cls, priority: int, unranked: int | None, now: int) -> Head:
+        """The head at ``now``, from the oldest live timestamp that is not a
+        rank, due or not (None: none)."""
+        return cls(priority, unranked if unranked is not None and unranked <= now else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,7 +501,7 @@ class Storage(abc.ABC):
         async def one(topic: Topic) -> tuple[str, TopicCensus] | None:
             try:
                 counts = await self._counts(topic.name, now)
-                oldest, head = await self._oldest(topic)
+                oldest, head = await self._oldest(topic, now)
             except NotFound:
                 return None  # deleted meanwhile
             return topic.name, TopicCensus(topic.settings.buckets, counts, oldest, head)
@@ -507,9 +515,10 @@ class Storage(abc.ABC):
             await asyncio.sleep(0)
         return out
 
-    async def _oldest(self, topic: Topic) -> tuple[int | None, Head | None]:
+    async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
         """For the default ``_census``: the topic's oldest live timestamp (as
-        ``next_due`` of every bucket) and, when that is a rank, its ``Head``;
+        ``next_due`` of every bucket) and, when that is a rank, its ``Head`` at
+        ``now``;
         ``NotFound`` when the topic is gone. A backend that keeps the default
         census implements it (a backend overriding ``_census`` does not)."""
         raise NotImplementedError(f"{type(self).__name__} has no census of priority topics")

@@ -372,14 +372,14 @@ class MemoryStorage(Storage):
         leased = tl.owned - expired
         return Counts(tl.live - free - expired - leased, free + expired, leased, tl.dead)
 
-    async def _oldest(self, topic: Topic) -> tuple[int | None, Head | None]:
+    async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
         tl = self._tl(topic.name)
         timed = tl.oldest_timed()
         head = tl.head()
         if head is None:
             return timed, None
         rank, priority = head
-        return rank, Head(priority, timed)
+        return rank, Head.at(priority, timed, now)
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         tl = self._tl(topic)

@@ -22,6 +22,7 @@ from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, StorageErro
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
 from dejaq.storage_plugins.base import (
     HandBack,
+    Head,
     LeaseRequest,
     Outcome,
     ScanPage,
@@ -370,6 +371,11 @@ class RedisStorage(Storage):
 
     async def _counts(self, topic: str, now: int) -> Counts:
         return await self._registry.on_topic(topic, lambda i: reads.counts(self._runner, i, now))
+
+    async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
+        return await self._registry.on_topic(
+            topic.name, lambda i: reads.oldest(self._runner, i, now)
+        )
 
     # -- release --------------------------------------------------------------
 

@@ -460,16 +460,17 @@ async def test_the_census_tells_the_head_of_a_mixed_backlog(
     # Then its head is the message a lease takes first: its priority inverts
     # the oldest rank to the time that message became available
     assert entry.oldest == (await storage.get(P, head_id)).timestamp
-    assert entry.head is not None and entry.head.timed is None  # nothing but ranks
+    assert entry.head is not None and entry.head.due is None  # nothing but ranks
     since = prio.available_at(topic, entry.head.priority, entry.oldest)
     assert since == {"top": NOW - 10, "low-old": NOW - 60_000}[head_id]
     assert ids(await lease(storage, limit=1)) == [head_id]
     # and once that one is leased (its timestamp no rank: the lease's end) the
-    # next takes its place
+    # next takes its place, and the lease counts as due once it has run out
     after = (await storage.census(NOW))[P]
-    assert after.head is not None
-    assert after.head.timed == NOW + LEASE
     assert after.oldest == (await storage.get(P, "top-new" if aging_ms == 0 else "top")).timestamp
+    assert after.head is not None and after.head.due is None
+    lapsed = (await storage.census(NOW + LEASE))[P]
+    assert lapsed.head is not None and lapsed.head.due == NOW + LEASE
 
 
 async def test_the_census_of_a_priority_topic_with_no_rank_has_no_head(storage: Storage) -> None:
@@ -492,6 +493,7 @@ async def test_the_census_follows_the_head_when_it_goes(storage: Storage) -> Non
         ranked(topic, "first", 1, NOW - 30, bucket=1),
         ranked(topic, "second", 2, NOW - 90, bucket=1),
         pending("due", 4, NOW - 20, bucket=2),
+        pending("later", 3, NOW + 50, bucket=3),
     )
     assert (await storage.census(NOW))[P].head == Head(1, NOW - 20)
     # When the head is cancelled
@@ -499,9 +501,11 @@ async def test_the_census_follows_the_head_when_it_goes(storage: Storage) -> Non
     # Then the next one is the head, read exactly
     entry = (await storage.census(NOW))[P]
     assert (entry.oldest, entry.head) == (prio.rank(topic, 2, NOW - 90), Head(2, NOW - 20))
-    # and once the message still to promote is ranked, nothing is timed
+    # and once the message still to promote is ranked, nothing unranked is due
+    # (a not-before time still to come is no lag)
     assert await storage.promote(P, None, NOW, 10) == 1
     assert (await storage.census(NOW))[P].head == Head(2, None)
+    assert (await storage.census(NOW + 60))[P].head == Head(2, NOW + 50)
 
 
 async def test_next_due_returns_the_negative_rank(storage: Storage) -> None:
