@@ -41,6 +41,26 @@ def pmsg(id: str, ts: int, p: int, buckets: int = 8) -> NewMessage:
     return NewMessage(id, ts, id.encode(), bucket_of(id, buckets), priority=p)
 
 
+def mixed_backlog(
+    rng: random.Random, topic: Topic, now: int, count: int, ranked_every: int, strays: bool
+) -> list[NewMessage]:
+    """``count`` messages over 64 buckets at distinct random times up to 50 s
+    after ``now``, priorities 0..6: one in ``ranked_every`` ranked (available
+    100 s before its time), the others not before their time; each in its
+    hashed bucket or (``strays``) a random one."""
+    stamps = rng.sample(range(topic.created_at_ms, now + 50_000), count)
+    return [
+        NewMessage(
+            f"m{i}",
+            ts if i % ranked_every else priority.rank(topic, i % 7, ts - 100_000),
+            b"",
+            rng.randrange(64) if strays else bucket_of(f"m{i}", 64),
+            priority=i % 7,
+        )
+        for i, ts in enumerate(stamps)
+    ]
+
+
 def raw(server: RedisServer, id: str, buckets: int = 8) -> tuple[str, float, str | None]:
     """A record's ``ts`` and ``p`` fields and its score, as Redis holds them."""
     slot = redis_keys.Slot(T, 0)
@@ -139,17 +159,7 @@ async def test_a_promote_over_many_buckets_takes_exactly_the_oldest(
     rng = random.Random(11)
     topic = priority_topic(buckets=64, aging_ms=10)
     now = topic.created_at_ms + 200_000
-    stamps = rng.sample(range(topic.created_at_ms, now + 50_000), 1500)
-    messages = [
-        NewMessage(
-            f"m{i}",
-            ts if i % 10 else priority.rank(topic, i % 7, ts - 100_000),
-            b"",
-            rng.randrange(64) if strays else bucket_of(f"m{i}", 64),
-            priority=i % 7,
-        )
-        for i, ts in enumerate(stamps)
-    ]
+    messages = mixed_backlog(rng, topic, now, 1500, ranked_every=10, strays=strays)
     waiting = [m for m in messages if 0 <= m.timestamp]
     expected = [m.id for m in sorted(waiting, key=lambda m: m.timestamp) if m.timestamp <= now]
     async with opened(f"{server.url}?topic_slots={slots}") as storage:
@@ -285,23 +295,13 @@ async def test_a_promote_is_one_script_whatever_the_bucket_count(
 async def test_the_census_head_is_exact_over_slots_and_strays(
     server: RedisServer, strays: bool, slots: int
 ) -> None:
-    # given 600 messages over 64 buckets: ranked at distinct ranks, waiting for
+    # given 600 messages over 64 buckets: ranked (aging may tie ranks), waiting for
     # a not-before time (past and future), some leased and acked (which leaves
     # their lease's end in `waits`, a bound below what the timeline holds)
     rng = random.Random(5)
     topic = priority_topic(buckets=64, aging_ms=10)
     now = topic.created_at_ms + 200_000
-    stamps = rng.sample(range(topic.created_at_ms, now + 50_000), 600)
-    messages = [
-        NewMessage(
-            f"m{i}",
-            ts if i % 3 else priority.rank(topic, i % 7, ts - 100_000),
-            b"",
-            rng.randrange(64) if strays else bucket_of(f"m{i}", 64),
-            priority=i % 7,
-        )
-        for i, ts in enumerate(stamps)
-    ]
+    messages = mixed_backlog(rng, topic, now, 600, ranked_every=3, strays=strays)
     async with opened(f"{server.url}?topic_slots={slots}") as storage:
         await storage.create_topic(topic)
         await storage.insert(T, messages)
