@@ -381,8 +381,8 @@ class Storage(abc.ABC):
         """Every topic's counts and oldest live timestamp (as ``next_due`` of all
         buckets) and, when that is a rank, its head, for the broker's gauges:
         one call however many topics, which never holds up the hot path for
-        long (a head costs a few index reads, never a scan of the topic). A
-        topic created or deleted meanwhile may be missing or present."""
+        long (a head costs a few index reads, no scan beyond what the counts
+        read). A topic created or deleted meanwhile may be missing or present."""
         return await self._timed("census", self._census(now))
 
     async def list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
@@ -518,7 +518,7 @@ class Storage(abc.ABC):
     async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
         """For the default ``_census``: the topic's oldest live timestamp (as
         ``next_due`` of every bucket) and, when that is a rank, its ``Head`` at
-        ``now``;
-        ``NotFound`` when the topic is gone. A backend that keeps the default
-        census implements it (a backend overriding ``_census`` does not)."""
+        ``now``; ``NotFound`` when the topic is gone. A backend that keeps the
+        default census implements it from its indexes (one that overrides
+        ``_census`` need not)."""
         raise NotImplementedError(f"{type(self).__name__} has no census of priority topics")

@@ -374,12 +374,12 @@ class MemoryStorage(Storage):
 
     async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
         tl = self._tl(topic.name)
-        timed = tl.oldest_timed()
+        unranked = tl.oldest_unranked()
         head = tl.head()
         if head is None:
-            return timed, None
+            return unranked, None
         rank, priority = head
-        return rank, Head.at(priority, timed, now)
+        return rank, Head.at(priority, unranked, now)
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         tl = self._tl(topic)

@@ -234,7 +234,7 @@ class Timeline:
             return None
         return key >> SLOT_BITS, int(self.cols.priority[key & SLOT_MASK])
 
-    def oldest_timed(self) -> int | None:
+    def oldest_unranked(self) -> int | None:
         """The earliest timestamp of a live message that is not a rank, or None."""
         key = _earliest(self.lanes)
         return None if key is None else key >> SLOT_BITS

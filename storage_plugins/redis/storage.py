@@ -95,7 +95,10 @@ class RedisStorage(Storage):
     walking the slot's ``waits`` index instead, so only timelines that may hold
     an available message are read, however many messages wait ranked. counts —
     one script per slot, a ZCARD and a ZCOUNT per non-empty timeline, no record
-    read. release — reads the records of the slot's leased messages (``owned``)
+    read. census — per topic, counts and one script per slot reading the first
+    entry of its heads; when that is a rank, also the head's record and the
+    timelines ``waits`` puts at or before now, until a bound passes the best
+    found (``reads.oldest``). release — reads the records of the slot's leased messages (``owned``)
     only. list_dead — up to ``limit`` ids from every slot, then the records of
     the first ``limit``.
     redrive-all, purge, delete_topic — one script per slot, linear in what they

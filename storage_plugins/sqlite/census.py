@@ -1,4 +1,5 @@
-"""Every topic's counts in one statement, on a reader connection of its own.
+"""Every topic's counts (and oldest message, and a priority topic's head) in
+one statement, on a reader connection of its own.
 
 The broker's gauges ask for this every few seconds. Asked topic by topic
 through the writer (``ops.counts``), 10,000 topics would queue 20,000 jobs
@@ -39,12 +40,12 @@ class CensusReader:
                     name: TopicCensus(buckets, empty, None)
                     for name, buckets in conn.execute(sql.TOPIC_NAMES)
                 }
-                for name, dead, due, leased, waiting, ranked, timed in conn.execute(
+                for name, dead, due, leased, waiting, ranked, unranked in conn.execute(
                     sql.CENSUS, (now,)
                 ):
                     if name in out:
                         counts = Counts(waiting, due, leased, dead)
-                        out[name] = _entry(out[name].buckets, counts, ranked, timed, now)
+                        out[name] = _entry(out[name].buckets, counts, ranked, unranked, now)
             finally:
                 conn.execute(sql.COMMIT)
             return out
@@ -68,11 +69,11 @@ class CensusReader:
 
 
 def _entry(
-    buckets: int, counts: Counts, ranked: int | None, timed: int | None, now: int
+    buckets: int, counts: Counts, ranked: int | None, unranked: int | None, now: int
 ) -> TopicCensus:
     """A census row: ``ranked`` is the packed lowest rank (sql.CENSUS), if
-    any; ``timed`` the oldest live timestamp that is not a rank."""
+    any; ``unranked`` the oldest live timestamp that is not a rank."""
     if ranked is None:
-        return TopicCensus(buckets, counts, timed)
+        return TopicCensus(buckets, counts, unranked)
     rank, priority = divmod(ranked, sql.PRIORITY_SPAN)
-    return TopicCensus(buckets, counts, rank, Head.at(priority, timed, now))
+    return TopicCensus(buckets, counts, rank, Head.at(priority, unranked, now))
