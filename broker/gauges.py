@@ -15,7 +15,9 @@ import logging
 import time
 
 from dejaq.broker.context import BrokerContext
-from dejaq.core.errors import DejaqError
+from dejaq.core import priority
+from dejaq.core.errors import DejaqError, NotFound
+from dejaq.storage_plugins.base import TopicCensus
 
 log = logging.getLogger(__name__)
 SLICE = 25  # topics' gauges set between two yields to the loop
@@ -55,14 +57,28 @@ async def refresh(broker: BrokerContext) -> None:
             gauges.messages, (counts.waiting, counts.due, counts.leased, counts.dead), strict=True
         ):
             gauge.set(value)
-        # The oldest includes running leases; only a past timestamp is lag. A
-        # rank (a priority topic's available message, core/priority.py) is no
-        # time at all: its wait is dejaq_priority_wait_seconds, observed at delivery.
-        oldest = topic.oldest
-        gauges.lag.set(max(0, now - oldest) / 1000 if oldest is not None and oldest >= 0 else 0)
+        gauges.lag.set(await _lag_ms(broker, name, topic, now) / 1000)
         d = broker.dispatchers.get(name)
         gauges.consumers.set(len(d.receivers) if d else 0)
         owned = broker.coordinator.buckets(name)
         gauges.buckets.set(topic.buckets if owned is None else len(owned))
         if n % SLICE == 0:
             await asyncio.sleep(0)
+
+
+async def _lag_ms(broker: BrokerContext, name: str, census: TopicCensus, now: int) -> int:
+    """How long the topic has been behind at ``now``, in ms: since its oldest live
+    timestamp (running leases included: only a past one counts). On a priority
+    topic whose oldest is a rank (core/priority.py), since the head (the next
+    message to go out) became available, or since an older due message not
+    ranked yet (its not-before time come, or a lease run out) was due."""
+    since, head = census.oldest, census.head
+    if since is not None and head is not None:
+        try:
+            topic = await broker.topics.get(name)
+        except NotFound:
+            return 0  # deleted meanwhile
+        since = priority.available_at(topic, head.priority, since)
+        if head.due is not None:
+            since = min(since, head.due)
+    return max(0, now - since) if since is not None and since >= 0 else 0

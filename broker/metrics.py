@@ -143,7 +143,9 @@ class Metrics:
         )
         self.lag = Gauge(
             "dejaq_lag_seconds",
-            "Age of the oldest due, undelivered message",
+            "How long the topic has been behind: the age of its oldest due, undelivered"
+            " message; on a priority topic, how long its head (the next message to go"
+            " out) has been available, or longer if a due message is not ranked yet",
             TOPIC_LABELS,
             registry=r,
         )

@@ -52,7 +52,10 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   time or nack delay come, a lease run out) to ``rank(topic, priority,
   timestamp)``, oldest first, up to ``limit``, clearing the lease owner and
   bumping the version; dead messages and tombstones stay. ``move`` may change
-  a message's priority with its timestamp.
+  a message's priority with its timestamp. When a topic's oldest live
+  timestamp is a rank, ``census`` adds its ``Head``: the priority of a
+  message at that rank and the oldest live timestamp due by ``now`` that is
+  not a rank.
 - **Dead messages** keep their payload; their timestamp is the time they died.
   ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
   no expiry (a re-driven message gets a fresh start).
@@ -65,7 +68,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
@@ -134,13 +137,34 @@ class LeaseRequest:
         return self.bound + self.lease_ms
 
 
+class Head(NamedTuple):
+    """A priority topic's head, when its oldest live timestamp is a rank: the
+    ``priority`` of a live message at that rank (the next to go out; any one of
+    them when aging levels several priorities at one rank), which tells when
+    it became available (core.priority.available_at), and ``due``, the oldest
+    live timestamp that is no rank yet is due by the census's ``now`` (a
+    message available but not ranked yet, or a lease run out; None: none)."""
+
+    priority: int
+    due: int | None
+
+    @classmethod
+    def at(cls, priority: int, unranked: int | None, now: int) -> Head:
+        """The head at ``now``, from the oldest live timestamp that is not a
+        rank, due or not (None: none)."""
+        return cls(priority, unranked if unranked is not None and unranked <= now else None)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicCensus:
-    """A topic's bucket count, counts by state and oldest live timestamp (None: empty)."""
+    """A topic's bucket count, counts by state and oldest live timestamp (None:
+    empty); ``head`` when that timestamp is a rank (None otherwise, and always
+    on a timeline)."""
 
     buckets: int
     counts: Counts
     oldest: int | None
+    head: Head | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,9 +379,10 @@ class Storage(abc.ABC):
 
     async def census(self, now: int) -> dict[str, TopicCensus]:
         """Every topic's counts and oldest live timestamp (as ``next_due`` of all
-        buckets), for the broker's gauges: one call however many topics, which
-        never holds up the hot path for long. A topic created or deleted
-        meanwhile may be missing or present."""
+        buckets) and, when that is a rank, its head, for the broker's gauges:
+        one call however many topics, which never holds up the hot path for
+        long (a head costs a few index reads, no scan beyond what the counts
+        read). A topic created or deleted meanwhile may be missing or present."""
         return await self._timed("census", self._census(now))
 
     async def list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
@@ -468,18 +493,18 @@ class Storage(abc.ABC):
 
     async def _census(self, now: int) -> dict[str, TopicCensus]:
         """Topic by topic, for backends whose counts read an index (memory,
-        Redis): a few cheap calls per topic, ``census_chunk`` topics at once
-        (concurrent round trips on a server), yielding to the loop between
-        chunks. A backend whose counts scan rows overrides it with one
+        Redis): ``_counts`` and ``_oldest`` per topic, ``census_chunk`` topics
+        at once (concurrent round trips on a server), yielding to the loop
+        between chunks. A backend whose counts scan rows overrides it with one
         set-based query off its write path."""
 
         async def one(topic: Topic) -> tuple[str, TopicCensus] | None:
             try:
                 counts = await self._counts(topic.name, now)
-                oldest = await self._next_due(topic.name, None)
+                oldest, head = await self._oldest(topic, now)
             except NotFound:
                 return None  # deleted meanwhile
-            return topic.name, TopicCensus(topic.settings.buckets, counts, oldest)
+            return topic.name, TopicCensus(topic.settings.buckets, counts, oldest, head)
 
         topics = await self._list_topics()
         out: dict[str, TopicCensus] = {}
@@ -489,3 +514,11 @@ class Storage(abc.ABC):
             out.update(e for e in await asyncio.gather(*map(one, chunk)) if e is not None)
             await asyncio.sleep(0)
         return out
+
+    async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
+        """For the default ``_census``: the topic's oldest live timestamp (as
+        ``next_due`` of every bucket) and, when that is a rank, its ``Head`` at
+        ``now``; ``NotFound`` when the topic is gone. A backend that keeps the
+        default census implements it from its indexes (one that overrides
+        ``_census`` need not)."""
+        raise NotImplementedError(f"{type(self).__name__} has no census of priority topics")

@@ -23,6 +23,7 @@ from dejaq.core.model import (
 )
 from dejaq.storage_plugins.base import (
     HandBack,
+    Head,
     LeaseRequest,
     Outcome,
     ScanPage,
@@ -370,6 +371,15 @@ class MemoryStorage(Storage):
         free += tl.ranked  # a message at a rank is available: due, never owned
         leased = tl.owned - expired
         return Counts(tl.live - free - expired - leased, free + expired, leased, tl.dead)
+
+    async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
+        tl = self._tl(topic.name)
+        unranked = tl.oldest_unranked()
+        head = tl.head()
+        if head is None:
+            return unranked, None
+        rank, priority = head
+        return rank, Head.at(priority, unranked, now)
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         tl = self._tl(topic)

@@ -92,6 +92,7 @@ class TimeIndex:
         "_cols",
         "_exact",
         "_first",
+        "_first_slot",
         "_levels",
         "all_due",
         "bucket",
@@ -109,8 +110,9 @@ class TimeIndex:
         self.horizon = FAR_PAST
         self._levels = [_Level(bits) for bits in LEVEL_BITS]
         # No current entry in the windows is earlier than _first (None: there is
-        # none at all); when _exact, one is due at _first itself.
+        # none at all); when _exact, one is due at _first itself: _first_slot's.
         self._first: int | None = None
+        self._first_slot = 0
         self._exact = True
 
     # -- writing --------------------------------------------------------------
@@ -126,9 +128,11 @@ class TimeIndex:
             return
         level = self._level_of(timestamp)
         offset = (timestamp & level.mask) << SLOT_BITS
-        level.add(timestamp >> level.bits, [offset | s for s in slots])
-        if self._first is None or timestamp < self._first:
+        keys = [offset | s for s in slots]
+        level.add(timestamp >> level.bits, keys)
+        if keys and (self._first is None or timestamp < self._first):
             self._first = timestamp
+            self._first_slot = keys[0] & SLOT_MASK
 
     def touch(self, timestamp: int) -> None:
         """A message of this bucket due at ``timestamp`` changes: if its entry may be
@@ -207,18 +211,24 @@ class TimeIndex:
 
     def first(self) -> int | None:
         """The earliest timestamp of a current entry, or None."""
+        key = self.first_key()
+        return None if key is None else key >> SLOT_BITS
+
+    def first_key(self) -> int | None:
+        """The key (``timestamp << 32 | slot``) of a current entry at the earliest
+        timestamp, or None."""
         near = self.near
         while True:
             self.top_up()
             if not near:
                 break
             if self.current_one(near[0]):
-                return near[0] >> SLOT_BITS
+                return near[0]
             heapq.heappop(near)
         if not self._exact:
-            self._first = self._windows_first()
+            self._first, self._first_slot = self._windows_first() or (None, 0)
             self._exact = True
-        return self._first
+        return None if self._first is None else self._first << SLOT_BITS | self._first_slot
 
     def advance(self, now: int) -> None:
         """Bring every entry due at or before ``now`` into ``near``."""
@@ -329,8 +339,9 @@ class TimeIndex:
             below.windows[int(parts[start])] = part
             below.order.append(int(parts[start]))  # ascending: a heap already
 
-    def _windows_first(self) -> int | None:
-        """The earliest current timestamp in the windows; windows with none are dropped."""
+    def _windows_first(self) -> tuple[int, int] | None:
+        """The earliest current timestamp in the windows and a slot due then;
+        windows with none are dropped."""
         for level in self._levels:  # finer levels hold earlier times
             order, windows = level.order, level.windows
             while order:
@@ -341,7 +352,8 @@ class TimeIndex:
                     kept = array("q", [k for k in win if self.current_one(k + (base << SLOT_BITS))])
                     if kept:
                         windows[index] = kept
-                        return base + (min(kept) >> SLOT_BITS)
+                        least = min(kept)
+                        return base + (least >> SLOT_BITS), least & SLOT_MASK
                 else:
                     keys = np.frombuffer(win, np.int64)
                     timestamps = base + (keys >> SLOT_BITS)
@@ -350,7 +362,8 @@ class TimeIndex:
                         if not ok.all():  # drop the stale entries while we are here
                             windows[index] = kept = array("q")
                             kept.frombytes(keys[ok].tobytes())
-                        return int(timestamps[ok].min())
+                        at = int(np.argmin(np.where(ok, timestamps, np.iinfo(np.int64).max)))
+                        return int(timestamps[at]), int(keys[at]) & SLOT_MASK
                 heapq.heappop(order)
                 del windows[index]
         return None
@@ -384,7 +397,11 @@ def push_all(lanes: list[TimeIndex], buckets: I64, timestamps: I64, slots: I64) 
     starts = np.flatnonzero(np.diff(group, prepend=-1))
     ends = [*starts[1:].tolist(), len(group)]
     earliest = np.full(len(lanes), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(earliest, buckets, timestamps[order])
+    timestamps, slots = timestamps[order], slots[order]
+    np.minimum.at(earliest, buckets, timestamps)
+    first_slot = np.zeros(len(lanes), np.int64)  # a slot due at each bucket's earliest
+    at_first = np.flatnonzero(timestamps == earliest[buckets])
+    first_slot[buckets[at_first]] = slots[at_first]
     index_list, key_list = index.tolist(), keys.tolist()
     for start, end in zip(starts.tolist(), ends, strict=True):
         lane = lanes[int(buckets[start])]
@@ -400,3 +417,4 @@ def push_all(lanes: list[TimeIndex], buckets: I64, timestamps: I64, slots: I64) 
         lane, t = lanes[b], int(earliest[b])
         if lane._first is None or t < lane._first:
             lane._first = t
+            lane._first_slot = int(first_slot[b])

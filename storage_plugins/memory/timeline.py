@@ -223,18 +223,21 @@ class Timeline:
 
     def next_due(self, buckets: tuple[int, ...] | None) -> int | None:
         """The earliest timestamp of a live message of ``buckets``, or None."""
-        # Each lane knows a bound cheaply; only lanes whose bound beats the best
-        # exact time found so far are asked for theirs.
-        lanes = self._indexes(buckets)
-        bounds = sorted((b, k) for k, lane in enumerate(lanes) if (b := lane.bound()) is not None)
-        best: int | None = None
-        for bound, k in bounds:
-            if best is not None and bound >= best:
-                break
-            first = lanes[k].first()
-            if first is not None and (best is None or first < best):
-                best = first
-        return best
+        key = _earliest(self._indexes(buckets))
+        return None if key is None else key >> SLOT_BITS
+
+    def head(self) -> tuple[int, int] | None:
+        """A priority topic's lowest rank and the priority of a live message at
+        it, or None when no message is ranked (or the topic is a timeline)."""
+        key = None if self.ranks is None else _earliest(self.ranks)
+        if key is None:
+            return None
+        return key >> SLOT_BITS, int(self.cols.priority[key & SLOT_MASK])
+
+    def oldest_unranked(self) -> int | None:
+        """The earliest timestamp of a live message that is not a rank, or None."""
+        key = _earliest(self.lanes)
+        return None if key is None else key >> SLOT_BITS
 
     def due(self, now: int) -> tuple[int, int]:
         """(unleased, lease-expired) live messages with ``timestamp <= now`` in the
@@ -519,3 +522,18 @@ class Timeline:
         np.minimum.at(earliest, buckets[later], timestamps[later])
         for b in np.flatnonzero(earliest != np.iinfo(np.int64).max).tolist():
             lanes[b].touch(int(earliest[b]))
+
+
+def _earliest(lanes: list[TimeIndex]) -> int | None:
+    """The key of a current entry at the earliest timestamp of ``lanes``, or None."""
+    # Each lane knows a bound cheaply; only lanes whose bound beats the best
+    # exact time found so far are asked for theirs.
+    bounds = sorted((b, k) for k, lane in enumerate(lanes) if (b := lane.bound()) is not None)
+    best: int | None = None
+    for bound, k in bounds:
+        if best is not None and bound >= best >> SLOT_BITS:
+            break
+        first = lanes[k].first_key()
+        if first is not None and (best is None or first < best):  # keys order by time
+            best = first
+    return best

@@ -460,15 +460,28 @@ COUNTS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
         count(*) FILTER (WHERE NOT dead AND ts > %(now)s AND owner IS NULL)
     FROM dejaq_messages WHERE topic = %(topic)s"""
 # (now): every topic (from dejaq_topics, empty ones too) with its counts and
-# oldest live timestamp: one statement for the gauges, whatever the topic count.
-CENSUS = """SELECT t.name, (t.settings->>'buckets')::integer,
-        count(m.topic) FILTER (WHERE m.dead),
-        count(m.topic) FILTER (WHERE NOT m.dead AND m.ts <= %(now)s),
-        count(m.topic) FILTER (WHERE NOT m.dead AND m.ts > %(now)s AND m.owner IS NOT NULL),
-        count(m.topic) FILTER (WHERE NOT m.dead AND m.ts > %(now)s AND m.owner IS NULL),
-        min(m.ts) FILTER (WHERE NOT m.dead)
-    FROM dejaq_topics AS t LEFT JOIN dejaq_messages AS m ON m.topic = t.name
-    GROUP BY t.name, t.settings"""
+# oldest live timestamp and, when that is a rank, the priority of a message
+# there and the oldest live timestamp due by now that is not a rank: one
+# statement for the gauges, whatever the topic count. The two are seeks on
+# (topic, ts), made only for a topic whose oldest is a rank.
+CENSUS = """SELECT c.name, c.buckets, c.dead, c.due, c.leased, c.waiting, c.oldest,
+        h.priority, w.ts
+    FROM (SELECT t.name, (t.settings->>'buckets')::integer AS buckets,
+            count(m.topic) FILTER (WHERE m.dead) AS dead,
+            count(m.topic) FILTER (WHERE NOT m.dead AND m.ts <= %(now)s) AS due,
+            count(m.topic) FILTER (WHERE NOT m.dead AND m.ts > %(now)s
+                AND m.owner IS NOT NULL) AS leased,
+            count(m.topic) FILTER (WHERE NOT m.dead AND m.ts > %(now)s
+                AND m.owner IS NULL) AS waiting,
+            min(m.ts) FILTER (WHERE NOT m.dead) AS oldest
+        FROM dejaq_topics AS t LEFT JOIN dejaq_messages AS m ON m.topic = t.name
+        GROUP BY t.name, t.settings) AS c
+    LEFT JOIN LATERAL (SELECT priority FROM dejaq_messages
+        WHERE c.oldest < 0 AND topic = c.name AND NOT dead AND ts = c.oldest
+        LIMIT 1) AS h ON true
+    LEFT JOIN LATERAL (SELECT ts FROM dejaq_messages
+        WHERE c.oldest < 0 AND topic = c.name AND NOT dead AND ts BETWEEN 0 AND %(now)s
+        ORDER BY ts LIMIT 1) AS w ON true"""
 _REDRIVE = """UPDATE dejaq_messages
     SET dead = false, deliveries = 0, expires_at = 0, ts = %(at)s, version = version + 1
     WHERE topic = %(topic)s AND dead"""

@@ -32,6 +32,7 @@ from dejaq.core.model import (
 from dejaq.storage_plugins import sql_base as base
 from dejaq.storage_plugins.base import (
     HandBack,
+    Head,
     LeaseRequest,
     Outcome,
     ScanPage,
@@ -459,8 +460,13 @@ class PostgresStorage(Storage):
             cur = await conn.execute(sql.CENSUS, {"now": now})
             rows = await cur.fetchall()
         return {
-            name: TopicCensus(buckets, Counts(waiting=w, due=d, leased=le, dead=dd), oldest)
-            for name, buckets, dd, d, le, w, oldest in rows
+            name: TopicCensus(
+                buckets,
+                Counts(waiting=w, due=d, leased=le, dead=dd),
+                oldest,
+                None if priority is None else Head(priority, due_unranked),
+            )
+            for name, buckets, dd, d, le, w, oldest, priority, due_unranked in rows
         }
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:

@@ -35,7 +35,8 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        timeline (not ranked yet: ranks are negative). Every
                        script that writes such a timestamp lowers it; promote,
                        which reads it to find what became available, sets it
-                       exact for the timelines it read.
+                       exact for the timelines it read. The census reads it to
+                       find the oldest due message not ranked yet.
 - ``tombs``            sorted set: the tombstones of deleted messages (acked,
                        cancelled, delivered at most once), member = id, score =
                        when it was deleted; written, with the topic's dedup

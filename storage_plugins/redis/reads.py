@@ -1,8 +1,9 @@
-"""Reading messages and counting them: get, counts."""
+"""Reading messages and counting them: get, counts, and the oldest (census)."""
 
 from __future__ import annotations
 
 from dejaq.core.model import Counts, Message
+from dejaq.storage_plugins.base import Head
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.registry import TopicEntry, per_slot
 from dejaq.storage_plugins.redis.replies import body, text
@@ -53,3 +54,23 @@ async def counts(runner: Runner, info: TopicEntry, now: int) -> Counts:
     )
     live, due, leased, dead = (sum(column) for column in zip(*replies, strict=True))
     return Counts(waiting=live - due - leased, due=due, leased=leased, dead=dead)
+
+
+async def oldest(runner: Runner, info: TopicEntry, now: int) -> tuple[int | None, Head | None]:
+    """The topic's oldest live timestamp and, when that is a rank, its head at
+    ``now``: one script per slot, each reading its ``heads`` (and, past a
+    rank, a record and the timelines ``waits`` says may hold one due)."""
+    replies = await per_slot(
+        runner,
+        info,
+        lambda s: Call(
+            lua.OLDEST, (s.alive, s.heads, *info.optional(s)), (info.gen, s.prefix, now)
+        ),
+    )
+    firsts = [(int(at), int(priority)) for at, priority, _ in replies if at]
+    if not firsts:
+        return None, None
+    at, priority = min(firsts)
+    if at >= 0:
+        return at, None
+    return at, Head(priority, min((int(due) for *_, due in replies if due), default=None))

@@ -131,6 +131,7 @@ MUTATE = Script("mutate")
 READ = Script("read")
 RELEASE = Script("release")
 COUNTS = Script("counts")
+OLDEST = Script("oldest")
 DEAD_PAGE = Script("dead_page")
 REDRIVE = Script("redrive")
 PURGE = Script("purge")
@@ -143,6 +144,7 @@ REPLACE = Script("replace")
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
 ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE, PROMOTE)
+ALL += (OLDEST,)
 
 
 # -- calling them ------------------------------------------------------------

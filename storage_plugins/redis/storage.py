@@ -22,6 +22,7 @@ from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, StorageErro
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
 from dejaq.storage_plugins.base import (
     HandBack,
+    Head,
     LeaseRequest,
     Outcome,
     ScanPage,
@@ -94,7 +95,10 @@ class RedisStorage(Storage):
     walking the slot's ``waits`` index instead, so only timelines that may hold
     an available message are read, however many messages wait ranked. counts —
     one script per slot, a ZCARD and a ZCOUNT per non-empty timeline, no record
-    read. release — reads the records of the slot's leased messages (``owned``)
+    read. census — per topic, counts and one script per slot reading the first
+    entry of its heads; when that is a rank, also the head's record and the
+    timelines ``waits`` puts at or before now, until a bound passes the best
+    found (``reads.oldest``). release — reads the records of the slot's leased messages (``owned``)
     only. list_dead — up to ``limit`` ids from every slot, then the records of
     the first ``limit``.
     redrive-all, purge, delete_topic — one script per slot, linear in what they
@@ -370,6 +374,11 @@ class RedisStorage(Storage):
 
     async def _counts(self, topic: str, now: int) -> Counts:
         return await self._registry.on_topic(topic, lambda i: reads.counts(self._runner, i, now))
+
+    async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
+        return await self._registry.on_topic(
+            topic.name, lambda i: reads.oldest(self._runner, i, now)
+        )
 
     # -- release --------------------------------------------------------------
 

@@ -218,15 +218,23 @@ COUNTS = """SELECT
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0)
     FROM messages WHERE topic = ?2"""
 # The census (census.py), on its read-only connection: the topic names, then
-# (now) every topic's counts and oldest live timestamp in one pass.
+# (now) every topic's counts, its lowest rank packed with the priority of a
+# message there (rank * PRIORITY_SPAN + priority: the smallest packed value is
+# at the lowest rank), and its oldest live timestamp that is not a rank, in one
+# pass. The pass reads every row for the counts anyway; a seek for the head
+# would be one per bucket (the index leads with the bucket).
+# Priorities stay below 2^16 (the broker allows 999) and ranks above about
+# -2^46 (core.priority.RANK_BASE): packed, they stay within 64 bits.
+PRIORITY_SPAN = 1 << 16
 BEGIN_READ = "BEGIN DEFERRED"
 TOPIC_NAMES = "SELECT name, json_extract(settings, '$.buckets') FROM topics"
-CENSUS = """SELECT topic,
+CENSUS = f"""SELECT topic,
         coalesce(sum(dead = 1), 0),
         coalesce(sum(dead = 0 AND ts <= ?1), 0),
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NOT NULL), 0),
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0),
-        min(CASE WHEN dead = 0 THEN ts END)
+        min(CASE WHEN dead = 0 AND ts < 0 THEN ts * {PRIORITY_SPAN:d} + priority END),
+        min(CASE WHEN dead = 0 AND ts >= 0 THEN ts END)
     FROM messages GROUP BY topic"""
 # (at, topic)
 REDRIVE_ALL = """UPDATE messages SET dead = 0, deliveries = 0, expires_at = 0, ts = ?,

@@ -1,6 +1,7 @@
 """The memory backend's parts alone: the id table survives hash collisions,
 growth and wrap-around; the byte arena gives every record back and reuses rows;
-the time index gives entries back in time order across its windows."""
+the time index gives entries back in time order across its windows, and names
+a message at its earliest time."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dejaq.storage_plugins.memory import time_index
 from dejaq.storage_plugins.memory.blobs import Blobs
 from dejaq.storage_plugins.memory.columns import LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
-from dejaq.storage_plugins.memory.time_index import LEVEL_BITS, TimeIndex
+from dejaq.storage_plugins.memory.time_index import LEVEL_BITS, SLOT_MASK, TimeIndex, push_all
 
 # -- the id table ---------------------------------------------------------------
 
@@ -149,3 +150,40 @@ def test_the_time_index_gives_entries_back_in_time_order_across_windows(
     # then they came out in time order, each once
     assert taken == sorted(taken)
     assert len(set(taken)) == len(taken)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("ranks", [False, True], ids=["times", "ranks"])
+def test_the_first_key_names_a_current_message_at_the_earliest_time(seed: int, ranks: bool) -> None:
+    # given batches of entries over four buckets (negative ones: an index of
+    # ranks), ties included, in the windows and, once pulled, in near
+    rng = random.Random(seed)
+    cols = Columns()
+    lanes = [TimeIndex(b, cols, all_due=ranks) for b in range(4)]
+    slots = cols.allocate(2_000)
+    assert slots.tolist() == list(range(2_000))
+    cols.state[slots] = LIVE
+    sign = -1 if ranks else 1
+    stamps = [sign * (1 << 40) + rng.randrange(1 << 22) // 1024 * 1024 for _ in range(2_000)]
+    buckets = [rng.randrange(4) for _ in range(2_000)]
+    cols.timestamp[slots] = stamps
+    cols.bucket[slots] = buckets
+    for part in np.array_split(np.arange(2_000), 5):
+        push_all(lanes, np.array(buckets)[part], np.array(stamps)[part], slots[part])
+    for step in range(30):
+        for b, lane in enumerate(lanes):
+            live = [
+                (t, s) for s, (t, k) in enumerate(zip(stamps, buckets, strict=True)) if k == b and t
+            ]
+            key = lane.first_key()
+            # then it is a current entry at the earliest time of its bucket
+            assert key is not None and live
+            slot, at = key & SLOT_MASK, key >> 32
+            assert at == min(live)[0] and (at, slot) in live
+            # when that message leaves (its stamp zeroed), or time moves on
+            cols.timestamp[slot] = stamps[slot] = 0
+            lane.touch(at)
+            if step % 7 == 3 and ranks:
+                lane.fill()
+            elif step % 7 == 3:
+                lane.advance(at + rng.randrange(1 << 16))

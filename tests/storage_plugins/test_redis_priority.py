@@ -15,7 +15,7 @@ from dejaq.core import priority
 from dejaq.core.buckets import bucket_of
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
 from dejaq.core.model import KIND_PRIORITY, Counts, NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins.base import LeaseRequest
+from dejaq.storage_plugins.base import Head, LeaseRequest
 from dejaq.storage_plugins.redis import keys as redis_keys
 from dejaq.storage_plugins.redis import scripts as redis_scripts
 from tests.redis_server import RedisServer
@@ -39,6 +39,26 @@ def priority_topic(buckets: int = 8, aging_ms: int = 0, created_at_ms: int = WAL
 
 def pmsg(id: str, ts: int, p: int, buckets: int = 8) -> NewMessage:
     return NewMessage(id, ts, id.encode(), bucket_of(id, buckets), priority=p)
+
+
+def mixed_backlog(
+    rng: random.Random, topic: Topic, now: int, count: int, ranked_every: int, strays: bool
+) -> list[NewMessage]:
+    """``count`` messages over 64 buckets at distinct random times up to 50 s
+    after ``now``, priorities 0..6: one in ``ranked_every`` ranked (available
+    100 s before its time), the others not before their time; each in its
+    hashed bucket or (``strays``) a random one."""
+    stamps = rng.sample(range(topic.created_at_ms, now + 50_000), count)
+    return [
+        NewMessage(
+            f"m{i}",
+            ts if i % ranked_every else priority.rank(topic, i % 7, ts - 100_000),
+            b"",
+            rng.randrange(64) if strays else bucket_of(f"m{i}", 64),
+            priority=i % 7,
+        )
+        for i, ts in enumerate(stamps)
+    ]
 
 
 def raw(server: RedisServer, id: str, buckets: int = 8) -> tuple[str, float, str | None]:
@@ -139,17 +159,7 @@ async def test_a_promote_over_many_buckets_takes_exactly_the_oldest(
     rng = random.Random(11)
     topic = priority_topic(buckets=64, aging_ms=10)
     now = topic.created_at_ms + 200_000
-    stamps = rng.sample(range(topic.created_at_ms, now + 50_000), 1500)
-    messages = [
-        NewMessage(
-            f"m{i}",
-            ts if i % 10 else priority.rank(topic, i % 7, ts - 100_000),
-            b"",
-            rng.randrange(64) if strays else bucket_of(f"m{i}", 64),
-            priority=i % 7,
-        )
-        for i, ts in enumerate(stamps)
-    ]
+    messages = mixed_backlog(rng, topic, now, 1500, ranked_every=10, strays=strays)
     waiting = [m for m in messages if 0 <= m.timestamp]
     expected = [m.id for m in sorted(waiting, key=lambda m: m.timestamp) if m.timestamp <= now]
     async with opened(f"{server.url}?topic_slots={slots}") as storage:
@@ -278,6 +288,65 @@ async def test_a_promote_is_one_script_whatever_the_bucket_count(
         assert await storage.promote(T, range(buckets // 2, buckets), now, 1) == 1
         # then each ran one script
         assert scripts_run(server) == 2
+
+
+@pytest.mark.parametrize("slots", [1, 5])
+@pytest.mark.parametrize("strays", [False, True], ids=["hashed", "strays"])
+async def test_the_census_head_is_exact_over_slots_and_strays(
+    server: RedisServer, strays: bool, slots: int
+) -> None:
+    # given 600 messages over 64 buckets: ranked (aging may tie ranks), waiting for
+    # a not-before time (past and future), some leased and acked (which leaves
+    # their lease's end in `waits`, a bound below what the timeline holds)
+    rng = random.Random(5)
+    topic = priority_topic(buckets=64, aging_ms=10)
+    now = topic.created_at_ms + 200_000
+    messages = mixed_backlog(rng, topic, now, 600, ranked_every=3, strays=strays)
+    async with opened(f"{server.url}?topic_slots={slots}") as storage:
+        await storage.create_topic(topic)
+        await storage.insert(T, messages)
+        leases = await storage.lease(LeaseRequest.of(T, None, now, 120, LEASE, "c1"))
+        acked = leases.delivered[::2]
+        await storage.ack(T, [(d.id, d.version) for d in acked], "c1", now)
+        for at in (now, now + LEASE // 2, now + 2 * LEASE):
+            # when the census is taken
+            entry = (await storage.census(at))[T]
+            # then it is what the records say
+            live = {m.id: m.priority for m in messages}
+            for d in acked:
+                live.pop(d.id)
+            ts = recorded(server, list(live), slots, 64)
+            oldest = min(ts.values())
+            at_head = {live[id] for id, t in ts.items() if t == oldest}  # aging may tie
+            due = [t for t in ts.values() if 0 <= t <= at]
+            assert entry.oldest == oldest < 0
+            assert entry.head is not None and entry.head.priority in at_head
+            assert entry.head.due == min(due, default=None)
+
+
+async def test_a_census_reads_a_few_timelines_however_many_buckets(server: RedisServer) -> None:
+    # given 1,024 buckets, each with ranked messages and one due and not ranked yet
+    topic = priority_topic(buckets=1024)
+    now = topic.created_at_ms + 100
+    async with opened(server.url) as storage:
+        await storage.create_topic(topic)
+        batch = [
+            NewMessage(f"m{b}-{k}", priority.rank(topic, k, now - b), b"", b, priority=k)
+            for b in range(1024)
+            for k in (0, 1)
+        ]
+        batch += [NewMessage(f"come{b}", now - 50, b"", b) for b in range(1024)]
+        await storage.insert(T, batch)
+        with server.client() as client:
+            client.config_resetstat()
+        # when the census is taken
+        entry = (await storage.census(now))[T]
+        # then it found the head and the oldest due message
+        assert entry.oldest == priority.rank(topic, 0, now - 1023)
+        assert entry.head == Head(0, now - 50)
+        # reading the heads and waits indexes, the head's timeline and one
+        # other (and the heads index once more for the counts)
+        assert commands_run(server, "zrange") == 5
 
 
 async def test_a_promote_of_a_lapsed_lease_clears_the_owner_and_the_owned_index(

@@ -22,7 +22,7 @@ from dejaq.core.model import (
     TopicSettings,
 )
 from dejaq.storage_plugins import Storage
-from dejaq.storage_plugins.base import LeaseRequest, TopicCensus
+from dejaq.storage_plugins.base import Head, LeaseRequest, TopicCensus
 from tests.storage_plugins.conformance.givens import (
     ACCEPTED,
     C1,
@@ -436,7 +436,76 @@ async def test_counts_and_census_treat_ranked_messages_as_due(storage: Storage) 
     assert await storage.next_due(P, None) == oldest
     assert await storage.next_due(P, [1]) == oldest
     assert await storage.next_due(P, [0]) == prio.rank(topic, 3, NOW - 5)
-    assert await storage.census(NOW) == {P: TopicCensus(3, counts, oldest)}
+    # and the census tells the head's priority, and the oldest not ranked ("come")
+    assert await storage.census(NOW) == {P: TopicCensus(3, counts, oldest, Head(0, NOW - 100))}
+
+
+@pytest.mark.parametrize("aging_ms", [0, 1_000])
+async def test_the_census_tells_the_head_of_a_mixed_backlog(
+    storage: Storage, aging_ms: int
+) -> None:
+    # Given a backlog of mixed priorities over several buckets (with aging, the
+    # low priority that waited longest ranks first)
+    topic = await given_priority_topic(storage, aging_ms=aging_ms)
+    await given(
+        storage,
+        ranked(topic, "mid", 5, NOW - 5_000, bucket=1),
+        ranked(topic, "top", 0, NOW - 10, bucket=2),
+        ranked(topic, "low-old", 9, NOW - 60_000, bucket=3),
+        ranked(topic, "top-new", 0, NOW - 1),
+    )
+    head_id = "low-old" if aging_ms else "top"
+    # When the census is taken
+    entry = (await storage.census(NOW))[P]
+    # Then its head is the message a lease takes first: its priority inverts
+    # the oldest rank to the time that message became available
+    assert entry.oldest == (await storage.get(P, head_id)).timestamp
+    assert entry.head is not None and entry.head.due is None  # nothing but ranks
+    since = prio.available_at(topic, entry.head.priority, entry.oldest)
+    assert since == {"top": NOW - 10, "low-old": NOW - 60_000}[head_id]
+    assert ids(await lease(storage, limit=1)) == [head_id]
+    # and once that one is leased (its timestamp no rank: the lease's end) the
+    # next takes its place, and the lease counts as due once it has run out
+    after = (await storage.census(NOW))[P]
+    assert after.oldest == (await storage.get(P, "top-new" if aging_ms == 0 else "top")).timestamp
+    assert after.head is not None and after.head.due is None
+    lapsed = (await storage.census(NOW + LEASE))[P]
+    assert lapsed.head is not None and lapsed.head.due == NOW + LEASE
+
+
+async def test_the_census_of_a_priority_topic_with_no_rank_has_no_head(storage: Storage) -> None:
+    # Given an empty priority topic, and one whose messages all wait or are leased
+    topic = await given_priority_topic(storage)
+    await given_topic(storage, "quiet")  # a timeline, for company
+    assert (await storage.census(NOW))[P] == TopicCensus(4, Counts(), None)
+    await given(storage, ranked(topic, "r", 2, NOW - 7), pending("later", 1, NOW + 50, bucket=1))
+    assert ids(await lease(storage)) == ["r"]
+    # Then the census has no head: the oldest is an ordinary timestamp
+    entry = (await storage.census(NOW))[P]
+    assert (entry.oldest, entry.head) == (NOW + 50, None)
+
+
+async def test_the_census_follows_the_head_when_it_goes(storage: Storage) -> None:
+    # Given ranked messages, the census taken once
+    topic = await given_priority_topic(storage)
+    await given(
+        storage,
+        ranked(topic, "first", 1, NOW - 30, bucket=1),
+        ranked(topic, "second", 2, NOW - 90, bucket=1),
+        pending("due", 4, NOW - 20, bucket=2),
+        pending("later", 3, NOW + 50, bucket=3),
+    )
+    assert (await storage.census(NOW))[P].head == Head(1, NOW - 20)
+    # When the head is cancelled
+    await storage.cancel(P, "first", 1, NOW)
+    # Then the next one is the head, read exactly
+    entry = (await storage.census(NOW))[P]
+    assert (entry.oldest, entry.head) == (prio.rank(topic, 2, NOW - 90), Head(2, NOW - 20))
+    # and once the message still to promote is ranked, nothing unranked is due
+    # (a not-before time still to come is no lag)
+    assert await storage.promote(P, None, NOW, 10) == 1
+    assert (await storage.census(NOW))[P].head == Head(2, None)
+    assert (await storage.census(NOW + 60))[P].head == Head(2, NOW + 50)
 
 
 async def test_next_due_returns_the_negative_rank(storage: Storage) -> None:
