@@ -518,7 +518,8 @@ class Storage(abc.ABC):
     async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
         """For the default ``_census``: the topic's oldest live timestamp (as
         ``next_due`` of every bucket) and, when that is a rank, its ``Head`` at
-        ``now``; ``NotFound`` when the topic is gone. A backend that keeps the
-        default census implements it from its indexes (one that overrides
+        ``now``; ``NotFound`` when the topic is gone. This default knows no
+        head (a priority topic's lag then reads 0): a backend that keeps the
+        default census finds it from its indexes (one that overrides
         ``_census`` need not)."""
-        raise NotImplementedError(f"{type(self).__name__} has no census of priority topics")
+        return await self._next_due(topic.name, None), None
