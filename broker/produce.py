@@ -162,11 +162,20 @@ def _messages(
         mid = ids[i]
         ts = batch.timestamps[i]
         expires = exp[i] if exp else 0
-        if not expires and s.expiry_ms:
-            expires = min(ts + s.expiry_ms, validation.MAX_TIMESTAMP)
+        if not expires:
+            expires = topic_expiry(s, ts)
         bucket = bucket_of(mid, n)
         out.append(NewMessage(mid, ts, batch.payloads[i], bucket, md[i] if md else 0, expires))
     return out
+
+
+def topic_expiry(s: TopicSettings, available_at: int) -> int:
+    """A message's expiry under its topic's ``expiry_ms``, counted from when it
+    is available (a timeline's due time; a priority message's not-before time,
+    or its produce when that has passed); 0 = none."""
+    if not s.expiry_ms:
+        return 0
+    return min(available_at + s.expiry_ms, validation.MAX_TIMESTAMP)
 
 
 def _priority_error(topic: Topic, value: int) -> str | None:
@@ -193,8 +202,8 @@ def _ranked_messages(
         not_before = batch.timestamps[i]
         p = pri[i] if pri else 0
         expires = exp[i] if exp else 0
-        if not expires and s.expiry_ms:
-            expires = min(max(not_before, now) + s.expiry_ms, validation.MAX_TIMESTAMP)
+        if not expires:
+            expires = topic_expiry(s, max(not_before, now))
         out.append(
             NewMessage(
                 mid,

@@ -28,6 +28,7 @@ from dejaq.broker.cron import entries
 from dejaq.broker.cron.metrics import CronMetrics
 from dejaq.broker.cron.plan import Firing, plan
 from dejaq.broker.metrics import Event
+from dejaq.broker.produce import topic_expiry
 from dejaq.core.buckets import bucket_of
 from dejaq.core.cron import CronEntry, occurrence_id
 from dejaq.core.errors import DejaqError
@@ -114,7 +115,9 @@ class Firer:
                 bucket = bucket_of(oid, topic.settings.buckets)
                 # On a priority topic the occurrence time is a not-before time.
                 stored = ranks.stored_at(topic, prio, at, now) if ranked else at
-                new.append(NewMessage(oid, stored, payload, bucket, priority=prio))
+                # The topic's expiry applies as to a produced message.
+                expires = topic_expiry(topic.settings, max(at, now) if ranked else at)
+                new.append(NewMessage(oid, stored, payload, bucket, 0, expires, prio))
             back[entries.fire_at(firing.next_ms)].append((m.id, m.version))
             if entry is not None:
                 self._metrics.fired(self.target, entry.misfire.value, firing)

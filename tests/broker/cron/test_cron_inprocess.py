@@ -11,6 +11,8 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron
 from dejaq.broker.cron.entries import LEAD_MS, companion
 from dejaq.core.errors import AlreadyExists, InvalidArgument, NotFound
+from dejaq.core.model import TopicSettings
+from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 from tests.broker.cron.support import START, T, add, run_for
 from tests.broker.inprocess import ManualClock, Session, settle_down
@@ -147,3 +149,25 @@ async def test_a_deleted_topic_takes_its_entries(broker: BrokerContext) -> None:
         await broker.storage.get_topic(companion(T))
     listed = await control.list_topics(broker, pb.ListTopicsRequest())
     assert not listed.topics
+
+
+async def test_occurrences_expire_as_produced_messages_do(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given a topic whose messages expire 5 s after they are due, and an entry on it
+    settings = settings_to_pb(TopicSettings(buckets=8, expiry_ms=5_000))
+    await control.create_topic(broker, pb.CreateTopicRequest(name="brief", settings=settings))
+    await add(broker, "tick", "*/10 * * * * *", topic="brief")
+    # When its first occurrence is produced (ahead of its time)
+    await settle_down()
+    first = START + 10_000
+    # Then it carries the topic's expiry, counted from its time, as a produced one would
+    got = await control.get_message(broker, pb.GetMessageRequest(topic="brief", id=f"tick@{first}"))
+    assert (got.state, got.timestamp_ms, got.expires_at_ms) == ("waiting", first, first + 5_000)
+    # and, with no consumer, it is dead once that has passed
+    clock.advance(first + 5_000 - clock.now)
+    await settle_down()
+    session = Session(broker, "brief", "c1", credits=10)
+    await settle_down()
+    assert session.ids == []
+    await session.close()
