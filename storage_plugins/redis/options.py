@@ -29,6 +29,7 @@ class RedisOptions:
     socket_timeout_ms: int = 5000
     connect_timeout_ms: int = 2000
     topic_slots: int = 1
+    max_tombstones: int = 1_000_000  # a topic's, the oldest forgotten first; 0: no bound
     # rediss:// only: the CA to trust (default: the system's), a client
     # certificate and key (PEM files), and whether the server's name is checked.
     ssl_ca_certs: str = ""
@@ -54,7 +55,7 @@ class RedisOptions:
 
 FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 OPTIONS = tuple(f.name for f in dataclasses.fields(RedisOptions) if f.name != "url")
-_MAY_BE_ZERO = ("wait_replicas",)
+_MAY_BE_ZERO = ("wait_replicas", "max_tombstones")
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
 

@@ -69,6 +69,16 @@ class RedisStorage(Storage):
       pass costs a script per slot its buckets touch — two round trips when
       that is more than one — and the throughput of one topic can use N shards.
 
+    - ``max_tombstones=1000000``: how many tombstones (ids kept taken for a
+      topic's dedup window after their message is deleted) a topic keeps at
+      most, the oldest forgotten first by each retention sweep, which also
+      forgets those older than the window; 0: no count bound. Each costs about
+      100 bytes of the server's memory, and under a steady load the window
+      alone does not bound them (1,000 acks/s for the default 24 h is 86M), so
+      between two sweeps a topic holds at most this many plus a sweep
+      period's worth of acks. With the bound an id may be free again before
+      its window ends (at 1,000 acks/s, after about 17 minutes).
+
     Over TLS (``rediss://``): ``ssl_ca_certs=PATH`` (the CA to trust; default
     the system's), ``ssl_certfile=PATH`` and ``ssl_keyfile=PATH`` (a client
     certificate, when the server asks for one: ``tls-auth-clients yes``), and
@@ -441,9 +451,10 @@ class RedisStorage(Storage):
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         async def op(info: TopicEntry) -> int:
             forgotten = 0
+            keep = -(-self.options.max_tombstones // info.slots)  # a slot's share, rounded up
             for index in range(info.slots):  # slot by slot: at most `limit` in all
                 s = info.slot(index)
-                args = (info.gen, deleted_before, limit - forgotten)
+                args = (info.gen, deleted_before, limit - forgotten, keep)
                 [reply] = await self._runner.run([Call(lua.PURGE_TOMBS, (s.alive, s.tombs), args)])
                 [count] = body(reply)
                 forgotten += count

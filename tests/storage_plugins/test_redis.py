@@ -217,3 +217,44 @@ async def test_a_topic_stored_by_the_per_bucket_layout_is_refused_clearly(
     async with opened(server.url) as storage:
         with pytest.raises(StorageError, match="older dejaq"):
             await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1", 0))
+
+
+# -- tombstones: bounded by count as well as by the window -----------------------
+
+
+@pytest.mark.parametrize("slots", [1, 4])
+async def test_a_sweep_keeps_only_the_newest_max_tombstones(
+    server: RedisServer, slots: int
+) -> None:
+    # Given a topic that keeps at most 20 tombstones, and 50 messages acked one
+    # at a time (each a millisecond later than the one before)
+    async with opened(f"{server.url}?max_tombstones=20&topic_slots={slots}") as storage:
+        await given_topic(storage)
+        ids = [f"m{i:02d}" for i in range(50)]
+        assert await storage.insert(T, [msg(i) for i in ids]) == [ACCEPTED] * 50
+        deleted_order = []  # as acked: each tombstone a millisecond younger
+        for k in range(len(ids)):
+            leases = await storage.lease(LeaseRequest.of(T, None, NOW + k, 1, LEASE, "c"))
+            [m] = leases.delivered
+            await storage.ack(T, [(m.id, m.version)], "c", NOW + k)
+            deleted_order.append(m.id)
+        # When a sweep runs while none is older than the window
+        forgotten = await storage.purge_tombstones(T, 0, 1_000)
+        # Then it forgot the oldest beyond the bound (each slot keeps its share,
+        # rounded up), and the ids it kept are still taken, the others free again
+        again = await storage.insert(T, [msg(i) for i in deleted_order])
+        taken = [id for id, st in zip(deleted_order, again, strict=True) if st != ACCEPTED]
+        assert forgotten == 50 - len(taken)
+        assert 0 < len(taken) <= 20 + slots - 1
+        assert deleted_order[-1] in taken
+        if slots == 1:  # one set: exactly the newest 20
+            assert taken == deleted_order[-20:]
+        # and a second sweep finds nothing more to forget
+        assert await storage.purge_tombstones(T, 0, 1_000) == 0
+
+
+def test_max_tombstones_may_be_zero_for_no_bound() -> None:
+    assert parse_url("redis://h/0").max_tombstones == 1_000_000
+    assert parse_url("redis://h/0?max_tombstones=0").max_tombstones == 0
+    with pytest.raises(InvalidArgument):
+        parse_url("redis://h/0?max_tombstones=-1")

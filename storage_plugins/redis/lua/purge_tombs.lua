@@ -1,8 +1,11 @@
--- KEYS: alive, tombs. ARGV: gen, deleted before, limit.
--- Forgets up to `limit` tombstones of ids deleted before the given time, the
--- oldest first. Reply {OK, forgotten}.
+-- KEYS: alive, tombs. ARGV: gen, deleted before, limit, keep (0: no count bound).
+-- Forgets, the oldest first and up to `limit` in all, the tombstones of ids
+-- deleted before the given time and those beyond the newest `keep`: both
+-- rules take from the old end, so it is one trim by rank. Reply {OK, forgotten}.
 if not alive() then return {GONE} end
-local ids = redis.call('ZRANGE', KEYS[2], '-inf', '(' .. ARGV[2], 'BYSCORE',
-                       'LIMIT', 0, tonumber(ARGV[3]))
-bulk('ZREM', KEYS[2], ids)
-return {OK, #ids}
+local tombs, limit, keep = KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local aged = redis.call('ZCOUNT', tombs, '-inf', '(' .. ARGV[2])
+local excess = keep > 0 and redis.call('ZCARD', tombs) - keep or 0
+local n = math.min(limit, math.max(aged, excess))
+if n > 0 then redis.call('ZREMRANGEBYRANK', tombs, 0, n - 1) end
+return {OK, n}
