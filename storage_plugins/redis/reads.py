@@ -73,4 +73,8 @@ async def oldest(runner: Runner, info: TopicEntry, now: int) -> tuple[int | None
     at, priority = min(firsts)
     if at >= 0:
         return at, None
-    return at, Head(priority, min((int(due) for *_, due in replies if due), default=None))
+    # Due and not ranked: what a slot with ranks found behind them, and the
+    # oldest of a slot that has none (its first score is then no rank).
+    dues = [int(due) for *_, due in replies if due]
+    dues += [first for first, _ in firsts if 0 <= first <= now]
+    return at, Head(priority, min(dues, default=None))

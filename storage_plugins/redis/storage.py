@@ -10,6 +10,8 @@ primitives).
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Sequence
 
@@ -36,6 +38,9 @@ from dejaq.storage_plugins.redis.registry import Registry, TopicEntry, per_slot
 from dejaq.storage_plugins.redis.replies import body, groups, text
 from dejaq.storage_plugins.redis.scripts import Call, Runner
 from dejaq.storage_plugins.rules import check_holder, check_movable
+
+log = logging.getLogger(__name__)
+BOUND_WARN_S = 600.0  # a topic whose tombstones outgrow max_tombstones is told this often
 
 
 class RedisStorage(Storage):
@@ -128,6 +133,7 @@ class RedisStorage(Storage):
         self._registry_: Registry | None = None
         o = self.options
         self._wait = (o.wait_replicas, o.wait_timeout_ms) if o.wait_replicas else None
+        self._bound_warned: dict[str, float] = {}  # topic -> when (monotonic s) last told
 
     async def open(self) -> None:
         o = self.options
@@ -450,19 +456,36 @@ class RedisStorage(Storage):
 
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         async def op(info: TopicEntry) -> int:
-            forgotten = 0
+            forgotten = early = 0
             keep = -(-self.options.max_tombstones // info.slots)  # a slot's share, rounded up
             for index in range(info.slots):  # slot by slot: at most `limit` in all
                 s = info.slot(index)
                 args = (info.gen, deleted_before, limit - forgotten, keep)
                 [reply] = await self._runner.run([Call(lua.PURGE_TOMBS, (s.alive, s.tombs), args)])
-                [count] = body(reply)
+                count, inside = body(reply)
                 forgotten += count
+                early += inside
                 if forgotten >= limit:
                     break
+            if early:
+                self._warn_bound(topic, early)
             return forgotten
 
         return await self._registry.on_topic(topic, op)
+
+    def _warn_bound(self, topic: str, early: int) -> None:
+        """Tombstones forgotten inside their window: said once in a while per topic."""
+        now = time.monotonic()
+        if now - self._bound_warned.get(topic, -BOUND_WARN_S) < BOUND_WARN_S:
+            return
+        self._bound_warned[topic] = now
+        log.warning(
+            "redis: topic %r: %d tombstones forgotten inside the topic's dedup window"
+            " (max_tombstones=%d): an id acked before them may be produced again",
+            topic,
+            early,
+            self.options.max_tombstones,
+        )
 
 
 def _refused(id: str, code: int, err: DejaqError | None) -> DejaqError:

@@ -224,7 +224,7 @@ async def test_a_topic_stored_by_the_per_bucket_layout_is_refused_clearly(
 
 @pytest.mark.parametrize("slots", [1, 4])
 async def test_a_sweep_keeps_only_the_newest_max_tombstones(
-    server: RedisServer, slots: int
+    server: RedisServer, slots: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given a topic that keeps at most 20 tombstones, and 50 messages acked one
     # at a time (each a millisecond later than the one before)
@@ -249,6 +249,9 @@ async def test_a_sweep_keeps_only_the_newest_max_tombstones(
         assert deleted_order[-1] in taken
         if slots == 1:  # one set: exactly the newest 20
             assert taken == deleted_order[-20:]
+        # and the operator is told that ids left their window early, once
+        told = [r for r in caplog.records if "inside the topic's dedup window" in r.message]
+        assert len(told) == 1 and f"{forgotten} tombstones" in told[0].message
         # and a second sweep finds nothing more to forget
         assert await storage.purge_tombstones(T, 0, 1_000) == 0
 

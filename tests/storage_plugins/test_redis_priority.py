@@ -324,6 +324,22 @@ async def test_the_census_head_is_exact_over_slots_and_strays(
             assert entry.head.due == min(due, default=None)
 
 
+async def test_the_head_counts_a_due_message_of_a_slot_without_ranks(server: RedisServer) -> None:
+    # given two slots: one holds only a message ranked 10 ms ago, the other only
+    # one due 5 s ago and not ranked yet (no pass has promoted its buckets)
+    topic = priority_topic(buckets=2)
+    now = topic.created_at_ms + 100_000
+    ranked = NewMessage("r", priority.rank(topic, 0, now - 10), b"", 0, priority=0)
+    waiting = NewMessage("w", now - 5_000, b"", 1, priority=0)
+    async with opened(f"{server.url}?topic_slots=2") as storage:
+        await storage.create_topic(topic)
+        await storage.insert(T, [ranked, waiting])
+        # when the census is taken, then the head's due part is the older one
+        entry = (await storage.census(now))[T]
+        assert entry.oldest == ranked.timestamp
+        assert entry.head == Head(0, now - 5_000)
+
+
 async def test_a_census_reads_a_few_timelines_however_many_buckets(server: RedisServer) -> None:
     # given 1,024 buckets, each with ranked messages and one due and not ranked yet
     topic = priority_topic(buckets=1024)
