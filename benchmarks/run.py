@@ -47,7 +47,7 @@ import datetime
 import json
 import sys
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -93,19 +93,35 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"comma-separated, of {','.join(ALL_SCENARIOS)} (default: all)",
     )
     p.add_argument("--rates", help="steady: the due rates to step through, msgs/s, comma-separated")
-    p.add_argument("--step-s", type=float, help="steady: seconds each step is held (full: 20)")
-    p.add_argument("--consumers", type=int, help="steady: consumer (and poller) processes (3)")
-    p.add_argument("--p99-ms", type=float, help="steady: a step holds at p99 <= this (10)")
-    p.add_argument("--drain-s", type=float, help="how long stragglers may take after a step")
+    p.add_argument(
+        "--step-s", type=_positive(float), help="steady: seconds each step is held (full: 20)"
+    )
+    p.add_argument(
+        "--consumers", type=_positive(int), help="steady: consumer (and poller) processes (3)"
+    )
+    p.add_argument(
+        "--p99-ms", type=_positive(float), help="steady: a step holds at p99 <= this (10)"
+    )
+    p.add_argument(
+        "--drain-s", type=_positive(float), help="how long stragglers may take after a step"
+    )
     p.add_argument("--cli-rates", help="cli: rates one `dejaq consume` is stepped through")
-    p.add_argument("--cli-step-s", type=float, help="cli: seconds each step is held")
-    p.add_argument("--bulk-messages", type=int, help="bulk: messages (full: 200,000)")
-    p.add_argument("--burst-messages", type=int, help="burst: messages (full: 100,000)")
-    p.add_argument("--burst-rate", type=int, help="burst: the rate cap, msgs/s (full: 20,000)")
-    p.add_argument("--priority-rate", type=int, help="priority: msgs/s sent one at a time (200)")
-    p.add_argument("--priority-s", type=float, help="priority: seconds sent (full: 20)")
-    p.add_argument("--priority-backlog", type=int, help="priority: backlog messages (full: 10,000)")
-    p.add_argument("--poll-ms", type=float, help="the rival's poll period (default 1 ms)")
+    p.add_argument("--cli-step-s", type=_positive(float), help="cli: seconds each step is held")
+    p.add_argument("--bulk-messages", type=_positive(int), help="bulk: messages (full: 200,000)")
+    p.add_argument("--burst-messages", type=_positive(int), help="burst: messages (full: 100,000)")
+    p.add_argument(
+        "--burst-rate", type=_positive(int), help="burst: the rate cap, msgs/s (full: 20,000)"
+    )
+    p.add_argument(
+        "--priority-rate", type=_positive(int), help="priority: msgs/s sent one at a time (200)"
+    )
+    p.add_argument("--priority-s", type=_positive(float), help="priority: seconds sent (full: 20)")
+    p.add_argument(
+        "--priority-backlog", type=_positive(int), help="priority: backlog messages (full: 10,000)"
+    )
+    p.add_argument(
+        "--poll-ms", type=_positive(float), help="the rival's poll period (default 1 ms)"
+    )
     p.add_argument(
         "--broker-env",
         action="append",
@@ -130,7 +146,32 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if any(not k.startswith("DEJAQ_") or not sep for k, sep, _ in pairs):
         p.error("--broker-env takes DEJAQ_NAME=VALUE")
     a.broker_env = {k: v for k, _, v in pairs}
+    for flag in ("rates", "cli_rates"):
+        text = getattr(a, flag)
+        try:
+            ok = text is None or (bool(_ints(text)) and min(_ints(text)) > 0)
+        except ValueError:
+            ok = False
+        if not ok:
+            p.error(f"--{flag.replace('_', '-')} takes rates above 0, comma-separated: {text!r}")
     return a
+
+
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    """An argparse type: a number of ``kind`` above 0 (a rate or a size of 0
+    would divide by zero or measure nothing)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its message
+    return parse
 
 
 def _names(text: str | None, known: Sequence[str], p: argparse.ArgumentParser) -> list[str]:
