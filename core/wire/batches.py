@@ -1,29 +1,34 @@
 """Encode and decode the columnar FlatBuffers batches of fbs/batch.fbs.
 
-Scalar columns go in and out as numpy arrays (one call per column, not per
-message); ids and payloads travel as one blob plus an offsets vector each.
-Decoding validates the shape of a frame and raises ``InvalidArgument`` for
-anything malformed, so a bad frame never reaches storage.
+Each column is packed or read in one call (not one per message): scalar
+columns as ``struct`` or numpy arrays; ids and payloads as one blob plus an
+offsets vector each. The tables are laid out and read by ``core/wire/flat.py``
+(the generated classes in fbs/batch are the reference its tests check it
+against). Decoding validates the shape of a frame and raises
+``InvalidArgument`` for anything malformed, so a bad frame never reaches
+storage.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import struct
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, pairwise
 from typing import Any, NamedTuple
 
-import flatbuffers
 import numpy as np
 import numpy.typing as npt
 
 from dejaq.core import priority as prio
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Topic
+from dejaq.core.wire.flat import Reader, write_table
 from dejaq.core.wire.frames import cuts, frame_bytes
-from dejaq.fbs.batch import DeliveryBatch, MessageBatch, ProduceResults
 
 I64 = npt.NDArray[np.int64]
+_I64 = struct.Struct("<q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,41 +46,65 @@ class ProduceBatch:
         return len(self.timestamps)
 
 
-def _offsets(items: Sequence[bytes]) -> npt.NDArray[np.uint32]:
-    offsets = np.zeros(len(items) + 1, dtype=np.uint32)
-    if items:
-        np.cumsum(np.fromiter(map(len, items), np.uint32, len(items)), out=offsets[1:])
-    return offsets
+def _pack(code: str, values: Sequence[int] | I64) -> bytes:
+    """A column as little-endian bytes (``code``: a ``struct`` format letter)."""
+    if isinstance(values, np.ndarray):
+        return values.astype(f"<{code}").tobytes()
+    try:
+        return struct.pack(f"<{len(values)}{code}", *values)
+    except struct.error as exc:
+        raise InvalidArgument(f"a value does not fit its column: {exc}") from exc
 
 
-def _blob_column(builder: flatbuffers.Builder, items: Sequence[bytes]) -> tuple[int, int]:
-    offsets = builder.CreateNumpyVector(_offsets(items))
-    blob = builder.CreateByteVector(b"".join(items))
-    return offsets, blob
+def _offsets(lengths: Iterable[int]) -> bytes:
+    """The offsets vector of a blob of items of these lengths (one more than items)."""
+    offsets = list(accumulate(lengths, initial=0))
+    return struct.pack(f"<{len(offsets)}I", *offsets)
+
+
+def _blob_column(items: Sequence[bytes]) -> tuple[bytes, bytes]:
+    return _offsets(map(len, items)), b"".join(items)
+
+
+def _text_column(items: Sequence[str]) -> tuple[bytes, bytes]:
+    """Strings as one UTF-8 blob plus offsets; ASCII strings encode in one call."""
+    joined = "".join(items)
+    blob = joined.encode()
+    if len(blob) == len(joined):
+        return _offsets(map(len, items)), blob
+    return _blob_column([i.encode() for i in items])
 
 
 def _bounds(size: int, offsets: Any, count: int, what: str) -> list[int]:
     """The checked offsets vector of a blob of ``size`` bytes, as a list."""
     if not isinstance(offsets, np.ndarray) or len(offsets) != count + 1:
         raise InvalidArgument(f"malformed batch: {what} offsets do not match the message count")
-    o = offsets.astype(np.int64)
-    if o[0] != 0 or o[-1] != size or bool(np.any(np.diff(o) < 0)):
+    o: list[int] = offsets.tolist()
+    if o[0] != 0 or o[-1] != size or not _ascending(o):
         raise InvalidArgument(f"malformed batch: {what} offsets are out of order or out of range")
-    return list(o.tolist())
+    return o
 
 
-def _split(blob: bytes, offsets: Any, count: int, what: str) -> list[bytes]:
+def _ascending(o: list[int]) -> bool:
+    if len(o) > 64:  # a column at a time
+        return not bool(np.any(np.diff(np.asarray(o, np.int64)) < 0))
+    return all(a <= b for a, b in pairwise(o))
+
+
+def _split(blob: bytes | None, offsets: Any, count: int, what: str) -> list[bytes]:
     """Slice a blob by its offsets vector, checking every bound first."""
     if count == 0:
         return []
+    blob = blob or b""
     b = _bounds(len(blob), offsets, count, what)
     return [blob[b[i] : b[i + 1]] for i in range(count)]
 
 
-def _split_text(blob: bytes, offsets: Any, count: int, what: str) -> list[str]:
+def _split_text(blob: bytes | None, offsets: Any, count: int, what: str) -> list[str]:
     """Like ``_split`` for UTF-8 strings; an ASCII blob decodes in one call."""
     if count == 0:
         return []
+    blob = blob or b""
     b = _bounds(len(blob), offsets, count, what)
     text = blob.decode()
     if len(text) == len(blob):  # ASCII: byte offsets are character offsets
@@ -83,24 +112,42 @@ def _split_text(blob: bytes, offsets: Any, count: int, what: str) -> list[str]:
     return [blob[b[i] : b[i + 1]].decode() for i in range(count)]
 
 
-def _text_column(builder: flatbuffers.Builder, items: Sequence[str]) -> tuple[int, int]:
-    """Strings as one UTF-8 blob plus offsets; ASCII strings encode in one call."""
-    joined = "".join(items)
-    blob = joined.encode()
-    if len(blob) == len(joined):
-        offsets = np.zeros(len(items) + 1, dtype=np.uint32)
-        if items:
-            np.cumsum(np.fromiter(map(len, items), np.uint32, len(items)), out=offsets[1:])
-        return builder.CreateNumpyVector(offsets), builder.CreateByteVector(blob)
-    return _blob_column(builder, [i.encode() for i in items])
-
-
 def _column(value: Any, count: int, what: str) -> list[int] | None:
-    if not isinstance(value, np.ndarray) or len(value) == 0:
+    if value is None or len(value) == 0:
         return None
     if len(value) != count:
         raise InvalidArgument(f"malformed batch: {what} has {len(value)} entries for {count}")
     return list(value.tolist())
+
+
+# Slots: each field's position in its table in fbs/batch.fbs.
+class _Message:
+    TIMESTAMPS = 0
+    ID_OFFSETS = 1
+    IDS = 2
+    PAYLOAD_OFFSETS = 3
+    PAYLOADS = 4
+    MAX_DELIVERIES = 5
+    EXPIRES_AT = 6
+    PRIORITIES = 7
+
+
+class _Results:
+    STATUS = 0
+    ID_OFFSETS = 1
+    IDS = 2
+
+
+class _Delivery:
+    TIMESTAMPS = 0
+    VERSIONS = 1
+    DELIVERIES = 2
+    ID_OFFSETS = 3
+    IDS = 4
+    PAYLOAD_OFFSETS = 5
+    PAYLOADS = 6
+    LEASE_UNTIL = 7
+    PRIORITIES = 8
 
 
 def encode_messages(
@@ -119,50 +166,29 @@ def encode_messages(
         raise InvalidArgument("one priority per message")
     if priorities is not None and any(p < 0 or p > 0xFFFFFFFF for p in priorities):
         raise InvalidArgument("a priority is a number from 0 (most urgent)")
-    builder = flatbuffers.Builder(64 + n * 24 + sum(len(p) for p in payloads))
-    ts = builder.CreateNumpyVector(np.asarray(timestamps, dtype=np.int64))
-    id_cols = _text_column(builder, ids) if ids is not None else None
-    pay_cols = _blob_column(builder, payloads)
-    md = (
-        builder.CreateNumpyVector(np.asarray(max_deliveries, dtype=np.uint32))
-        if max_deliveries is not None
-        else None
-    )
-    exp = (
-        builder.CreateNumpyVector(np.asarray(expires_at, dtype=np.int64))
-        if expires_at is not None
-        else None
-    )
-    pri = (
-        builder.CreateNumpyVector(np.asarray(priorities, dtype=np.uint32))
-        if priorities is not None
-        else None
-    )
-    MessageBatch.Start(builder)
-    MessageBatch.AddTimestamps(builder, ts)
-    if id_cols is not None:
-        MessageBatch.AddIdOffsets(builder, id_cols[0])
-        MessageBatch.AddIds(builder, id_cols[1])
-    MessageBatch.AddPayloadOffsets(builder, pay_cols[0])
-    MessageBatch.AddPayloads(builder, pay_cols[1])
-    if md is not None:
-        MessageBatch.AddMaxDeliveries(builder, md)
-    if exp is not None:
-        MessageBatch.AddExpiresAt(builder, exp)
-    if pri is not None:
-        MessageBatch.AddPriorities(builder, pri)
-    builder.Finish(MessageBatch.End(builder))
-    return bytes(builder.Output())
-
-
-def _blob(array: Any) -> bytes:
-    return array.tobytes() if isinstance(array, np.ndarray) else b""
+    m = _Message
+    pay_offsets, pay_blob = _blob_column(payloads)
+    columns = [
+        (m.TIMESTAMPS, _pack("q", timestamps), 8),
+        (m.PAYLOAD_OFFSETS, pay_offsets, 4),
+        (m.PAYLOADS, pay_blob, 1),
+    ]
+    if ids is not None:
+        id_offsets, id_blob = _text_column(ids)
+        columns += [(m.ID_OFFSETS, id_offsets, 4), (m.IDS, id_blob, 1)]
+    if max_deliveries is not None:
+        columns.append((m.MAX_DELIVERIES, _pack("I", max_deliveries), 4))
+    if expires_at is not None:
+        columns.append((m.EXPIRES_AT, _pack("q", expires_at), 8))
+    if priorities is not None:
+        columns.append((m.PRIORITIES, _pack("I", priorities), 4))
+    return write_table(columns)
 
 
 @contextlib.contextmanager
 def _frame(table: str) -> Iterator[None]:
-    """Turn whatever a corrupt ``table`` frame makes the generated accessors
-    raise into ``InvalidArgument``."""
+    """Turn whatever a corrupt ``table`` frame makes decoding raise into
+    ``InvalidArgument``."""
     try:
         yield
     except InvalidArgument:
@@ -176,51 +202,45 @@ def _frame(table: str) -> Iterator[None]:
 def decode_messages(buf: bytes, max_messages: int | None = None) -> ProduceBatch:
     """Decode and validate a MessageBatch frame; one of over ``max_messages``
     messages is refused before its columns are read."""
+    m = _Message
     with _frame("MessageBatch"):
-        batch = MessageBatch.MessageBatch.GetRootAs(buf, 0)
-        if max_messages is not None and batch.TimestampsLength() > max_messages:
+        r = Reader(buf, "MessageBatch")
+        ts_col = r.vector(m.TIMESTAMPS, "<i8")
+        n = 0 if ts_col is None else len(ts_col)
+        if max_messages is not None and n > max_messages:
             raise InvalidArgument(
-                f"a produce frame carries at most {max_messages} messages, this one"
-                f" {batch.TimestampsLength()}: split it"
+                f"a produce frame carries at most {max_messages} messages, this one {n}: split it"
             )
-        ts_col = batch.TimestampsAsNumpy()
-        timestamps: list[int] = ts_col.tolist() if isinstance(ts_col, np.ndarray) else []
-        n = len(timestamps)
-        payloads = _split(
-            _blob(batch.PayloadsAsNumpy()), batch.PayloadOffsetsAsNumpy(), n, "payload"
-        )
-        raw_ids = batch.IdsAsNumpy()
-        if batch.IdOffsetsIsNone() or batch.IdOffsetsLength() == 0:
+        timestamps: list[int] = [] if ts_col is None else ts_col.tolist()
+        payloads = _split(r.blob(m.PAYLOADS), r.vector(m.PAYLOAD_OFFSETS, "<u4"), n, "payload")
+        id_offsets = r.vector(m.ID_OFFSETS, "<u4")
+        if id_offsets is None or len(id_offsets) == 0:
             ids = [""] * n
         else:
-            ids = _split_text(_blob(raw_ids), batch.IdOffsetsAsNumpy(), n, "id")
-        md = _column(batch.MaxDeliveriesAsNumpy(), n, "max_deliveries")
-        exp = _column(batch.ExpiresAtAsNumpy(), n, "expires_at")
-        pri = _column(batch.PrioritiesAsNumpy(), n, "priorities")
+            ids = _split_text(r.blob(m.IDS), id_offsets, n, "id")
+        md = _column(r.vector(m.MAX_DELIVERIES, "<u4"), n, "max_deliveries")
+        exp = _column(r.vector(m.EXPIRES_AT, "<i8"), n, "expires_at")
+        pri = _column(r.vector(m.PRIORITIES, "<u4"), n, "priorities")
     return ProduceBatch(timestamps, ids, payloads, md, exp, pri)
 
 
 def encode_results(status: Sequence[int], ids: Sequence[str]) -> bytes:
-    builder = flatbuffers.Builder(64 + len(ids) * 40)
-    st = builder.CreateNumpyVector(np.asarray(status, dtype=np.uint8))
-    id_cols = _text_column(builder, ids)
-    ProduceResults.Start(builder)
-    ProduceResults.AddStatus(builder, st)
-    ProduceResults.AddIdOffsets(builder, id_cols[0])
-    ProduceResults.AddIds(builder, id_cols[1])
-    builder.Finish(ProduceResults.End(builder))
-    return bytes(builder.Output())
+    id_offsets, id_blob = _text_column(ids)
+    return write_table(
+        [
+            (_Results.STATUS, bytes(status), 1),
+            (_Results.ID_OFFSETS, id_offsets, 4),
+            (_Results.IDS, id_blob, 1),
+        ]
+    )
 
 
 @_frame("ProduceResults")
 def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
-    res = ProduceResults.ProduceResults.GetRootAs(buf, 0)
-    st = res.StatusAsNumpy()
-    status: list[int] = st.tolist() if isinstance(st, np.ndarray) else []
-    ids = [
-        i.decode()
-        for i in _split(_blob(res.IdsAsNumpy()), res.IdOffsetsAsNumpy(), len(status), "id")
-    ]
+    r = Reader(buf, "ProduceResults")
+    status = list(r.blob(_Results.STATUS) or b"")
+    offsets = r.vector(_Results.ID_OFFSETS, "<u4")
+    ids = [i.decode() for i in _split(r.blob(_Results.IDS), offsets, len(status), "id")]
     return status, ids
 
 
@@ -276,32 +296,25 @@ def _encode_deliveries(
     lease_until: int,
     topic: Topic | None,
 ) -> bytes:
+    d = _Delivery
     n = len(deliveries)
-    builder = flatbuffers.Builder(128 + n * 52 + total)
-    timestamps = np.fromiter((d.timestamp for d in deliveries), np.int64, n)
-    pri = None
+    timestamps = np.fromiter((m.timestamp for m in deliveries), np.int64, n)
+    id_offsets, id_blob = _text_column([m.id for m in deliveries])
+    pay_offsets, pay_blob = _blob_column(payloads)
+    columns = [
+        (d.VERSIONS, _pack("Q", [m.version for m in deliveries]), 8),
+        (d.DELIVERIES, _pack("I", [m.deliveries for m in deliveries]), 4),
+        (d.ID_OFFSETS, id_offsets, 4),
+        (d.IDS, id_blob, 1),
+        (d.PAYLOAD_OFFSETS, pay_offsets, 4),
+        (d.PAYLOADS, pay_blob, 1),
+    ]
     if topic is not None and topic.settings.kind == KIND_PRIORITY:
-        priorities = np.fromiter((d.priority for d in deliveries), np.int64, n)
+        priorities = np.fromiter((m.priority for m in deliveries), np.int64, n)
         timestamps = shown_timestamps(topic, timestamps, priorities)
-        pri = builder.CreateNumpyVector(priorities.astype(np.uint32))
-    ts = builder.CreateNumpyVector(timestamps)
-    vs = builder.CreateNumpyVector(np.fromiter((d.version for d in deliveries), np.uint64, n))
-    dl = builder.CreateNumpyVector(np.fromiter((d.deliveries for d in deliveries), np.uint32, n))
-    id_cols = _text_column(builder, [d.id for d in deliveries])
-    pay_cols = _blob_column(builder, payloads)
-    DeliveryBatch.Start(builder)
-    DeliveryBatch.AddTimestamps(builder, ts)
-    DeliveryBatch.AddVersions(builder, vs)
-    DeliveryBatch.AddDeliveries(builder, dl)
-    DeliveryBatch.AddIdOffsets(builder, id_cols[0])
-    DeliveryBatch.AddIds(builder, id_cols[1])
-    DeliveryBatch.AddPayloadOffsets(builder, pay_cols[0])
-    DeliveryBatch.AddPayloads(builder, pay_cols[1])
-    DeliveryBatch.AddLeaseUntil(builder, lease_until)
-    if pri is not None:
-        DeliveryBatch.AddPriorities(builder, pri)
-    builder.Finish(DeliveryBatch.End(builder))
-    return bytes(builder.Output())
+        columns.append((d.PRIORITIES, _pack("I", priorities), 4))
+    columns.append((d.TIMESTAMPS, _pack("q", timestamps), 8))
+    return write_table(columns, [(d.LEASE_UNTIL, lease_until)])
 
 
 class DeliveryColumns(NamedTuple):
@@ -319,20 +332,22 @@ class DeliveryColumns(NamedTuple):
 
 @_frame("DeliveryBatch")
 def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
-    batch = DeliveryBatch.DeliveryBatch.GetRootAs(buf, 0)
-    ts_col = batch.TimestampsAsNumpy()
-    if not isinstance(ts_col, np.ndarray):
-        return DeliveryColumns([], [], [], [], [], batch.LeaseUntil(), None)
+    d = _Delivery
+    r = Reader(buf, "DeliveryBatch")
+    lease_until = r.scalar(d.LEASE_UNTIL, _I64, 0)
+    ts_col = r.vector(d.TIMESTAMPS, "<i8")
+    if ts_col is None:
+        return DeliveryColumns([], [], [], [], [], lease_until, None)
     n = len(ts_col)
-    ids = _split_text(_blob(batch.IdsAsNumpy()), batch.IdOffsetsAsNumpy(), n, "id")
-    payloads = _split(_blob(batch.PayloadsAsNumpy()), batch.PayloadOffsetsAsNumpy(), n, "payload")
-    versions = _column(batch.VersionsAsNumpy(), n, "versions")
-    deliveries = _column(batch.DeliveriesAsNumpy(), n, "deliveries")
+    ids = _split_text(r.blob(d.IDS), r.vector(d.ID_OFFSETS, "<u4"), n, "id")
+    payloads = _split(r.blob(d.PAYLOADS), r.vector(d.PAYLOAD_OFFSETS, "<u4"), n, "payload")
+    versions = _column(r.vector(d.VERSIONS, "<u8"), n, "versions")
+    deliveries = _column(r.vector(d.DELIVERIES, "<u4"), n, "deliveries")
     if versions is None or deliveries is None:
         raise InvalidArgument("malformed batch: versions or deliveries missing")
-    priorities = _column(batch.PrioritiesAsNumpy(), n, "priorities")
+    priorities = _column(r.vector(d.PRIORITIES, "<u4"), n, "priorities")
     return DeliveryColumns(
-        ids, ts_col.tolist(), payloads, versions, deliveries, batch.LeaseUntil(), priorities
+        ids, ts_col.tolist(), payloads, versions, deliveries, lease_until, priorities
     )
 
 
