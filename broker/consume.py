@@ -212,10 +212,15 @@ def _withdraw(
 
 
 def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
+    """Credit returned (with acks, mostly). It wakes the dispatcher only when
+    the session had none: while it has some, every pass already serves it, and
+    a pass for each ack frame would cost a storage call or two a message."""
+    had = session.credit
     session.credit += n
     if session.credit > MAX_WINDOW:
         raise InvalidArgument(f"credit window over {MAX_WINDOW} messages")
-    dispatcher.poke()
+    if had <= 0 < session.credit:
+        dispatcher.poke()
 
 
 async def _goodbye(

@@ -264,7 +264,10 @@ class Dispatcher:
         """Send what the window holds that is due; run a pass when one is due."""
         self._send_held()
         if self._wake.is_set() or self._clock.now_ms() >= self._pass_at:
-            self._pass_at = await self._after(await self._pass())
+            outcome = await self._pass()
+            if outcome is _Pass.DRAINED_SOME:
+                await asyncio.sleep(0)  # the streams write what it sent before next_due
+            self._pass_at = await self._after(outcome)
             self._send_held()
 
     async def _after(self, outcome: _Pass) -> int:
@@ -280,10 +283,11 @@ class Dispatcher:
             # Hints cannot help, only new credit, a consumer or a rebalance (each pokes).
             self._hints = False
             return _NEVER
-        if outcome is _Pass.DRAINED_SOME:
+        if outcome is _Pass.DRAINED_SOME and not self._ranked:
             # Under steady load more becomes due: look again, without asking storage
             # first (one round trip a pass, not two). A pass that finds nothing
-            # asks next_due, as below.
+            # asks next_due, as below. (On a priority topic what arrives is ranked
+            # at once and hinted: nothing "becomes due" but by next_due's times.)
             return self._last_pass_ms + max(1, self._cadence() // 2)
         due = await self._storage.next_due(self.topic.name, self._buckets())
         rescan = self._clock.now_ms() + self._rescan_ms
@@ -400,15 +404,18 @@ class Dispatcher:
         if leases.delivered:
             r.deliver(leases)
             if self._metrics is not None:
-                self._observe(leases)
+                # Observed once the stream has written them: not on their way.
+                now = self._clock.now_ms()
+                asyncio.get_running_loop().call_soon(self._observe, leases, now, self._throttled)
 
-    def _observe(self, leases: Leases) -> None:
+    def _observe(self, leases: Leases, now: int, throttled: bool) -> None:
+        """Metrics of deliveries sent at ``now`` (``throttled``: while the
+        topic's rate cap held a backlog back)."""
         assert self._metrics is not None
         delivered = leases.delivered
         n = len(delivered)
         due = np.fromiter((d.timestamp for d in delivered), np.int64, n)
         again = sum(1 for d in delivered if d.deliveries > 1)
-        now = self._clock.now_ms()
         if self._ranked:
             prios = np.fromiter((d.priority for d in delivered), np.int64, n)
             waited = ranks.waited_ms(self.topic, now, due, prios)
@@ -417,7 +424,7 @@ class Dispatcher:
         # Sent ahead to a consumer that holds it until due: on time, as far as
         # the broker can tell (the consumer's release is its own).
         on_time = np.minimum(due, now)
-        self._metrics.delivered(self.topic.name, now, on_time, again, self._throttled)
+        self._metrics.delivered(self.topic.name, now, on_time, again, throttled)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers
