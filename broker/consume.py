@@ -212,15 +212,14 @@ def _withdraw(
 
 
 def _add_credits(session: Session, dispatcher: Dispatcher, n: int) -> None:
-    """Credit returned (with acks, mostly). It wakes the dispatcher only when
-    the session had none: while it has some, every pass already serves it, and
-    a pass for each ack frame would cost a storage call or two a message."""
-    had = session.credit
+    """Credit returned (with acks, mostly) wakes the dispatcher, also when the
+    session still had some: under load passes then follow the acks, in small
+    frames. (Waking only on a session's first credit halved the frames and
+    broke 40k/s on memory: p99 14-64 ms against 6.)"""
     session.credit += n
     if session.credit > MAX_WINDOW:
         raise InvalidArgument(f"credit window over {MAX_WINDOW} messages")
-    if had <= 0 < session.credit:
-        dispatcher.poke()
+    dispatcher.poke()
 
 
 async def _goodbye(
