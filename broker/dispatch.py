@@ -266,7 +266,7 @@ class Dispatcher:
         if self._wake.is_set() or self._clock.now_ms() >= self._pass_at:
             outcome = await self._pass()
             if outcome is _Pass.DRAINED_SOME:
-                await asyncio.sleep(0)  # the streams write what it sent before next_due
+                await asyncio.sleep(0)  # the streams write what it sent before it goes on
             self._pass_at = await self._after(outcome)
             self._send_held()
 
