@@ -11,6 +11,7 @@ so growing costs no copy, and hold no Python object per record.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,6 +33,7 @@ def _widths() -> list[int]:
 WIDTHS = _widths()
 _WIDTHS = np.array(WIDTHS, np.int64)
 LARGEST = WIDTHS[-1]
+FEW = 8  # records put or freed one by one, without arrays (numpy costs more for so few)
 
 
 class _Class:
@@ -56,6 +58,8 @@ class Blobs:
 
     def put(self, records: Sequence[bytes]) -> I64:
         """Store ``records``; their handles."""
+        if len(records) <= FEW:
+            return np.array([self._put_one(rec) for rec in records], np.int64)
         lengths = np.fromiter(map(len, records), np.int64, len(records))
         classes = np.searchsorted(_WIDTHS, lengths)
         handles = np.zeros(len(records), np.int64)
@@ -68,6 +72,24 @@ class Blobs:
             chunks[h >> OFFSET_BITS][o : o + len(rec)] = rec  # type: ignore[index]
         return handles
 
+    def _put_one(self, record: bytes) -> int:
+        """``put`` of one record, without arrays: a row off its class's free
+        stack, else the next unused one."""
+        n = len(record)
+        k = bisect_left(WIDTHS, n)
+        if k == len(WIDTHS):
+            h = self._new_chunk(n) << OFFSET_BITS
+        else:
+            c = self._classes[k]
+            if c.free_count:
+                c.free_count -= 1
+                h = int(c.free[c.free_count])
+            else:
+                h = int(self._rows(k, 1)[0])
+        o = h & OFFSET_MASK
+        self.chunks[h >> OFFSET_BITS][o : o + n] = record  # type: ignore[index]
+        return h
+
     def view(self, handle: int, length: int) -> memoryview:
         """The record at ``handle`` (valid until it is freed)."""
         o = handle & OFFSET_MASK
@@ -75,6 +97,10 @@ class Blobs:
 
     def free(self, handles: I64, lengths: I64) -> None:
         """Give back the rows of records of these lengths."""
+        if len(handles) <= FEW:
+            for h, n in zip(handles.tolist(), lengths.tolist(), strict=True):
+                self._free_one(h, n)
+            return
         classes = np.searchsorted(_WIDTHS, lengths)
         for k in np.unique(classes).tolist():
             at = handles[classes == k]
@@ -91,6 +117,21 @@ class Blobs:
                 c.free = grown
             c.free[c.free_count : end] = at
             c.free_count = end
+
+    def _free_one(self, handle: int, length: int) -> None:
+        k = bisect_left(WIDTHS, length)
+        if k == len(WIDTHS):
+            chunk = handle >> OFFSET_BITS
+            self.chunks[chunk] = None
+            self._unused_chunks.append(chunk)
+            return
+        c = self._classes[k]
+        if c.free_count == len(c.free):
+            grown = np.zeros(max(64, 2 * len(c.free)), np.int64)
+            grown[: c.free_count] = c.free
+            c.free = grown
+        c.free[c.free_count] = handle
+        c.free_count += 1
 
     def _rows(self, k: int, n: int) -> I64:
         c = self._classes[k]

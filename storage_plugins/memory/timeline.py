@@ -37,7 +37,15 @@ from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.graves import Graves
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.owners import Owners
-from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex, push_all
+from dejaq.storage_plugins.memory.time_index import (
+    SLOT_BITS,
+    SLOT_MASK,
+    TimeIndex,
+    due_lanes,
+    earliest,
+    filled_lanes,
+    push_all,
+)
 from dejaq.storage_plugins.memory.types import I64, U16
 
 ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
@@ -46,6 +54,10 @@ MAX_PRIORITY = 0xFFFF  # Columns.priority is 16 bits (the broker allows 999)
 
 
 _END_OF_TIME = 1 << 62
+# Batches up to this size take plain-Python paths where numpy's per-call cost
+# (a few microseconds an array) would exceed the work: a message sent, leased
+# or acked alone is the common case at low rates.
+FEW = 8
 
 
 class Timeline:
@@ -141,25 +153,15 @@ class Timeline:
         Their entries leave the index: the caller must reschedule, kill or
         remove every slot returned.
         """
-        lanes = self._lanes(buckets)
-        for lane in lanes:
-            lane.advance(now)
-            lane.top_up()
+        lanes = due_lanes(self._lanes(buckets), now)
         if self.ranks is None:
             return self._select(lanes, now, limit)
-        ranks = self._lanes(buckets, self.ranks)
-        for lane in ranks:
-            lane.fill()
-        return self._select(ranks + lanes, now, limit)
+        return self._select(filled_lanes(self._lanes(buckets, self.ranks)) + lanes, now, limit)
 
     def promote(self, buckets: tuple[int, ...] | None, now: int, limit: int) -> int:
         """Priority topics: move up to ``limit`` live messages of ``buckets`` due by
         ``now`` (oldest first) from the time lanes to their rank, unowned; how many."""
-        lanes = self._lanes(buckets)
-        for lane in lanes:
-            lane.advance(now)
-            lane.top_up()
-        chosen, dues = self._select(lanes, now, limit)
+        chosen, dues = self._select(due_lanes(self._lanes(buckets), now), now, limit)
         if not chosen:
             return 0
         slots = np.array(chosen, np.int64)
@@ -169,7 +171,8 @@ class Timeline:
         return len(chosen)
 
     def _select(self, lanes: list[TimeIndex], now: int, limit: int) -> tuple[list[int], list[int]]:
-        """``select`` over ``lanes``, each advanced (or filled) already."""
+        """``select`` over ``lanes``, each advanced (or filled) already: those
+        with an entry due at ``near[0]`` (``due_lanes``, ``filled_lanes``)."""
         bound = (now << SLOT_BITS) | SLOT_MASK
         # A small heap over the due lane tops merges the buckets in time order.
         tops = [
@@ -223,20 +226,20 @@ class Timeline:
 
     def next_due(self, buckets: tuple[int, ...] | None) -> int | None:
         """The earliest timestamp of a live message of ``buckets``, or None."""
-        key = _earliest(self._indexes(buckets))
+        key = earliest(self._indexes(buckets))
         return None if key is None else key >> SLOT_BITS
 
     def head(self) -> tuple[int, int] | None:
         """A priority topic's lowest rank and the priority of a live message at
         it, or None when no message is ranked (or the topic is a timeline)."""
-        key = None if self.ranks is None else _earliest(self.ranks)
+        key = None if self.ranks is None else earliest(self.ranks)
         if key is None:
             return None
         return key >> SLOT_BITS, int(self.cols.priority[key & SLOT_MASK])
 
     def oldest_unranked(self) -> int | None:
         """The earliest timestamp of a live message that is not a rank, or None."""
-        key = _earliest(self.lanes)
+        key = earliest(self.lanes)
         return None if key is None else key >> SLOT_BITS
 
     def due(self, now: int) -> tuple[int, int]:
@@ -514,26 +517,16 @@ class Timeline:
 
     @staticmethod
     def _touch_lanes(lanes: list[TimeIndex], buckets: U16, timestamps: I64) -> None:
+        if len(buckets) <= FEW:  # one message at a time: no array of every lane's horizon
+            for b, t in zip(buckets.tolist(), timestamps.tolist(), strict=True):
+                if t >= lanes[b].horizon:
+                    lanes[b].touch(t)
+            return
         horizons = np.array([lane.horizon for lane in lanes], np.int64)
         later = np.flatnonzero(timestamps >= horizons[buckets])
         if not len(later):  # entries before the horizon sit in near, not the windows
             return
-        earliest = np.full(len(lanes), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(earliest, buckets[later], timestamps[later])
-        for b in np.flatnonzero(earliest != np.iinfo(np.int64).max).tolist():
-            lanes[b].touch(int(earliest[b]))
-
-
-def _earliest(lanes: list[TimeIndex]) -> int | None:
-    """The key of a current entry at the earliest timestamp of ``lanes``, or None."""
-    # Each lane knows a bound cheaply; only lanes whose bound beats the best
-    # exact time found so far are asked for theirs.
-    bounds = sorted((b, k) for k, lane in enumerate(lanes) if (b := lane.bound()) is not None)
-    best: int | None = None
-    for bound, k in bounds:
-        if best is not None and bound >= best >> SLOT_BITS:
-            break
-        first = lanes[k].first_key()
-        if first is not None and (best is None or first < best):  # keys order by time
-            best = first
-    return best
+        first = np.full(len(lanes), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(first, buckets[later], timestamps[later])
+        for b in np.flatnonzero(first != np.iinfo(np.int64).max).tolist():
+            lanes[b].touch(int(first[b]))
