@@ -84,7 +84,7 @@ class IdTable:
             self._deleted = 0
             self._fill(self._cols.id_hash[held], held)
             return
-        if spots is not None:
+        if spots is not None and len(slots) > TAIL:  # fewer: _place probes them in Python
             table = self._table
             known = np.flatnonzero(spots >= 0)
             at, want = spots[known], (slots[known] + 1).astype(np.int32)

@@ -50,6 +50,7 @@ FAR_PAST = -(1 << 62)
 SMALL_WINDOW = 48  # entries; checked one by one, cheaper than a dozen numpy calls
 CHUNK = 512  # pulled entries made Python ints at a time
 FILL_MASK = (1 << LEVEL_BITS[1]) - 1  # an all_due index pulls level-1 windows whole
+FEW = 8  # entries pushed one by one: numpy's cost a call exceeds the work for so few
 
 
 class _Level:
@@ -371,7 +372,12 @@ class TimeIndex:
 
 def push_all(lanes: list[TimeIndex], buckets: I64, timestamps: I64, slots: I64) -> None:
     """Enter a batch of entries of many buckets: ``TimeIndex.push`` for each, with
-    the arithmetic done a column at a time and only the appends left per entry."""
+    the arithmetic done a column at a time and only the appends left per entry
+    (up to ``FEW`` entries, a plain ``push`` each costs less than the arrays)."""
+    if len(slots) <= FEW:
+        for b, ts, slot in zip(buckets.tolist(), timestamps.tolist(), slots.tolist(), strict=True):
+            lanes[b].push(ts, slot)
+        return
     horizon = np.array([lane.horizon for lane in lanes], np.int64)[buckets]
     near = timestamps < horizon
     if near.any():
