@@ -114,8 +114,7 @@ class Producer:
         self._call: grpc.aio.StreamStreamCall | None = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: list[tuple[Outgoing, asyncio.Future[ProduceResult]]] = []
-        self._flush_scheduled = False
-        self._flushes: set[asyncio.Task[list[ProduceResult]]] = set()
+        self._flushes: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
         self._id_prefix = secrets.token_hex(6)
         self._id_counter = 0
@@ -140,12 +139,18 @@ class Producer:
         ts = at_ms if at_ms is not None else now_ms() + delay_ms
         fut: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
         out = Outgoing(payload, ts, id, max_deliveries, expires_at_ms, priority)
-        self._pending.append((out, fut))
-        if len(self._pending) >= self.max_batch:
-            self._flush_now()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_now)
+        pending = self._pending
+        if not pending:
+            # The first send of this turn starts the task that sends them all: its
+            # first step runs on the loop's next turn, by when the sends of this
+            # one have joined the list (and the frame leaves one hop sooner than
+            # from a callback that would start the task then).
+            task = asyncio.ensure_future(self._send_pending(pending))
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+        pending.append((out, fut))
+        if len(pending) >= self.max_batch:
+            self._pending = []  # full: the next send starts a list of its own
         return await fut
 
     async def send_batch(self, messages: Sequence[Outgoing]) -> list[ProduceResult]:
@@ -228,7 +233,6 @@ class Producer:
 
     async def close(self) -> None:
         """Wait for frames in flight, then end the stream."""
-        self._flush_now()
         if self._flushes:
             await asyncio.wait(list(self._flushes))
         while self._inflight:
@@ -255,14 +259,27 @@ class Producer:
         self._id_counter += 1
         return f"{now_ms():011x}-{self._id_prefix}-{self._id_counter:x}"
 
-    def _flush_now(self) -> None:
-        self._flush_scheduled = False
-        while self._pending:
-            chunk, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
-            task = asyncio.ensure_future(self.send_batch([m for m, _ in chunk]))  # noqa: RUF006
-            self._flushes.add(task)
-            task.add_done_callback(self._flushes.discard)
-            task.add_done_callback(lambda t, c=chunk: _resolve(t, c))  # type: ignore[misc]
+    async def _send_pending(
+        self, chunk: list[tuple[Outgoing, asyncio.Future[ProduceResult]]]
+    ) -> None:
+        """Send the messages ``send`` queued in ``chunk`` and settle each
+        caller's future with its result (or the error that stopped them all)."""
+        if self._pending is chunk:
+            self._pending = []
+        try:
+            results = await self.send_batch([m for m, _ in chunk])
+        except asyncio.CancelledError:
+            for _, fut in chunk:
+                fut.cancel()
+            raise
+        except Exception as exc:
+            for _, fut in chunk:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for (_, fut), result in zip(chunk, results, strict=True):
+            if not fut.done():
+                fut.set_result(result)
 
     async def _submit(self, frame: _Frame) -> None:
         async with self._lock:
@@ -351,21 +368,3 @@ def _results(frame: _Frame, response: pb.ProduceResponse) -> list[ProduceResult]
         ProduceResult(i, InsertStatus(s), errors.get(n))
         for n, (s, i) in enumerate(zip(status, ids, strict=True))
     ]
-
-
-def _resolve(
-    task: asyncio.Task[list[ProduceResult]],
-    chunk: list[tuple[Outgoing, asyncio.Future[ProduceResult]]],
-) -> None:
-    if task.cancelled():
-        for _, fut in chunk:
-            fut.cancel()
-        return
-    exc = task.exception()
-    for n, (_, fut) in enumerate(chunk):
-        if fut.done():
-            continue
-        if exc is not None:
-            fut.set_exception(exc)
-        else:
-            fut.set_result(task.result()[n])
