@@ -19,7 +19,8 @@ has one, a broker process (``dejaq broker``), and these scenarios:
             per-100 ms spread) and without one (msgs/s) (memory only)
 - produce   msgs/s by batch size through ``Producer.send_batch``
 - priority  priority topics: one message at a time at 200/s, mixed priorities,
-            idle consumer processes: produce-to-receive p50 / p99 / max; a
+            idle consumer processes: produce-to-receive p50 / p99 / max, beside
+            two floors (a unary round trip; a bare grpc.aio relay); a
             backlog produced with no consumer, received in priority order
             (inversions counted)
 - wire      WIRE LIMIT, a private client, reported apart (memory only)

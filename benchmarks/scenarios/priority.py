@@ -11,6 +11,12 @@ order a backlog is received in.
   floor: a unary call's round trip (``Admin.list_topics``) from the producer
   process at the same pace, the consumers idle (a message crosses the wire
   twice, producer to broker to consumer: about one round trip at least).
+  A second floor in the real path's shape: a bare grpc.aio relay process with
+  no broker logic (``suite/relay.py``), the same pace from a sender process
+  (each frame answered before the next) to as many receiver processes, the
+  frame forwarded at once; received minus sent, p50 / p99 / max and lost.
+  The floor is gRPC in Python on this machine; what the priority latency adds
+  above it is dejaq's work (driver and broker).
 - backlog: ``priority_backlog`` messages of mixed priorities produced while no
   consumer is connected, then received by one consumer process. Every pair
   received less urgent first is an inversion (0 expected: strict priority
@@ -28,12 +34,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from suite import relay
 from suite.fleets import WorkerFleet
 from suite.harness import Ctx
 from suite.plan import Plan
 from suite.prioritized import tag_of
 from suite.stats import lateness_summary
-from suite.workers import Record, consumer_main
+from suite.workers import Record, Worker, consumer_main
 
 from dejaq.core.model import KIND_PRIORITY, TopicSettings
 
@@ -49,6 +56,7 @@ async def run(ctx: Ctx) -> dict[str, Any]:
         "latency": await latency(ctx),
         "timeline_latency": await latency(ctx, timeline=True),
         "round_trip": await round_trip(ctx),
+        "relay_floor": await relay_floor(ctx),
         "backlog": await backlog(ctx),
     }
 
@@ -74,10 +82,70 @@ async def round_trip(ctx: Ctx) -> dict[str, Any]:
         await ctx.drop(topic)
     out = lateness_summary(np.array(trips, dtype=np.float64), 0)
     ctx.log(
-        f"  wire floor: {len(trips):,} unary calls at {plan.priority_rate}/s, round trip"
-        f" p50 {out.get('p50_ms')} ms, p99 {out.get('p99_ms')} ms"
+        f"  wire floor (unary round trip through the driver): {len(trips):,} calls at"
+        f" {plan.priority_rate}/s, round trip p50 {out.get('p50_ms')} ms,"
+        f" p99 {out.get('p99_ms')} ms"
     )
     return out
+
+
+async def relay_floor(ctx: Ctx) -> dict[str, Any]:
+    """The floor in the real path's shape, without dejaq: a bare grpc.aio relay
+    process (``suite/relay.py``) between a sender process, one frame at a time
+    at the trickle's pace, and ``plan.consumers`` receiver processes."""
+    plan = ctx.plan
+    seconds = min(plan.priority_s, 5.0)
+    server = Worker(f"{ctx.backend}-relay", relay.relay_main)
+    try:
+        await server.ready()
+        address = await server.ask(("address",), bound_s(plan))
+        fleet = await WorkerFleet(
+            f"{ctx.backend}-relay-receiver", plan.consumers, relay.receiver_main, address
+        ).start()
+        sender = Worker(f"{ctx.backend}-relay-sender", relay.sender_main, address)
+        try:
+            await sender.ready()
+            sent = await sender.ask(("trickle", plan.priority_rate, seconds), bound_s(plan))
+        except BaseException:
+            await fleet.stop()
+            raise
+        finally:
+            await sender.stop()
+        got = await _receive(ctx, fleet, sent["sent"], time.monotonic() + plan.drain_s)
+    finally:
+        await server.stop()
+    out: dict[str, Any] = {
+        "label": "wire floor (bare grpc.aio relay, no broker)",
+        "rate": plan.priority_rate,
+        "seconds": seconds,
+        "receivers": plan.consumers,
+        "sender": sent,
+        **_delivered(got, relay.PREFIX, sent["sent"])[1],
+    }
+    lat = out["latency"]
+    ctx.log(
+        f"  wire floor (bare grpc.aio relay, no broker): {out['delivered']:,} frames at"
+        f" {plan.priority_rate}/s to {plan.consumers} receivers: p50 {lat.get('p50_ms')} ms,"
+        f" p99 {lat.get('p99_ms')} ms, max {lat.get('max_ms')} ms, lost {out['lost']}"
+    )
+    return out
+
+
+def _delivered(got: list[Record], prefix: str, sent: int) -> tuple[list[Record], dict[str, Any]]:
+    """Each id's first record, and what they say: delivered, duplicates, lost
+    (of ``sent``) and ``latency``, received minus the send time in the id (ms)."""
+    first: dict[str, Record] = {}
+    for record in got:
+        first.setdefault(record[2], record)
+    records = list(first.values())
+    sent_ns = np.array([tag_of(prefix, r[2]).sent_ns for r in records], dtype=np.int64)
+    received_ns = np.array([r[0] for r in records], dtype=np.int64)
+    return records, {
+        "delivered": len(records),
+        "duplicates": len(got) - len(records),
+        "lost": sent - len(records),
+        "latency": lateness_summary((received_ns - sent_ns) / 1e6, 0),
+    }
 
 
 def _settings(plan: Plan) -> TopicSettings:
@@ -132,14 +200,9 @@ async def latency(ctx: Ctx, timeline: bool = False) -> dict[str, Any]:
         left = await ctx.left_in(topic)
     finally:
         await ctx.drop(topic)
-    first: dict[str, Record] = {}
-    for record in got:
-        first.setdefault(record[2], record)
-    records = list(first.values())
-    sent_ns = np.array([tag_of(prefix, r[2]).sent_ns for r in records], dtype=np.int64)
+    records, delivered = _delivered(got, prefix, produced["accepted"])
     received_ns = np.array([r[0] for r in records], dtype=np.int64)
     available_ms = np.array([r[1] for r in records], dtype=np.int64)
-    latency_ms = (received_ns - sent_ns) / 1e6
     waited_ms = received_ns / 1e6 - available_ms
     out: dict[str, Any] = {
         "rate": plan.priority_rate,
@@ -148,11 +211,8 @@ async def latency(ctx: Ctx, timeline: bool = False) -> dict[str, Any]:
         "priorities": levels,
         "consumers": plan.consumers,
         "producer": produced,
-        "delivered": len(records),
-        "duplicates": len(got) - len(records),
-        "lost": produced["accepted"] - len(records),
+        **delivered,
         "left_in_topic": left,
-        "latency": lateness_summary(latency_ms, 0),
         "since_available": lateness_summary(waited_ms, 0),
     }
     lat = out["latency"]

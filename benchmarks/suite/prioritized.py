@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
 from dejaq.core.clock import now_ms
@@ -38,22 +39,29 @@ def tag_of(prefix: str, message_id: str) -> Tag:
     return Tag(int(priority), int(seq), int(sent_ns))
 
 
+async def paced(rate: int, seconds: float) -> AsyncIterator[tuple[int, float]]:
+    """Sequence numbers ``0 .. rate * seconds - 1``, each when its turn comes at
+    ``rate`` a second from the first, with how late it is for its turn (s): a
+    caller slower than the pace gets the late ones at once, and the lateness
+    shows the sender, not the path, set the pace."""
+    start = time.perf_counter()
+    for seq in range(max(1, round(rate * seconds))):
+        wait_s = start + seq / rate - time.perf_counter()
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        yield seq, max(0.0, -wait_s)
+
+
 async def trickle(
     client: Client, topic: str, rate: int, seconds: float, levels: int, prefix: str
 ) -> dict[str, Any]:
     """``rate`` messages a second for ``seconds``, one ``Producer.send`` at a time
     (each answered before the next), priorities drawn from ``0 .. levels - 1``."""
     rng = random.Random(prefix)
-    n = max(1, round(rate * seconds))
     out = {"sent": 0, "accepted": 0, "behind_schedule_ms": 0.0, "slowest_answer_ms": 0.0}
     async with Producer(client, topic) as producer:
-        start = time.perf_counter()
-        for seq in range(n):
-            wait_s = start + seq / rate - time.perf_counter()
-            if wait_s > 0:
-                await asyncio.sleep(wait_s)
-            else:
-                out["behind_schedule_ms"] = max(out["behind_schedule_ms"], -wait_s * 1000)
+        async for seq, behind_s in paced(rate, seconds):
+            out["behind_schedule_ms"] = max(out["behind_schedule_ms"], behind_s * 1000)
             priority = rng.randrange(levels)
             sent = time.time_ns()
             result = await producer.send(
@@ -75,13 +83,8 @@ async def round_trips(client: Client, rate: int, seconds: float) -> list[float]:
     wire twice (producer to broker, broker to consumer): about one round trip
     is the least it can take."""
     admin = Admin(client)
-    n = max(1, round(rate * seconds))
     out: list[float] = []
-    start = time.perf_counter()
-    for seq in range(n):
-        wait_s = start + seq / rate - time.perf_counter()
-        if wait_s > 0:
-            await asyncio.sleep(wait_s)
+    async for _ in paced(rate, seconds):
         sent = time.perf_counter()
         await admin.list_topics()
         out.append((time.perf_counter() - sent) * 1000)

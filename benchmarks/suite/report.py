@@ -223,6 +223,8 @@ def priority_table(results: dict[str, Any]) -> str:
                     dig(r, "priority", "timeline_latency", "latency", "p99_ms"),
                     dig(r, "priority", "round_trip", "p50_ms"),
                     dig(r, "priority", "round_trip", "p99_ms"),
+                    dig(r, "priority", "relay_floor", "latency", "p50_ms"),
+                    dig(r, "priority", "relay_floor", "latency", "p99_ms"),
                     back.get("delivered"),
                     back.get("inversions"),
                     back.get("fifo_inversions"),
@@ -233,7 +235,8 @@ def priority_table(results: dict[str, Any]) -> str:
         "priority: sent one at a time, mixed priorities, idle consumer processes"
         " (ms = received - sent; avail p99 = received - made available; timeline p99:"
         " the same sender on a timeline; rtt: a unary call's round trip at the same"
-        " pace, the wire's floor);"
+        " pace, the wire's floor; relay: a bare grpc.aio relay process, no broker, the same"
+        " pace sender -> relay -> receivers, the floor in the real path's shape);"
         " backlog received by one consumer (inversions: pairs out of priority order)",
         [
             "",
@@ -246,6 +249,8 @@ def priority_table(results: dict[str, Any]) -> str:
             "timeline p99",
             "rtt p50",
             "rtt p99",
+            "relay p50",
+            "relay p99",
             "backlog",
             "inversions",
             "FIFO inv.",
@@ -458,6 +463,7 @@ FIGURES: dict[str, tuple[str | int, ...]] = {
     "burst": ("burst", "capped", "drain_s"),
     "priority": ("priority", "latency", "latency", "p99_ms"),
     "priority backlog": ("priority", "backlog", "inversions"),
+    "priority relay floor": ("priority", "relay_floor", "latency", "p99_ms"),
     "produce": ("produce", "1000", "msgs_per_s"),
     "wire": ("wire", "msgs_per_s"),
 }
@@ -466,7 +472,11 @@ CLUSTER_FIGURES: dict[str, tuple[str, ...]] = {
     "rebalance first delivery": ("rebalance", "first_delivery_s"),
     "rebalance status": ("rebalance", "status_s"),
 }
-SCENARIO_OF = {"cli one process": "cli", "priority backlog": "priority"}
+SCENARIO_OF = {
+    "cli one process": "cli",
+    "priority backlog": "priority",
+    "priority relay floor": "priority",
+}
 
 
 def missing_figures(results: dict[str, Any]) -> list[str]:

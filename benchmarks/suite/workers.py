@@ -117,7 +117,9 @@ class Service(Protocol):
     async def stop(self) -> Any: ...
 
 
-def _serve(conn: Connection, service: Service) -> None:
+def serve(conn: Connection, service: Service) -> None:
+    """A spawned process's body: start ``service``, then answer the harness's
+    commands until ``stop`` (shared with ``relay.py``'s processes)."""
     asyncio.run(_main(conn, service))
 
 
@@ -154,7 +156,7 @@ async def _main(conn: Connection, service: Service) -> None:
             return
 
 
-class _Recorder:
+class Recorder:
     """What a consumer saw since the last ``take``, and the task that saw it."""
 
     def __init__(self) -> None:
@@ -191,7 +193,7 @@ class ConsumerService:
     def __init__(self, address: str, topic: str) -> None:
         self.address = address
         self.topic = topic
-        self.rec = _Recorder()
+        self.rec = Recorder()
         self.consumer: Consumer | None = None
 
     async def start(self) -> None:
@@ -232,7 +234,7 @@ class PollerService:
     def __init__(self, url: str, poll_ms: float) -> None:
         self.url = url
         self.tick_s = poll_ms / 1000
-        self.rec = _Recorder()
+        self.rec = Recorder()
         self.running = True
 
     async def start(self) -> None:
@@ -433,12 +435,12 @@ class ProducerService:
 
 
 def consumer_main(conn: Connection, address: str, topic: str) -> None:
-    _serve(conn, ConsumerService(address, topic))
+    serve(conn, ConsumerService(address, topic))
 
 
 def poller_main(conn: Connection, url: str, poll_ms: float) -> None:
-    _serve(conn, PollerService(url, poll_ms))
+    serve(conn, PollerService(url, poll_ms))
 
 
 def producer_main(conn: Connection, kind: str, target: str, in_flight: int) -> None:
-    _serve(conn, ProducerService(kind, target, in_flight))
+    serve(conn, ProducerService(kind, target, in_flight))
