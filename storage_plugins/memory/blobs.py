@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dejaq.storage_plugins.memory.types import I64
+from dejaq.storage_plugins.memory.types import FEW, I64
 
 CHUNK_BYTES = 1 << 20
 OFFSET_BITS = 32
@@ -33,7 +33,6 @@ def _widths() -> list[int]:
 WIDTHS = _widths()
 _WIDTHS = np.array(WIDTHS, np.int64)
 LARGEST = WIDTHS[-1]
-FEW = 8  # records put or freed one by one, without arrays (numpy costs more for so few)
 
 
 class _Class:

@@ -40,7 +40,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from dejaq.storage_plugins.memory.columns import LIVE, Columns
-from dejaq.storage_plugins.memory.types import I64, Mask
+from dejaq.storage_plugins.memory.types import FEW, I64, Mask
 
 SLOT_BITS = 32
 SLOT_MASK = (1 << SLOT_BITS) - 1
@@ -50,7 +50,6 @@ FAR_PAST = -(1 << 62)
 SMALL_WINDOW = 48  # entries; checked one by one, cheaper than a dozen numpy calls
 CHUNK = 512  # pulled entries made Python ints at a time
 FILL_MASK = (1 << LEVEL_BITS[1]) - 1  # an all_due index pulls level-1 windows whole
-FEW = 8  # entries pushed one by one: numpy's cost a call exceeds the work for so few
 
 
 class _Level:

@@ -46,7 +46,7 @@ from dejaq.storage_plugins.memory.time_index import (
     filled_lanes,
     push_all,
 )
-from dejaq.storage_plugins.memory.types import I64, U16
+from dejaq.storage_plugins.memory.types import FEW, I64, U16
 
 ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
 MAX_ID_BYTES = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
@@ -54,10 +54,6 @@ MAX_PRIORITY = 0xFFFF  # Columns.priority is 16 bits (the broker allows 999)
 
 
 _END_OF_TIME = 1 << 62
-# Batches up to this size take plain-Python paths where numpy's per-call cost
-# (a few microseconds an array) would exceed the work: a message sent, leased
-# or acked alone is the common case at low rates.
-FEW = 8
 
 
 class Timeline:

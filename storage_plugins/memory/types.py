@@ -1,4 +1,4 @@
-"""Array types shared by the memory backend's modules."""
+"""Array types shared by the memory backend's modules, and when not to use arrays."""
 
 import numpy as np
 import numpy.typing as npt
@@ -6,3 +6,8 @@ import numpy.typing as npt
 I64 = npt.NDArray[np.int64]
 U16 = npt.NDArray[np.uint16]
 Mask = npt.NDArray[np.bool_]
+
+# Batches up to this size take plain-Python paths: numpy's cost a call (a few
+# microseconds an array) would exceed the work for so few, and a message sent,
+# leased or acked alone is the common case at low rates.
+FEW = 8
