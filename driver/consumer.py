@@ -440,8 +440,10 @@ class Consumer:
                 )
             ]
             sent_at = frame.sent_at
-            if sent_at and c.timestamps and max(c.timestamps) > sent_at:
-                self._early.add(deliveries, c.timestamps, sent_at)  # sent ahead
+            if sent_at and (self._early.holding or (c.timestamps and max(c.timestamps) > sent_at)):
+                # Sent ahead, or behind held ones that may be due by now: the hold
+                # releases what is due in due order.
+                self._early.add(deliveries, c.timestamps, sent_at)
             else:  # all due by the broker's clock when it sent them
                 self._buffer.extend(deliveries)
                 self._arrived()

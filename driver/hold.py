@@ -63,6 +63,11 @@ class Hold:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
 
+    @property
+    def holding(self) -> bool:
+        """Whether any delivery is held."""
+        return bool(self._frames)
+
     def __len__(self) -> int:
         return sum(len(f.deliveries) - f.sent for _, _, f in self._frames)
 
@@ -83,9 +88,14 @@ class Hold:
             deliveries = [deliveries[i] for i in order]
             at = [at[i] for i in order]
         frame = _Frame(deliveries, at)
-        ready = frame.take(self._broker_now(now))
+        broker_now = self._broker_now(now)
+        # Held deliveries already due go with this frame's, in due order: the
+        # timer that should have released them may not have run yet (a busy
+        # loop), and a frame read first must not overtake them.
+        ready = self._take(broker_now) if self._frames else []
+        ready += frame.take(broker_now)
         if ready:
-            self._release(ready)
+            self._release(_in_due_order(ready))
         if frame.sent < len(at):
             heapq.heappush(self._frames, (at[frame.sent], next(self._order), frame))
             self._schedule(loop)
@@ -126,7 +136,14 @@ class Hold:
     def _fire(self) -> None:
         loop = asyncio.get_running_loop()
         self._timer, self._timer_at = None, float("inf")
-        broker_now = self._broker_now(loop.time() * 1000)
+        ready = self._take(self._broker_now(loop.time() * 1000))
+        if ready:
+            self._release(_in_due_order(ready))
+        if self._frames:
+            self._schedule(loop)
+
+    def _take(self, broker_now: float) -> list[Delivery]:
+        """Take every held delivery due by ``broker_now`` (frame by frame)."""
         ready: list[Delivery] = []
         frames = self._frames
         while frames and frames[0][0] <= broker_now:
@@ -134,9 +151,10 @@ class Hold:
             ready += frame.take(broker_now)
             if frame.sent < len(frame.at):
                 heapq.heappush(frames, (frame.at[frame.sent], next(self._order), frame))
-        if len(ready) > 1 and any(a.timestamp_ms > b.timestamp_ms for a, b in pairwise(ready)):
-            ready.sort(key=lambda d: d.timestamp_ms)
-        if ready:
-            self._release(ready)
-        if frames:
-            self._schedule(loop)
+        return ready
+
+
+def _in_due_order(ready: list[Delivery]) -> list[Delivery]:
+    if len(ready) > 1 and any(a.timestamp_ms > b.timestamp_ms for a, b in pairwise(ready)):
+        ready.sort(key=lambda d: d.timestamp_ms)
+    return ready

@@ -5,6 +5,7 @@ by this process's monotonic clock, in due order."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, cast
 
 import pytest
@@ -97,3 +98,17 @@ async def test_clear_hands_back_what_is_held_and_releases_nothing_more() -> None
     await asyncio.sleep(0.05)
     assert released.order == []
     assert hold.last_release_s() == 0
+
+
+async def test_a_frame_read_before_a_late_timer_does_not_overtake_what_is_held() -> None:
+    # A frame holds a message due 5 ms after it was made; the loop is then busy
+    # for 30 ms, so the timer that would release it has not run when the next
+    # frame is read: that frame's due message is later, and must come after.
+    released = Released()
+    hold = Hold(released)
+    hold.add(deliveries(BROKER_NOW + 5), [BROKER_NOW + 5], BROKER_NOW)
+    assert hold.holding
+    time.sleep(0.03)  # noqa: ASYNC251 (the point: a busy loop, no timer runs)
+    hold.add(deliveries(BROKER_NOW + 20), [BROKER_NOW + 20], BROKER_NOW + 30)
+    assert released.order == [f"m{BROKER_NOW + 5}", f"m{BROKER_NOW + 20}"]
+    assert not hold.holding
