@@ -134,7 +134,7 @@ class ReceiverService:
             while (frame := await call.read()) is not grpc.aio.EOF:
                 at = time.time_ns()
                 seq, sent_ns = HEADER.unpack_from(frame)
-                rec.got.append((at, sent_ns // 1_000_000, message_id(PREFIX, 0, seq, sent_ns)))
+                rec.add(at, sent_ns // 1_000_000, message_id(PREFIX, 0, seq, sent_ns))
 
     async def handle(self, command: tuple[Any, ...]) -> Any:
         if command[0] == "take":
