@@ -31,7 +31,7 @@ from dejaq.storage_plugins.base import (
     Storage,
 )
 from dejaq.storage_plugins.memory import scan
-from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB
+from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.timeline import MAX_PRIORITY, Timeline
 from dejaq.storage_plugins.memory.types import I64
 from dejaq.storage_plugins.rules import (
@@ -130,17 +130,9 @@ class MemoryStorage(Storage):
             chosen, dues = tl.select(request.buckets, request.bound, need)
             slots = np.array(chosen, np.int64)
             c = tl.cols
-            fates = list(
-                map(
-                    lease_fate,
-                    c.deliveries[slots].tolist(),
-                    c.max_deliveries[slots].tolist(),
-                    repeat(request.max_deliveries),
-                    c.expires_at[slots].tolist(),
-                    [max(now, due) for due in dues],  # judged when it will be delivered
-                )
-            )
-            if Fate.KILL in fates:  # dead letters do not count against the limit
+            fates = _fates(c, slots, dues, request.max_deliveries, now)  # None: all KEEP
+            # Dead letters do not count against the limit.
+            if fates is not None and Fate.KILL in fates:
                 doomed = np.array([f is Fate.KILL for f in fates], np.bool_)
                 tl.kill(slots[doomed], now)
                 dead += int(doomed.sum())
@@ -159,7 +151,7 @@ class MemoryStorage(Storage):
                 c.priority[slots].tolist(),
             )
             c.deliveries[slots] += 1
-            if Fate.DROP in fates:  # at-most-once: gone as it is delivered
+            if fates is not None and Fate.DROP in fates:  # at-most-once: gone as it is delivered
                 drop = np.array([f is Fate.DROP for f in fates], np.bool_)
                 c.version[slots[drop]] += 1
                 tl.delete(
@@ -442,3 +434,29 @@ def _max_tombstones(url: str) -> int:
     if not raw.isdigit():
         raise InvalidArgument(f"memory:// max_tombstones must be a whole number, not {raw!r}")
     return int(raw)
+
+
+def _fates(c: Columns, slots: I64, dues: list[int], topic_max: int, now: int) -> list[Fate] | None:
+    """``lease_fate`` of each leased slot, or None when every one is KEEP.
+
+    Only a message with an expiry, or a delivery limit that is 1 or reached,
+    can be anything but KEEP: without one among them (the common case) no
+    call per message is needed; with one, ``lease_fate`` judges them all.
+    """
+    own = c.max_deliveries[slots]
+    expires = c.expires_at[slots]
+    deliveries = c.deliveries[slots]
+    limit = np.where(own != 0, own, topic_max) if topic_max else own
+    maybe = (expires != 0) | ((limit != 0) & ((limit == 1) | (deliveries >= limit)))
+    if not maybe.any():
+        return None
+    return list(
+        map(
+            lease_fate,
+            deliveries.tolist(),
+            own.tolist(),
+            repeat(topic_max),
+            expires.tolist(),
+            [max(now, due) for due in dues],  # judged when it will be delivered
+        )
+    )

@@ -1,7 +1,8 @@
 """The memory backend's parts alone: the id table survives hash collisions,
 growth and wrap-around; the byte arena gives every record back and reuses rows;
 the time index gives entries back in time order across its windows, and names
-a message at its earliest time."""
+a message at its earliest time; a lease judges a message by the rules
+whenever it may be anything but kept."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from dejaq.storage_plugins.memory import time_index
 from dejaq.storage_plugins.memory.blobs import Blobs
 from dejaq.storage_plugins.memory.columns import LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
+from dejaq.storage_plugins.memory.storage import _fates
 from dejaq.storage_plugins.memory.time_index import LEVEL_BITS, SLOT_MASK, TimeIndex, push_all
+from dejaq.storage_plugins.rules import Fate, lease_fate
 
 # -- the id table ---------------------------------------------------------------
 
@@ -187,3 +190,35 @@ def test_the_first_key_names_a_current_message_at_the_earliest_time(seed: int, r
                 lane.fill()
             elif step % 7 == 3:
                 lane.advance(at + rng.randrange(1 << 16))
+
+
+# -- a lease's fates ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_lease_skips_the_rules_only_when_every_message_is_kept(seed: int) -> None:
+    # given batches of messages with and without limits, expiries and deliveries
+    rng = random.Random(seed)
+    now = 1_800_000_000_000
+    for _ in range(300):
+        n = rng.randint(1, 6)
+        cols = Columns()
+        slots = cols.allocate(n)
+        cols.deliveries[slots] = [rng.choice([0, 1, 2, 5]) for _ in range(n)]
+        cols.max_deliveries[slots] = [rng.choice([0, 0, 0, 1, 2, 3]) for _ in range(n)]
+        cols.expires_at[slots] = [rng.choice([0, 0, 0, now - 1, now + 2]) for _ in range(n)]
+        topic_max = rng.choice([0, 0, 1, 3])
+        dues = [now + rng.randint(-5, 5) for _ in range(n)]
+        # when the lease judges them, it agrees with the rules message by message
+        expected = [
+            lease_fate(d, own, topic_max, exp, max(now, due))
+            for d, own, exp, due in zip(
+                cols.deliveries[slots].tolist(),
+                cols.max_deliveries[slots].tolist(),
+                cols.expires_at[slots].tolist(),
+                dues,
+                strict=True,
+            )
+        ]
+        got = _fates(cols, slots, dues, topic_max, now)
+        assert (got if got is not None else [Fate.KEEP] * n) == expected
