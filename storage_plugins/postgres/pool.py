@@ -12,7 +12,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from dejaq.core.errors import StorageError, StorageUnavailable
-from dejaq.storage_plugins.postgres import sql
+from dejaq.storage_plugins.postgres import arrays, sql
 from dejaq.storage_plugins.postgres.options import PostgresOptions
 from dejaq.storage_plugins.postgres.schema import migrate
 
@@ -74,6 +74,7 @@ class Pool:
         self._pool = pool
 
     async def _configure(self, conn: Conn) -> None:
+        arrays.register(conn.adapters)
         await conn.execute(sql.SESSION_SETUP)
         if self.options.synchronous_commit is not None:
             await conn.execute(sql.SET_SYNCHRONOUS_COMMIT, (self.options.synchronous_commit,))

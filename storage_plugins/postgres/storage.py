@@ -41,6 +41,7 @@ from dejaq.storage_plugins.base import (
     TopicCensus,
 )
 from dejaq.storage_plugins.postgres import scan, sql
+from dejaq.storage_plugins.postgres.arrays import Bools, Byteas, Int4s, Int8s, Texts
 from dejaq.storage_plugins.postgres.options import PostgresOptions, parse_url
 from dejaq.storage_plugins.postgres.pool import Conn, Pool, storage_error
 from dejaq.storage_plugins.rules import Fate
@@ -115,14 +116,14 @@ class _Locked:
         return {
             "topic": self._topic,
             "now": now,
-            "deleted": [tid for tid, _ in gone],
-            "deleted_payloads": [payload for _, payload in gone if payload is not None],
-            "tids": [self._tids[id][0] for id in plan.updated],
-            "ts": [st.ts for st in states],
-            "versions": [st.version for st in states],
-            "deliveries": [st.deliveries for st in states],
-            "owners": [st.owner for st in states],
-            "deads": [bool(st.dead) for st in states],
+            "deleted": Texts(tid for tid, _ in gone),
+            "deleted_payloads": Texts(payload for _, payload in gone if payload is not None),
+            "tids": Texts(self._tids[id][0] for id in plan.updated),
+            "ts": Int8s(st.ts for st in states),
+            "versions": Int8s(st.version for st in states),
+            "deliveries": Int4s(st.deliveries for st in states),
+            "owners": Texts(st.owner for st in states),
+            "deads": Bools(bool(st.dead) for st in states),
         }
 
 
@@ -248,13 +249,13 @@ class PostgresStorage(Storage):
         fresh.sort(key=lambda m: m.id)
         params = {
             "topic": topic,
-            "ids": [m.id for m in fresh],
-            "buckets": [m.bucket for m in fresh],
-            "ts": [m.timestamp for m in fresh],
-            "md": [m.max_deliveries for m in fresh],
-            "expires_at": [m.expires_at for m in fresh],
-            "priorities": [m.priority for m in fresh],
-            "payloads": [m.payload for m in fresh],
+            "ids": Texts(m.id for m in fresh),
+            "buckets": Int4s(m.bucket for m in fresh),
+            "ts": Int8s(m.timestamp for m in fresh),
+            "md": Int4s(m.max_deliveries for m in fresh),
+            "expires_at": Int8s(m.expires_at for m in fresh),
+            "priorities": Int4s(m.priority for m in fresh),
+            "payloads": Byteas(m.payload for m in fresh),
         }
         async with self._pool.transaction() as conn:
             await conn.execute(sql.LOCK_TOPIC_SHARED, (topic,))
@@ -277,7 +278,7 @@ class PostgresStorage(Storage):
         statement = sql.LEASE_TOPIC if request.buckets is None else sql.LEASE_BUCKETS
         params: dict[str, Any] = {
             "topic": request.topic,
-            "buckets": None if request.buckets is None else list(request.buckets),
+            "buckets": None if request.buckets is None else Int4s(request.buckets),
             "now": request.now,
             "bound": request.bound,
             "until": request.until,
@@ -313,7 +314,7 @@ class PostgresStorage(Storage):
         statement = sql.PROMOTE_TOPIC if buckets is None else sql.PROMOTE_BUCKETS
         params: dict[str, Any] = {
             "topic": topic,
-            "buckets": None if buckets is None else sorted({int(b) for b in buckets}),
+            "buckets": None if buckets is None else Int4s(sorted({int(b) for b in buckets})),
             "now": now,
         }
         promoted = 0
@@ -352,7 +353,7 @@ class PostgresStorage(Storage):
             if buckets is None:
                 exists, ts = await _one(conn, sql.NEXT_DUE, {"topic": topic})
             else:
-                params = {"topic": topic, "buckets": sorted({int(b) for b in buckets})}
+                params = {"topic": topic, "buckets": Int4s(sorted({int(b) for b in buckets}))}
                 exists, ts = await _one(conn, sql.NEXT_DUE_IN_BUCKETS, params)
         if not exists:
             raise _missing(topic)
@@ -360,7 +361,7 @@ class PostgresStorage(Storage):
 
     async def _locked(self, conn: Conn, topic: str, ids: list[str]) -> _Locked:
         """Lock rows by id (sorted, so overlapping batches cannot deadlock)."""
-        rows = await _all(conn, sql.LOCK_STATES, {"topic": topic, "ids": sorted(ids)})
+        rows = await _all(conn, sql.LOCK_STATES, {"topic": topic, "ids": Texts(sorted(ids))})
         return _Locked(topic, rows)
 
     async def _write(self, conn: Conn, locked: _Locked, plan: SettlePlan, now: int = 0) -> None:
@@ -486,7 +487,7 @@ class PostgresStorage(Storage):
             if ids is None:
                 cur = await conn.execute(sql.REDRIVE_ALL, {"topic": topic, "at": at})
             else:
-                params = {"topic": topic, "at": at, "ids": list(ids)}
+                params = {"topic": topic, "at": at, "ids": Texts(ids)}
                 cur = await conn.execute(sql.REDRIVE_IDS, params)
             if cur.rowcount == 0:
                 await _require_topic(conn, topic)
@@ -502,7 +503,7 @@ class PostgresStorage(Storage):
 
     async def _forget_tombstones(self, topic: str, ids: Sequence[str]) -> int:
         async with self._pool.connection() as conn:
-            params = {"topic": topic, "ids": sorted(set(ids))}
+            params = {"topic": topic, "ids": Texts(sorted(set(ids)))}
             exists, count = await _one(conn, sql.FORGET_TOMBSTONES, params)
         if not exists:
             raise _missing(topic)
