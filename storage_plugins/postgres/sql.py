@@ -431,6 +431,31 @@ APPLY_STATES = f"""WITH gone AS (
         WHERE m.ctid = u.tid)
     SELECT 1"""
 
+# (topic, owner, now, ids, versions): an ack in one statement, for what it
+# almost always is — every message still held by ``owner`` at the version
+# given. Each row is found by its key alone (LATERAL ... LIMIT 1, as above:
+# with the owner inside, the planner walks the owner's rows instead) and
+# deleted by ``ctid``; a row changed since this statement's snapshot is not
+# deleted (its newer version no longer has that ctid), like one that does not
+# match. Returns (id, lease end) per message deleted; the caller judges the
+# rest with LOCK_STATES and sql_base, which then finds each as it is now.
+# Payloads go by key, tombstones as for any delete.
+ACK_HELD = f"""WITH gone AS (
+        DELETE FROM dejaq_messages WHERE ctid = ANY (ARRAY(
+            SELECT m.tid FROM unnest(%(ids)s::text[], %(versions)s::int8[]) AS u (id, version)
+            CROSS JOIN LATERAL (
+                SELECT m.ctid AS tid, m.version, m.owner, m.dead FROM dejaq_messages AS m
+                WHERE m.topic = %(topic)s AND m.id = u.id LIMIT 1) AS m
+            WHERE m.version = u.version AND m.owner = %(owner)s AND NOT m.dead))
+        RETURNING id, ts),
+    buried AS ({_BURY.format(gone="gone", buries=_BURIES)}),
+    gone_payloads AS (
+        DELETE FROM dejaq_payloads WHERE ctid = ANY (ARRAY(
+            SELECT p.tid FROM gone AS g CROSS JOIN LATERAL (
+                SELECT p.ctid AS tid FROM dejaq_payloads AS p
+                WHERE p.topic = %(topic)s AND p.id = g.id LIMIT 1) AS p)))
+    SELECT id, ts FROM gone"""
+
 # Column order of MESSAGE rows follows core.model.Message. A payload is
 # fetched by a subquery per row (one key lookup): with a join the planner may
 # prefer hashing the topic's payloads to the few lookups needed.

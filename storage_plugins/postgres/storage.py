@@ -386,7 +386,28 @@ class PostgresStorage(Storage):
     async def _ack(
         self, topic: str, items: Sequence[SettleItem], owner: str, now: int
     ) -> list[Outcome]:
-        return await self._settle(topic, items, lambda st: base.plan_ack(items, st, owner), now)
+        ids = sorted(id for id, _ in items)  # in id order: see _locked
+        if not ids or len(set(ids)) < len(ids):  # an id twice: the plan judges each in turn
+            return await self._settle(topic, items, lambda st: base.plan_ack(items, st, owner), now)
+        versions = dict(items)
+        params = {
+            "topic": topic,
+            "owner": owner,
+            "now": now,
+            "ids": Texts(ids),
+            "versions": Int8s(versions[id] for id in ids),
+        }
+        async with self._pool.transaction() as conn:
+            acked: dict[str, int] = dict(await _all(conn, sql.ACK_HELD, params))
+            if len(acked) == len(items):
+                return [Settled(id, 0, acked[id]) for id, _ in items]
+            # Refused (or not found, or changed meanwhile): judged as they are now.
+            rest = [(id, v) for id, v in items if id not in acked]
+            locked = await self._locked(conn, topic, [id for id, _ in rest])
+            planned = base.plan_ack(rest, locked.states, owner)
+            await self._write(conn, locked, planned, now)
+        judged = iter(planned.outcomes)
+        return [Settled(id, 0, acked[id]) if id in acked else next(judged) for id, _ in items]
 
     async def _extend(
         self, topic: str, items: Sequence[SettleItem], owner: str, until: int

@@ -300,6 +300,12 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
         | {"versions": [2], "deliveries": [1], "owners": [None], "deads": [False]},
         "",
     ),
+    "ack_held": (
+        sql.ACK_HELD,
+        {"topic": T, "owner": "c1", "now": NOW, "ids": [f"m{i}" for i in range(100)]}
+        | {"versions": [2] * 100},
+        "dejaq_messages_pkey",
+    ),
     "undo_tombstoned": (
         sql.UNDO_TOMBSTONED,
         {"topic": T, "ids": [f"m{i}" for i in range(100)]},

@@ -74,6 +74,30 @@ async def test_a_batch_ack_reports_each_item_in_order(storage: Storage) -> None:
     assert (await storage.get(T, "b")).version == versions["b"]
 
 
+async def test_a_batch_ack_of_distinct_ids_mixes_acks_and_refusals_in_item_order(
+    storage: Storage,
+) -> None:
+    # given a, b, c leased by C1 and d by C2
+    versions = await given_leased(storage, "a", "b", "c")
+    await given_messages(storage, msg("d"))
+    [d] = (await lease(storage, owner=C2)).delivered
+    # when C1 acks them all, some at a wrong version, and one that never was
+    items = [("b", 99), ("a", versions["a"]), ("ghost", 1), ("d", d.version)]
+    outcomes = await storage.ack(T, [*items, ("c", versions["c"])], C1, NOW)
+    # then each item has its own outcome, in the order given
+    assert isinstance(outcomes[0], StaleVersion)
+    assert outcomes[1] == Settled("a", 0, NOW + LEASE)
+    assert isinstance(outcomes[2], NotFound)
+    assert isinstance(outcomes[3], NotLeaseHolder)
+    assert outcomes[4] == Settled("c", 0, NOW + LEASE)
+    # and only the acked are gone; the refused are untouched
+    for gone in ("a", "c"):
+        with pytest.raises(NotFound):
+            await storage.get(T, gone)
+    assert (await storage.get(T, "b")).version == versions["b"]
+    assert (await storage.get(T, "d")).lease_owner == C2
+
+
 async def test_extend_pushes_the_lease(storage: Storage) -> None:
     versions = await given_leased(storage, "m")
     until = NOW + 10 * LEASE
