@@ -5,7 +5,9 @@ LOCKED``), decides with ``sql_base`` / ``rules`` and writes in batch
 statements, inside one transaction: a call applies fully or not at all. A
 lease pass and ``next_due`` are one statement each, whatever the number of
 buckets and messages (``sql``); a settle, move or cancel is one pipelined
-transaction of two statements. Connections: ``pool``; URL: ``options``;
+transaction of two statements, and an ack of messages the owner still holds
+one statement (only refused items take the two). Batch columns travel as
+binary arrays (``arrays``). Connections: ``pool``; URL: ``options``;
 schema: ``schema``; every statement: ``sql``.
 """
 
