@@ -392,11 +392,12 @@ PROMOTE_BUCKETS = _PROMOTE.format(candidates=_AVAILABLE_OF_BUCKETS)
 # -- settle, move, cancel -------------------------------------------------------
 #
 # Read and lock the rows (one statement), plan in Python (sql_base, rules),
-# write the plan (one statement); an ack first tries ACK_HELD (below). Rows are found one key lookup per id
-# (LATERAL): ``id = ANY (...)`` lets PostgreSQL 15 settle for the topic's
-# range of the primary key and filter every row of the topic by id, which it
-# does whenever its statistics miss the topic (a new one) — 40 ms a call at
-# 100k messages. The writes address the locked rows by ``ctid``.
+# write the plan (one statement); an ack first tries ACK_HELD (below). Rows
+# are found one key lookup per id (LATERAL): ``id = ANY (...)`` lets
+# PostgreSQL 15 settle for the topic's range of the primary key and filter
+# every row of the topic by id, which it does whenever its statistics miss
+# the topic (a new one) — 40 ms a call at 100k messages. The writes address
+# the locked rows by ``ctid``.
 
 # (topic, ids): rows (ctid, payload ctid, id, then the columns of
 # sql_base.RowState), locked in the order of ids (sorted by the caller, so two
