@@ -289,6 +289,7 @@ class PostgresStorage(Storage):
         }
         out: list[LeasedMessage] = []
         dead = 0
+        killed = Fate.KILL.value  # read once: an enum member's value is a descriptor call
         skipped = 0  # due rows another leaser held: look past them next time
         async with self._pool.connection() as conn:
             # Dead letters do not use up the limit, and rows locked by another
@@ -303,7 +304,7 @@ class PostgresStorage(Storage):
                 # In candidate order: by time, then as the index keeps equal times.
                 written = sorted(row[2:] for row in rows if row[2] is not None)
                 for _, fate, id, ts, version, deliveries, priority, payload in written:
-                    if fate == Fate.KILL.value:
+                    if fate == killed:
                         dead += 1
                     else:
                         out.append(LeasedMessage(id, ts, payload, version, deliveries, priority))
