@@ -435,20 +435,23 @@ APPLY_STATES = f"""WITH gone AS (
 # (topic, owner, now, ids, versions): an ack in one statement, for what it
 # almost always is — every message still held by ``owner`` at the version
 # given. Each row is found by its key alone (LATERAL ... LIMIT 1, as above:
-# with the owner inside, the planner walks the owner's rows instead) and
-# deleted by ``ctid``; a row changed since this statement's snapshot is not
-# deleted (its newer version no longer has that ctid), like one that does not
-# match. Returns (id, lease end) per message deleted; the caller judges the
-# rest with LOCK_STATES and sql_base, which then finds each as it is now.
+# with the owner inside, the planner walks the owner's rows instead), then
+# deleted through its ``ctid``, joined in the order of ids (sorted by the
+# caller) so that its row locks come in the same order as LOCK_STATES' and
+# the two cannot deadlock. A row changed since this statement's snapshot is
+# not deleted (its newer version no longer has that ctid), like one that does
+# not match. Returns (id, lease end) per message deleted; the caller judges
+# the rest with LOCK_STATES and sql_base, which then finds each as it is now.
 # Payloads go by key, tombstones as for any delete.
-ACK_HELD = f"""WITH gone AS (
-        DELETE FROM dejaq_messages WHERE ctid = ANY (ARRAY(
-            SELECT m.tid FROM unnest(%(ids)s::text[], %(versions)s::int8[]) AS u (id, version)
-            CROSS JOIN LATERAL (
-                SELECT m.ctid AS tid, m.version, m.owner, m.dead FROM dejaq_messages AS m
-                WHERE m.topic = %(topic)s AND m.id = u.id LIMIT 1) AS m
-            WHERE m.version = u.version AND m.owner = %(owner)s AND NOT m.dead))
-        RETURNING id, ts),
+ACK_HELD = f"""WITH held AS MATERIALIZED (
+        SELECT m.tid FROM unnest(%(ids)s::text[], %(versions)s::int8[]) AS u (id, version)
+        CROSS JOIN LATERAL (
+            SELECT m.ctid AS tid, m.version, m.owner, m.dead FROM dejaq_messages AS m
+            WHERE m.topic = %(topic)s AND m.id = u.id LIMIT 1) AS m
+        WHERE m.version = u.version AND m.owner = %(owner)s AND NOT m.dead),
+    gone AS (
+        DELETE FROM dejaq_messages AS m USING held AS h WHERE m.ctid = h.tid
+        RETURNING m.id, m.ts),
     buried AS ({_BURY.format(gone="gone", buries=_BURIES)}),
     gone_payloads AS (
         DELETE FROM dejaq_payloads WHERE ctid = ANY (ARRAY(

@@ -433,6 +433,26 @@ def test_hot_statements_seek_their_rows(burst_url: str, name: str) -> None:
     _assert_seeks(name, plan)
 
 
+def test_the_one_statement_ack_deletes_in_the_order_of_ids(burst_url: str) -> None:
+    # when the one-statement ack is planned on a topic its statistics miss
+    with psycopg.connect(burst_url) as conn:
+        conn.execute(sql.SESSION_SETUP)
+        plan = _plan(conn, "ack_held", _prepare(conn, "ack_held", sql.ACK_HELD))
+    # then it deletes the messages one at a time, walking its rows in the order
+    # of the ids: its row locks come in LOCK_STATES' order (the two cannot
+    # deadlock), not in ctid order as a list of ctids would take them
+    [delete] = [
+        node
+        for node in _nodes(plan)
+        if node.get("Operation") == "Delete" and node.get("Relation Name") == "dejaq_messages"
+    ]
+    [loop] = [p for p in delete["Plans"] if p.get("Parent Relationship") == "Outer"]
+    assert loop["Node Type"] == "Nested Loop", loop
+    outer, inner = loop["Plans"]
+    assert (outer["Node Type"], outer.get("CTE Name")) == ("CTE Scan", "held"), loop
+    assert inner["Node Type"] == "Tid Scan", loop
+
+
 def test_hot_statements_prepared_on_an_empty_topic_still_seek_once_it_fills(
     postgres_server: PostgresServer,
 ) -> None:
