@@ -55,8 +55,9 @@ local function timeline(prefix, bucket)
   return prefix .. K_TIMELINE .. bucket
 end
 
--- redis.call(cmd, [key,] args...) for a long even-length list of args, in
--- chunks: Lua's unpack is bounded, and one call per chunk beats one per item.
+-- redis.call(cmd, [key,] args...) for a long list of args, in chunks of 1000
+-- (even: pairs stay whole): Lua's unpack is bounded, and one call per chunk
+-- beats one per item.
 local function bulk(cmd, key, args)
   for i = 1, #args, 1000 do
     local last = math.min(i + 999, #args)
@@ -66,6 +67,23 @@ local function bulk(cmd, key, args)
       redis.call(cmd, unpack(args, i, last))
     end
   end
+end
+
+-- The replies of `bulk` joined: one list for a long list of args (ZMSCORE, MGET).
+-- A missing member or key answers false, which keeps its place in the list.
+local function collect(cmd, key, args)
+  local out = {}
+  for i = 1, #args, 1000 do
+    local last = math.min(i + 999, #args)
+    local part
+    if key then
+      part = redis.call(cmd, key, unpack(args, i, last))
+    else
+      part = redis.call(cmd, unpack(args, i, last))
+    end
+    for j = 1, #part do out[i + j - 1] = part[j] end
+  end
+  return out
 end
 
 -- The record's fields, in the order of READ replies.
@@ -113,8 +131,12 @@ local function left(changed, bucket, score)
 end
 
 local function fix_heads(prefix, heads, changed)
-  for bucket, low in pairs(changed) do
-    local head = tonumber(redis.call('ZSCORE', heads, bucket))
+  local buckets = {}
+  for bucket in pairs(changed) do buckets[#buckets + 1] = bucket end
+  if #buckets == 0 then return end
+  local scores = collect('ZMSCORE', heads, buckets)  -- one call, not a ZSCORE per bucket
+  for i, bucket in ipairs(buckets) do
+    local low, head = changed[bucket], tonumber(scores[i])  -- a missing member: false, so nil
     if not head or low <= head then
       local first = redis.call('ZRANGE', timeline(prefix, bucket), 0, 0, 'WITHSCORES')
       if first[1] then

@@ -12,13 +12,22 @@ local mds, exs, bodies = decimals(ARGV[7]), decimals(ARGV[8]), cut(ARGV[9], ARGV
 local priorities = decimals(ARGV[11])
 local out = {OK}
 local payloads, timelines, earliest, pending = {}, {}, {}, {}
+-- Duplicates are looked for in one call each: EXISTS over all the record keys
+-- (a count: only when it is not 0 does each id ask again) and ZMSCORE over the
+-- tombstones; a repeat within the batch is found in `seen`.
+local records, seen = {}, {}
+for i = 1, #ids do records[i] = prefix .. K_RECORD .. ids[i] end
+local existing = 0
+for i = 1, #records, 1000 do
+  existing = existing + redis.call('EXISTS', unpack(records, i, math.min(i + 999, #records)))
+end
+local buried = tombs and collect('ZMSCORE', tombs, ids) or {}
 for i = 1, #ids do
-  local id, ts, bucket = ids[i], stamps[i], buckets[i]
-  local key = prefix .. K_RECORD .. id
-  if redis.call('EXISTS', key) == 1 or (tombs and redis.call('ZSCORE', tombs, id)) then
+  local id, ts, bucket, key = ids[i], stamps[i], buckets[i], records[i]
+  if seen[id] or buried[i] or (existing > 0 and redis.call('EXISTS', key) == 1) then
     out[#out + 1] = 1
   else
-    -- The record now, so a repeat of the id later in the batch is a duplicate.
+    seen[id] = true
     redis.call('HSET', key, 'ts', ts, 'v', 1, 'n', 0, 'b', bucket,
                'md', mds[i], 'ex', exs[i], 'dead', 0)
     if priorities[i] and priorities[i] ~= '0' then redis.call('HSET', key, 'p', priorities[i]) end

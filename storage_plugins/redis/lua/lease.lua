@@ -17,6 +17,9 @@ local lease_until, owner, topic_max = ARGV[6], ARGV[7], tonumber(ARGV[8])
 local extra = optional(7)
 local now = tonumber(now_s)
 local numbers, blob, leased, owned, changed, buried = {}, {}, {}, {}, {}, {}
+-- Per delivery its id and payload (false until one MGET after the walk reads
+-- those still to read), and the payload keys to read.
+local sent, payloads, unread = {}, {}, {}
 local dead = 0
 
 local function visit(bucket, id)
@@ -34,15 +37,17 @@ local function visit(bucket, id)
     return false, false
   end
   local version, deliveries = rec.v + 1, rec.n + 1
-  local payload = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''
   -- Counts below 10^14 come out exact from table.concat; a timestamp needs int.
-  push(numbers, bucket, int(rec.ts), version, deliveries, rec.p, #id, #payload)
-  push(blob, id, payload)
+  push(numbers, bucket, int(rec.ts), version, deliveries, rec.p, #id, false)
+  sent[#sent + 1] = id
   if fate == 'drop' then
+    payloads[#sent] = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''  -- drop deletes it
     drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
     push(buried, now_s, id)
     return false, true
   end
+  payloads[#sent] = false
+  unread[#unread + 1] = prefix .. K_PAYLOAD .. id
   redis.call('HSET', prefix .. K_RECORD .. id, 'ts', lease_until, 'o', owner,
              'v', version, 'n', deliveries)
   -- Moved to the lease expiry at the end (one ZADD per timeline); until then
@@ -64,6 +69,16 @@ for bucket, entries in pairs(leased) do
   waiting(extra.waits, bucket, lease_until)
 end
 bulk('ZADD', KEYS[3], owned)
+local read, next_read = collect('MGET', nil, unread), 1
+for i, id in ipairs(sent) do
+  local payload = payloads[i]
+  if payload == false then
+    payload = read[next_read] or ''
+    next_read = next_read + 1
+  end
+  numbers[LEASED_ITEM * i] = #payload
+  push(blob, id, payload)
+end
 fix_heads(prefix, KEYS[2], changed)
 bury(extra.tombs, buried)
 return {OK, dead, table.concat(numbers, ','), table.concat(blob)}

@@ -12,14 +12,26 @@ local numbers, owners, changed, buried = {}, {}, {}, {}
 local extra = optional(6)
 local ids, versions = cut(ARGV[7], ARGV[8]), decimals(ARGV[9])
 local dues = mode == 'back' and decimals(ARGV[10]) or {}
+-- Acks delete in a few calls after the loop (their keys, per timeline, from
+-- owned); an id acked earlier in the batch is not found again.
+local acked, unlinks, removed, disowned = {}, {}, {}, {}
 for i = 1, #ids do
   local id = ids[i]
-  local rec = load(prefix, id)
+  local rec = not acked[id] and load(prefix, id) or nil
   local code = check_holder(rec, owner, tonumber(versions[i]))
   if code ~= OK then
     refusal(numbers, owners, code, rec)
   elseif mode == 'ack' then
-    drop(prefix, id, rec, KEYS[3], changed)
+    acked[id] = true
+    push(unlinks, prefix .. K_RECORD .. id, prefix .. K_PAYLOAD .. id)
+    local members = removed[rec.b]
+    if not members then
+      members = {}
+      removed[rec.b] = members
+    end
+    members[#members + 1] = id
+    disowned[#disowned + 1] = id
+    left(changed, rec.b, rec.ts)
     push(buried, time, id)
     push(numbers, '0', '0', int(rec.ts))
   elseif mode == 'back' then
@@ -43,6 +55,9 @@ for i = 1, #ids do
     push(numbers, '0', int(rec.v + 1), time)
   end
 end
+bulk('UNLINK', nil, unlinks)
+for bucket, members in pairs(removed) do bulk('ZREM', timeline(prefix, bucket), members) end
+bulk('ZREM', KEYS[3], disowned)
 fix_heads(prefix, KEYS[2], changed)
 bury(extra.tombs, buried)
 return {OK, table.concat(numbers, ','), owners}

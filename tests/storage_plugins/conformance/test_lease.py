@@ -168,6 +168,32 @@ async def test_at_most_once_deletes_the_message_when_delivered(storage: Storage)
     assert await storage.counts(T, NOW + LEASE) == Counts()
 
 
+async def test_a_pass_mixing_at_most_once_and_leased_messages_gives_each_its_payload(
+    storage: Storage,
+) -> None:
+    # given messages across buckets, every other one at-most-once, one with no payload
+    await given_topic(storage)
+    sent = [
+        msg(
+            f"m{i}",
+            NOW - 20 + i,
+            bucket=i % 4,
+            payload=b"" if i == 5 else b"p%d" % i,
+            max_deliveries=1 if i % 2 else 0,
+        )
+        for i in range(12)
+    ]
+    await given_messages(storage, *sent)
+    # when one pass takes them all
+    leases = await lease(storage)
+    # then each comes in due order with its own payload, whatever its fate
+    assert [(d.id, d.payload) for d in leases.delivered] == [(m.id, m.payload) for m in sent]
+    for m in sent[1::2]:
+        with pytest.raises(NotFound):
+            await storage.get(T, m.id)
+    assert (await storage.get(T, "m4")).payload == b"p4"
+
+
 async def test_after_max_deliveries_the_next_lease_pass_dead_letters(storage: Storage) -> None:
     # given a message delivered three times, the maximum, and never settled
     await given_topic(storage)
