@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from suite.backends import Unavailable, in_ci, storage_url
+from suite.backends import Unavailable, in_ci, store
 from suite.broker import BrokerFailed, broker
 from suite.harness import Ctx, Scenario, measured
 from suite.plan import Plan
@@ -46,13 +46,13 @@ async def run_backend(
     with tempfile.TemporaryDirectory(prefix=f"dejaq-bench-{name}-") as workdir:
         try:
             async with (
-                storage_url(name, workdir) as url,
-                broker(url, cwd=workdir, env=plan.broker_env) as proc,
+                store(name, workdir) as served,
+                broker(served.url, cwd=workdir, env=plan.broker_env) as proc,
                 Client(proc.address) as client,
             ):
-                print(f"[{name}] broker pid {proc.pid} on {proc.address}, storage {url}")
-                ctx = Ctx(name, client, proc, plan, Path(workdir), profile_dir)
-                results["storage"] = url
+                print(f"[{name}] broker pid {proc.pid} on {proc.address}, storage {served.url}")
+                ctx = Ctx(name, client, proc, plan, Path(workdir), profile_dir, served.pid)
+                results["storage"] = served.url
                 try:
                     for scenario in scenarios:
                         run, bound, only = SCENARIOS[scenario]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from suite.backends import redis_url
+from suite.backends import redis_store
 from suite.fleets import WorkerFleet
 from suite.plan import Plan
 from suite.probes import RedisProbe
@@ -22,7 +22,8 @@ from .steady import rule
 
 
 async def run(plan: Plan) -> dict[str, Any]:
-    async with redis_url() as url:
+    async with redis_store() as served:
+        url = served.url
         producer = Worker("poller-producer", producer_main, "zset", url, plan.in_flight)
         try:
             await producer.ready()

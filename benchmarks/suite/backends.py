@@ -17,6 +17,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +31,15 @@ def in_ci() -> bool:
 
 class Unavailable(RuntimeError):
     """This backend cannot run here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Store:
+    """A backend's storage URL and its server's process (None: the storage runs
+    inside the broker), whose CPU a step reports beside the broker's."""
+
+    url: str
+    pid: int | None = None
 
 
 def _tests_helpers() -> None:
@@ -46,7 +56,7 @@ def _postgres_bin() -> Path | None:
 
 
 @contextlib.asynccontextmanager
-async def redis_url() -> AsyncIterator[str]:
+async def redis_store() -> AsyncIterator[Store]:
     """A fresh ``redis-server`` (no persistence) on a free loopback port."""
     binary = shutil.which("redis-server")
     if binary is None:
@@ -63,14 +73,14 @@ async def redis_url() -> AsyncIterator[str]:
         shutil.rmtree(server.root, ignore_errors=True)
         raise Unavailable(str(exc).splitlines()[0]) from exc
     try:
-        yield server.url
+        yield Store(server.url, server.process.pid if server.process else None)
     finally:
         await asyncio.to_thread(server.kill)
         shutil.rmtree(server.root, ignore_errors=True)
 
 
 @contextlib.asynccontextmanager
-async def postgres_url() -> AsyncIterator[str]:
+async def postgres_store() -> AsyncIterator[Store]:
     """A fresh PostgreSQL cluster (fsync off, as the tests run it) on a free port."""
     bin_dir = _postgres_bin()
     if bin_dir is None:
@@ -94,23 +104,24 @@ async def postgres_url() -> AsyncIterator[str]:
         await asyncio.to_thread(server.destroy)
         raise Unavailable(f"postgres did not start: {str(exc).splitlines()[0]}") from exc
     try:
-        yield url
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+        yield Store(url, postmaster)
     finally:
         await asyncio.to_thread(server.destroy)
 
 
 @contextlib.asynccontextmanager
-async def storage_url(name: str, workdir: str) -> AsyncIterator[str]:
-    """The storage URL of backend ``name``, with its server running while the block runs."""
+async def store(name: str, workdir: str) -> AsyncIterator[Store]:
+    """Backend ``name``'s storage, with its server running while the block runs."""
     if name == "memory":
-        yield "memory://"
+        yield Store("memory://")
     elif name == "sqlite":
-        yield f"sqlite:///{workdir}/bench.db"  # workdir is absolute: sqlite:////tmp/...
+        yield Store(f"sqlite:///{workdir}/bench.db")  # workdir is absolute: sqlite:////tmp/...
     elif name == "redis":
-        async with redis_url() as url:
-            yield url
+        async with redis_store() as served:
+            yield served
     elif name == "postgres":
-        async with postgres_url() as url:
-            yield url
+        async with postgres_store() as served:
+            yield served
     else:
         raise Unavailable(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")

@@ -33,6 +33,7 @@ class Ctx:
     plan: Plan
     workdir: Path
     profile_dir: Path | None = None
+    store_pid: int | None = None  # the storage server's process, if it has one
     profiles: dict[str, Any] = field(default_factory=dict)
     _producer: Worker | None = None
 
@@ -40,7 +41,7 @@ class Ctx:
         print(f"[{self.backend}] {text}", flush=True)
 
     def probe(self) -> BrokerProbe:
-        return BrokerProbe(self.broker.metrics, self.broker.pid)
+        return BrokerProbe(self.broker.metrics, self.broker.pid, self.store_pid)
 
     async def producer(self) -> Worker:
         """The producer process for this broker (started on first use)."""

@@ -1,6 +1,7 @@
 """Server-side counters read at the start and end of a step: what it cost the server.
 
-- ``BrokerProbe``: the broker's Prometheus endpoint (``--metrics``) and its CPU.
+- ``BrokerProbe``: the broker's Prometheus endpoint (``--metrics``), its CPU and
+  that of the storage server's processes (Redis, PostgreSQL), if any.
   gRPC frames per second on the hot-path streams come from
   ``dejaq_stream_frames_total{stream, direction}`` (None when the broker does
   not export it); storage calls per second from
@@ -35,6 +36,7 @@ class Sample:
     at: float  # monotonic seconds
     cpu_s: float
     counters: dict[str, float] = field(default_factory=dict)  # "name{labels}" -> value
+    store_cpu_s: float | None = None  # the storage server's processes
 
 
 class Probe(Protocol):
@@ -48,9 +50,10 @@ def _key(name: str, labels: dict[str, str], keep: tuple[str, ...]) -> str:
 
 
 class BrokerProbe:
-    def __init__(self, metrics: str, pid: int) -> None:
+    def __init__(self, metrics: str, pid: int, store_pid: int | None = None) -> None:
         self.url = f"http://{metrics}/metrics"
         self.pid = pid
+        self.store_pid = store_pid
 
     def _scrape(self) -> str:
         with urllib.request.urlopen(self.url, timeout=SCRAPE_TIMEOUT_S) as response:
@@ -68,7 +71,8 @@ class BrokerProbe:
                     counters[_key(s.name, s.labels, ("operation",))] += s.value
                 elif s.name in (GRPC_CALLS, DELIVERED):
                     counters[s.name] += s.value
-        return Sample(time.monotonic(), procstat.cpu_s(self.pid), dict(counters))
+        store = None if self.store_pid is None else procstat.tree_cpu_s(self.store_pid)
+        return Sample(time.monotonic(), procstat.cpu_s(self.pid), dict(counters), store)
 
     def rates(self, a: Sample, b: Sample) -> dict[str, Any]:
         span = max(b.at - a.at, 1e-9)
@@ -83,8 +87,12 @@ class BrokerProbe:
             }
 
         frames = per_s(FRAMES)
+        store = None
+        if a.store_cpu_s is not None and b.store_cpu_s is not None:
+            store = round(100 * (b.store_cpu_s - a.store_cpu_s) / span, 1)
         return {
             "cpu_percent": round(100 * (b.cpu_s - a.cpu_s) / span, 1),
+            "store_cpu_percent": store,  # None: the storage runs in the broker
             # None when the broker exports no frame counter (see the README)
             "frames_per_s": sum(frames.values()) if frames else None,
             "frames_per_s_by_stream": frames or None,

@@ -21,6 +21,32 @@ def cpu_s(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) * TICK_S
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and every live process under it, with what its
+    exited children used (a PostgreSQL server is a postmaster and one process
+    per connection); 0 when gone."""
+    children: dict[int, list[int]] = {}
+    own: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # exited meanwhile
+        process = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(process)
+        own[process] = (int(fields[11]) + int(fields[12])) * TICK_S
+        if process == pid:
+            own[process] += (int(fields[13]) + int(fields[14])) * TICK_S  # reaped children
+    total, stack = 0.0, [pid]
+    while stack:
+        process = stack.pop()
+        total += own.get(process, 0.0)
+        stack.extend(children.get(process, ()))
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     try:
         return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE

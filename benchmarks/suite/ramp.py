@@ -181,11 +181,13 @@ def line(name: str, s: dict[str, Any]) -> str:
     if "redis_commands_per_s" in server:
         cost = f"redis cmds {server['redis_commands_per_s']:,}/s"
     verdict = "holds" if s.get("holds") else f"FAILS: {s.get('why')}"
+    stored = server.get("store_cpu_percent")
+    store = "" if stored is None else f", storage server {stored}"
     return (
         f"[{name}] {s['rate']:>7,}/s asked, {s['delivered_per_s']:>7,}/s delivered;"
         f" lateness p50 {late.get('p50_ms')} p99 {late.get('p99_ms')} max {late.get('max_ms')} ms;"
         f" early {s['early']}, left behind {s['left_behind']};"
-        f" {cost}; CPU % server {server.get('cpu_percent')}, producer"
+        f" {cost}; CPU % server {server.get('cpu_percent')}{store}, producer"
         f" {load['producer']}, consumers {'/'.join(str(c) for c in load['consumers'])}"
         f" -> {verdict}"
     )

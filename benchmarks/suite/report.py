@@ -71,6 +71,7 @@ def _step_row(name: str, s: dict[str, Any]) -> list[Any]:
         frames,
         server.get("storage_calls_per_s"),
         server.get("cpu_percent"),
+        server.get("store_cpu_percent"),
         "holds" if s.get("holds") else f"FAILS: {s.get('why')}",
     ]
 
@@ -89,7 +90,8 @@ def steady_tables(results: dict[str, Any], plan: Plan) -> str:
             table(
                 f"steady: {plan.consumers} consumer processes (plain loop), {plan.step_s:g} s"
                 " steps; lateness ms = received - due; frames/s = broker stream frames"
-                " (rival: Redis commands/s); CPU = the server's",
+                " (rival: Redis commands/s); CPU = the server's (the rival's: Redis');"
+                " store CPU = the storage server's (Redis, PostgreSQL)",
                 [
                     "",
                     "asked/s",
@@ -102,6 +104,7 @@ def steady_tables(results: dict[str, Any], plan: Plan) -> str:
                     "frames/s",
                     "storage/s",
                     "CPU %",
+                    "store CPU %",
                     "",
                 ],
                 steps,
