@@ -124,6 +124,13 @@ local function lowered(heads, bucket, score)
   redis.call('ZADD', heads, 'LT', score, bucket)
 end
 
+-- `lowered` for many timelines in one call: `entries` holds (score, bucket) pairs.
+local function lowered_all(heads, entries)
+  for i = 1, #entries, 1000 do
+    redis.call('ZADD', heads, 'LT', unpack(entries, i, math.min(i + 999, #entries)))
+  end
+end
+
 local function left(changed, bucket, score)
   bucket = tonumber(bucket)  -- records hold it as text, walks as a number: one key
   local low = changed[bucket]
@@ -322,8 +329,9 @@ end
 -- counts): whether the member stays in range on its timeline (later reads skip
 -- it by offset) and whether it counts towards `want`. `done(bucket)`, when
 -- given, hears of each timeline read to the end of the range. Each timeline is
--- read in chunks of about its fair share, so a merge of many interleaved
--- timelines costs a ZRANGE per chunk, not per member.
+-- read in chunks, the first about its fair share and each next one twice the
+-- last, so a merge of many interleaved timelines costs a ZRANGE per chunk, not
+-- per member, and a timeline holding most of the due members a few.
 local function walk(prefix, heap, low, bound, want, visit, done)
   local cursors, got = {}, 0
   local chunk = math.ceil(want / math.max(#heap, 1)) + 1
@@ -331,12 +339,13 @@ local function walk(prefix, heap, low, bound, want, visit, done)
     local bucket = heap_pop(heap)[2]
     local c = cursors[bucket]
     if not c then
-      c = {tl = timeline(prefix, bucket), at = 1, kept = 0, reply = {}}
+      c = {tl = timeline(prefix, bucket), at = 1, kept = 0, reply = {}, size = chunk}
       cursors[bucket] = c
     end
     if c.at > #c.reply then
       -- Every member read before has stayed (counted in `kept`) or left.
-      local count = math.min(chunk, want - got)
+      local count = math.min(c.size, want - got)
+      c.size = c.size * 2
       c.reply = redis.call('ZRANGE', c.tl, low, bound, 'BYSCORE', 'LIMIT', c.kept, count,
                            'WITHSCORES')
       c.at, c.full = 1, #c.reply == 2 * count

@@ -47,9 +47,12 @@ for i = 1, #ids do
   end
 end
 bulk('MSET', nil, payloads)
+local heads, unranked = {}, {}
 for bucket, entries in pairs(timelines) do
   bulk('ZADD', timeline(prefix, bucket), entries)
-  lowered(KEYS[2], bucket, earliest[bucket])
-  if pending[bucket] then waiting(waits, bucket, pending[bucket]) end
+  push(heads, earliest[bucket], bucket)
+  if pending[bucket] then push(unranked, pending[bucket], bucket) end
 end
+lowered_all(KEYS[2], heads)
+if waits then lowered_all(waits, unranked) end  -- helpers: waiting
 return out
