@@ -70,7 +70,6 @@ CONSTANTS = f"""
 local K_TIMELINE, K_RECORD, K_PAYLOAD = '{keys.TIMELINE}', '{keys.RECORD}', '{keys.PAYLOAD}'
 local OK, GONE, STRAYS = {OK}, {GONE}, {STRAYS}
 local NOT_FOUND, NOT_HOLDER, STALE, LEASED = {NOT_FOUND}, {NOT_HOLDER}, {STALE}, {LEASED}
-local LEASED_ITEM = {LEASED_ITEM}
 """
 
 _LUA = resources.files(__package__) / "lua"

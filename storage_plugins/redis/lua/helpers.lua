@@ -92,11 +92,21 @@ local function fields(prefix, id)
                     'dead', 'p')
 end
 
+-- A decimal field as a number; '0', the usual value of most fields, without
+-- tonumber (a string to double conversion costs ~4 times the comparison).
+local function num(text)
+  if text == '0' then return 0 end
+  return tonumber(text)
+end
+
+-- The record, numbers as numbers; `ts_text` is its timestamp as stored (exact
+-- decimal text, for replies: formatting the number again costs as much).
 local function load(prefix, id)
   local r = fields(prefix, id)
   if not r[1] then return nil end
-  return {ts = tonumber(r[1]), v = tonumber(r[2]), n = tonumber(r[3]), o = r[4], b = r[5],
-          md = tonumber(r[6]), ex = tonumber(r[7]), dead = r[8] == '1', p = tonumber(r[9]) or 0}
+  return {ts = tonumber(r[1]), ts_text = r[1], v = num(r[2]), n = num(r[3]), o = r[4],
+          b = r[5], md = num(r[6]), ex = num(r[7]), dead = r[8] == '1',
+          p = r[9] and num(r[9]) or 0}
 end
 
 -- Set a record's priority (a decimal string): the field `p`, absent for 0.

@@ -28,8 +28,9 @@ for i = 1, #ids do
     out[#out + 1] = 1
   else
     seen[id] = true
-    redis.call('HSET', key, 'ts', ts, 'v', 1, 'n', 0, 'b', bucket,
-               'md', mds[i], 'ex', exs[i], 'dead', 0)
+    -- Text, not numbers: Redis would format each number as a double.
+    redis.call('HSET', key, 'ts', ts, 'v', '1', 'n', '0', 'b', bucket,
+               'md', mds[i], 'ex', exs[i], 'dead', '0')
     if priorities[i] and priorities[i] ~= '0' then redis.call('HSET', key, 'p', priorities[i]) end
     push(payloads, prefix .. K_PAYLOAD .. id, bodies[i])
     local entries = timelines[bucket]
@@ -39,9 +40,19 @@ for i = 1, #ids do
     end
     push(entries, ts, id)
     local n = tonumber(ts)
-    if not earliest[bucket] or n < tonumber(earliest[bucket]) then earliest[bucket] = ts end
-    if n >= 0 and (not pending[bucket] or n < tonumber(pending[bucket])) then
-      pending[bucket] = ts  -- the earliest not ranked (helpers: waiting)
+    local low = earliest[bucket]  -- {number, text}
+    if not low then
+      earliest[bucket] = {n, ts}
+    elseif n < low[1] then
+      low[1], low[2] = n, ts
+    end
+    if n >= 0 then  -- the earliest not ranked (helpers: waiting)
+      low = pending[bucket]
+      if not low then
+        pending[bucket] = {n, ts}
+      elseif n < low[1] then
+        low[1], low[2] = n, ts
+      end
     end
     out[#out + 1] = 0
   end
@@ -50,8 +61,8 @@ bulk('MSET', nil, payloads)
 local heads, unranked = {}, {}
 for bucket, entries in pairs(timelines) do
   bulk('ZADD', timeline(prefix, bucket), entries)
-  push(heads, earliest[bucket], bucket)
-  if pending[bucket] then push(unranked, pending[bucket], bucket) end
+  push(heads, earliest[bucket][2], bucket)
+  if pending[bucket] then push(unranked, pending[bucket][2], bucket) end
 end
 lowered_all(KEYS[2], heads)
 if waits then lowered_all(waits, unranked) end  -- helpers: waiting

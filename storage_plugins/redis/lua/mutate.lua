@@ -14,7 +14,7 @@ if code ~= OK then
 elseif mode == 'cancel' then
   drop(prefix, id, rec, KEYS[3], changed)
   push(buried, ARGV[7], id)
-  push(numbers, '0', '0', int(rec.ts))
+  push(numbers, '0', '0', rec.ts_text)
 else
   reschedule(prefix, KEYS[2], extra.waits, id, rec, at, changed)
   redis.call('HDEL', prefix .. K_RECORD .. id, 'o')

@@ -33,7 +33,7 @@ for i = 1, #ids do
     disowned[#disowned + 1] = id
     left(changed, rec.b, rec.ts)
     push(buried, time, id)
-    push(numbers, '0', '0', int(rec.ts))
+    push(numbers, '0', '0', rec.ts_text)
   elseif mode == 'back' then
     local due, key = dues[i], prefix .. K_RECORD .. id
     reschedule(prefix, KEYS[2], extra.waits, id, rec, due, changed)
