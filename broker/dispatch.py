@@ -43,7 +43,9 @@ clock, so nothing is ever early.
 
 A topic with a rate cap (``max_rate``) leases no more a pass than its
 ``RateCap`` allows, and while a backlog waits on the cap the next pass runs when
-the next token is in. Deliveries made while the cap holds a backlog back are
+the next token is in. It looks and sends nothing ahead: a lease spends tokens,
+and what it took ahead would go out at its millisecond on top of what that
+millisecond's tokens allow. Deliveries made while the cap holds a backlog back are
 observed as rate-limited lateness, apart from the broker's own.
 
 A priority topic (core/priority.py) keeps its available messages at their
@@ -229,17 +231,24 @@ class Dispatcher:
         if self._hints and timestamp - self._cadence() < self._pass_at:
             self._wake.set()
 
+    def _looks_ahead(self) -> int:
+        """The broker's own look-ahead for this topic: none under a rate cap,
+        whose tokens a lease spends (taken ahead, a message would go out at its
+        millisecond together with those the tokens of that time allow)."""
+        return 0 if self._cap is not None else self._lookahead
+
     def _ahead(self, r: Receiver) -> int:
-        """How early ``r`` may be sent a message."""
-        return 0 if self._ranked else r.ahead_ms
+        """How early ``r`` may be sent a message (never on a priority topic, nor
+        under a rate cap, as above)."""
+        return 0 if self._ranked or self._cap is not None else r.ahead_ms
 
     def _horizon(self, r: Receiver) -> int:
         """How far ahead a pass leases for ``r``."""
-        return max(self._lookahead, self._ahead(r))
+        return max(self._looks_ahead(), self._ahead(r))
 
     def _cadence(self) -> int:
         """The look-ahead that paces passes: the shortest of the consumers'."""
-        return min(map(self._horizon, self._receivers), default=self._lookahead)
+        return min(map(self._horizon, self._receivers), default=self._looks_ahead())
 
     async def _run(self) -> None:
         while True:

@@ -99,6 +99,11 @@ async def drain(ctx: Ctx, max_rate: float) -> dict[str, Any]:
         out["per_100ms"] = bins.tolist()
         full = bins[:-1] if len(bins) > 1 else bins  # the last bin is a partial one
         out["per_100ms_spread_pct"] = round(100 * float(full.std() / full.mean()), 1)
+        # the busiest 100 ms against what the cap gives in 100 ms (its 10 ms of
+        # burst allow 110%)
+        out["per_100ms_max_pct_of_cap"] = round(
+            100 * float(full.max()) / (max_rate * BIN_MS / 1000), 1
+        )
         ctx.log(
             f"  burst: {n:,} due at one ms, cap {max_rate:,.0f}/s: drained in {drain_s:.2f} s"
             f" (ideal {ideal_s:.2f} s, {out['drain_error_pct']:+.1f}%),"

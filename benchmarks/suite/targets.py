@@ -155,6 +155,15 @@ TARGETS: tuple[Target, ...] = (
         only="memory",
     ),
     Target(
+        "burst, cap 20k/s: no 100 ms above the cap plus its 10 ms burst (110%)",
+        110.0,
+        False,
+        "%",
+        "burst",
+        lambda r: dig(r, "burst", "capped", "per_100ms_max_pct_of_cap"),
+        only="memory",
+    ),
+    Target(
         "priority topic, idle consumers: produce-to-receive p99 <= 2 ms",
         2.0,
         False,

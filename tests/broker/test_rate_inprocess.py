@@ -84,6 +84,40 @@ async def test_a_burst_drains_at_the_cap_in_due_order_never_early(
     await session.close()
 
 
+@pytest.mark.parametrize(("lookahead_ms", "hold_ms"), [(20, 0), (0, 100), (20, 100)])
+async def test_looking_or_sending_ahead_does_not_spend_the_cap_before_the_burst_is_due(
+    clock: ManualClock, lookahead_ms: int, hold_ms: int
+) -> None:
+    # Given a broker that looks ahead, or a consumer that holds what is sent
+    # ahead (each released at its millisecond), and a burst due at one ms
+    broker = await make_broker(clock, lookahead_ms=lookahead_ms, send_ahead_ms=100)
+    settings = settings_to_pb(TopicSettings(buckets=8, max_rate=RATE))
+    await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
+    try:
+        session = Session(broker, T, "c1", credits=10_000, hold_ms=hold_ms)
+        await settle_down()
+        due = clock.now + 200
+        await produce_at(broker, T, [due] * BURST)
+        await settle_down()
+        # When the clock runs through the time before it and into it
+        out_by: dict[int, int] = {}
+        for _ in range(400):
+            clock.advance(1)
+            await settle_down()
+            out_by[clock.now - due] = len(session.deliveries)
+        # Then by each millisecond no more went out (to be released at `due`)
+        # than the cap allows from `due` on, plus at most 10 ms of burst
+        for ms in (-1, 0, 50, 100, 150):
+            allowed = 1 + max(0, int(RATE / 1000 * ms)) + int(RATE / 100)
+            assert out_by[ms] <= allowed, (ms, out_by[ms])
+        assert out_by[150] >= int(RATE / 1000 * 150) - 2
+        await session.close()
+    finally:
+        for d in list(broker.dispatchers):
+            await broker.drop_dispatcher(d, RuntimeError("test over"))
+        await broker.storage.close()
+
+
 async def test_lifting_the_cap_lets_the_rest_go_at_once(
     broker: BrokerContext, clock: ManualClock
 ) -> None:
