@@ -16,8 +16,9 @@ PROCSTAT = Path(__file__).resolve().parent.parent / "benchmarks" / "suite" / "pr
 CHILD = """
 import time
 end = time.process_time() + 0.4
+spins = 0
 while time.process_time() < end:
-    pass
+    spins += 1
 time.sleep(30)
 """
 

@@ -4,6 +4,7 @@ measured apart from the broker's own."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -28,15 +29,26 @@ async def clock() -> ManualClock:
     return ManualClock()
 
 
-@pytest.fixture
-async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
-    broker = await make_broker(clock, lookahead_ms=0)
+@contextlib.asynccontextmanager
+async def capped(
+    clock: ManualClock, lookahead_ms: int = 0, send_ahead_ms: int = 25
+) -> AsyncIterator[BrokerContext]:
+    """A broker with topic T capped at RATE, closed after the block."""
+    broker = await make_broker(clock, lookahead_ms=lookahead_ms, send_ahead_ms=send_ahead_ms)
     settings = settings_to_pb(TopicSettings(buckets=8, max_rate=RATE))
     await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
-    yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
+    try:
+        yield broker
+    finally:
+        for d in list(broker.dispatchers):
+            await broker.drop_dispatcher(d, RuntimeError("test over"))
+        await broker.storage.close()
+
+
+@pytest.fixture
+async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
+    async with capped(clock) as broker:
+        yield broker
 
 
 def _capped_count(broker: BrokerContext) -> int:
@@ -90,10 +102,7 @@ async def test_looking_or_sending_ahead_does_not_spend_the_cap_before_the_burst_
 ) -> None:
     # Given a broker that looks ahead, or a consumer that holds what is sent
     # ahead (each released at its millisecond), and a burst due at one ms
-    broker = await make_broker(clock, lookahead_ms=lookahead_ms, send_ahead_ms=100)
-    settings = settings_to_pb(TopicSettings(buckets=8, max_rate=RATE))
-    await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
-    try:
+    async with capped(clock, lookahead_ms, send_ahead_ms=100) as broker:
         session = Session(broker, T, "c1", credits=10_000, hold_ms=hold_ms)
         await settle_down()
         due = clock.now + 200
@@ -112,10 +121,6 @@ async def test_looking_or_sending_ahead_does_not_spend_the_cap_before_the_burst_
             assert out_by[ms] <= allowed, (ms, out_by[ms])
         assert out_by[150] >= int(RATE / 1000 * 150) - 2
         await session.close()
-    finally:
-        for d in list(broker.dispatchers):
-            await broker.drop_dispatcher(d, RuntimeError("test over"))
-        await broker.storage.close()
 
 
 async def test_lifting_the_cap_lets_the_rest_go_at_once(
