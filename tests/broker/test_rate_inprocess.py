@@ -51,6 +51,16 @@ async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
         yield broker
 
 
+async def _sent_by_ms(clock: ManualClock, session: Session, due: int, steps: int) -> dict[int, int]:
+    """Run the clock ``steps`` ms, one at a time: deliveries sent by each ms, from ``due``."""
+    sent_by: dict[int, int] = {}
+    for _ in range(steps):
+        clock.advance(1)
+        await settle_down()
+        sent_by[clock.now - due] = len(session.deliveries)
+    return sent_by
+
+
 def _capped_count(broker: BrokerContext) -> int:
     return sum(s.counts.sum() for s in broker.metrics.capped_lateness._series.values())
 
@@ -71,11 +81,7 @@ async def test_a_burst_drains_at_the_cap_in_due_order_never_early(
     later = await produce_at(broker, T, [due + 100])
     await settle_down()
     # When the clock runs one millisecond at a time through the burst
-    sent_by: dict[int, int] = {}
-    for _ in range(700):
-        clock.advance(1)
-        await settle_down()
-        sent_by[clock.now - due] = len(session.deliveries)
+    sent_by = await _sent_by_ms(clock, session, due, 700)
     # Then nothing went before its millisecond, and each ms sent what the cap allowed:
     # a first token, then 2 a millisecond
     assert sent_by[-1] == 0
@@ -109,11 +115,7 @@ async def test_looking_or_sending_ahead_does_not_spend_the_cap_before_the_burst_
         await produce_at(broker, T, [due] * BURST)
         await settle_down()
         # When the clock runs through the time before it and into it
-        out_by: dict[int, int] = {}
-        for _ in range(400):
-            clock.advance(1)
-            await settle_down()
-            out_by[clock.now - due] = len(session.deliveries)
+        out_by = await _sent_by_ms(clock, session, due, 400)
         # Then by each millisecond no more went out (to be released at `due`)
         # than the cap allows from `due` on, plus at most 10 ms of burst
         for ms in (-1, 0, 50, 100, 150):
