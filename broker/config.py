@@ -87,7 +87,7 @@ class BrokerConfig:
     insecure_allow_anonymous: bool = False  # serve a non-loopback address without --auth
     clock_sync_ms: int = 5000  # how often the storage server's clock is read again
     # Embedded storage in a cluster: stop dispatching while this broker's clock is
-    # further than this from the cluster's (broker/clock_guard.py); 0 = never stop.
+    # further than this from the cluster's (broker/clock/guard.py); 0 = never stop.
     skew_max_ms: int = 100
 
     @classmethod

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dejaq.broker.clock_guard import ClockGuard
+from dejaq.broker.api.ids import IdGenerator
+from dejaq.broker.api.streams import StreamSlots
+from dejaq.broker.api.topics import TopicCache
+from dejaq.broker.clock.guard import ClockGuard
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.coordination import Coordinator
-from dejaq.broker.dispatch import Dispatcher
-from dejaq.broker.ids import IdGenerator
-from dejaq.broker.metrics import Metrics
-from dejaq.broker.streams import StreamSlots
-from dejaq.broker.topics import TopicCache
+from dejaq.broker.dispatch.dispatcher import Dispatcher
+from dejaq.broker.observability.metrics import Metrics
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic

@@ -14,22 +14,22 @@ from grpc_health.v1 import health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from dejaq.broker import health
-from dejaq.broker.clock_guard import ClockGuard, guard_forever
+from dejaq.broker.api.requests import add_to_server
+from dejaq.broker.api.service import TimelineService
+from dejaq.broker.api.topics import TopicCache
+from dejaq.broker.clock.guard import ClockGuard, guard_forever
+from dejaq.broker.clock.storage_clock import storage_clock
 from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.cron.firers import CronFirers
-from dejaq.broker.gauges import refresh_forever
-from dejaq.broker.metrics_endpoint import serve_metrics, tls_context
-from dejaq.broker.requests import add_to_server
+from dejaq.broker.observability import health
+from dejaq.broker.observability.gauges import refresh_forever
+from dejaq.broker.observability.metrics_endpoint import serve_metrics, tls_context
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
-from dejaq.broker.service import TimelineService
-from dejaq.broker.storage_clock import storage_clock
-from dejaq.broker.topics import TopicCache
 from dejaq.core.clock import WallClock
 from dejaq.core.redact import redact
 from dejaq.core.wire.frames import MAX_FRAME_BYTES

@@ -1,6 +1,6 @@
 """The clock: integer epoch milliseconds, UTC. The broker judges "due" by one
 ``Clock``: the storage server's on Redis and PostgreSQL
-(``broker/storage_clock.py``), else this host's wall clock (``WallClock``).
+(``broker/clock/storage_clock.py``), else this host's wall clock (``WallClock``).
 
 ``now_ms`` is the wall clock itself. Code that sleeps until a millisecond (the
 dispatcher) takes a ``Clock``, so tests can drive it with a clock of their own.

@@ -5,7 +5,7 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
 - **Time.** All timestamps are integer epoch milliseconds. Storage never reads
   a clock: the broker passes ``now``. "Due" means ``timestamp <= now``. A
   served backend tells its server's clock (``server_time_us``): brokers
-  sharing it judge ``now`` by that one clock (broker/storage_clock.py).
+  sharing it judge ``now`` by that one clock (broker/clock/storage_clock.py).
 - **Metadata and payloads apart.** A message's metadata (id, timestamp, bucket,
   version, deliveries, lease owner) lives in a time-ordered index; its payload
   is stored separately and never rewritten by a mutation.

@@ -9,7 +9,7 @@ One prefix per cluster, ``/dejaq/<cluster>/``, and under it::
     hints/<topic>/<broker>                 "<epoch ms>"                          broker's lease
 
 ``<broker>`` is the broker's advertised ``HOST:PORT``. Topic names and consumer
-ids cannot contain ``/`` (see ``broker/validation.py``) and addresses do not,
+ids cannot contain ``/`` (see ``broker/api/validation.py``) and addresses do not,
 so a key splits unambiguously. Everything a broker writes, except topic keys,
 hangs on its etcd lease: a broker that dies vanishes with its consumers and
 hints when the lease expires. Topic keys outlive brokers like the topics do.

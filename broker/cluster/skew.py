@@ -2,11 +2,12 @@
 
 On embedded storage "due" is judged by each broker's own clock, so brokers
 whose clocks disagree deliver the same message at different instants: the
-skew is an error bound on "never early", and ``broker/clock_guard.py`` stops a
+skew is an error bound on "never early", and ``broker/clock/guard.py`` stops a
 broker too far off. (On Redis and PostgreSQL the storage server's clock
-decides: ``broker/storage_clock.py``.) Each heartbeat carries the writer's wall clock; when a broker
-receives it through the watch, ``their clock - our clock at receipt`` is the
-true offset minus the transit delay (etcd write + watch, a few ms on a LAN).
+decides: ``broker/clock/storage_clock.py``.) Each heartbeat carries the
+writer's wall clock; when a broker receives it through the watch,
+``their clock - our clock at receipt`` is the true offset minus the transit
+delay (etcd write + watch, a few ms on a LAN).
 The delay is never negative, so the largest recent sample is the best
 estimate, within the smallest transit delay seen.
 """

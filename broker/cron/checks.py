@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dejaq.broker import validation
+from dejaq.broker.api import validation
 from dejaq.broker.cron.schedule import check, zone
 from dejaq.core.cron import CronEntry
 from dejaq.core.errors import InvalidArgument

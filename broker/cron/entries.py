@@ -17,7 +17,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from dejaq.broker.validation import MAX_TIMESTAMP
+from dejaq.broker.api.validation import MAX_TIMESTAMP
 from dejaq.core.cron import CronEntry, Misfire
 from dejaq.core.errors import StorageError
 from dejaq.core.model import Message, TopicSettings

@@ -23,12 +23,12 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from dejaq.broker import ranks
+from dejaq.broker.api.produce import topic_expiry
 from dejaq.broker.cron import entries
 from dejaq.broker.cron.metrics import CronMetrics
 from dejaq.broker.cron.plan import Firing, plan
-from dejaq.broker.metrics import Event
-from dejaq.broker.produce import topic_expiry
+from dejaq.broker.dispatch import ranks
+from dejaq.broker.observability.metrics import Event
 from dejaq.core.buckets import bucket_of
 from dejaq.core.cron import CronEntry, occurrence_id
 from dejaq.core.errors import DejaqError
@@ -36,7 +36,7 @@ from dejaq.core.model import InsertStatus, LeasedMessage, Leases, NewMessage, To
 
 if TYPE_CHECKING:
     from dejaq.broker.context import BrokerContext
-    from dejaq.broker.dispatch import Dispatcher
+    from dejaq.broker.dispatch.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 CREDIT = 512  # entries being fired at once by one broker, per topic

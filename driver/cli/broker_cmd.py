@@ -93,7 +93,7 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dejaq.broker import logs
+    from dejaq.broker.observability import logs
     from dejaq.broker.server import run as serve  # the client commands do not need grpc server
 
     config = BrokerConfig.from_sources(

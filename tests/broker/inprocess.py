@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
+from dejaq.broker.api.consume import consume_stream
+from dejaq.broker.api.produce import produce
+from dejaq.broker.api.topics import TopicCache
 from dejaq.broker.config import BrokerConfig
-from dejaq.broker.consume import consume_stream
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import LocalCoordinator
-from dejaq.broker.produce import produce
-from dejaq.broker.topics import TopicCache
 from dejaq.core.clock import Wake
 from dejaq.core.model import LeasedMessage
 from dejaq.core.wire.batches import decode_deliveries, encode_messages

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dejaq.broker import control
-from dejaq.broker.consume import consume_stream
+from dejaq.broker.api import control
+from dejaq.broker.api.consume import consume_stream
+from dejaq.broker.api.produce import produce, produce_stream
 from dejaq.broker.context import BrokerContext
-from dejaq.broker.produce import produce, produce_stream
 from dejaq.core.errors import DejaqError, InvalidArgument, ResourceExhausted
 from dejaq.core.wire.batches import decode_deliveries, encode_messages
 from dejaq.core.wire.frames import frame_bytes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dejaq.broker.clock_guard import ClockGuard
+from dejaq.broker.clock.guard import ClockGuard
 from dejaq.broker.coordination import BrokerView, ClusterView
 
 BOUND = 100

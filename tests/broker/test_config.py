@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from dejaq.broker.api.topics import TopicCache
 from dejaq.broker.config import DEFAULT_STORAGE, BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import LocalCoordinator
-from dejaq.broker.topics import TopicCache
 from dejaq.core.errors import InvalidArgument
 from dejaq.storage_plugins import storage_from_url
 

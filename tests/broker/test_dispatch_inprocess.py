@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
 from dejaq.broker.context import BrokerContext
 from dejaq.core.model import TopicSettings
 from dejaq.core.wire.convert import settings_to_pb

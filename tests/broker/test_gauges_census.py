@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from dejaq.broker.api.topics import TopicCache
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import LocalCoordinator
-from dejaq.broker.gauges import refresh
-from dejaq.broker.topics import TopicCache
+from dejaq.broker.observability.gauges import refresh
 from dejaq.core.model import NewMessage, Topic
 from dejaq.storage_plugins.sqlite.storage import SqliteStorage
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
+from dejaq.broker.api.produce import produce
+from dejaq.broker.api.topics import TopicCache
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import LocalCoordinator
-from dejaq.broker.gauges import refresh
-from dejaq.broker.produce import produce
-from dejaq.broker.topics import TopicCache
+from dejaq.broker.observability.gauges import refresh
 from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, TopicSettings
 from dejaq.core.wire.batches import encode_messages
 from dejaq.core.wire.convert import settings_to_pb

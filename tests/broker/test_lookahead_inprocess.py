@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
+from dejaq.broker.api.produce import produce
 from dejaq.broker.context import BrokerContext
-from dejaq.broker.produce import produce
 from dejaq.core.errors import Leased
 from dejaq.core.model import TopicSettings
 from dejaq.core.wire.batches import encode_messages

@@ -7,8 +7,8 @@ import pytest
 
 from dejaq.broker.cron.metrics import CronMetrics
 from dejaq.broker.cron.plan import Firing
-from dejaq.broker.gauges import refresh
-from dejaq.broker.metrics import Event, Metrics
+from dejaq.broker.observability.gauges import refresh
+from dejaq.broker.observability.metrics import Event, Metrics
 from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, Topic, TopicSettings
 
 from .inprocess import ManualClock, make_broker, produce_at

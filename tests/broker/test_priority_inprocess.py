@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
+from dejaq.broker.api.produce import produce
 from dejaq.broker.context import BrokerContext
-from dejaq.broker.gauges import refresh
-from dejaq.broker.produce import produce
+from dejaq.broker.observability.gauges import refresh
 from dejaq.core import priority
 from dejaq.core.errors import InvalidArgument, NotFound, WrongKind
 from dejaq.core.model import KIND_PRIORITY, InsertStatus, TopicSettings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dejaq.broker import control
-from dejaq.broker.produce import produce
+from dejaq.broker.api import control
+from dejaq.broker.api.produce import produce
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.proto import dejaq_pb2 as pb

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dejaq.broker.rate import RateCap
+from dejaq.broker.dispatch.rate import RateCap
 
 T0 = 1_000_000
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
 from dejaq.broker.context import BrokerContext
 from dejaq.core.errors import InvalidArgument, NotFound
 from dejaq.core.model import TopicSettings

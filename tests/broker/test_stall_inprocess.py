@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import LocalCoordinator
 from dejaq.core.model import TopicSettings

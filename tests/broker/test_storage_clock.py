@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dejaq.broker.storage_clock import storage_clock
+from dejaq.broker.clock.storage_clock import storage_clock
 from dejaq.storage_plugins import Storage, storage_from_url
 from dejaq.storage_plugins.memory import MemoryStorage
 from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture

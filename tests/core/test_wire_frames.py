@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dejaq.broker.validation import MAX_ID_BYTES
+from dejaq.broker.api.validation import MAX_ID_BYTES
 from dejaq.core.model import LeasedMessage
 from dejaq.core.wire.batches import decode_deliveries, delivery_frames, encode_messages
 from dejaq.core.wire.frames import (

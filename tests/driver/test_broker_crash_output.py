@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dejaq.broker import logs, server
+from dejaq.broker import server
+from dejaq.broker.observability import logs
 from dejaq.driver.cli.main import main
 
 

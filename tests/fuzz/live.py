@@ -27,7 +27,7 @@ from pathlib import Path
 import grpc
 from google.protobuf.message import Message
 
-from dejaq.broker import validation
+from dejaq.broker.api import validation
 from dejaq.core.clock import now_ms
 from dejaq.core.model import TopicSettings
 from dejaq.core.wire.batches import encode_messages

@@ -19,7 +19,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import strategies as st
 
-from dejaq.broker import validation
+from dejaq.broker.api import validation
 from dejaq.core.model import LeasedMessage, State
 from dejaq.core.wire.batches import encode_deliveries, encode_messages, encode_results
 

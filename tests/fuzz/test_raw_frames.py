@@ -3,7 +3,7 @@ valid Produce envelope, and random or damaged protobuf bytes sent on every
 method through generic gRPC calls (no stubs). The broker answers each with a
 clear status, keeps serving (``keeps_serving``), and a refused call changes
 nothing. Bytes that are not the method's request type get INVALID_ARGUMENT
-(gRPC's own parsing answered UNKNOWN before ``dejaq.broker.requests``)."""
+(gRPC's own parsing answered UNKNOWN before ``dejaq.broker.api.requests``)."""
 
 from __future__ import annotations
 

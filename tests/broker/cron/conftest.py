@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.core.model import TopicSettings

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron
 from dejaq.broker.cron.entries import LEAD_MS, companion

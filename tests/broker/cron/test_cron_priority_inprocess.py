@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
+from dejaq.broker.api.produce import produce
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron
-from dejaq.broker.produce import produce
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, TopicSettings
 from dejaq.core.wire.batches import encode_messages

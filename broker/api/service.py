@@ -20,13 +20,13 @@ from typing import Any, TypeVar
 
 import grpc
 
-from dejaq.broker import control
+from dejaq.broker.api import control
+from dejaq.broker.api.consume import consume_stream
+from dejaq.broker.api.produce import produce_stream
+from dejaq.broker.api.scan import scan_bucket
 from dejaq.broker.cluster.status import cluster_status
-from dejaq.broker.consume import consume_stream
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron
-from dejaq.broker.produce import produce_stream
-from dejaq.broker.scan import scan_bucket
 from dejaq.broker.security.guard import Guard, Refusal
 from dejaq.broker.security.identity import CALLER, Caller
 from dejaq.core.errors import DejaqError, Unauthenticated

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from dejaq.broker import ranks, validation
+from dejaq.broker.api import validation
+from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import entries as cron_entries
-from dejaq.broker.metrics import Event
+from dejaq.broker.dispatch import ranks
+from dejaq.broker.observability.metrics import Event
 from dejaq.broker.security.identity import lease_owner
-from dejaq.broker.settle import Kind, settle
 from dejaq.core import priority
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, WrongKind
 from dejaq.core.model import Settled, Topic

@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
-from dejaq.broker import ranks, validation
+from dejaq.broker.api import validation
 from dejaq.broker.context import BrokerContext
-from dejaq.broker.metrics import Event
+from dejaq.broker.dispatch import ranks
+from dejaq.broker.observability.metrics import Event
 from dejaq.core import priority
 from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
@@ -195,7 +196,7 @@ def _ranked_messages(
     batch: ProduceBatch, ids: list[str], positions: Sequence[int], topic: Topic, now: int
 ) -> list[NewMessage]:
     """A priority topic's messages: at their rank when available now, else at
-    their not-before time (``broker/ranks.py``). An expiry counts from the time
+    their not-before time (``broker/dispatch/ranks.py``). An expiry counts from the time
     a message is available."""
     s = topic.settings
     md = batch.max_deliveries

@@ -1,7 +1,7 @@
 """Reflect storage health into gRPC health checking (grpc.health.v1).
 
 While storage does not answer, or the skew guard holds dispatch back (its
-clock is too far from the cluster's: broker/clock_guard.py), the broker
+clock is too far from the cluster's: broker/clock/guard.py), the broker
 reports NOT_SERVING (and logs it once); when both are well again, SERVING.
 Requests meanwhile get UNAVAILABLE from the storage layer, and the
 dispatchers retry on their own. The ``liveness`` service answers SERVING for
@@ -18,7 +18,7 @@ from typing import Any
 
 from grpc_health.v1 import health_pb2
 
-from dejaq.broker.metrics import Metrics
+from dejaq.broker.observability.metrics import Metrics
 from dejaq.storage_plugins.base import Storage
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
 
-from dejaq.broker.service import TimelineService
+from dejaq.broker.api.service import TimelineService
 from dejaq.core.errors import InvalidArgument
 from dejaq.proto import dejaq_pb2 as pb
 

@@ -69,10 +69,10 @@ from typing import Protocol
 
 import numpy as np
 
-from dejaq.broker import ranks
-from dejaq.broker.metrics import Event, Metrics
-from dejaq.broker.rate import RateCap
-from dejaq.broker.window import Window
+from dejaq.broker.dispatch import ranks
+from dejaq.broker.dispatch.rate import RateCap
+from dejaq.broker.dispatch.window import Window
+from dejaq.broker.observability.metrics import Event, Metrics
 from dejaq.core.buckets import Buckets, bucket_of
 from dejaq.core.clock import Clock, Wake, WallClock
 from dejaq.core.errors import DejaqError, NotFound, StorageError

@@ -10,9 +10,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from dejaq.broker import validation
+from dejaq.broker.api import validation
 from dejaq.broker.context import BrokerContext
-from dejaq.broker.metrics import Event
+from dejaq.broker.observability.metrics import Event
 from dejaq.core.errors import DejaqError
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Outcome, SettleItem

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dejaq.broker import validation
+from dejaq.broker.api import validation
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
 

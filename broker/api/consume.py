@@ -3,7 +3,7 @@
 The first frame is a Hello (topic, consumer id, lease, initial credit). Then a
 reader task applies credits and settles (ack / extend / nack) as they come,
 while the dispatcher pushes DeliveryBatch frames (cut at ``max_frame_bytes``)
-through the session's bounded outbox (outbox.py).
+through the session's bounded outbox (``dispatch/outbox.py``).
 
 A consumer that says Goodbye is leaving cleanly: its leases are released at
 once (due now, for another consumer). One whose stream ends or breaks without
@@ -21,12 +21,12 @@ from typing import Any
 
 import grpc
 
-from dejaq.broker import validation
+from dejaq.broker.api import validation
+from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.context import BrokerContext
-from dejaq.broker.dispatch import Dispatcher
-from dejaq.broker.outbox import Outbox
+from dejaq.broker.dispatch.dispatcher import Dispatcher
+from dejaq.broker.dispatch.outbox import Outbox
 from dejaq.broker.security.identity import consumer_id_of, lease_owner
-from dejaq.broker.settle import Kind, settle
 from dejaq.broker.tasks import Background
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import LeasedMessage, Leases, Topic
@@ -87,7 +87,7 @@ async def consume_stream(
     cut_off: CutOff | None = None,
 ) -> AsyncIterator[pb.ConsumeResponse]:
     """One consumer's stream. ``cut_off`` ends the call with a status even while
-    a write waits on a consumer that does not read (outbox.py)."""
+    a write waits on a consumer that does not read (``dispatch/outbox.py``)."""
     with broker.streams.slot():
         async for response in _consume(broker, requests, cut_off):
             yield response
