@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from dejaq.broker.api.ids import IdGenerator
 from dejaq.broker.api.streams import StreamSlots
@@ -18,8 +18,16 @@ from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
 
-if TYPE_CHECKING:
-    from dejaq.broker.cron.firers import CronFirers
+
+class CronHook(Protocol):
+    """What the handlers tell the broker's cron firers (``broker/cron/firers.py``),
+    which the server assembles: they depend on this context, not it on them."""
+
+    async def ensure(self, target: str) -> None:
+        """Fire ``target``'s cron timeline on this broker, if it has one."""
+
+    async def forget(self, target: str) -> None:
+        """``target`` was deleted: stop firing its entries."""
 
 
 @dataclass
@@ -39,7 +47,7 @@ class BrokerContext:
     # The skew guard (embedded storage in a cluster); None = the clock is one
     # for every broker (a storage server's) or there is no cluster.
     guard: ClockGuard | None = None
-    cron: CronFirers | None = None  # fires cron entries (set by the server)
+    cron: CronHook | None = None  # fires cron entries (set by the server)
     streams: StreamSlots = field(init=False)  # open Produce + Consume streams, bounded
 
     def __post_init__(self) -> None:

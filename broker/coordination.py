@@ -9,18 +9,12 @@ assignment: the atomic lease in storage is what keeps a message with one holder.
 from __future__ import annotations
 
 import abc
-import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
-from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import Topic
-from dejaq.storage_plugins.base import Storage
-
-if TYPE_CHECKING:
-    from dejaq.broker.config import BrokerConfig
 
 
 class ClusterListener(Protocol):
@@ -151,31 +145,3 @@ class LocalCoordinator(Coordinator):
         everything = frozenset(range(bucket_count))
         consumers = sorted(self.consumers.get(topic, ()))
         return [Ownership(self.address, c, everything) for c in consumers]
-
-
-def advertised_address(config: BrokerConfig, port: int) -> str:
-    """The HOST:PORT other brokers and clients reach this broker at."""
-    if config.advertise:
-        return config.advertise
-    host = config.listen.rpartition(":")[0]
-    if host in ("", "0.0.0.0", "::", "[::]"):
-        host = socket.gethostname()  # a wildcard is no address to give others
-    return f"{host}:{port}"
-
-
-def coordinator_for(config: BrokerConfig, storage: Storage) -> Coordinator:
-    """etcd when ``--etcd`` is given, else the single-broker coordinator. A
-    cluster needs a storage its brokers share: ``memory://`` is refused."""
-    if not config.etcd:
-        return LocalCoordinator()
-    if not storage.shared:
-        scheme = config.storage.partition(":")[0]
-        raise InvalidArgument(
-            f"--etcd needs a storage every broker of the cluster shares, not {scheme}://"
-            " (it lives inside one broker: messages produced through it would be"
-            " stranded there); use sqlite:///PATH (brokers on one host), redis:// or"
-            " postgresql://"
-        )
-    from dejaq.broker.cluster.etcd_coordinator import EtcdCoordinator
-
-    return EtcdCoordinator.from_config(config, storage)

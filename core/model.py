@@ -12,6 +12,7 @@ DEFAULT_MAX_PAYLOAD = 1 << 20
 MAX_BUCKETS = 4096
 MAX_PAYLOAD_LIMIT = 16 << 20
 DEFAULT_DEDUP_WINDOW_MS = 24 * 3600 * 1000
+MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the latest a message may be due
 
 # Topic kinds: a timeline delivers each message at its millisecond; a priority
 # topic delivers the most urgent available message first (core/priority.py).

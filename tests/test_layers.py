@@ -7,14 +7,15 @@ Every import counts: module level, inside functions, under ``TYPE_CHECKING``,
 relative, and ``importlib.import_module("dejaq...")`` with a literal name.
 A module may import only its own layer and the layers listed for it in
 ``MAY_IMPORT``; a deliberate exception is named, with its reason, in
-``EXCEPTIONS``.
+``EXCEPTIONS``. No module reaches itself again through what it imports: a
+circle, lazy or under ``TYPE_CHECKING`` too, says two modules are really one.
 """
 
 from __future__ import annotations
 
 import ast
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +135,73 @@ def test_every_import_points_down_the_layers() -> None:
     assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
 
 
+def all_modules() -> set[str]:
+    return {
+        module_name(package, folder, path)
+        for package, folder in package_folders().items()
+        for path in folder.rglob("*.py")
+    }
+
+
+def module_graph(imports: list[Import], modules: Iterable[str] = ()) -> dict[str, set[str]]:
+    """Each module and the modules it imports (``a.b.Name`` counts as ``a.b``;
+    importing a package's module does not count as importing the package)."""
+    graph: dict[str, set[str]] = {m: set() for m in [*modules, *(i.module for i in imports)]}
+    for imp in imports:
+        target = imp.target
+        while target and target not in graph:
+            target = target.rpartition(".")[0]
+        if target and target != imp.module:
+            graph[imp.module].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected parts of more
+    than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                part.append(top)
+                if top == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_import_circles() -> None:
+    # Given every import of every module, the lazy and TYPE_CHECKING ones too
+    graph = module_graph(all_imports(), all_modules())
+    # Then no module reaches itself again through them
+    found = circles(graph)
+    assert not found, "import circles (each line: the modules of one):\n" + "\n".join(
+        " <-> ".join(part) for part in found
+    )
+
+
 def test_every_exception_is_still_needed() -> None:
     used = {(imp.module, layer_of(imp.target)) for imp in all_imports()}
     stale = [exception for exception in EXCEPTIONS if exception not in used]
@@ -205,3 +273,31 @@ def test_the_rules_catch_each_wrong_direction() -> None:
     assert wrong("dejaq.driver.cli.main", "dejaq.broker.server")
     assert not wrong("dejaq.driver.cli.broker_cmd", "dejaq.broker.server")
     assert wrong("dejaq.driver.cli.broker_cmd", "dejaq.storage_plugins.base")
+
+
+def test_the_circle_finder_finds_each_circle_and_only_circles() -> None:
+    def imports(*edges: tuple[str, str]) -> list[Import]:
+        return [Import(a, b, Path("x.py"), 1) for a, b in edges]
+
+    # a chain and a diamond are no circles; a name imported from a module is the module
+    chain = imports(("p.a", "p.b.Name"), ("p.b", "p.c"), ("p.a", "p.c"), ("p.c", "p.d"))
+    assert circles(module_graph(chain)) == []
+    # two modules importing each other, and a longer circle beside them
+    found = circles(
+        module_graph(
+            imports(
+                ("p.a", "p.b.thing"),
+                ("p.b", "p.a"),
+                ("q.x", "q.y"),
+                ("q.y", "q.z.Name"),
+                ("q.z", "q.x"),
+                ("q.z", "p.a"),
+            )
+        )
+    )
+    assert found == [["p.a", "p.b"], ["q.x", "q.y", "q.z"]]
+    # a module importing from its own package's __init__ (``from p import a``)
+    # names the module, not the package
+    assert circles(module_graph(imports(("p", "p.a.f"), ("p.a", "p.b"), ("p.b", "p.a.g")))) == [
+        ["p.a", "p.b"]
+    ]

@@ -21,7 +21,8 @@ from dejaq.broker.observability.metrics import Event
 from dejaq.core import priority
 from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
+from dejaq.core.expiry import topic_expiry
+from dejaq.core.model import MAX_TIMESTAMP, InsertStatus, NewMessage, Topic, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
 from dejaq.core.wire.status import kind_of
 from dejaq.proto import dejaq_pb2 as pb
@@ -113,7 +114,7 @@ def _all_valid(batch: ProduceBatch, ids: list[str], topic: Topic) -> bool:
         if min(batch.priorities) < 0 or max(batch.priorities) > top:
             return False
     ts = batch.timestamps
-    if min(ts) < 0 or max(ts) > validation.MAX_TIMESTAMP:
+    if min(ts) < 0 or max(ts) > MAX_TIMESTAMP:
         return False
     if max(map(len, batch.payloads)) > max_payload:
         return False
@@ -122,7 +123,7 @@ def _all_valid(batch: ProduceBatch, ids: list[str], topic: Topic) -> bool:
         return False
     if batch.expires_at is not None:
         exp = [e for e in batch.expires_at if e]
-        if exp and (min(exp) < 0 or max(exp) > validation.MAX_TIMESTAMP):
+        if exp and (min(exp) < 0 or max(exp) > MAX_TIMESTAMP):
             return False
     return True
 
@@ -173,15 +174,6 @@ def _messages(
         bucket = bucket_of(mid, n)
         out.append(NewMessage(mid, ts, batch.payloads[i], bucket, md[i] if md else 0, expires))
     return out
-
-
-def topic_expiry(s: TopicSettings, available_at: int) -> int:
-    """A message's expiry under its topic's ``expiry_ms``, counted from when it
-    is available (a timeline's due time; a priority message's not-before time,
-    or its produce when that has passed); 0 = none."""
-    if not s.expiry_ms:
-        return 0
-    return min(available_at + s.expiry_ms, validation.MAX_TIMESTAMP)
 
 
 def _priority_error(topic: Topic, value: int) -> str | None:

@@ -11,6 +11,7 @@ from dejaq.core.model import (
     KINDS,
     MAX_BUCKETS,
     MAX_PAYLOAD_LIMIT,
+    MAX_TIMESTAMP,
     TopicSettings,
 )
 from dejaq.core.wire.frames import MAX_FRAME_BYTES, frame_bytes
@@ -18,7 +19,6 @@ from dejaq.core.wire.frames import MAX_FRAME_BYTES, frame_bytes
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 CONSUMER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
 MAX_ID_BYTES = 256
-MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 MIN_LEASE_MS = 10
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000
 MAX_CREDITS = 1_000_000

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
-from dejaq.broker.api import validation
 from dejaq.broker.cron.schedule import check, zone
 from dejaq.core.cron import CronEntry
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import Topic
+from dejaq.core.model import MAX_TIMESTAMP, Topic
 from dejaq.core.priority import check_priority
 
 ENTRY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")  # no '@': it splits occurrence ids
@@ -32,7 +31,7 @@ def entry(e: CronEntry, topic: Topic) -> CronEntry:
     check(e.schedule)
     zone(e.timezone)
     for name, ms in (("start", e.start_ms), ("end", e.end_ms)):
-        if not 0 <= ms <= validation.MAX_TIMESTAMP:
+        if not 0 <= ms <= MAX_TIMESTAMP:
             raise InvalidArgument(f"cron {name} {ms} is out of range")
     if e.end_ms and e.end_ms <= e.start_ms:
         raise InvalidArgument("a cron entry's end must come after its start")

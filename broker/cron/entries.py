@@ -17,10 +17,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from dejaq.broker.api.validation import MAX_TIMESTAMP
 from dejaq.core.cron import CronEntry, Misfire
 from dejaq.core.errors import StorageError
-from dejaq.core.model import Message, TopicSettings
+from dejaq.core.model import MAX_TIMESTAMP, Message, TopicSettings
 
 SUFFIX = "~cron"
 LEAD_MS = 10_000  # an occurrence is produced this long before it is due

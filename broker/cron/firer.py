@@ -23,7 +23,6 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from dejaq.broker.api.produce import topic_expiry
 from dejaq.broker.cron import entries
 from dejaq.broker.cron.metrics import CronMetrics
 from dejaq.broker.cron.plan import Firing, plan
@@ -32,6 +31,7 @@ from dejaq.broker.observability.metrics import Event
 from dejaq.core.buckets import bucket_of
 from dejaq.core.cron import CronEntry, occurrence_id
 from dejaq.core.errors import DejaqError
+from dejaq.core.expiry import topic_expiry
 from dejaq.core.model import InsertStatus, LeasedMessage, Leases, NewMessage, Topic
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from google.protobuf.message import Message
 from hypothesis import strategies as st
 
 from dejaq.broker.api import validation
-from dejaq.core.model import LeasedMessage, State
+from dejaq.core.model import MAX_TIMESTAMP, LeasedMessage, State
 from dejaq.core.wire.batches import encode_deliveries, encode_messages, encode_results
 
 U32 = 2**32 - 1
@@ -84,7 +84,7 @@ def damaged(draw: st.DrawFn, frames: st.SearchStrategy[bytes]) -> bytes:
 
 # -- request fields ------------------------------------------------------------
 
-MAX_TS = validation.MAX_TIMESTAMP
+MAX_TS = MAX_TIMESTAMP
 timestamps = st.sampled_from([0, 1, -1, MAX_TS, MAX_TS + 1, I64_MIN, I64_MAX]) | i64
 durations = st.sampled_from(
     [

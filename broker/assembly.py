@@ -1,0 +1,210 @@
+"""One broker assembled from its config: storage and its clock, the coordinator,
+the gRPC server with health and reflection, the metrics endpoint and the
+background tasks; started, and taken apart again in order.
+
+``server.serve`` runs one as a process (signals, the lines scripts read);
+``dejaq.driver.embedded`` runs one inside an application's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from dejaq.broker.api.requests import add_to_server
+from dejaq.broker.api.service import TimelineService
+from dejaq.broker.api.topics import TopicCache
+from dejaq.broker.clock.guard import ClockGuard, guard_forever
+from dejaq.broker.clock.storage_clock import storage_clock
+from dejaq.broker.cluster.etcd_coordinator import EtcdCoordinator
+from dejaq.broker.cluster.events import BrokerEvents
+from dejaq.broker.config import BrokerConfig
+from dejaq.broker.context import BrokerContext
+from dejaq.broker.coordination import Coordinator, LocalCoordinator
+from dejaq.broker.cron.firers import CronFirers
+from dejaq.broker.observability import health
+from dejaq.broker.observability.gauges import refresh_forever
+from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_metrics, tls_context
+from dejaq.broker.retention import sweep_forever
+from dejaq.broker.security.guard import Guard
+from dejaq.broker.security.tls import ServerTls
+from dejaq.core.clock import WallClock
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.wire.frames import MAX_FRAME_BYTES
+from dejaq.storage_plugins import storage_from_url
+from dejaq.storage_plugins.base import Storage
+
+# The shortest interval between a client's pings the broker accepts; more often
+# and it answers GOAWAY (too many pings). The driver pings every 10 s.
+MIN_CLIENT_PING_MS = 5_000
+
+
+@dataclass
+class RunningBroker:
+    """A started broker: what serves, and what its stop takes apart."""
+
+    config: BrokerConfig
+    context: BrokerContext
+    port: int
+    guard: Guard
+    tls: ServerTls | None
+    metrics_endpoint: MetricsEndpoint | None
+    _server: grpc.aio.Server
+    _health: HealthServicer
+    _cron: CronFirers
+    _background: list[asyncio.Task[None]]
+
+    async def stop(self) -> None:
+        """Stop serving (streams get ``grace_s`` to finish), then the cron
+        firers, the coordinator, the dispatchers and storage, in that order."""
+        await self._health.enter_graceful_shutdown()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
+        await self._server.stop(self.config.grace_s)
+        await self._cron.stop()
+        await self.context.coordinator.stop()
+        for d in list(self.context.dispatchers.values()):
+            await d.stop()
+        await self.context.storage.close()
+
+
+async def start(config: BrokerConfig) -> RunningBroker:
+    """Assemble and start a broker; a bad TLS file, auth file, storage URL or
+    listen address stops it before it serves, with nothing left open."""
+    # TLS files and the auth file are checked before anything is opened.
+    tls = ServerTls.from_config(config)
+    guard = Guard.from_file(config.auth)
+    metrics_tls = tls_context(config)  # a bad certificate stops the broker before it starts
+    storage = storage_from_url(config.storage)
+    await storage.open()
+    try:
+        return await _start_over(config, storage, tls, guard, metrics_tls)
+    except BaseException:
+        await storage.close()
+        raise
+
+
+async def _start_over(
+    config: BrokerConfig,
+    storage: Storage,
+    tls: ServerTls | None,
+    guard: Guard,
+    metrics_tls: ssl.SSLContext | None,
+) -> RunningBroker:
+    clock = await storage_clock(storage, config.clock_sync_ms)  # the storage server's, if any
+    broker = BrokerContext(
+        config,
+        storage,
+        coordinator_for(config, storage),
+        TopicCache(storage),
+        clock=clock if clock is not None else WallClock(),
+    )
+    if clock is not None:
+        clock.on_sync = broker.metrics.storage_clock_synced
+        broker.metrics.storage_clock_synced(clock.offset_ms / 1000, clock.uncertainty_us / 1e6)
+    if clock is None and config.etcd and config.skew_max_ms:
+        # Brokers' own clocks decide (embedded storage): guard against one that is off.
+        broker.guard = ClockGuard(config.skew_max_ms)
+    storage.on_operation = broker.metrics.storage_op
+    cron = CronFirers(broker)
+    broker.cron = cron
+    server = grpc.aio.server(options=server_options(config))
+    add_to_server(TimelineService(broker, guard), server)
+    health_servicer = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*health.SERVICES[1:], "grpc.health.v1.Health", reflection.SERVICE_NAME), server
+    )
+    try:
+        if tls is None:
+            port = server.add_insecure_port(config.listen)
+        else:
+            port = server.add_secure_port(config.listen, tls.credentials())
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
+    # Join the cluster (etcd) before serving: a broker that cannot, does not start.
+    await broker.coordinator.start(advertised_address(config, port), BrokerEvents(broker))
+    await server.start()
+    await health.set_status(health_servicer, True)
+    await health.set_alive(health_servicer)
+    background = [
+        asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
+        asyncio.create_task(
+            health.monitor(
+                storage, health_servicer, broker.metrics, clock_ok=lambda: not _guarded(broker)
+            )
+        ),
+        asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
+        asyncio.create_task(cron.run_forever()),
+    ]
+    if clock is not None:
+        background.append(asyncio.create_task(clock.run_forever()))
+    elif broker.guard is not None:
+        view, changed = broker.coordinator.view, broker.clock_guard_changed
+        background.append(asyncio.create_task(guard_forever(broker.guard, view, changed)))
+    endpoint = None
+    if config.metrics:
+        endpoint = serve_metrics(config, broker.metrics.registry, metrics_tls)
+    return RunningBroker(
+        config, broker, port, guard, tls, endpoint, server, health_servicer, cron, background
+    )
+
+
+def _guarded(broker: BrokerContext) -> bool:
+    """Whether the skew guard holds dispatch back now."""
+    return broker.guard is not None and broker.guard.paused
+
+
+def coordinator_for(config: BrokerConfig, storage: Storage) -> Coordinator:
+    """etcd when ``--etcd`` is given, else the single-broker coordinator. A
+    cluster needs a storage its brokers share: ``memory://`` is refused."""
+    if not config.etcd:
+        return LocalCoordinator()
+    if not storage.shared:
+        scheme = config.storage.partition(":")[0]
+        raise InvalidArgument(
+            f"--etcd needs a storage every broker of the cluster shares, not {scheme}://"
+            " (it lives inside one broker: messages produced through it would be"
+            " stranded there); use sqlite:///PATH (brokers on one host), redis:// or"
+            " postgresql://"
+        )
+    return EtcdCoordinator.from_config(config, storage)
+
+
+def advertised_address(config: BrokerConfig, port: int) -> str:
+    """The HOST:PORT other brokers and clients reach this broker at."""
+    if config.advertise:
+        return config.advertise
+    host = config.listen.rpartition(":")[0]
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = socket.gethostname()  # a wildcard is no address to give others
+    return f"{host}:{port}"
+
+
+def server_options(config: BrokerConfig) -> list[tuple[str, int]]:
+    """Frame limits and keepalive: the broker pings each connection every
+    ``keepalive_ms`` and closes it when a ping goes unanswered for
+    ``keepalive_timeout_ms``, so a frozen or vanished client (half-open TCP)
+    releases its stream in seconds, not after the kernel's hours."""
+    return [
+        ("grpc.max_receive_message_length", MAX_FRAME_BYTES),
+        ("grpc.max_send_message_length", MAX_FRAME_BYTES),
+        ("grpc.keepalive_time_ms", config.keepalive_ms),
+        ("grpc.keepalive_timeout_ms", config.keepalive_timeout_ms),
+        # This gRPC judges an unanswered ping by its own ping timeout, not by the above.
+        ("grpc.http2.ping_timeout_ms", config.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),  # keep pinging an idle stream
+        # Clients ping too (driver/client.py): allow it this often.
+        ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_MS),
+    ]
