@@ -21,6 +21,7 @@ zero, within 14 decimal digits, so a double (a Redis score) holds them exactly.
 
 from __future__ import annotations
 
+from dejaq.core.bounds import Bound
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, Topic
 
@@ -50,16 +51,22 @@ def is_ranked(timestamp: int) -> bool:
     return timestamp < 0
 
 
+def priority_bound(topic: Topic) -> Bound:
+    """The priorities ``topic`` takes: 0 (most urgent) .. its last on a priority
+    topic, only 0 (none given) on a timeline."""
+    name = repr(topic.name).replace("{", "{{").replace("}", "}}")  # a format string
+    if topic.settings.kind != KIND_PRIORITY:
+        return Bound(0, 0, f"topic {name} is a timeline: it takes no priority")
+    return Bound(
+        0,
+        topic.settings.priorities - 1,
+        f"priority {{value}} is out of range for topic {name}: 0 (most urgent) .. {{high}}",
+    )
+
+
 def check_priority(topic: Topic, priority: int) -> int:
     """``priority`` if the topic takes it, else InvalidArgument."""
-    if topic.settings.kind != KIND_PRIORITY:
-        if priority:
-            raise InvalidArgument(f"topic {topic.name!r} is a timeline: it takes no priority")
-        return 0
-    top = topic.settings.priorities - 1
-    if not 0 <= priority <= top:
-        raise InvalidArgument(
-            f"priority {priority} is out of range for topic {topic.name!r}:"
-            f" 0 (most urgent) .. {top}"
-        )
+    err = priority_bound(topic).error(priority)
+    if err is not None:
+        raise InvalidArgument(err)
     return priority

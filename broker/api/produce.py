@@ -14,22 +14,18 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
-from dejaq.broker.api import validation
+from dejaq.broker.api.produce_rules import all_valid, screen
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch import ranks
 from dejaq.broker.observability.metrics import Event
-from dejaq.core import priority
 from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.expiry import topic_expiry
-from dejaq.core.model import MAX_TIMESTAMP, InsertStatus, NewMessage, Topic, TopicSettings
+from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
-from dejaq.core.wire.status import kind_of
 from dejaq.proto import dejaq_pb2 as pb
 
 PIPELINE = 16
-_INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
-_INVALID_KIND = kind_of(InvalidArgument(""))
 
 
 async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceResponse:
@@ -59,11 +55,11 @@ async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb
         fresh = iter(broker.new_id.many(ids.count("")))
         ids = [i or next(fresh) for i in ids]
     positions: Sequence[int]
-    if _all_valid(batch, ids, topic):
+    if all_valid(batch, ids, topic):
         positions = range(len(ids))
         rejections: list[pb.Rejection] = []
     else:
-        positions, rejections = _screen(batch, ids, topic)
+        positions, rejections = screen(batch, ids, topic)
     if ranks.is_priority(topic):
         new = _ranked_messages(batch, ids, positions, topic, broker.clock.now_ms())
     else:
@@ -104,55 +100,6 @@ async def _insert(broker: BrokerContext, topic: str, new: list[NewMessage]) -> l
     return results
 
 
-def _all_valid(batch: ProduceBatch, ids: list[str], topic: Topic) -> bool:
-    """The common case, checked a column at a time at C speed."""
-    if not ids:
-        return True
-    max_payload = topic.settings.max_payload_bytes
-    if batch.priorities is not None:
-        top = topic.settings.priorities - 1 if ranks.is_priority(topic) else 0
-        if min(batch.priorities) < 0 or max(batch.priorities) > top:
-            return False
-    ts = batch.timestamps
-    if min(ts) < 0 or max(ts) > MAX_TIMESTAMP:
-        return False
-    if max(map(len, batch.payloads)) > max_payload:
-        return False
-    # UTF-8 takes at most 4 bytes a character, so this bound needs no encoding.
-    if max(map(len, ids)) * 4 > validation.MAX_ID_BYTES or "\x00" in "".join(ids):
-        return False
-    if batch.expires_at is not None:
-        exp = [e for e in batch.expires_at if e]
-        if exp and (min(exp) < 0 or max(exp) > MAX_TIMESTAMP):
-            return False
-    return True
-
-
-def _screen(
-    batch: ProduceBatch, ids: list[str], topic: Topic
-) -> tuple[list[int], list[pb.Rejection]]:
-    """Check message by message: the positions to insert and the rejections."""
-    max_payload = topic.settings.max_payload_bytes
-    positions: list[int] = []
-    rejections: list[pb.Rejection] = []
-    for i, mid in enumerate(ids):
-        payload = batch.payloads[i]
-        err = validation.message_id_error(mid) or validation.timestamp_error(batch.timestamps[i])
-        if err is None and len(payload) > max_payload:
-            err = f"payload of {len(payload)} bytes is over the topic's {max_payload}"
-        expires = batch.expires_at[i] if batch.expires_at else 0
-        if err is None and expires:
-            err = validation.timestamp_error(expires)
-            err = f"expiry: {err}" if err else None
-        if err is None and batch.priorities is not None:
-            err = _priority_error(topic, batch.priorities[i])
-        if err is not None:
-            rejections.append(pb.Rejection(index=i, code=_INVALID, reason=err, kind=_INVALID_KIND))
-        else:
-            positions.append(i)
-    return positions, rejections
-
-
 def _messages(
     batch: ProduceBatch, ids: list[str], positions: Sequence[int], s: TopicSettings
 ) -> list[NewMessage]:
@@ -174,14 +121,6 @@ def _messages(
         bucket = bucket_of(mid, n)
         out.append(NewMessage(mid, ts, batch.payloads[i], bucket, md[i] if md else 0, expires))
     return out
-
-
-def _priority_error(topic: Topic, value: int) -> str | None:
-    try:
-        priority.check_priority(topic, value)
-    except InvalidArgument as exc:
-        return str(exc)
-    return None
 
 
 def _ranked_messages(

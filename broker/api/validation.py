@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from dejaq.core import priority
+from dejaq.core.bounds import Bound
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import (
     KIND_PRIORITY,
@@ -19,6 +20,12 @@ from dejaq.core.wire.frames import MAX_FRAME_BYTES, frame_bytes
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 CONSUMER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
 MAX_ID_BYTES = 256
+# What a message carries, each bound stated once (produce checks whole columns by them).
+TIMESTAMP = Bound(
+    0, MAX_TIMESTAMP, "timestamp {value} is outside 1970-01-01 .. 9999-12-31 (epoch ms)"
+)
+EXPIRY = Bound(0, MAX_TIMESTAMP, "expiry: " + TIMESTAMP.reason)  # 0: none
+MESSAGE_ID_BYTES = Bound(0, MAX_ID_BYTES, "message id is longer than {high} bytes")
 MIN_LEASE_MS = 10
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000
 MAX_CREDITS = 1_000_000
@@ -113,9 +120,7 @@ def delay_ms(ms: int) -> int:
 
 
 def timestamp_error(ts: int) -> str | None:
-    if not 0 <= ts <= MAX_TIMESTAMP:
-        return f"timestamp {ts} is outside 1970-01-01 .. 9999-12-31 (epoch ms)"
-    return None
+    return TIMESTAMP.error(ts)
 
 
 def timestamp(ts: int) -> int:
@@ -126,11 +131,27 @@ def timestamp(ts: int) -> int:
 
 
 def message_id_error(mid: str) -> str | None:
-    if len(mid.encode()) > MAX_ID_BYTES:
-        return f"message id is longer than {MAX_ID_BYTES} bytes"
     if "\x00" in mid:
         return "message id contains a NUL character"
-    return None
+    return MESSAGE_ID_BYTES.error(len(mid.encode()))
+
+
+def message_ids_valid(ids: list[str]) -> bool:
+    """Whether ``message_id_error`` finds nothing in any of ``ids``, checked at
+    C speed: UTF-8 takes at most 4 bytes a character, so most batches need no
+    encoding to know."""
+    if not ids:
+        return True
+    if "\x00" in "".join(ids):
+        return False
+    if max(map(len, ids)) * 4 <= MESSAGE_ID_BYTES.high:
+        return True
+    return MESSAGE_ID_BYTES.holds_for_all([len(i.encode()) for i in ids])
+
+
+def payload_bound(s: TopicSettings) -> Bound:
+    """The payload sizes a topic takes."""
+    return Bound(0, s.max_payload_bytes, "payload of {value} bytes is over the topic's {high}")
 
 
 def message_id(mid: str) -> str:
