@@ -2,7 +2,17 @@
 # Quick start, command 2: the whole test suite, as CI runs it.
 # Checks generated code is fresh, lints (ruff, mypy), runs pytest, then the
 # benchmark smoke run (benchmarks/run.py --smoke, about a minute).
+#
+# scripts/test.sh --fast [PYTEST ARGS]: the in-process tier only, for the edit
+# loop (under two minutes): the core, the broker in-process, the driver, and the
+# storage conformance suite on memory and SQLite (tests/conftest.py says which).
+# No server is installed or started, and nothing is linted: scripts/lint.sh.
 source "$(dirname "$0")/bootstrap.sh"
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  echo "== tests (fast tier)"
+  exec python -m pytest --fast "$@"
+fi
 source scripts/servers.sh
 echo "== generated code"
 python scripts/generate_wire.py --check

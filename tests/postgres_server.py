@@ -36,6 +36,7 @@ from tests.certs import Certs
 from tests.servers import (
     LocalServer,
     free_port,
+    no_server_in_the_fast_tier,
     require_binary,
     running,
     temporary_root,
@@ -58,6 +59,7 @@ def bin_dir() -> Path:
     """The folder of ``pg_ctl``, ``initdb`` and ``postgres``: on PATH, or where
     Debian keeps them (``/usr/lib/postgresql/<version>/bin``); skipped locally
     (failed under ``CI=true``) when there is none."""
+    no_server_in_the_fast_tier("PostgreSQL")
     found = shutil.which("pg_ctl")
     if found is None:
         debian = [p for p in Path("/usr/lib/postgresql").glob("*/bin/pg_ctl") if p.is_file()]

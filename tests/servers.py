@@ -44,8 +44,24 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+# Set by ``pytest --fast`` (tests/conftest.py): the in-process tier starts no server.
+FAST_TIER = {"on": False}
+
+
+def no_server_in_the_fast_tier(name: str) -> None:
+    """Fail a test of the fast tier that reaches for a server: the tier's
+    selection (tests/conftest.py) must leave it out."""
+    if FAST_TIER["on"]:
+        pytest.fail(
+            f"a test of the fast tier (--fast) starts {name}: add its fixture to"
+            " SERVER_FIXTURES in tests/conftest.py",
+            pytrace=False,
+        )
+
+
 def require_binary(name: str) -> str:
     """The path of executable ``name``; skip the test (fail it under CI) when missing."""
+    no_server_in_the_fast_tier(name)
     path = shutil.which(name)
     if path is None:
         unavailable(f"{name!r} is not installed (not on PATH)")

@@ -33,6 +33,7 @@ async def _largest_stall(work: asyncio.Future[None]) -> float:
     return largest
 
 
+@pytest.mark.long
 async def test_a_refresh_over_10k_topics_is_one_census_off_the_writer(tmp_path: Path) -> None:
     storage = SqliteStorage(f"sqlite:///{tmp_path / 'g.db'}")
     await storage.open()

@@ -215,6 +215,7 @@ def lease_checked(
     assert sorted(got) == sorted(expected)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("chunk", [time_index.CHUNK, 2], ids=["chunk", "tiny-chunks"])
 async def test_the_columnar_index_agrees_with_a_model_through_long_walks(
     chunk: int, monkeypatch: pytest.MonkeyPatch
@@ -225,11 +226,13 @@ async def test_the_columnar_index_agrees_with_a_model_through_long_walks(
         await walk_against_the_model(seed, steps=700)
 
 
+@pytest.mark.long
 async def test_tombstones_agree_with_a_model_through_long_walks() -> None:
     for seed in range(6):
         await walk_against_the_model(seed, steps=700, window_ms=1 << 24)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("chunk", [time_index.CHUNK, 2], ids=["chunk", "tiny-chunks"])
 async def test_a_priority_topics_ranks_agree_with_a_model_through_long_walks(
     chunk: int, monkeypatch: pytest.MonkeyPatch

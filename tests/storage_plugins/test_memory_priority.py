@@ -8,6 +8,8 @@ import heapq
 import random
 import tracemalloc
 
+import pytest
+
 from dejaq.core import priority as prio
 from dejaq.core.model import KIND_PRIORITY, NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins.base import LeaseRequest
@@ -37,6 +39,7 @@ async def lease_all(storage: MemoryStorage, name: str, now: int, limit: int) -> 
     return [d.id for d in (await storage.lease(request)).delivered]
 
 
+@pytest.mark.long
 async def test_a_large_ranked_backlog_is_leased_in_exact_priority_and_fifo_order() -> None:
     storage = MemoryStorage()
     jobs = topic("jobs", aging_ms=1_000)
@@ -91,6 +94,7 @@ async def waiting_bytes(storage: MemoryStorage, name: str, timestamps: list[int]
         tracemalloc.stop()
 
 
+@pytest.mark.long
 async def test_a_ranked_message_waits_at_the_cost_of_a_timelines_future_one() -> None:
     n = 100_000
     # A timeline's messages due later wait in the timing wheel at 8 bytes an entry
