@@ -276,6 +276,8 @@ def test_the_rules_catch_each_wrong_direction() -> None:
     assert wrong("dejaq.driver.client", "dejaq.storage_plugins.base")
     assert wrong("dejaq.driver.cli.main", "dejaq.broker.server")
     assert not wrong("dejaq.driver.cli.broker_cmd", "dejaq.broker.server")
+    assert not wrong("dejaq.driver.embedded", "dejaq.broker.assembly")
+    assert wrong("dejaq.driver.client", "dejaq.broker.assembly")
     assert wrong("dejaq.driver.cli.broker_cmd", "dejaq.storage_plugins.base")
 
 
