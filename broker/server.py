@@ -22,15 +22,16 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import advertised_address, coordinator_for
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.gauges import refresh_forever
+from dejaq.broker.guarded_clock import GuardedClock
 from dejaq.broker.metrics_endpoint import serve_metrics, tls_context
 from dejaq.broker.requests import add_to_server
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
 from dejaq.broker.service import TimelineService
-from dejaq.broker.storage_clock import storage_clock
+from dejaq.broker.storage_clock import StorageClock, storage_clock
 from dejaq.broker.topics import TopicCache
-from dejaq.core.clock import WallClock
+from dejaq.core.clock import Clock, WallClock
 from dejaq.core.redact import redact
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.storage_plugins import storage_from_url
@@ -63,19 +64,25 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     except BaseException:
         await storage.close()
         raise
+    skew_guard = None
+    if clock is None and config.etcd and config.skew_max_ms:
+        # Brokers' own clocks decide (embedded storage): guard against one that
+        # is off, or that steps, at its next reading.
+        skew_guard = ClockGuard(config.skew_max_ms)
     broker = BrokerContext(
         config,
         storage,
         coordinator_for(config, storage),
         TopicCache(storage),
-        clock=clock if clock is not None else WallClock(),
+        clock=_own_clock(clock, skew_guard),
+        guard=skew_guard,
     )
     if clock is not None:
         clock.on_sync = broker.metrics.storage_clock_synced
         broker.metrics.storage_clock_synced(clock.offset_ms / 1000, clock.uncertainty_us / 1e6)
-    if clock is None and config.etcd and config.skew_max_ms:
-        # Brokers' own clocks decide (embedded storage): guard against one that is off.
-        broker.guard = ClockGuard(config.skew_max_ms)
+    if skew_guard is not None:
+        skew_guard.on_change = broker.clock_guard_changed
+        broker.clock_guard_changed(skew_guard.paused)
     storage.on_operation = broker.metrics.storage_op
     broker.cron = CronFirers(broker)
     server = grpc.aio.server(options=server_options(config))
@@ -113,9 +120,9 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     ]
     if clock is not None:
         background.append(asyncio.create_task(clock.run_forever()))
-    elif broker.guard is not None:
-        view, changed = broker.coordinator.view, broker.clock_guard_changed
-        background.append(asyncio.create_task(guard_forever(broker.guard, view, changed)))
+    elif skew_guard is not None:
+        view = broker.coordinator.view
+        background.append(asyncio.create_task(guard_forever(skew_guard, view)))
     metrics_server = None
     if config.metrics:
         metrics_server = serve_metrics(config, broker.metrics.registry, metrics_tls)
@@ -160,6 +167,14 @@ def _log_security(config: BrokerConfig, guard: Guard) -> None:
         log.warning("%s, no --auth: every caller may do everything (anonymous mode)", tls)
     else:
         log.info("%s, %d principals from %s", tls, len(guard.policy.principals), config.auth)
+
+
+def _own_clock(storage: StorageClock | None, guard: ClockGuard | None) -> Clock:
+    """The clock that decides: the storage server's; else this host's, watched
+    for steps when a skew guard judges it."""
+    if storage is not None:
+        return storage
+    return WallClock() if guard is None else GuardedClock(guard)
 
 
 def _guarded(broker: BrokerContext) -> bool:

@@ -73,11 +73,16 @@ def test_on_sqlite_a_clock_step_stops_the_broker_before_anything_is_early(
             assert GUARD_STOPPED in broker.log.read_text(errors="replace"), broker.name
 
 
-def _seed(test: str, capsys: pytest.CaptureFixture[str], what: str, folder: Path) -> tuple[int, str]:
+def _seed(
+    test: str, capsys: pytest.CaptureFixture[str], what: str, folder: Path
+) -> tuple[int, str]:
     """The run's seed (drawn, or ``FAULT_SEED``), printed; and how to replay it."""
     seed = int(os.environ.get("FAULT_SEED") or random.SystemRandom().randrange(2**31))
     kinds = f"FAULT_KINDS={os.environ['FAULT_KINDS']} " if "FAULT_KINDS" in os.environ else ""
-    replay = f"replay: FAULT_SEED={seed} {kinds}python -m pytest 'tests/faults/test_fault_run.py::{test}'"
+    replay = (
+        f"replay: FAULT_SEED={seed} {kinds}python -m pytest "
+        f"'tests/faults/test_fault_run.py::{test}'"
+    )
     with capsys.disabled():
         print(f"\nfault run {what}, seed {seed} (journals in {folder})", flush=True)
     return seed, replay
