@@ -8,6 +8,8 @@ from dejaq.broker.cluster.skew import SkewTracker
 from dejaq.broker.coordination import BrokerView, ClusterView
 from dejaq.broker.guarded_clock import GuardedClock
 
+from .inprocess import HostClocks
+
 BOUND = 100
 
 
@@ -66,29 +68,6 @@ def test_without_news_a_broker_judges_by_the_clocks_it_heard_after_a_grace() -> 
     guard = ClockGuard(BOUND, grace_s=0)
     assert guard.update(view(None, 4)) is True
     assert not guard.paused
-
-
-class HostClocks:
-    """This host's wall and monotonic clocks (µs), moved by hand: ``advance``
-    moves both, ``step`` the wall clock alone (NTP, an operator, faketime)."""
-
-    def __init__(self) -> None:
-        self.wall_us = 1_800_000_000_000_000
-        self.mono_us = 5_000_000
-
-    def __call__(self) -> tuple[int, int]:
-        return self.wall_us, self.mono_us
-
-    def advance(self, ms: int) -> None:
-        self.wall_us += ms * 1_000
-        self.mono_us += ms * 1_000
-
-    def step(self, ms: int) -> None:
-        self.wall_us += ms * 1_000
-
-    @property
-    def wall_ms(self) -> int:
-        return self.wall_us // 1_000
 
 
 def measured(clocks: HostClocks, peer_skew_ms: int = 0) -> tuple[ClockGuard, SkewTracker]:
