@@ -22,7 +22,8 @@ from dejaq.broker.api.requests import add_to_server
 from dejaq.broker.api.service import TimelineService
 from dejaq.broker.api.topics import TopicCache
 from dejaq.broker.clock.guard import ClockGuard, guard_forever
-from dejaq.broker.clock.storage_clock import storage_clock
+from dejaq.broker.clock.guarded import GuardedClock
+from dejaq.broker.clock.storage_clock import StorageClock, storage_clock
 from dejaq.broker.cluster.etcd_coordinator import EtcdCoordinator
 from dejaq.broker.cluster.events import BrokerEvents
 from dejaq.broker.config import BrokerConfig
@@ -35,7 +36,7 @@ from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_m
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
-from dejaq.core.clock import WallClock
+from dejaq.core.clock import Clock, WallClock
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.storage_plugins import storage_from_url
@@ -102,19 +103,25 @@ async def _start_over(
     metrics_tls: ssl.SSLContext | None,
 ) -> RunningBroker:
     clock = await storage_clock(storage, config.clock_sync_ms)  # the storage server's, if any
+    skew_guard = None
+    if clock is None and config.etcd and config.skew_max_ms:
+        # Brokers' own clocks decide (embedded storage): guard against one that
+        # is off, or that steps, at its next reading.
+        skew_guard = ClockGuard(config.skew_max_ms)
     broker = BrokerContext(
         config,
         storage,
         coordinator_for(config, storage),
         TopicCache(storage),
-        clock=clock if clock is not None else WallClock(),
+        clock=_own_clock(clock, skew_guard),
+        guard=skew_guard,
     )
     if clock is not None:
         clock.on_sync = broker.metrics.storage_clock_synced
         broker.metrics.storage_clock_synced(clock.offset_ms / 1000, clock.uncertainty_us / 1e6)
-    if clock is None and config.etcd and config.skew_max_ms:
-        # Brokers' own clocks decide (embedded storage): guard against one that is off.
-        broker.guard = ClockGuard(config.skew_max_ms)
+    if skew_guard is not None:
+        skew_guard.on_change = broker.clock_guard_changed
+        broker.clock_guard_changed(skew_guard.paused)
     storage.on_operation = broker.metrics.storage_op
     cron = CronFirers(broker)
     broker.cron = cron
@@ -149,15 +156,23 @@ async def _start_over(
     ]
     if clock is not None:
         background.append(asyncio.create_task(clock.run_forever()))
-    elif broker.guard is not None:
-        view, changed = broker.coordinator.view, broker.clock_guard_changed
-        background.append(asyncio.create_task(guard_forever(broker.guard, view, changed)))
+    elif skew_guard is not None:
+        view = broker.coordinator.view
+        background.append(asyncio.create_task(guard_forever(skew_guard, view)))
     endpoint = None
     if config.metrics:
         endpoint = serve_metrics(config, broker.metrics.registry, metrics_tls)
     return RunningBroker(
         config, broker, port, guard, tls, endpoint, server, health_servicer, cron, background
     )
+
+
+def _own_clock(storage: StorageClock | None, guard: ClockGuard | None) -> Clock:
+    """The clock that decides: the storage server's; else this host's, watched
+    for steps when a skew guard judges it."""
+    if storage is not None:
+        return storage
+    return WallClock() if guard is None else GuardedClock(guard)
 
 
 def _guarded(broker: BrokerContext) -> bool:

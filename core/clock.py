@@ -17,6 +17,23 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+PREEMPTED_NS = 200_000  # two monotonic readings further apart: read again
+
+
+def clocks_us() -> tuple[int, int]:
+    """This host's wall clock and monotonic clock (µs), read together: their
+    difference stays put until the wall clock is stepped (NTP, an operator),
+    which moves it by the step. The wall clock is read between two monotonic
+    readings, again when a preemption came between them."""
+    for _ in range(3):
+        before = time.monotonic_ns()
+        wall = time.time_ns()
+        after = time.monotonic_ns()
+        if after - before < PREEMPTED_NS:
+            break
+    return wall // 1_000, (before + after) // 2_000
+
+
 class Wake:
     """A flag one sleeper waits on, set by anyone (an ``asyncio.Event`` for a
     single waiter, without the task and timeout machinery ``asyncio.wait_for``

@@ -20,6 +20,13 @@ Until it has heard every other broker's clock once the guard keeps a broker
 that just joined from dispatching (a heartbeat comes within a second); after
 ``GRACE_S`` without (etcd went away meanwhile) it judges by the clocks it has
 heard, if any.
+
+Its own clock stepped: the skews are measured against this broker's monotonic
+clock (``cluster/skew.py``), so a step of its wall clock moves them all at
+once, without waiting for heartbeats (etcd may be down). Between two
+judgements the clock that decides (``clock/guarded.py``) sees a step at its
+next reading and has the guard judge it there and then (``judge_step``): the
+deviation measured, moved by the step.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import time
 from collections.abc import Callable
 
 from dejaq.broker.coordination import ClusterView
+from dejaq.core.clock import clocks_us
 
 log = logging.getLogger(__name__)
 GRACE_S = 3.0  # heartbeats come every second: three missed ones
@@ -39,11 +47,20 @@ GRACE_S = 3.0  # heartbeats come every second: three missed ones
 class ClockGuard:
     """Whether this broker's clock is close enough to the cluster's to dispatch."""
 
-    def __init__(self, bound_ms: int, grace_s: float = GRACE_S) -> None:
+    def __init__(
+        self,
+        bound_ms: int,
+        grace_s: float = GRACE_S,
+        clocks: Callable[[], tuple[int, int]] = clocks_us,
+    ) -> None:
         self.bound_ms = bound_ms
+        self._clocks = clocks
         self._wait_until = time.monotonic() + grace_s
         self.paused = True  # until the other brokers' clocks are known
         self.deviation_ms: int | None = None  # ours minus the cluster's median; None = unknown
+        self._offset_us = 0  # our wall clock minus our monotonic one when deviation_ms was judged
+        # Told of every change of ``paused`` (the broker stops or wakes its dispatchers).
+        self.on_change: Callable[[bool], None] | None = None
 
     def update(self, view: ClusterView) -> bool:
         """Judge again from the brokers' skews in ``view``; True when ``paused`` changed."""
@@ -52,10 +69,26 @@ class ClockGuard:
         first = self.deviation_ms is None
         if first and len(known) < len(others) and time.monotonic() < self._wait_until:
             return False  # not heard from everyone yet: stay paused
+        wall, mono = self._clocks()
+        self._offset_us = wall - mono
         # skew = their clock - ours, so the median clock - ours is the median skew
         # (our own counted as 0), and ours - the median is its negation.
-        self.deviation_ms = -int(statistics.median_low([0, *known]))
-        paused = abs(self.deviation_ms) > self.bound_ms
+        return self._judge(-int(statistics.median_low([0, *known])))
+
+    def judge_step(self, offset_us: int) -> bool:
+        """Our wall clock minus our monotonic one is now ``offset_us``: judge the
+        deviation measured, moved by as much, at once; True when within the bound."""
+        if self.deviation_ms is None:
+            return False  # not measured yet: dispatch has not started
+        moved_ms = (offset_us - self._offset_us) // 1_000
+        self._offset_us += moved_ms * 1_000  # what is left of a ms counts next time
+        self._judge(self.deviation_ms + moved_ms)
+        return not self.paused
+
+    def _judge(self, deviation_ms: int) -> bool:
+        """Stop or go by ``deviation_ms``; True when ``paused`` changed."""
+        self.deviation_ms = deviation_ms
+        paused = abs(deviation_ms) > self.bound_ms
         if paused == self.paused:
             return False
         self.paused = paused
@@ -74,19 +107,15 @@ class ClockGuard:
                 self.bound_ms,
                 self.deviation_ms,
             )
+        if self.on_change is not None:
+            self.on_change(paused)
         return True
 
 
 async def guard_forever(
-    guard: ClockGuard,
-    view: Callable[[], ClusterView],
-    changed: Callable[[bool], None],
-    interval_s: float = 0.2,
+    guard: ClockGuard, view: Callable[[], ClusterView], interval_s: float = 0.2
 ) -> None:
-    """Judge every ``interval_s``; call ``changed(paused)`` on every change (and
-    once at the start, with the initial state)."""
-    changed(guard.paused)
+    """Judge every ``interval_s`` (``guard.on_change`` hears of every change)."""
     while True:
-        if guard.update(view()):
-            changed(guard.paused)
+        guard.update(view())
         await asyncio.sleep(interval_s)

@@ -10,12 +10,21 @@ writer's wall clock; when a broker receives it through the watch,
 delay (etcd write + watch, a few ms on a LAN).
 The delay is never negative, so the largest recent sample is the best
 estimate, within the smallest transit delay seen.
+
+A sample is kept against our *monotonic* clock (their clock minus our
+monotonic clock at receipt), and the estimate reads our wall clock's distance
+to it when asked. So when our own wall clock is stepped, every estimate moves
+by the step at once, with no new heartbeat (etcd may be down), rather than
+once the samples from before the step have aged out of the window.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
+
+from dejaq.core.clock import clocks_us
 
 log = logging.getLogger(__name__)
 WINDOW = 10  # heartbeats kept per broker
@@ -25,16 +34,25 @@ class SkewTracker:
     """Each other broker's clock minus ours, from its last ``WINDOW`` heartbeats;
     warns once when it goes beyond ``warn_ms`` (and notes when it is back)."""
 
-    def __init__(self, warn_ms: int) -> None:
+    def __init__(self, warn_ms: int, clocks: Callable[[], tuple[int, int]] = clocks_us) -> None:
         self.warn_ms = warn_ms
+        self._clocks = clocks  # our wall and monotonic clocks (µs)
+        # Their clock minus our monotonic clock (µs), a sample a heartbeat.
         self._samples: dict[str, deque[int]] = {}
         self._warned: set[str] = set()
 
+    def _offset_us(self) -> int:
+        """Our wall clock minus our monotonic clock, now."""
+        wall, mono = self._clocks()
+        return wall - mono
+
     def observe(self, broker: str, their_wall_ms: int, received_ms: int) -> int:
-        """Record a heartbeat; the new estimate of ``broker``'s clock minus ours."""
+        """Record a heartbeat received at ``received_ms`` (our wall clock, just
+        read); the new estimate of ``broker``'s clock minus ours."""
+        offset = self._offset_us()
         samples = self._samples.setdefault(broker, deque(maxlen=WINDOW))
-        samples.append(their_wall_ms - received_ms)
-        skew = max(samples)
+        samples.append((their_wall_ms - received_ms) * 1_000 + offset)
+        skew = _ms(max(samples) - offset)
         if abs(skew) > self.warn_ms and broker not in self._warned:
             self._warned.add(broker)
             log.warning(
@@ -54,13 +72,18 @@ class SkewTracker:
     def skew_ms(self, broker: str) -> int | None:
         """The estimate for ``broker``, or None before its first heartbeat."""
         samples = self._samples.get(broker)
-        return max(samples) if samples else None
+        return _ms(max(samples) - self._offset_us()) if samples else None
 
     def all(self) -> dict[str, int]:
         """The estimate for every broker heard from."""
-        return {b: max(s) for b, s in self._samples.items() if s}
+        offset = self._offset_us()
+        return {b: _ms(max(s) - offset) for b, s in self._samples.items() if s}
 
     def forget(self, broker: str) -> None:
         """The broker left: drop its samples."""
         self._samples.pop(broker, None)
         self._warned.discard(broker)
+
+
+def _ms(us: int) -> int:
+    return round(us / 1_000)

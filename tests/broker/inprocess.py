@@ -2,7 +2,9 @@
 test moves by hand, and consumer sessions driven frame by frame.
 
 No subprocess, no socket, no wall clock: the dispatcher sleeps on the manual
-clock, so "never early" is checked at the exact millisecond.
+clock, so "never early" is checked at the exact millisecond. (``HostClocks``:
+a host's wall and monotonic clocks, for a clock that watches one against the
+other.)
 """
 
 from __future__ import annotations
@@ -49,6 +51,29 @@ class ManualClock:
         self.now += ms
         self._moved.set()
         self._moved = asyncio.Event()
+
+
+class HostClocks:
+    """This host's wall and monotonic clocks (µs), moved by hand: ``advance``
+    moves both, ``step`` the wall clock alone (NTP, an operator, faketime)."""
+
+    def __init__(self) -> None:
+        self.wall_us = 1_800_000_000_000_000
+        self.mono_us = 5_000_000
+
+    def __call__(self) -> tuple[int, int]:
+        return self.wall_us, self.mono_us
+
+    def advance(self, ms: int) -> None:
+        self.wall_us += ms * 1_000
+        self.mono_us += ms * 1_000
+
+    def step(self, ms: int) -> None:
+        self.wall_us += ms * 1_000
+
+    @property
+    def wall_ms(self) -> int:
+        return self.wall_us // 1_000
 
 
 async def settle_down() -> None:

@@ -1,9 +1,14 @@
-"""The skew guard judges this broker's clock against the cluster's median."""
+"""The skew guard judges this broker's clock against the cluster's median, and
+a step of its own wall clock at the clock's next reading."""
 
 from __future__ import annotations
 
 from dejaq.broker.clock.guard import ClockGuard
+from dejaq.broker.cluster.skew import SkewTracker
 from dejaq.broker.coordination import BrokerView, ClusterView
+from dejaq.broker.clock.guarded import GuardedClock
+
+from .inprocess import HostClocks
 
 BOUND = 100
 
@@ -63,3 +68,81 @@ def test_without_news_a_broker_judges_by_the_clocks_it_heard_after_a_grace() -> 
     guard = ClockGuard(BOUND, grace_s=0)
     assert guard.update(view(None, 4)) is True
     assert not guard.paused
+
+
+def measured(clocks: HostClocks, peer_skew_ms: int = 0) -> tuple[ClockGuard, SkewTracker]:
+    """A guard that has heard a peer ``peer_skew_ms`` from this host ten times
+    (a heartbeat a second) and judged this broker's clock by it."""
+    tracker = SkewTracker(warn_ms=50, clocks=clocks)
+    guard = ClockGuard(BOUND, clocks=clocks)
+    for _ in range(10):
+        clocks.advance(1_000)
+        tracker.observe("b0", clocks.wall_ms + peer_skew_ms, clocks.wall_ms)
+    guard.update(view(tracker.skew_ms("b0")))
+    return guard, tracker
+
+
+def test_a_step_ahead_stops_the_broker_at_its_clocks_next_reading() -> None:
+    # Given a broker whose clock agrees with its peer's, dispatching
+    clocks = HostClocks()
+    guard, tracker = measured(clocks)
+    clock = GuardedClock(guard, clocks)
+    assert not guard.paused
+    before = clock.now_ms()
+    # When its wall clock steps 400 ms ahead, its monotonic clock running on
+    clocks.advance(5)
+    clocks.step(400)
+    # Then its next reading stops dispatch, and keeps to the time as measured
+    assert clock.now_ms() == before + 5
+    assert guard.paused and guard.deviation_ms == 400
+    # and the guard's next judgement, with no new heartbeat (etcd down), agrees
+    assert tracker.skew_ms("b0") == -400
+    guard.update(view(tracker.skew_ms("b0")))
+    assert guard.paused and guard.deviation_ms == 400
+    clocks.advance(5)
+    assert clock.now_ms() == before + 10
+    # When its clock is stepped back
+    clocks.step(-400)
+    guard.update(view(tracker.skew_ms("b0")))
+    # Then it dispatches again, on its wall clock
+    assert not guard.paused and guard.deviation_ms == 0
+    assert clock.now_ms() == clocks.wall_ms
+
+
+def test_a_step_within_the_bound_is_followed() -> None:
+    # Given a broker 20 ms ahead of its peer
+    clocks = HostClocks()
+    guard, _ = measured(clocks, peer_skew_ms=-20)
+    clock = GuardedClock(guard, clocks)
+    assert not guard.paused and guard.deviation_ms == 20
+    # When its wall clock steps 50 ms further ahead
+    clocks.step(50)
+    # Then the clock follows it and the guard counts it: 70 ms is within the bound
+    assert clock.now_ms() == clocks.wall_ms
+    assert not guard.paused and guard.deviation_ms == 70
+    # and a step as far again takes it past the bound
+    clocks.step(50)
+    clock.now_ms()
+    assert guard.paused and guard.deviation_ms == 120
+
+
+def test_a_step_back_stops_the_broker_too() -> None:
+    clocks = HostClocks()
+    guard, _ = measured(clocks)
+    clock = GuardedClock(guard, clocks)
+    before = clock.now_ms()
+    clocks.step(-300)
+    assert clock.now_ms() == before
+    assert guard.paused and guard.deviation_ms == -300
+
+
+def test_before_its_first_judgement_a_step_is_not_followed() -> None:
+    # Given a broker that has not heard its peers yet (it is not dispatching)
+    clocks = HostClocks()
+    guard = ClockGuard(BOUND, clocks=clocks)
+    clock = GuardedClock(guard, clocks)
+    before = clock.now_ms()
+    # When its wall clock steps, then the clock keeps to the monotonic one
+    clocks.step(400)
+    assert clock.now_ms() == before
+    assert guard.paused

@@ -137,3 +137,19 @@ def test_skew_is_the_least_delayed_sample_and_warns_once(
     assert len(caplog.records) == 1
     skew.forget("b")
     assert skew.skew_ms("b") is None
+
+
+def test_a_step_of_our_own_clock_moves_the_skew_at_once() -> None:
+    # Given a peer heard ten times, on time, by a host whose clocks the test moves
+    wall_us, mono_us = NOW * 1_000, 7_000_000
+    skew = SkewTracker(warn_ms=50, clocks=lambda: (wall_us, mono_us))
+    for _ in range(10):
+        wall_us += 1_000_000
+        mono_us += 1_000_000
+        skew.observe("b", wall_us // 1_000, wall_us // 1_000)
+    assert skew.skew_ms("b") == 0
+    # When our wall clock steps 400 ms ahead, the monotonic clock running on
+    wall_us += 400_000
+    # Then the peer is 400 ms behind us at once, with no new heartbeat
+    assert skew.skew_ms("b") == -400
+    assert skew.all() == {"b": -400}

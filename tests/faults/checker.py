@@ -26,6 +26,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from tests.faults.faults import CLOCK_STEPS
 from tests.faults.journal import Record
 from tests.faults.workers import AT_LEAST_ONCE, AT_MOST_ONCE
 
@@ -223,7 +224,7 @@ def _reasons(counts: collections.Counter[str]) -> str:
 
 def _why_early(h: Held, faults: list[Fault]) -> str:
     for f in faults:
-        if f.kind == "clock_step" and f.target == h.broker and f.start <= h.recv <= f.end:
+        if f.kind in CLOCK_STEPS and f.target == h.broker and f.start <= h.recv <= f.end:
             return "from a broker whose clock was stepped ahead"
     return "no fault explains it"
 
@@ -235,10 +236,10 @@ def _why(h: Held, faults: list[Fault]) -> str:
             continue
         if f.kind == "freeze_consumer" and f.target == h.consumer:
             return "consumer frozen"
-        if f.kind in ("kill_broker", "clock_step") and f.target == h.broker:
+        if f.kind in ("kill_broker", *CLOCK_STEPS) and f.target == h.broker:
             return "its broker " + ("killed" if f.kind == "kill_broker" else "stepped")
-        if f.kind in ("restart_storage", "restart_etcd"):
-            return f.kind.replace("_", " ").replace("restart ", "") + " restarted"
+        if f.kind in ("restart_storage", "restart_etcd", "clock_step_etcd_down"):
+            return "storage restarted" if f.kind == "restart_storage" else "etcd restarted"
     if h.ack_refused:
         return f"ack refused: {h.ack_refused}"
     return "no ack confirmed within the lease"

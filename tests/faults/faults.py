@@ -25,7 +25,7 @@ class Target(Protocol):
 
     brokers: list[Broker]
     consumers: list[Worker]
-    storage: LocalServer
+    storage: LocalServer | None  # None: embedded storage (SQLite), no server
     etcd: LocalServer
     lease_ms: int
 
@@ -54,6 +54,7 @@ def freeze_consumer(run: Target, rng: random.Random) -> str:
 def restart_storage(run: Target, rng: random.Random) -> str:
     """Kill the storage server (redis-server SIGKILL, PostgreSQL immediate
     shutdown) and start it again on its files."""
+    assert run.storage is not None, "embedded storage has no server to restart"
     run.storage.kill()
     time.sleep(rng.uniform(0.2, 1.0))
     run.storage.start()
@@ -78,10 +79,26 @@ def clock_step(run: Target, rng: random.Random) -> str:
     return broker.address
 
 
+def clock_step_etcd_down(run: Target, rng: random.Random) -> str:
+    """Kill etcd, step one broker's clock 500 ms ahead while no heartbeat can
+    tell it, step it back, then start etcd again: the broker must notice its
+    own step."""
+    broker = rng.choice(run.brokers)
+    run.etcd.kill()
+    broker.step_clock(CLOCK_STEP_S)
+    time.sleep(rng.uniform(2.0, 4.0))
+    broker.step_clock(0)
+    time.sleep(2.0)  # libfaketime reads the file again within a second (or so)
+    run.etcd.start()
+    return broker.address
+
+
 KINDS: dict[str, Fault] = {
     "kill_broker": kill_broker,
     "freeze_consumer": freeze_consumer,
     "restart_storage": restart_storage,
     "restart_etcd": restart_etcd,
     "clock_step": clock_step,
+    "clock_step_etcd_down": clock_step_etcd_down,
 }
+CLOCK_STEPS = ("clock_step", "clock_step_etcd_down")

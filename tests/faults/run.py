@@ -1,7 +1,9 @@
-"""One randomized fault run on a 3-broker etcd cluster over Redis or PostgreSQL.
+"""One randomized fault run on a 3-broker etcd cluster over Redis, PostgreSQL or
+one SQLite file.
 
 Everything the run breaks is its own: a redis-server with an fsync'd AOF (or a
-PostgreSQL cluster), an etcd, three brokers on fixed ports. Three consumer
+PostgreSQL cluster, or a SQLite file, which has no server to restart), an
+etcd, three brokers on fixed ports. Three consumer
 processes and two producer processes use the public driver with the whole
 broker list. For ``window_s`` seconds the harness injects faults one after
 another (each kind at least once, in a seeded random order, then more drawn
@@ -28,7 +30,7 @@ from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from tests.etcd_server import EtcdServer
 from tests.faults.checker import Report, check
-from tests.faults.faults import KINDS
+from tests.faults.faults import CLOCK_STEPS, KINDS
 from tests.faults.journal import Journal, read_all
 from tests.faults.processes import Broker, Worker, libfaketime
 from tests.faults.workers import AT_LEAST_ONCE, AT_MOST_ONCE
@@ -53,7 +55,7 @@ class FaultRun:
     seed: int
     backend: str
     folder: Path
-    storage: LocalServer
+    storage: LocalServer | None  # None: embedded storage (SQLite)
     storage_url: str
     etcd: LocalServer
     lease_ms: int = LEASE_MS
@@ -70,9 +72,12 @@ class FaultRun:
 
 
 @contextlib.contextmanager
-def storage_server(backend: str) -> Iterator[tuple[LocalServer, str]]:
-    """A storage server of the run's own (it will be restarted), and its URL."""
-    if backend == "redis":
+def storage_server(backend: str, folder: Path) -> Iterator[tuple[LocalServer | None, str]]:
+    """A storage server of the run's own (it will be restarted), and its URL;
+    for SQLite no server, a file in ``folder``."""
+    if backend == "sqlite":
+        yield None, f"sqlite:///{folder / 'dejaq.db'}"
+    elif backend == "redis":
         redis = RedisServer(
             require_binary("redis-server"), temporary_root("redis"), persistent=True
         )
@@ -91,7 +96,7 @@ def fault_run(
 ) -> tuple[FaultRun, Report]:
     rng = random.Random(seed)
     with contextlib.ExitStack() as stack:
-        storage, url = stack.enter_context(storage_server(backend))
+        storage, url = stack.enter_context(storage_server(backend, folder))
         etcd = stack.enter_context(
             running(EtcdServer(require_binary("etcd"), temporary_root("etcd")))
         )
@@ -125,7 +130,10 @@ def fault_run(
 def _start_cluster(run: FaultRun) -> None:
     faketime = libfaketime()
     if faketime is None:
-        run.skipped["clock_step"] = "faketime is not installed"
+        for kind in CLOCK_STEPS:
+            run.skipped[kind] = "faketime is not installed"
+    if run.storage is None:
+        run.skipped["restart_storage"] = "embedded storage has no server"
     cluster = f"faults-{uuid.uuid4().hex[:6]}"
     for i in range(BROKERS):
         broker = Broker(f"b{i}", run.storage_url, _etcd_url(run), cluster, run.folder)
