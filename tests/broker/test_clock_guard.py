@@ -4,9 +4,9 @@ a step of its own wall clock at the clock's next reading."""
 from __future__ import annotations
 
 from dejaq.broker.clock.guard import ClockGuard
+from dejaq.broker.clock.guarded import GuardedClock
 from dejaq.broker.cluster.skew import SkewTracker
 from dejaq.broker.coordination import BrokerView, ClusterView
-from dejaq.broker.clock.guarded import GuardedClock
 
 from .inprocess import HostClocks
 

@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dejaq.broker import control
+from dejaq.broker.api import control
+from dejaq.broker.api.topics import TopicCache
 from dejaq.broker.clock.guard import ClockGuard
+from dejaq.broker.clock.guarded import GuardedClock
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import BrokerView, ClusterView, LocalCoordinator
-from dejaq.broker.clock.guarded import GuardedClock
-from dejaq.broker.topics import TopicCache
 from dejaq.core.model import TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
