@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -207,8 +208,8 @@ async def cross_broker(members: list[Member], plan: Plan) -> dict[str, Any]:
     between brokers)."""
     s = sizes(plan)
     a, b = members[0].address, members[1].address
-    for m in members:
-        await wait_until(lambda m=m: serving(m.address), CONVERGE_S, f"{m.address} serving")
+    for address in (m.address for m in members):
+        await wait_until(partial(serving, address), CONVERGE_S, f"{address} serving")
     topic = "cluster-lateness"
     async with Client(a) as ca:
         await Admin(ca).create_topic(topic)
