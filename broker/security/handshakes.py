@@ -163,12 +163,14 @@ class _Reader:
         self._pending = b""
 
     def run(self) -> None:
-        while True:
-            try:
-                if not self._step():
-                    return
-            except Exception:  # never let the pipe fill: a full one would block the C core
-                log.exception("stderr filter: a line was lost")
+        try:
+            while self._step():
+                pass
+        except Exception:
+            # Never leave the C core writing into a pipe nobody reads (a full one
+            # would block it): give it the original stderr back.
+            os.dup2(self._through, 2)
+            log.exception("stderr filter stopped: gRPC's own lines go to stderr again")
 
     def _step(self) -> bool:
         """Read what is there (or wait until a summary is due); False at end of file."""

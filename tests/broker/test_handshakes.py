@@ -106,3 +106,35 @@ def test_the_filter_passes_other_lines_through_and_rewords_handshakes(tmp_path: 
     # and a handshake line is one readable line, the raw text gone
     assert text.count("TLS handshake failed: a client spoke plaintext") == 1, text
     assert "ssl_transport_security" not in text, text
+
+
+BROKEN = """
+import logging, os, sys, time
+from dejaq.broker.security import handshakes
+
+def broken(line):
+    raise RuntimeError("a bug in the filter")
+
+handshakes.parse = broken
+handshakes.capture_stderr()
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+os.write(2, b"first line\\n")
+out = sys.argv[1]
+deadline = time.monotonic() + 10
+with open(out) as written:  # until the filter has given stderr back
+    while "filter stopped" not in written.read() and time.monotonic() < deadline:
+        time.sleep(0.01)
+        written.seek(0)
+os.write(2, b"a line after it\\n")
+"""
+
+
+def test_a_filter_that_fails_gives_stderr_back(tmp_path: Path) -> None:
+    # Given a filter that fails on the first line it reads
+    out = tmp_path / "stderr"
+    with out.open("w") as err:
+        subprocess.run([sys.executable, "-c", BROKEN, str(out)], stderr=err, timeout=30, check=True)
+    text = out.read_text()
+    # Then it says so, and what is written to descriptor 2 after it comes straight through
+    assert "stderr filter stopped" in text, text
+    assert "a line after it" in text, text
