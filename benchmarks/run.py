@@ -256,7 +256,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     results["config"]["seconds"] = round(time.perf_counter() - started, 1)
 
     print(report.render(results, plan))
-    results["targets"] = evaluate(results)
+    results["targets"] = evaluate(results, judge=not plan.smoke)
     found = report.problems(results, plan)
     found += spark_problems(results.get("spark"))
     for line in found:

@@ -142,13 +142,22 @@ async def _start_over(
     # Join the cluster (etcd) before serving: a broker that cannot, does not start.
     await broker.coordinator.start(advertised_address(config, port), BrokerEvents(broker))
     await server.start()
-    await health.set_status(health_servicer, True)
+    if broker.guard is not None:
+        # Judged at once: a lone broker serves now; one that joins others waits
+        # until it has heard their clocks, and is not ready until then.
+        broker.guard.update(broker.coordinator.view())
+    ready = not _guarded(broker)
+    await health.set_status(health_servicer, ready)
     await health.set_alive(health_servicer)
     background = [
         asyncio.create_task(sweep_forever(storage, config.retention_sweep_ms)),
         asyncio.create_task(
             health.monitor(
-                storage, health_servicer, broker.metrics, clock_ok=lambda: not _guarded(broker)
+                storage,
+                health_servicer,
+                broker.metrics,
+                clock_ok=lambda: not _guarded(broker),
+                serving=ready,
             )
         ),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),

@@ -32,10 +32,13 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import grpc
 import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from suite.backends import ROOT, Unavailable
 from suite.broker import LISTENING, START_TIMEOUT_S, BrokerFailed, dejaq_command, stop
 from suite.messages import PAYLOAD
@@ -59,6 +62,7 @@ BUCKETS = 12
 REBALANCE_RATE = 400  # msgs/s due now, produced through a surviving broker
 CONVERGE_S = 20.0
 DRAIN_S = 15.0
+SERVICE = "dejaq.v1.Timeline"  # the service name the brokers' health reports
 
 
 @dataclass(frozen=True)
@@ -188,10 +192,24 @@ async def covered(address: str, topic: str, consumers: int, brokers: set[str]) -
     return owned == list(range(t.buckets))
 
 
+async def serving(address: str) -> bool:
+    """gRPC health, as a readiness probe asks it: a broker that just joined says
+    NOT_SERVING until its clock guard has heard the others' clocks, and
+    dispatches nothing meanwhile."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
 async def cross_broker(members: list[Member], plan: Plan) -> dict[str, Any]:
-    """Consumer on broker B, producer on broker A, due ``lead_ms`` after sending."""
+    """Consumer on broker B, producer on broker A, due ``lead_ms`` after sending,
+    once every broker serves (what a just-started broker withholds is not lateness
+    between brokers)."""
     s = sizes(plan)
     a, b = members[0].address, members[1].address
+    for address in (m.address for m in members):
+        await wait_until(partial(serving, address), CONVERGE_S, f"{address} serving")
     topic = "cluster-lateness"
     async with Client(a) as ca:
         await Admin(ca).create_topic(topic)

@@ -56,8 +56,9 @@ async def monitor(
     metrics: Metrics,
     interval_s: float = 1.0,
     clock_ok: Callable[[], bool] = lambda: True,
+    serving: bool = True,
 ) -> None:
-    serving = True
+    """Judge every ``interval_s``; ``serving``: the status set at start."""
     while True:
         await asyncio.sleep(interval_s)
         ok = await storage_healthy(storage)

@@ -94,6 +94,7 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from dejaq.broker.observability import logs
+    from dejaq.broker.security import handshakes
     from dejaq.broker.server import run as serve  # the client commands do not need grpc server
 
     config = BrokerConfig.from_sources(
@@ -118,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
         },
         os.environ,
     )
+    if config.tls_cert:
+        # Before the log handler is made: it writes to the original stderr.
+        handshakes.capture_stderr()
     logs.setup(config.log_level, config.log_format)
     try:
         serve(config)

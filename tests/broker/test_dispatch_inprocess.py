@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from dejaq.broker.api import control
+from dejaq.broker.clock.guard import ClockGuard
 from dejaq.broker.context import BrokerContext
 from dejaq.core.model import TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
@@ -145,3 +146,26 @@ async def test_deleting_the_topic_ends_its_consumers(
     # Then its stream ends with NOT_FOUND's error
     assert session.error is not None and "deleted" in str(session.error)
     assert T not in broker.dispatchers
+
+
+async def test_what_fell_due_while_the_clock_guard_held_dispatch_goes_out_when_it_lets_go(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given a broker whose clock guard holds dispatch back (as one that has just
+    # joined a cluster, until it has heard the others' clocks), and a consumer
+    broker.guard = ClockGuard(bound_ms=100)
+    assert broker.guard.paused
+    session = Session(broker, T, "c1", credits=10)
+    await settle_down()
+    # When messages due now are stored meanwhile (their hints find no bucket served)
+    now = clock.now
+    due = await produce_at(broker, T, [now, now, now])
+    await settle_down()
+    assert session.ids == []
+    # and the guard lets it go, the clock standing still
+    assert broker.guard.update(broker.coordinator.view())
+    broker.clock_guard_changed(broker.guard.paused)
+    await settle_down()
+    # Then they go out at once: no re-scan (an hour away here) was needed
+    assert sorted(session.ids) == sorted(due)
+    await session.close()

@@ -177,6 +177,21 @@ async def _not_serving(address: str) -> bool:
     return not await _serving(address)
 
 
+async def test_on_sqlite_a_broker_that_joins_with_its_clock_off_is_never_ready(
+    cluster: Cluster,
+) -> None:
+    # Given a broker on true time
+    cluster.start(1)
+    # When a second one joins on the same SQLite file with its clock 500 ms ahead
+    [ahead] = cluster.start(1, LD_PRELOAD=str(_libfaketime()), FAKETIME=f"+{AHEAD_S}")
+    # Then from its first answer on it says it does not serve (its guard holds
+    # dispatch back: first until it has heard the other's clock, then for good)
+    assert await _not_serving(ahead.address)
+    skews = await _skews(ahead.address, brokers=2)
+    assert min(skews.values()) <= -(AHEAD_S * 1000 - 100), skews  # it has heard the other
+    assert await _not_serving(ahead.address)
+
+
 def _libfaketime() -> Path:
     """Debian's libfaketime (package faketime), preloaded into the broker itself:
     the ``faketime`` wrapper would stand between the broker and its signals."""
@@ -187,7 +202,7 @@ def _libfaketime() -> Path:
     return found[0]
 
 
-async def _skews(address: str) -> dict[str, int]:
+async def _skews(address: str, brokers: int = 3) -> dict[str, int]:
     """Each broker's clock minus ``address``'s, once every broker has been heard from."""
     found: dict[str, int] = {}
 
@@ -195,7 +210,7 @@ async def _skews(address: str) -> dict[str, int]:
         s = await status(address)
         found.clear()
         found.update({b.address: b.skew_ms for b in s.brokers if b.skew_ms is not None})
-        return len(found) == len(s.brokers) == 3
+        return len(found) == len(s.brokers) == brokers
 
     await wait_until(heard, 15, "every broker's clock")
     return found
