@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from dejaq.broker.config import BrokerConfig
 from tests.docs.examples import ROOT
@@ -27,3 +28,11 @@ def test_the_chart_readme_points_to_the_kubernetes_page_and_repeats_nothing() ->
 
 def test_the_readme_stays_a_front_door() -> None:
     assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+
+
+def test_every_link_of_the_readme_leads_to_a_file() -> None:
+    """The docs build checks the links of docs/; this checks the README's."""
+    readme = (ROOT / "README.md").read_text()
+    links = [t for t in re.findall(r"\]\(([^)#\s]+)\)", readme) if "://" not in t]
+    assert links
+    assert [t for t in links if not (ROOT / t).exists()] == []
