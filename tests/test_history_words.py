@@ -10,7 +10,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Bracketed letters keep this file from matching its own pattern.
-HISTORY = re.compile(r"sessio[n] ?#?[0-9]|issu[e] ?#?[0-9]|roun[d] of|record_[s][0-9]", re.I)
+HISTORY = re.compile(
+    r"sessio[n] ?#?[0-9]|issu[e] ?#?[0-9]|roun[d] of|this roun[d]\b|record_[s][0-9]", re.I
+)
 ALLOWED = {"CHANGELOG.md"}
 
 
