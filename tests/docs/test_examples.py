@@ -9,6 +9,7 @@ see ``tests/docs/examples.py`` for the conventions).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -154,6 +155,7 @@ def test_commands_without_output_parse() -> None:
     script it names exists; anything else is another system's tool."""
     parser = build_parser()
     seen = 0
+    benchmark_runs: list[list[str]] = []
     for path in pages():
         for block in blocks(path):
             if block.lang != "sh":
@@ -168,6 +170,8 @@ def test_commands_without_output_parse() -> None:
                 name = words[0]
                 if name == "dejaq":
                     assert _parses(parser, words[1:]), f"does not parse: {where}"
+                elif name == "python" and words[1] == "benchmarks/run.py":
+                    benchmark_runs.append(words[2:])
                 elif name == "python" and words[1].endswith(".py"):
                     assert (ROOT / words[1]).is_file(), where
                 elif "/" in name:
@@ -175,6 +179,32 @@ def test_commands_without_output_parse() -> None:
                 else:
                     assert name in OTHER_TOOLS, f"an unknown tool: {where}"
     assert seen > 20
+    assert benchmark_runs
+    assert _benchmark_flags_parse(benchmark_runs)
+
+
+# benchmarks/run.py imports its own top-level packages (suite, scenarios), so its
+# parser is called in a process of its own with benchmarks/ on the path.
+_PARSE_BENCHMARK_FLAGS = """
+import json, sys
+sys.path.insert(0, "benchmarks")
+import run
+for argv in json.load(sys.stdin):
+    run.parse(argv)
+"""
+
+
+def _benchmark_flags_parse(runs: list[list[str]]) -> bool:
+    done = subprocess.run(
+        [sys.executable, "-c", _PARSE_BENCHMARK_FLAGS],
+        input=json.dumps(runs),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, (runs, done.stderr)
+    return True
 
 
 def test_pages_run_elsewhere_are_run_there() -> None:
