@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, command 2: the whole test suite, as CI runs it.
-# Checks generated code is fresh, lints (ruff, mypy), builds the docs site
-# strictly, runs pytest, then the benchmark smoke run (benchmarks/run.py
-# --smoke, about a minute).
+# Checks generated code is fresh, lints (ruff, mypy), runs pytest, then the
+# benchmark smoke run (benchmarks/run.py --smoke, about a minute).
 source "$(dirname "$0")/bootstrap.sh"
 source scripts/servers.sh
 echo "== generated code"
