@@ -18,6 +18,8 @@ echo "== generated code"
 python scripts/generate_wire.py --check
 echo "== lint"
 scripts/lint.sh
+echo "== docs (a broken link or a missing page fails)"
+scripts/docs.sh
 echo "== tests"
 python -m pytest "$@"
 echo "== benchmark smoke (figures come out, nothing lost or early; speed not judged)"

@@ -11,7 +11,7 @@ day) are written once as Parquet and once as JSON lines. Two topics on one
 - ``dejaq produce TOPIC --jsonl rows.jsonl`` (one process, batches of 1,000).
 
 Checked: each topic then holds N messages (nothing lost, nothing doubled).
-Target (issue 9): >= 100k rows/s, and >= 0.5x the direct produce rate.
+Target: >= 100k rows/s, and >= 0.5x the direct produce rate.
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def _best(r: dict[str, Any]) -> float | None:
     return float(steady.get("best_rate") or 0)
 
 
-# Issue 8's targets per backend: the steady rate held at p99 <= 10 ms, and the
+# The targets per backend: the steady rate held at p99 <= 10 ms, and the
 # p99 lateness at 1k due/s through `dejaq consume`.
 STEADY_RATES = {"memory": 40_000, "redis": 25_000, "sqlite": 15_000, "postgres": 10_000}
 CLI_P99_MS = {"memory": 3, "redis": 5, "sqlite": 5, "postgres": 10}

@@ -34,8 +34,8 @@ three ordinary situations, so every session runs with ``SESSION_SETUP``:
 - Statistics gathered before a topic existed (every new topic): a plan for
   that topic's name estimates it at one row, so reading all of it through
   the primary key and sorting looks as cheap as seeking: every lease,
-  ``next_due`` and settle then reads the whole topic (the 420 ms lateness at
-  1k msgs/s of issue 8).
+  ``next_due`` and settle then reads the whole topic (measured: 420 ms
+  lateness at 1k msgs/s).
 - A plan made while the table was nearly empty: a sequential scan per
   row looks cheapest. A prepared statement's generic plan keeps it as the
   table grows (8 s a lease at 50k messages, measured), so plans are custom,

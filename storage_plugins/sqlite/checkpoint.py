@@ -3,8 +3,8 @@
 SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses its
 threshold (1,000 pages): that commit copies the WAL into the database file and
 syncs it, and every call queued behind it waits. Measured here: commit p99
-8.5 ms (max 11-30 ms) with it, 0.5 ms without — the SQLite p99 lateness of
-issue 8. So this thread checkpoints, ``PASSIVE`` (it never blocks the
+8.5 ms (max 11-30 ms) with it, 0.5 ms without, which showed as delivery
+lateness. So this thread checkpoints, ``PASSIVE`` (it never blocks the
 writer), on its own connection, each time the writer has changed ``every``
 rows since the last time: nothing runs while the storage is idle.
 

@@ -5,8 +5,8 @@ although the broker the consumer is attached to is stopped (`podman stop`) mid-r
 The broker runs as non-root on a read-only root, and SIGTERM ends it, exit 0,
 within the grace period the chart gives it.
 
-Run as the README shows (the image's own 0.0.0.0 listen address; host network
-here, where `-p` has no network backend), it refuses to start until it is told
+Run as docs/kubernetes.md shows (the image's own 0.0.0.0 listen address; host
+network here, where `-p` has no network backend), it refuses to start until it is told
 who may call it: DEJAQ_INSECURE_ALLOW_ANONYMOUS=true serves anyone, DEJAQ_AUTH
 with a mounted principals file serves its token's holder and no one else."""
 

@@ -1,6 +1,6 @@
-"""The README's Security section, run as written: its auth file, its broker
-flags and its client commands, against a broker on loopback (its address and
-the test CA's files in place of the README's)."""
+"""The Security page, run as written: its auth file, its broker flags and its
+client commands, against a broker on loopback (its address and the test CA's
+files in place of the page's)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,15 @@ from pathlib import Path
 from tests.certs import Certs
 from tests.security.support import DEJAQ, cli, serve
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-ALICE_TOKEN = "s3cr3t-alice-token-for-readme"  # the README's; its hash is in its auth file
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+ALICE_TOKEN = "s3cr3t-alice-token-for-readme"  # the page's; its hash is in its auth file
 
 
 def _section() -> str:
-    text = README.read_text()
-    start = text.index("## Security")
-    return text[start : text.index("\n## ", start + 1)]
+    return PAGE.read_text()
 
 
-def test_the_readme_security_walkthrough(certs: Certs, tmp_path: Path) -> None:
+def test_the_security_page_walkthrough(certs: Certs, tmp_path: Path) -> None:
     section = _section()
     auth = tmp_path / "auth.yaml"
     auth.write_text(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))  # type: ignore[union-attr]

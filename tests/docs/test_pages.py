@@ -1,0 +1,38 @@
+"""Reference pages that must follow the code they describe."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from dejaq.broker.config import BrokerConfig
+from tests.docs.examples import ROOT
+
+
+def test_the_configuration_page_names_every_broker_setting() -> None:
+    """Given the broker's typed config, then each of its DEJAQ_* variables is on the page."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [
+        f"DEJAQ_{f.name.upper()}"
+        for f in dataclasses.fields(BrokerConfig)
+        if f"DEJAQ_{f.name.upper()}" not in page
+    ]
+    assert missing == []
+
+
+def test_the_chart_readme_points_to_the_kubernetes_page_and_repeats_nothing() -> None:
+    chart = (ROOT / "deploy" / "helm" / "dejaq" / "README.md").read_text()
+    assert "docs/kubernetes.md" in chart
+    assert "helm install" not in chart and "| key |" not in chart
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+
+
+def test_every_link_of_the_readme_leads_to_a_file() -> None:
+    """The docs build checks the links of docs/; this checks the README's."""
+    readme = (ROOT / "README.md").read_text()
+    links = [t for t in re.findall(r"\]\(([^)#\s]+)\)", readme) if "://" not in t]
+    assert links
+    assert [t for t in links if not (ROOT / t).exists()] == []
