@@ -146,7 +146,7 @@ class Client:
             try:
                 return await rpc(request, timeout=self.timeout_s, wait_for_ready=False)
             except grpc.aio.AioRpcError as exc:
-                last = self._explain(to_error(exc))
+                last = self.explain(to_error(exc))
                 if not retryable(exc):
                     raise last from exc
                 if not idempotent:
@@ -177,7 +177,8 @@ class Client:
             state = channel.get_state(try_to_connect=True)
         return True
 
-    def _explain(self, error: DejaqError) -> DejaqError:
+    def explain(self, error: DejaqError) -> DejaqError:
+        """``error``, with a hint when a broker's refusal suggests missing TLS settings."""
         # A TLS broker closes a plaintext connection at once, a mutual TLS one a
         # connection without a client certificate: say what may be missing.
         if not isinstance(error, BrokerUnavailable) or "Socket closed" not in str(error):

@@ -372,7 +372,7 @@ class Producer:
         if self._unreached < len(self.client.addresses):
             return False
         self._unreached = 0  # a later send tries the list once more
-        self._fail_all(error)
+        self._fail_all(self.client.explain(error))
         return True
 
     def _fail_all(self, error: DejaqError) -> None:
