@@ -37,17 +37,26 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="JSON lines (the default output)")
     p.add_argument("--consumer-id", default="", help="consumer id (default: generated)")
     p.add_argument(
-        "--lease", type=duration, help="lease per delivery, e.g. 30s (default: the topic's)"
+        "--lease",
+        type=duration,
+        metavar="DURATION",
+        help="lease per delivery, e.g. 30s (default: the topic's)",
     )
     p.add_argument("--credits", type=int, default=2048, help="credit window (default 2048)")
     p.add_argument(
         "--hold",
         type=duration,
+        metavar="DURATION",
         help="let the broker send a message up to this long before it is due, e.g. 50ms;"
         " it is printed when due (default 1s, of which the broker sends at most its"
         " --send-ahead-ms; 0 = the broker holds it)",
     )
-    p.add_argument("--idle", type=duration, help="stop after this long without a delivery, e.g. 5s")
+    p.add_argument(
+        "--idle",
+        type=duration,
+        metavar="DURATION",
+        help="stop after this long without a delivery, e.g. 5s",
+    )
     add_broker(p)
     p.set_defaults(run=client_command(consume))
 

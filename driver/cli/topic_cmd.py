@@ -31,20 +31,27 @@ def register(sub: Any) -> None:
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("name")
     p.add_argument("--buckets", type=int, default=0, help="bucket count (default 64)")
-    p.add_argument("--lease", type=duration, help="default lease, e.g. 30s (default 30s)")
+    p.add_argument(
+        "--lease", type=duration, metavar="DURATION", help="default lease, e.g. 30s (default 30s)"
+    )
     p.add_argument("--max-deliveries", type=int, default=0, help="0 = unlimited, 1 = at most once")
     p.add_argument("--max-payload", type=int, default=0, help="bytes (default 1 MiB)")
     p.add_argument(
-        "--dead-retention", type=duration, help="how long dead messages are kept, e.g. 7d"
+        "--dead-retention",
+        type=duration,
+        metavar="DURATION",
+        help="how long dead messages are kept, e.g. 7d",
     )
     p.add_argument(
         "--expiry",
         type=duration,
+        metavar="DURATION",
         help="dead-letter messages still undelivered this long after due",
     )
     p.add_argument(
         "--dedup-window",
         type=duration,
+        metavar="DURATION",
         help="how long a deleted message's id stays taken (resends are duplicates),"
         " e.g. 24h (default 24h; 0 = free at once)",
     )
@@ -68,7 +75,9 @@ def register(sub: Any) -> None:
         help="priority topics: a message waiting this long ranks a priority higher,"
         " e.g. 10s (default: no aging)",
     )
-    aging.add_argument("--aging-ms", dest="aging", type=milliseconds, help="--aging in ms")
+    aging.add_argument(
+        "--aging-ms", dest="aging", type=milliseconds, metavar="MS", help="--aging in ms"
+    )
     add_broker(p)
     p.set_defaults(run=client_command(create))
 
