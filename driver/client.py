@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from dejaq.core.addresses import with_port
 from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
 from dejaq.core.wire.status import error_for, kind_in
@@ -57,11 +58,12 @@ _UNREACHABLE = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnecti
 
 
 def parse_brokers(brokers: str | Sequence[str] | None) -> list[str]:
-    """``"h1:7700,h2:7700"``, a list, or None for ``$DEJAQ_BROKER`` / the default."""
+    """``"h1:7700,h2:7700"``, a list, or None for ``$DEJAQ_BROKER`` / the default;
+    an address without a port gets 7700 (``localhost``, ``[::1]``)."""
     if brokers is None:
         brokers = os.environ.get("DEJAQ_BROKER") or DEFAULT_BROKER
     items = brokers.split(",") if isinstance(brokers, str) else list(brokers)
-    addresses = [a.strip() for a in items if a.strip()]
+    addresses = [with_port(a) for a in items if a.strip()]
     if not addresses:
         raise DejaqError("no broker address given")
     return addresses
@@ -144,7 +146,7 @@ class Client:
             try:
                 return await rpc(request, timeout=self.timeout_s, wait_for_ready=False)
             except grpc.aio.AioRpcError as exc:
-                last = self._explain(to_error(exc))
+                last = self.explain(to_error(exc))
                 if not retryable(exc):
                     raise last from exc
                 if not idempotent:
@@ -175,7 +177,8 @@ class Client:
             state = channel.get_state(try_to_connect=True)
         return True
 
-    def _explain(self, error: DejaqError) -> DejaqError:
+    def explain(self, error: DejaqError) -> DejaqError:
+        """``error``, with a hint when a broker's refusal suggests missing TLS settings."""
         # A TLS broker closes a plaintext connection at once, a mutual TLS one a
         # connection without a client certificate: say what may be missing.
         if not isinstance(error, BrokerUnavailable) or "Socket closed" not in str(error):

@@ -37,7 +37,7 @@ from dejaq.core.wire.frames import (
 )
 from dejaq.core.wire.status import error_for, status_code
 from dejaq.driver.backoff import Backoff
-from dejaq.driver.client import Client, to_error
+from dejaq.driver.client import RETRYABLE, Client, to_error
 from dejaq.proto import dejaq_pb2 as pb
 
 
@@ -118,6 +118,12 @@ class Producer:
         self._lock = asyncio.Lock()
         self._id_prefix = secrets.token_hex(6)
         self._id_counter = 0
+        # Until a broker first answers, a stream that fails is a broker that
+        # cannot be reached, not one lost: once every broker of the list has
+        # failed so, the frames fail at once with the cause (as a consumer's
+        # start or a unary call does), rather than after retry_timeout_s.
+        self._answered = False
+        self._unreached = 0
 
     # -- public ---------------------------------------------------------------
 
@@ -308,11 +314,14 @@ class Producer:
             except grpc.aio.AioRpcError as exc:
                 error = to_error(exc)
                 if isinstance(error, BrokerUnavailable):
+                    if self._none_reached(error):
+                        return
                     deadline = deadline or time.monotonic() + self.retry_timeout_s
                     if time.monotonic() > deadline:
                         self._fail_all(error)
                         return
                 else:
+                    self._answered = True
                     # The broker refused the oldest frame; later ones are resent.
                     if self._inflight:
                         self._inflight.popleft().future.set_exception(error)
@@ -323,6 +332,7 @@ class Producer:
                 self._fail_all(BrokerUnavailable("the broker closed the produce stream"))
                 return
             deadline = None
+            self._answered = True
             frame = self._inflight.popleft()
             if not frame.future.done():
                 frame.future.set_result(_results(frame, response))
@@ -341,6 +351,8 @@ class Producer:
                     for frame in list(self._inflight):
                         await call.write(frame.request)
                 except (grpc.RpcError, asyncio.InvalidStateError):  # ended before we wrote
+                    if not self._answered and self._none_reached(await _ended(call)):
+                        return
                     if backoff.expired():
                         self._fail_all(BrokerUnavailable("no broker accepted the produce stream"))
                         return
@@ -351,12 +363,33 @@ class Producer:
                 self._reader = asyncio.create_task(self._read(call))
                 return
 
+    def _none_reached(self, error: DejaqError) -> bool:
+        """Count a stream that failed before any broker answered; when every
+        broker of the list has, fail the frames in flight with ``error`` (True)."""
+        if self._answered:
+            return False
+        self._unreached += 1
+        if self._unreached < len(self.client.addresses):
+            return False
+        self._unreached = 0  # a later send tries the list once more
+        self._fail_all(self.client.explain(error))
+        return True
+
     def _fail_all(self, error: DejaqError) -> None:
         while self._inflight:
             frame = self._inflight.popleft()
             if not frame.future.done():
                 frame.future.set_exception(error)
         self._call = None
+
+
+async def _ended(call: grpc.aio.StreamStreamCall) -> DejaqError:
+    """Why a stream that refused a write ended."""
+    code = await call.code()
+    detail = await call.details() or code.name
+    if code in RETRYABLE:
+        return BrokerUnavailable(f"broker unavailable: {detail}")
+    return error_for(code, detail, "")
 
 
 def _results(frame: _Frame, response: pb.ProduceResponse) -> list[ProduceResult]:

@@ -14,11 +14,10 @@ from typing import Any
 
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import InvalidArgument
+from dejaq.driver.cli.durations import duration
 from dejaq.driver.client import DEFAULT_BROKER, Client
 from dejaq.driver.tls import client_tls
 
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
 _RATE = re.compile(r"(-?\d+(?:\.\d+)?)(?:/(s|m|min|h))?")
 _PER_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
@@ -26,7 +25,8 @@ _PER_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 def add_broker(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--broker",
-        help=f"HOST:PORT[,HOST:PORT...] of brokers (default $DEJAQ_BROKER or {DEFAULT_BROKER})",
+        help="HOST[:PORT][,HOST[:PORT]...] of brokers, port 7700 unless given"
+        f" (default $DEJAQ_BROKER or {DEFAULT_BROKER})",
     )
     g = p.add_argument_group("security")
     g.add_argument("--tls-ca", help="PEM CA of the brokers' certificates: use TLS ($DEJAQ_TLS_CA)")
@@ -54,14 +54,6 @@ def client_command(
         return asyncio.run(main()) or 0
 
     return run
-
-
-def duration_ms(text: str) -> int:
-    """``250ms``, ``30s``, ``5m``, ``2h``, ``7d``; a bare number is milliseconds."""
-    m = _DURATION.fullmatch(text.strip())
-    if not m:
-        raise InvalidArgument(f"{text!r} is not a duration (like 250ms, 30s, 5m, 2h, 7d)")
-    return int(float(m.group(1)) * _UNITS[m.group(2) or "ms"])
 
 
 def rate_per_s(text: str) -> float:
@@ -95,14 +87,16 @@ def timestamp_ms(text: str) -> int:
 def add_when(p: argparse.ArgumentParser, required: bool) -> None:
     g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("--at", help="when: ISO 8601 (UTC if no zone) or epoch ms")
-    g.add_argument("--in", dest="in_", metavar="DURATION", help="when: from now, e.g. 30s, 5m")
+    g.add_argument(
+        "--in", dest="in_", metavar="DURATION", type=duration, help="when: from now, e.g. 30s, 5m"
+    )
 
 
 def when_ms(args: argparse.Namespace) -> int | None:
     if args.at is not None:
         return timestamp_ms(args.at)
     if args.in_ is not None:
-        return now_ms() + duration_ms(args.in_)
+        return now_ms() + int(args.in_)
     return None
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from dejaq.core.model import KIND_PRIORITY
 from dejaq.driver.admin import Admin
-from dejaq.driver.cli.common import add_broker, client_command, duration_ms, emit, payload_fields
+from dejaq.driver.cli.common import add_broker, client_command, emit, payload_fields
+from dejaq.driver.cli.durations import duration
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import HOLD_MS, Consumer
 from dejaq.driver.settle import SettleFailure
@@ -35,15 +36,27 @@ def register(sub: Any) -> None:
     p.add_argument("--count", type=int, default=0, help="stop after N messages (default: run on)")
     p.add_argument("--json", action="store_true", help="JSON lines (the default output)")
     p.add_argument("--consumer-id", default="", help="consumer id (default: generated)")
-    p.add_argument("--lease", help="lease per delivery, e.g. 30s (default: the topic's)")
+    p.add_argument(
+        "--lease",
+        type=duration,
+        metavar="DURATION",
+        help="lease per delivery, e.g. 30s (default: the topic's)",
+    )
     p.add_argument("--credits", type=int, default=2048, help="credit window (default 2048)")
     p.add_argument(
         "--hold",
+        type=duration,
+        metavar="DURATION",
         help="let the broker send a message up to this long before it is due, e.g. 50ms;"
         " it is printed when due (default 1s, of which the broker sends at most its"
         " --send-ahead-ms; 0 = the broker holds it)",
     )
-    p.add_argument("--idle", help="stop after this long without a delivery, e.g. 5s")
+    p.add_argument(
+        "--idle",
+        type=duration,
+        metavar="DURATION",
+        help="stop after this long without a delivery, e.g. 5s",
+    )
     add_broker(p)
     p.set_defaults(run=client_command(consume))
 
@@ -61,12 +74,12 @@ async def consume(client: Client, args: argparse.Namespace) -> int:
         client,
         args.topic,
         consumer_id=args.consumer_id,
-        lease_ms=duration_ms(args.lease) if args.lease else 0,
+        lease_ms=args.lease or 0,
         credits=args.credits,
         on_settle_error=report,
-        hold_ms=duration_ms(args.hold) if args.hold else HOLD_MS,
+        hold_ms=HOLD_MS if args.hold is None else args.hold,
     )
-    idle_s = duration_ms(args.idle) / 1000 if args.idle else None
+    idle_s = None if args.idle is None else args.idle / 1000
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None

@@ -40,7 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for command in commands:
         command.register(sub)
+    _prepare(parser)
     return parser
+
+
+def _prepare(parser: argparse.ArgumentParser) -> None:
+    """Make every command's parser raise a bad flag value (said in one line by
+    ``main``) and remember itself, so a stray argument is reported with the
+    command's usage rather than the top level's."""
+    parser.exit_on_error = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.set_defaults(command_parser=command)
+                _prepare(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,13 +61,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     # argparse cannot give an optional positional that follows options
     # (`dejaq produce T --in 1s PAYLOAD`) to its slot; commands that take one
     # name it in `trailing` and receive it here.
-    args, extras = parser.parse_known_args(argv)
+    try:
+        args, extras = parser.parse_known_args(argv)
+    except argparse.ArgumentError as exc:
+        flag = f"{exc.argument_name}: " if exc.argument_name else ""
+        print(f"dejaq: error: {flag}{redact(exc.message)}", file=sys.stderr)
+        return 1
     slot = getattr(args, "trailing", None)
     if extras and slot and getattr(args, slot) is None and len(extras) == 1:
         if not extras[0].startswith("-"):
             setattr(args, slot, extras.pop())
     if extras:
-        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        hint = ""
+        if slot and not any(e.startswith("-") for e in extras):
+            hint = f" ({slot.upper()} is one argument: quote one with spaces)"
+        command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     try:
         return int(args.run(args) or 0)
     except DejaqError as exc:

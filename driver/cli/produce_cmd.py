@@ -116,7 +116,7 @@ def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = _json(line)
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
             priority = priority_value(obj["priority"]) if "priority" in obj else 0
@@ -136,6 +136,22 @@ def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
                     f" (at most {MAX_MESSAGE_PAYLOAD} bytes)"
                 )
             yield lineno, Outgoing(payload, ts, mid, priority=priority)
+        except NotJson as exc:
+            yield lineno, str(exc)
         except (ValueError, KeyError, binascii.Error, InvalidArgument) as exc:
             reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             yield lineno, f"rejected: {reason}"
+
+
+class NotJson(ValueError):
+    """A line that does not parse as JSON."""
+
+
+def _json(line: str) -> Any:
+    """The line's value; ``NotJson`` says why not, by column (the file's line
+    number is the caller's: the parser's own line and char offsets are noise)."""
+    text = line.rstrip("\r\n")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotJson(f"not valid JSON: {exc.msg} at column {exc.colno}") from None

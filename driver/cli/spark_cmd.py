@@ -6,12 +6,15 @@ import argparse
 import asyncio
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dejaq.core.errors import DejaqError, InvalidArgument
 from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import add_broker, connect
 from dejaq.driver.client import parse_brokers
+
+if TYPE_CHECKING:  # pyspark is imported only when a job runs
+    from dejaq.driver.spark.job import Job
 
 # The security flags reach Spark's Python workers as the variables the driver
 # reads (a local master's workers inherit this process's environment).
@@ -64,12 +67,36 @@ def register(sub: Any) -> None:
     s.add_argument("--rejects", metavar="PATH", help="write refused rows with reasons here")
     s.add_argument("--max-rejects", type=int, help="fail the job past this many refused rows")
     s.add_argument("--batch-size", type=int, help="messages per Produce frame (default 5000)")
-    s.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    s.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master (default local[*]; a local one listens on 127.0.0.1 only)",
+    )
+    s.add_argument("--spark-ui", action="store_true", help="start Spark's web UI (default off)")
     add_broker(s)
     s.set_defaults(run=schedule)
 
 
 def schedule(args: argparse.Namespace) -> int:
+    spark_job = job_of(args)
+    from dejaq.driver.spark import job  # job_of found it importable
+
+    if args.topic:
+        asyncio.run(_check_topic(args, args.topic))
+    for flag, variable in SECURITY_FLAGS.items():
+        if getattr(args, flag):
+            os.environ[variable] = getattr(args, flag)
+    try:
+        job.run(spark_job)
+    except DejaqError:
+        raise
+    except Exception as exc:  # Spark's own errors: their first line says what failed
+        raise DejaqError(f"the Spark job failed: {_first_line(exc)}") from exc
+    return 0
+
+
+def job_of(args: argparse.Namespace) -> Job:
+    """The Spark job the flags describe."""
     try:
         from dejaq.driver.spark import job
     except ImportError as exc:
@@ -83,18 +110,7 @@ def schedule(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None:
             options[option] = str(value)
-    if args.topic:
-        asyncio.run(_check_topic(args, args.topic))
-    for flag, variable in SECURITY_FLAGS.items():
-        if getattr(args, flag):
-            os.environ[variable] = getattr(args, flag)
-    try:
-        job.run(job.Job(args.input, options, args.format, args.master))
-    except DejaqError:
-        raise
-    except Exception as exc:  # Spark's own errors: their first line says what failed
-        raise DejaqError(f"the Spark job failed: {_first_line(exc)}") from exc
-    return 0
+    return job.Job(args.input, options, args.format, args.master, args.spark_ui)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -12,12 +12,12 @@ from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import (
     add_broker,
     client_command,
-    duration_ms,
     emit,
     iso,
     rate_per_s,
     rate_text,
 )
+from dejaq.driver.cli.durations import duration, milliseconds
 from dejaq.driver.client import Client
 
 _KIND_FIELDS = ("kind", "priorities", "aging_ms")  # shown on the kind line
@@ -31,13 +31,27 @@ def register(sub: Any) -> None:
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("name")
     p.add_argument("--buckets", type=int, default=0, help="bucket count (default 64)")
-    p.add_argument("--lease", help="default lease, e.g. 30s (default 30s)")
+    p.add_argument(
+        "--lease", type=duration, metavar="DURATION", help="default lease, e.g. 30s (default 30s)"
+    )
     p.add_argument("--max-deliveries", type=int, default=0, help="0 = unlimited, 1 = at most once")
     p.add_argument("--max-payload", type=int, default=0, help="bytes (default 1 MiB)")
-    p.add_argument("--dead-retention", help="how long dead messages are kept, e.g. 7d")
-    p.add_argument("--expiry", help="dead-letter messages still undelivered this long after due")
+    p.add_argument(
+        "--dead-retention",
+        type=duration,
+        metavar="DURATION",
+        help="how long dead messages are kept, e.g. 7d",
+    )
+    p.add_argument(
+        "--expiry",
+        type=duration,
+        metavar="DURATION",
+        help="dead-letter messages still undelivered this long after due",
+    )
     p.add_argument(
         "--dedup-window",
+        type=duration,
+        metavar="DURATION",
         help="how long a deleted message's id stays taken (resends are duplicates),"
         " e.g. 24h (default 24h; 0 = free at once)",
     )
@@ -53,13 +67,16 @@ def register(sub: Any) -> None:
         default=0,
         help="priority topics: priorities 0 (most urgent) .. N-1 (default 100)",
     )
-    p.add_argument(
+    aging = p.add_mutually_exclusive_group()
+    aging.add_argument(
         "--aging",
-        "--aging-ms",
-        dest="aging",
+        type=duration,
         metavar="DURATION",
         help="priority topics: a message waiting this long ranks a priority higher,"
-        " e.g. 10s (a bare number is ms; default: no aging)",
+        " e.g. 10s (default: no aging)",
+    )
+    aging.add_argument(
+        "--aging-ms", dest="aging", type=milliseconds, metavar="MS", help="--aging in ms"
     )
     add_broker(p)
     p.set_defaults(run=client_command(create))
@@ -93,8 +110,8 @@ def _kind_settings(args: argparse.Namespace) -> dict[str, Any]:
     kind = args.kind.strip().lower()
     if kind not in KINDS:
         raise InvalidArgument(f"unknown topic kind {args.kind!r}: {' or '.join(KINDS)}")
-    aging_ms = duration_ms(args.aging) if args.aging else 0
-    if kind != KIND_PRIORITY and (args.priorities or args.aging):
+    aging_ms = args.aging or 0
+    if kind != KIND_PRIORITY and (args.priorities or args.aging is not None):
         raise InvalidArgument("--priorities and --aging are for priority topics (--kind priority)")
     return {"kind": kind, "priorities": args.priorities, "aging_ms": aging_ms}
 
@@ -112,14 +129,12 @@ async def create(client: Client, args: argparse.Namespace) -> int:
     d = TopicSettings()
     settings = TopicSettings(
         buckets=args.buckets or d.buckets,
-        lease_ms=duration_ms(args.lease) if args.lease else d.lease_ms,
+        lease_ms=d.lease_ms if args.lease is None else args.lease,
         max_deliveries=args.max_deliveries,
         max_payload_bytes=args.max_payload or d.max_payload_bytes,
-        dead_retention_ms=duration_ms(args.dead_retention) if args.dead_retention else 0,
-        expiry_ms=duration_ms(args.expiry) if args.expiry else 0,
-        dedup_window_ms=(
-            duration_ms(args.dedup_window) if args.dedup_window else d.dedup_window_ms
-        ),
+        dead_retention_ms=args.dead_retention or 0,
+        expiry_ms=args.expiry or 0,
+        dedup_window_ms=d.dedup_window_ms if args.dedup_window is None else args.dedup_window,
         max_rate=rate_per_s(args.max_rate) if args.max_rate else 0.0,
         **kind,
     )

@@ -23,6 +23,7 @@ from dejaq.driver.spark.summary import Totals
 
 FORMATS = ("parquet", "csv", "json")
 PROGRESS_EVERY_S = 1.0
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,41 @@ class Job:
     options: Mapping[str, str]  # the data source's options (broker, topic, ...)
     format: str | None = None  # None: from the input's extension
     master: str = "local[*]"
+    spark_ui: bool = False  # Spark's web UI (the job prints its own progress)
+
+
+def spark_conf(job: Job) -> dict[str, str]:
+    """The Spark settings of the job's session. A local master stays on loopback:
+    nothing of it is reachable from the network."""
+    conf = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "true" if job.spark_ui else "false",
+    }
+    if is_local(job.master):
+        conf["spark.driver.host"] = LOOPBACK
+        conf["spark.driver.bindAddress"] = LOOPBACK
+    return conf
+
+
+def is_local(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[N,F]``, ``local-cluster[...]``: on this machine."""
+    return master.strip().startswith("local")
+
+
+def session(job: Job) -> SparkSession:
+    """The job's Spark session (Spark's own log at ERROR, the data source registered)."""
+    # Spark's Python workers must run this interpreter, where dejaq is installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if is_local(job.master):
+        # What Spark binds beside the driver (its web UI when asked) follows this.
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    builder = SparkSession.builder.master(job.master).appName("dejaq spark schedule")
+    for key, value in spark_conf(job).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
 
 
 def input_format(path: str, given: str | None) -> str:
@@ -97,16 +133,7 @@ class Progress:
 def run(job: Job, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> Totals:
     """Run the write; its totals (also printed to ``out``)."""
     fmt = input_format(job.input, job.format)
-    # Spark's Python workers must run this interpreter, where dejaq is installed.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(job.master)
-        .appName("dejaq spark schedule")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = session(job)
     with tempfile.TemporaryDirectory(prefix="dejaq-spark-") as tmp:
         summary = os.path.join(tmp, "summary.json")
         df = read_input(spark, job.input, fmt)

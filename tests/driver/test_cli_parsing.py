@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dejaq.core.errors import InvalidArgument
-from dejaq.driver.cli.common import duration_ms, timestamp_ms
+from dejaq.driver.cli.common import timestamp_ms
+from dejaq.driver.cli.durations import duration_ms
 from dejaq.driver.cli.main import build_parser, main
 
 
@@ -18,7 +19,7 @@ from dejaq.driver.cli.main import build_parser, main
         ("5m", 300_000),
         ("2h", 7_200_000),
         ("7d", 604_800_000),
-        ("42", 42),
+        ("0", 0),  # the one duration that needs no unit
     ],
 )
 def test_durations(text: str, ms: int) -> None:
@@ -29,6 +30,74 @@ def test_durations(text: str, ms: int) -> None:
 def test_bad_durations_name_the_input(text: str) -> None:
     with pytest.raises(InvalidArgument, match="duration"):
         duration_ms(text)
+
+
+@pytest.mark.parametrize("text", ["3", "42", "1.5", "-3"])
+def test_a_number_without_a_unit_is_refused_naming_the_units(text: str) -> None:
+    with pytest.raises(
+        InvalidArgument, match=r"no unit: a duration is like 250ms, 30s, 5m, 2h, 7d"
+    ):
+        duration_ms(text)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["produce", "reminders", "--in", "3", "seconds"],
+        ["produce", "reminders", "--in", "3", "seconds", "x"],
+        ["move", "reminders", "m1", "--in", "5"],
+        ["dead", "redrive", "reminders", "m1", "--in", "5"],
+        ["consume", "reminders", "--lease", "30"],
+        ["consume", "reminders", "--hold", "50"],
+        ["consume", "reminders", "--idle", "5"],
+        ["topic", "create", "reminders", "--lease", "30"],
+        ["topic", "create", "reminders", "--dead-retention", "7"],
+        ["topic", "create", "reminders", "--expiry", "60"],
+        ["topic", "create", "reminders", "--dedup-window", "24"],
+        ["topic", "create", "reminders", "--kind", "priority", "--aging", "10"],
+    ],
+)
+def test_every_duration_flag_refuses_a_bare_number_in_one_line_naming_it(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a duration flag with a number and no unit (and nothing listening:
+    # the command never gets as far as a broker)
+    flag = next(a for a in argv if a.startswith("--") and a not in ("--kind",))
+
+    # when the command is run
+    code = main([*argv, "--broker", "127.0.0.1:1"])
+
+    # then it fails on that flag alone, in one line naming the units
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err == (
+        f"dejaq: error: {flag}: '{argv[argv.index(flag) + 1]}' has no unit:"
+        " a duration is like 250ms, 30s, 5m, 2h, 7d\n"
+    )
+
+
+def test_aging_ms_takes_milliseconds_and_aging_a_duration() -> None:
+    parse = build_parser().parse_args
+    assert parse(["topic", "create", "t", "--aging-ms", "250"]).aging == 250
+    assert parse(["topic", "create", "t", "--aging", "10s"]).aging == 10_000
+    assert parse(["topic", "create", "t", "--dedup-window", "0"]).dedup_window == 0
+
+
+def test_a_stray_argument_is_reported_by_the_command_not_the_top_level(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given an unquoted payload of two words after a good duration
+    with pytest.raises(SystemExit) as exc:
+        main(["produce", "reminders", "--in", "3s", "call", "mum"])
+
+    # then the produce command says which arguments are extra, and why
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert "usage: dejaq produce " in err and "usage: dejaq [-h] COMMAND" not in err
+    assert err.endswith(
+        "dejaq produce: error: unrecognized arguments: call mum"
+        " (PAYLOAD is one argument: quote one with spaces)\n"
+    )
 
 
 def test_timestamps_iso_with_zone_without_zone_and_epoch() -> None:

@@ -9,6 +9,7 @@ see each other's messages. Tests that kill a broker start their own with
 from __future__ import annotations
 
 import re
+import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -62,6 +63,14 @@ def start_broker(tmp_path: Path) -> Iterator[StartBroker]:
     finally:
         for b in started:
             b.stop()
+
+
+@pytest.fixture
+def refused_address() -> Iterator[str]:
+    """An address where nothing listens: its port is held, never listened on."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{held.getsockname()[1]}"
 
 
 @pytest.fixture

@@ -217,6 +217,10 @@ def test_produce_jsonl_from_stdin_with_rejected_lines_fails(cli: Cli, topic_name
     assert "Traceback" not in done.stderr
     for lineno in (2, 3, 4):
         assert f"line {lineno}:" in done.stderr
+    assert (
+        "line 2: not valid JSON: Expecting property name enclosed in double quotes at column 2\n"
+        in done.stderr
+    )
     assert cli.json("get", topic_name, "good")["state"] == "waiting"
     info = cli.json("topic", "describe", topic_name, "--json")
     assert info["counts"]["waiting"] == 1
@@ -281,6 +285,10 @@ def test_errors_are_one_readable_line(cli: Cli, topic_name: str) -> None:
     assert "duration" in cli.fails("produce", topic_name, "x", "--in", "soon")
     assert "ISO 8601" in cli.fails("produce", topic_name, "x", "--at", "tomorrow-ish")
     assert "duration" in cli.fails("topic", "create", f"{topic_name}-2", "--lease", "forever")
+    # A duration without its unit, the payload after it unquoted
+    no_unit = "--in: '3' has no unit: a duration is like 250ms, 30s, 5m, 2h, 7d"
+    assert cli.fails("produce", topic_name, "--in", "3", "seconds") == f"dejaq: error: {no_unit}"
+    assert cli.fails("produce", topic_name, "--in", "3", "seconds", "x").endswith(no_unit)
     # A broker that is not there
     done = subprocess.run(
         [*DEJAQ, "topic", "list", "--broker", "127.0.0.1:1"],
@@ -293,6 +301,20 @@ def test_errors_are_one_readable_line(cli: Cli, topic_name: str) -> None:
     # and none of this produced anything
     info = cli.json("topic", "describe", topic_name, "--json")
     assert info["counts"] == {"waiting": 0, "due": 0, "leased": 0, "dead": 0}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("produce", "t", "--in", "1s", "x"), ("consume", "t", "--count", "1"), ("topic", "list")],
+    ids=["produce", "consume", "topic-list"],
+)
+def test_a_broker_that_is_not_running_is_named_with_the_refusal(
+    refused_address: str, command: tuple[str, ...]
+) -> None:
+    # Given no broker at the address given: each command fails at once (well
+    # within the run's timeout), naming the address and why it failed
+    error = Cli(refused_address).fails(*command)
+    assert refused_address in error and "Connection refused" in error
 
 
 def test_a_rate_capped_topic_drains_a_burst_at_its_cap(cli: Cli, topic_name: str) -> None:

@@ -66,9 +66,10 @@ def test_the_cli_speaks_tls_by_flags_and_by_environment(
 def test_a_plaintext_client_of_a_tls_broker_is_told_what_is_missing(
     tls_broker: BrokerProcess,
 ) -> None:
-    done = cli("topic", "list", "--broker", tls_broker.address)
-    assert done.returncode == 1
-    assert "if the broker serves TLS, give its CA" in done.stderr
+    for command in (("topic", "list"), ("produce", "t", "--in", "1s", "x")):
+        done = cli(*command, "--broker", tls_broker.address)
+        assert done.returncode == 1
+        assert "if the broker serves TLS, give its CA" in done.stderr, command
 
 
 async def test_a_broker_certificate_from_another_ca_is_refused(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -69,3 +70,55 @@ def test_schedule_refuses_a_missing_topic_with_one_line(
     )
     assert done.returncode == 1
     assert "dejaq: error:" in done.stderr and "no-such-topic" in done.stderr
+
+
+# Builds the session `dejaq spark schedule` builds from its flags, in a process
+# of its own (this one's session would be reused), and prints its settings.
+SESSION_OF = """
+import json, sys
+from dejaq.driver.cli.main import build_parser
+from dejaq.driver.cli.spark_cmd import job_of
+from dejaq.driver.spark.job import session
+
+argv = ["spark", "schedule", "--input", "in.csv", "--topic", "t", *sys.argv[1:]]
+spark = session(job_of(build_parser().parse_args(argv)))
+conf = spark.sparkContext.getConf()
+keys = ("spark.driver.host", "spark.driver.bindAddress", "spark.ui.enabled")
+print(json.dumps({**{k: conf.get(k) for k in keys}, "ui": spark.sparkContext.uiWebUrl}))
+spark.stop()
+"""
+
+
+def session_settings(*flags: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION_OF, *flags],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={**env, "PYSPARK_PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    settings: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return settings
+
+
+def test_a_local_master_stays_on_loopback_with_no_web_ui() -> None:
+    # given the command's flags with the default local master
+    # when the command builds its Spark session
+    settings = session_settings("--master", "local[1]")
+
+    # then Spark binds to loopback only and starts no web UI
+    assert settings == {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "ui": None,
+    }
+
+
+def test_the_web_ui_starts_when_asked_and_on_loopback() -> None:
+    settings = session_settings("--master", "local[1]", "--spark-ui")
+    assert settings["spark.ui.enabled"] == "true"
+    assert settings["spark.driver.bindAddress"] == "127.0.0.1"
+    assert settings["ui"].startswith("http://127.0.0.1:"), settings["ui"]
