@@ -13,8 +13,10 @@ A fresh ``dejaq broker --storage memory://`` process per scenario; its RSS
              call ends stays near where it started.
 - consumers  3 raw Consume streams that never read (credits 1,000,000) on a
              topic with 4 KB payloads due now, ``--messages`` of them: what
-             the broker holds for the three (bounded by ``--max-held-bytes``
-             when given, passed to the broker as DEJAQ_MAX_HELD_BYTES).
+             the broker holds for the three (bounded by its --max-held-bytes,
+             DEJAQ_MAX_HELD_BYTES when ``--max-held-bytes`` is given here), and
+             how many of them it cut off. The payloads stored are part of it:
+             ``--consumers 0`` shows the broker with them alone.
 
 Figures print as a table and go to benchmarks/results/held_memory.json.
 """
@@ -26,10 +28,12 @@ import asyncio
 import json
 import os
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import grpc
+from prometheus_client.parser import text_string_to_metric_families
 from suite.broker import broker
 from suite.procstat import rss_bytes
 
@@ -45,7 +49,6 @@ from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 MIB = 1 << 20
 RESULTS = Path(__file__).parent / "results" / "held_memory.json"
 OPTIONS = [("grpc.max_send_message_length", MAX_FRAME_BYTES)]
-CONSUMERS = 3
 PAYLOAD = 4000
 SETTLE_S = 1.0
 
@@ -89,17 +92,29 @@ async def refused(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def never_reads(address: str, topic: str, ready: asyncio.Event) -> None:
-    """A consumer stream that says Hello with a full window and never reads."""
+    """A consumer stream that says Hello with a full window and never reads
+    (a cut-off cannot reach it either: its status waits behind unread frames)."""
     async with grpc.aio.insecure_channel(address) as channel:
         call = pb_grpc.TimelineStub(channel).Consume()
         hello = pb.Hello(topic=topic, credits=1_000_000, lease_ms=600_000)
         await call.write(pb.ConsumeRequest(hello=hello))
         ready.set()
         try:
-            await call.wait_for_connection()
             await asyncio.Event().wait()
         finally:
             call.cancel()
+
+
+def cut_off(metrics: str) -> int:
+    """Consumers the broker has cut off, from its /metrics."""
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(
+        int(s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "dejaq_consumers_cut_off_total"
+    )
 
 
 async def consumers(args: argparse.Namespace) -> dict[str, Any]:
@@ -109,7 +124,7 @@ async def consumers(args: argparse.Namespace) -> dict[str, Any]:
             await Admin(client).create_topic("held")
             start = mib(b.pid)
             streams = []
-            for _ in range(CONSUMERS):
+            for _ in range(args.consumers):
                 ready = asyncio.Event()
                 streams.append(asyncio.create_task(never_reads(b.address, "held", ready)))
                 await ready.wait()
@@ -128,7 +143,9 @@ async def consumers(args: argparse.Namespace) -> dict[str, Any]:
                 s.cancel()
             await asyncio.gather(*streams, return_exceptions=True)
             return {
+                "consumers_cut_off": cut_off(b.metrics),
                 "messages": args.messages,
+                "consumers": args.consumers,
                 "payload_bytes": PAYLOAD,
                 "max_held_bytes": args.max_held_bytes or "default",
                 "produce_s": round(time.monotonic() - t0, 1),
@@ -147,6 +164,7 @@ def main() -> None:
     p.add_argument("--idle-s", type=float, default=5.0)
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--max-held-bytes", type=int, default=0)
+    p.add_argument("--consumers", type=int, default=3)
     args = p.parse_args()
     results: dict[str, Any] = {}
     for name in args.scenarios.split(","):
