@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError, Message
 
 from dejaq.broker.service import TimelineService
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.wire.status import details_for
 from dejaq.proto import dejaq_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Timeline"]
@@ -81,7 +82,7 @@ def _unary(service: TimelineService, name: str, cls: type[Message]) -> Callable[
             request = parse(cls, raw)
         except InvalidArgument as exc:
             service.broker.metrics.request(name, grpc.StatusCode.INVALID_ARGUMENT)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, details_for(exc))
         del raw
         return await handler(request, context)
 
