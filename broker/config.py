@@ -43,6 +43,10 @@ class BrokerConfig:
     max_produce_bytes: int = 4 * PRODUCE_FRAME_BYTES  # a produce frame over it is refused
     max_streams: int = 10_000  # open Produce + Consume streams; more are refused
     max_outbox_frames: int = 256  # frames a consumer leaves unread before it is cut off
+    # Bytes of delivery frames waiting for all consumers together; past it the
+    # consumer holding the most is cut off (broker/held.py). A consumer's
+    # credit window of payloads must fit well within it.
+    max_held_bytes: int = 256 << 20
     keepalive_ms: int = 5_000  # ping each client connection this often when idle
     keepalive_timeout_ms: int = 5_000  # close a connection whose ping is unanswered this long
     rescan_ms: int = 1000  # re-check storage this often even without a hint
@@ -125,6 +129,7 @@ class BrokerConfig:
             "max_produce_messages",
             "max_streams",
             "max_outbox_frames",
+            "max_held_bytes",
             "keepalive_ms",
             "keepalive_timeout_ms",
         ):

@@ -12,6 +12,7 @@ from dejaq.broker.clock.guard import ClockGuard
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.coordination import Coordinator
 from dejaq.broker.dispatch.dispatcher import Dispatcher
+from dejaq.broker.dispatch.held import HeldBytes
 from dejaq.broker.observability.metrics import Metrics
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import Clock, WallClock
@@ -49,9 +50,11 @@ class BrokerContext:
     guard: ClockGuard | None = None
     cron: CronHook | None = None  # fires cron entries (set by the server)
     streams: StreamSlots = field(init=False)  # open Produce + Consume streams, bounded
+    held: HeldBytes = field(init=False)  # delivery bytes waiting for consumers, bounded
 
     def __post_init__(self) -> None:
         self.streams = StreamSlots(self.config.max_streams)
+        self.held = HeldBytes(self.config.max_held_bytes)
         self.topics.on_load = self.metrics.topic_known  # series labelled by topic kind
 
     def dispatcher(self, topic: Topic) -> Dispatcher:

@@ -30,7 +30,7 @@ from dejaq.broker.cron import control as cron
 from dejaq.broker.security.guard import Guard, Refusal
 from dejaq.broker.security.identity import CALLER, Caller
 from dejaq.core.errors import DejaqError, Unauthenticated
-from dejaq.core.wire.status import code_for, trailing_metadata_for
+from dejaq.core.wire.status import code_for, details_for, trailing_metadata_for
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
@@ -49,7 +49,7 @@ async def _abort(
 ) -> None:
     if isinstance(exc, DejaqError):
         broker.metrics.request(method, code_for(exc))
-        await context.abort(code_for(exc), str(exc), trailing_metadata_for(exc))
+        await context.abort(code_for(exc), details_for(exc), trailing_metadata_for(exc))
     if isinstance(exc, asyncio.CancelledError):
         broker.metrics.request(method, grpc.StatusCode.CANCELLED)
         raise exc

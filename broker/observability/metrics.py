@@ -157,7 +157,8 @@ class Metrics:
         )
         self.consumers_cut_off = Counter(
             "dejaq_consumers_cut_off",
-            "Consumer streams ended because the consumer stopped reading (outbox full)",
+            "Consumer streams ended because the consumer stopped reading"
+            " (its outbox full, or the most held when all held too much)",
             registry=r,
         )
         self.buckets = Gauge(

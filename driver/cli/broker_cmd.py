@@ -73,6 +73,11 @@ _LIMITS = (
         "--max-outbox-frames",
         "frames a consumer may leave unread; past it it is cut off (RESOURCE_EXHAUSTED)",
     ),
+    (
+        "--max-held-bytes",
+        "bytes of deliveries waiting for all consumers together; past it the one"
+        " holding the most is cut off (RESOURCE_EXHAUSTED)",
+    ),
     ("--keepalive-ms", "ping each client connection this often"),
     ("--keepalive-timeout-ms", "close a connection whose ping goes unanswered this long"),
 )
