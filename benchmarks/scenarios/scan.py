@@ -43,6 +43,7 @@ FILL_BATCH = 10_000
 PRODUCE_FRAME = 1_000
 DAY_MS = 24 * 3600 * 1000
 PROBE_EVERY_S = 0.2
+SETTLE_S = 600.0  # a dropped topic's storage work may outlast the drop call
 
 
 def bound_s(plan: Plan) -> float:
@@ -146,6 +147,23 @@ def _ms_since(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+async def serving(ctx: Ctx) -> None:
+    """Wait until the broker's health service says SERVING (bounded): deleting
+    a large topic may keep storage busy after the delete call gave up."""
+    deadline = time.monotonic() + SETTLE_S
+    async with grpc.aio.insecure_channel(ctx.broker.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+                if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(PROBE_EVERY_S)  # polling the broker's state, with a deadline
+    raise RuntimeError(f"the broker did not serve again within {SETTLE_S:.0f} s")
+
+
 async def scan_all(admin: Admin, topic: str, page: int) -> tuple[int, int]:
     """Every message of ``topic``, bucket by bucket; (messages, pages)."""
     messages = pages = 0
@@ -183,6 +201,7 @@ async def point(ctx: Ctx, count: int) -> dict[str, Any]:
     finally:
         await ctx.drop(topic)
         await ctx.drop(probed)
+        await serving(ctx)
     return {
         "messages": count,
         "read": read,
