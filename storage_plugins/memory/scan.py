@@ -17,6 +17,7 @@ from dejaq.core.model import Message
 from dejaq.storage_plugins.base import ScanPage
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE
 from dejaq.storage_plugins.memory.timeline import Timeline
+from dejaq.storage_plugins.memory.types import I64
 
 
 def scan(tl: Timeline, bucket: int, after_id: str, limit: int) -> ScanPage:
@@ -36,8 +37,32 @@ def scan(tl: Timeline, bucket: int, after_id: str, limit: int) -> ScanPage:
         held = slots[slots >= 0]
         state = c.state[held]
         here = held[((state == LIVE) | (state == DEAD)) & (c.bucket[held] == bucket)]
-        found += [tl.message(s) for s in here.tolist()]
+        found += _messages(tl, here)
     return ScanPage.of(found, limit)
+
+
+def _messages(tl: Timeline, slots: I64) -> list[Message]:
+    """``Timeline.message`` of each slot, a column at a time."""
+    c = tl.cols
+    ids, payloads = c.records(slots)
+    names = tl.owners.names
+    return [
+        Message(id, ts, payload, v, n, names[o], b, md, ex, state == DEAD, p)
+        for id, payload, ts, v, n, o, b, md, ex, state, p in zip(
+            ids,
+            payloads,
+            c.timestamp[slots].tolist(),
+            c.version[slots].tolist(),
+            c.deliveries[slots].tolist(),
+            c.owner[slots].tolist(),
+            c.bucket[slots].tolist(),
+            c.max_deliveries[slots].tolist(),
+            c.expires_at[slots].tolist(),
+            c.state[slots].tolist(),
+            c.priority[slots].tolist(),
+            strict=True,
+        )
+    ]
 
 
 def _ids_of(tl: Timeline, bucket: int) -> list[str]:
