@@ -83,7 +83,11 @@ async def scan(
 
     key = (info.topic.name, info.gen, bucket)
     order = orders.get(key)
-    if order is None or order.homes != homes or order.stamps != tuple(replies[: len(homes)]):
+    # A scan's first page reads the bucket afresh: an order kept from before
+    # the scan began is never trusted on counts alone (a broker of an older
+    # version adds members without counting them).
+    stamps = tuple(replies[: len(homes)])
+    if order is None or order.homes != homes or order.stamps != stamps or not after_id:
         order = await _order(runner, info, bucket, homes)
         orders.put(key, order)
     at = bisect_right(order.ids, after_id)
