@@ -23,6 +23,9 @@ has one, a broker process (``dejaq broker``), and these scenarios:
             two floors (a unary round trip; a bare grpc.aio relay); a
             backlog produced with no consumer, received in priority order
             (inversions counted)
+- scan      a topic of 20k, then 1M messages read back a bucket at a time
+            through ``Admin.scan_bucket`` (msgs/s, µs a message), the
+            broker's health and a produce probed meanwhile
 - wire      WIRE LIMIT, a private client, reported apart (memory only)
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
 - cluster   etcd and 3 brokers on one SQLite file: cross-broker lateness,
@@ -69,6 +72,7 @@ ALL_SCENARIOS = (
     "burst",
     "priority",
     "produce",
+    "scan",
     "wire",
     "scale",
     "cluster",
@@ -107,6 +111,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--drain-s", type=_positive(float), help="how long stragglers may take after a step"
     )
     p.add_argument("--cli-rates", help="cli: rates one `dejaq consume` is stepped through")
+    p.add_argument(
+        "--scan-messages", help="scan: topic sizes read back, comma-separated (20000,1000000)"
+    )
     p.add_argument("--cli-step-s", type=_positive(float), help="cli: seconds each step is held")
     p.add_argument("--bulk-messages", type=_positive(int), help="bulk: messages (full: 200,000)")
     p.add_argument("--burst-messages", type=_positive(int), help="burst: messages (full: 100,000)")
@@ -147,14 +154,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if any(not k.startswith("DEJAQ_") or not sep for k, sep, _ in pairs):
         p.error("--broker-env takes DEJAQ_NAME=VALUE")
     a.broker_env = {k: v for k, _, v in pairs}
-    for flag in ("rates", "cli_rates"):
+    for flag, what in (("rates", "rates"), ("cli_rates", "rates"), ("scan_messages", "sizes")):
         text = getattr(a, flag)
         try:
             ok = text is None or (bool(_ints(text)) and min(_ints(text)) > 0)
         except ValueError:
             ok = False
         if not ok:
-            p.error(f"--{flag.replace('_', '-')} takes rates above 0, comma-separated: {text!r}")
+            p.error(f"--{flag.replace('_', '-')} takes {what} above 0, comma-separated: {text!r}")
     return a
 
 
@@ -210,6 +217,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
         changes["rates"] = _ints(args.rates)
     if args.cli_rates:
         changes["cli_rates"] = _ints(args.cli_rates)
+    if args.scan_messages:
+        changes["scan_counts"] = _ints(args.scan_messages)
     return replace(plan, **changes)
 
 

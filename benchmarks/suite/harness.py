@@ -34,6 +34,7 @@ class Ctx:
     workdir: Path
     profile_dir: Path | None = None
     store_pid: int | None = None  # the storage server's process, if it has one
+    store_url: str = "memory://"  # the broker's storage, for a scenario that fills it directly
     profiles: dict[str, Any] = field(default_factory=dict)
     _producer: Worker | None = None
 

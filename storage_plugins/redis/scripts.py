@@ -68,6 +68,7 @@ READ_ITEM = 11  # elements: found, ts, v, n, o, b, md, ex, dead, p, payload
 
 CONSTANTS = f"""
 local K_TIMELINE, K_RECORD, K_PAYLOAD = '{keys.TIMELINE}', '{keys.RECORD}', '{keys.PAYLOAD}'
+local K_ENTERED = '{keys.ENTERED}'
 local OK, GONE, STRAYS = {OK}, {GONE}, {STRAYS}
 local NOT_FOUND, NOT_HOLDER, STALE, LEASED = {NOT_FOUND}, {NOT_HOLDER}, {STALE}, {LEASED}
 """

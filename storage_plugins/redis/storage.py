@@ -134,6 +134,7 @@ class RedisStorage(Storage):
         o = self.options
         self._wait = (o.wait_replicas, o.wait_timeout_ms) if o.wait_replicas else None
         self._bound_warned: dict[str, float] = {}  # topic -> when (monotonic s) last told
+        self._id_orders = scan.IdOrders()  # buckets' ids in order, kept between scan pages
 
     async def open(self) -> None:
         o = self.options
@@ -427,7 +428,8 @@ class RedisStorage(Storage):
 
     async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
         return await self._registry.on_topic(
-            topic, lambda info: scan.scan(self._runner, info, bucket, after_id, limit)
+            topic,
+            lambda info: scan.scan(self._runner, info, bucket, after_id, limit, self._id_orders),
         )
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:

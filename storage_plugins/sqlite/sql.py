@@ -77,6 +77,10 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS messages_due ON messages (topic, dead, bucket, ts)",
     "CREATE INDEX IF NOT EXISTS messages_dead ON messages (topic, id) WHERE dead = 1",
     "CREATE INDEX IF NOT EXISTS messages_owner ON messages (topic, owner) WHERE owner IS NOT NULL",
+    # Scans (SCAN_BUCKET): a WITHOUT ROWID index ends with the primary key, so
+    # this is (topic, bucket, id). Written on insert and delete only: nothing
+    # changes a message's bucket. Made on open in a file from before it.
+    "CREATE INDEX IF NOT EXISTS messages_bucket ON messages (topic, bucket)",
     # Payloads may be large: a rowid table keeps them out of the key b-tree.
     """CREATE TABLE IF NOT EXISTS payloads (
         topic TEXT NOT NULL,
@@ -247,11 +251,14 @@ PURGE_DEAD_PAYLOADS = """DELETE FROM payloads WHERE topic = ?1 AND id IN
     (SELECT id FROM messages WHERE topic = ?1 AND dead = 1 AND ts < ?2)"""
 PURGE_DEAD_MESSAGES = "DELETE FROM messages WHERE topic = ? AND dead = 1 AND ts < ?"
 
-# (topic, bucket, after_id, limit): one bucket's messages, live and dead, by id.
-# The bucket's rows come from messages_due (both values of dead: two seeks),
-# then are sorted by id: O(bucket) a page, where the primary key would walk
-# every bucket's ids to find this one's.
+# (topic, bucket, after_id, limit): one bucket's messages, live and dead, by
+# id: a seek into messages_bucket that reads the page's rows and stops, each
+# row's payload found by key. Pinned, as a planner left alone may put payloads
+# first and walk every payload of the topic after the cursor for every page
+# (2 s a page of 300 at 20k messages; with this plan 0.5 s for all 20k).
+# ``CROSS JOIN`` keeps messages in the outer loop.
 SCAN_BUCKET = f"""SELECT {_MESSAGE_COLUMNS}
-    FROM messages AS m INDEXED BY messages_due {_WITH_PAYLOAD}
-    WHERE m.topic = ? AND m.dead IN (0, 1) AND m.bucket = ? AND m.id > ?
+    FROM messages AS m INDEXED BY messages_bucket CROSS JOIN payloads AS p
+        ON p.topic = m.topic AND p.id = m.id
+    WHERE m.topic = ? AND m.bucket = ? AND m.id > ?
     ORDER BY m.id LIMIT ?"""
