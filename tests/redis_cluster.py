@@ -1,0 +1,202 @@
+"""A throwaway Redis Cluster from the real binaries: 3 masters and 3 replicas on loopback.
+
+Six ``redis-server --cluster-enabled yes`` processes, each in its own folder
+with no persistence, joined by ``redis-cli --cluster create ...
+--cluster-replicas 1``. ``start`` waits, under a deadline, until every node
+says ``cluster_state:ok``, knows all six, and every replica's link to its
+master is up (so ``WAIT 1`` can be answered at once).
+
+A node's cluster bus listens on its port + 10000, so ports are picked at or
+below 55535 with both free. ``kill`` (SIGKILL) a master and its replica takes
+over within the node timeout (2 s); ``start`` it again and it rejoins as a
+replica of that new master (its ``nodes.conf`` remembers the cluster).
+
+The session fixture ``redis_cluster`` yields the running cluster; the storage
+URL factory calls ``flush`` (FLUSHALL on every master) so each test starts empty.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.servers import POLL_S, LocalServer, require_binary, temporary_root
+
+MASTERS = 3
+NODE_TIMEOUT_MS = 2000
+BUS_OFFSET = 10000
+LOW_PORT, HIGH_PORT = 20000, 65535 - BUS_OFFSET
+FORM_TIMEOUT_S = 60.0
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port(taken: set[int]) -> int:
+    """A loopback port free now whose bus port (+10000) is free too."""
+    for _ in range(1000):
+        port = random.randint(LOW_PORT, HIGH_PORT)
+        near = {port, port + BUS_OFFSET} & (taken | {p + BUS_OFFSET for p in taken})
+        if not near and _free(port) and _free(port + BUS_OFFSET):
+            return port
+    raise RuntimeError("no free pair of ports (port, port + 10000) for a cluster node")
+
+
+@dataclass
+class ClusterNode(LocalServer):
+    """One ``redis-server`` of the cluster, restartable on its port and folder."""
+
+    name = "redis-server (cluster)"
+    start_timeout_s = 10.0
+    binary: str
+    root: Path
+    port: int
+
+    @property
+    def log(self) -> Path:
+        return self.root / "redis.log"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
+
+    def _launch(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+        args += ["--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
+        args += ["--save", "", "--appendonly", "no", "--dir", str(self.root)]
+        args += ["--logfile", str(self.log)]
+        self._spawn(args)
+
+    def ready(self) -> bool:
+        try:
+            with self.client() as client:
+                return bool(client.ping())
+        except redis.ConnectionError:
+            return False
+
+    def info(self, section: str) -> dict[str, str]:
+        """``CLUSTER INFO`` (section "cluster") or ``INFO section``, as text fields."""
+        with self.client() as client:
+            if section == "cluster":
+                raw = client.execute_command("CLUSTER", "INFO")
+            else:
+                raw = client.execute_command("INFO", section)
+        if isinstance(raw, dict):
+            return {str(k): str(v) for k, v in raw.items()}
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        return dict(
+            line.split(":", 1) for line in text.splitlines() if ":" in line and line[0] != "#"
+        )
+
+    def role(self) -> str:
+        """ "master" or "slave"."""
+        return self.info("replication")["role"]
+
+
+@dataclass
+class RedisCluster:
+    """Six nodes, three of them masters; a master's replica takes over when it dies."""
+
+    binary: str
+    cli: str
+    root: Path
+    nodes: list[ClusterNode] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        taken: set[int] = set()
+        for i in range(2 * MASTERS):
+            port = cluster_port(taken)
+            taken.add(port)
+            folder = self.root / f"node-{i}"
+            folder.mkdir()
+            self.nodes.append(ClusterNode(self.binary, folder, port))
+
+    @property
+    def url(self) -> str:
+        """The storage URL: every node as a seed."""
+        seeds = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        return f"redis+cluster://{seeds}/0"
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+        args = [self.cli, "--cluster", "create"]
+        args += [f"127.0.0.1:{n.port}" for n in self.nodes]
+        args += ["--cluster-replicas", "1", "--cluster-yes"]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=FORM_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}{done.stderr}")
+        self.wait_healthy()
+
+    def alive(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.process is not None]
+
+    def masters(self) -> list[ClusterNode]:
+        """The running nodes that are masters now."""
+        return [n for n in self.alive() if n.role() == "master"]
+
+    def healthy(self) -> bool:
+        """Every running node sees the cluster ok and all six nodes; every running
+        replica is linked to its master; three masters serve all slots."""
+        try:
+            for node in self.alive():
+                info = node.info("cluster")
+                if info.get("cluster_state") != "ok" or info.get("cluster_slots_ok") != "16384":
+                    return False
+                if info.get("cluster_known_nodes") != str(len(self.nodes)):
+                    return False
+                replication = node.info("replication")
+                if replication["role"] == "slave" and (
+                    replication.get("master_link_status") != "up"
+                    or replication.get("master_sync_in_progress") != "0"
+                ):
+                    return False
+            return len(self.masters()) == MASTERS
+        except (redis.RedisError, OSError):
+            return False
+
+    def wait_healthy(self, timeout: float = FORM_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.healthy():
+            if time.monotonic() > deadline:
+                tails = "\n".join(n.log_tail(5) for n in self.nodes)
+                raise RuntimeError(f"the redis cluster is unhealthy after {timeout:g} s:\n{tails}")
+            time.sleep(POLL_S)  # polling a condition under a deadline
+
+    def flush(self) -> None:
+        """Empty every master (FLUSHALL); loaded scripts stay."""
+        for node in self.masters():
+            with node.client() as client:
+                client.flushall()
+
+    def destroy(self) -> None:
+        for node in self.nodes:
+            node.destroy()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A running 3-master cluster for the whole session (skipped locally when
+    ``redis-server`` or ``redis-cli`` is missing, failed under ``CI=true``)."""
+    cluster = RedisCluster(
+        require_binary("redis-server"), require_binary("redis-cli"), temporary_root("rcluster")
+    )
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()
