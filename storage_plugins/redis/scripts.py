@@ -193,8 +193,9 @@ class Runner:
     calls sent once more: a refused call did nothing, so this is safe.
     """
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis, wait: tuple[int, int] | None = None) -> None:
         self._client = client
+        self._wait = wait  # every call's, besides those asked by ``run``
 
     async def load(self) -> None:
         """SCRIPT LOAD every script (the server checks our SHA1 matches)."""
@@ -233,6 +234,7 @@ class Runner:
         """
         if not calls:
             return []
+        wait = wait or self._wait
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
         for attempt in (1, 2):

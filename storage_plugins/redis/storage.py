@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -128,7 +128,7 @@ class RedisStorage(Storage):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.options = parse_url(url)
-        self._client: Redis | None = None
+        self._client: Redis | RedisCluster | None = None
         self._runner_: Runner | None = None
         self._registry_: Registry | None = None
         o = self.options
@@ -140,20 +140,25 @@ class RedisStorage(Storage):
         timeout_ms = o.socket_timeout_ms
         if self._wait is not None:  # WAIT blocks the connection for up to its timeout
             timeout_ms = max(timeout_ms, o.wait_timeout_ms + 1000)
-        self._client = Redis.from_url(
-            o.url,
-            socket_timeout=timeout_ms / 1000,
-            socket_connect_timeout=o.connect_timeout_ms / 1000,
-            retry=Retry(NoBackoff(), 0),
-            **o.tls_arguments(),
-        )
-        self._runner_ = Runner(self._client)
+        self._client, self._runner_ = self._connect(timeout_ms / 1000)
         self._registry_ = Registry(self._runner_)
         try:
             await self._runner_.load()
         except BaseException:
             await self.close()
             raise
+
+    def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:
+        """The client (not connected yet) and the runner that sends its calls."""
+        o = self.options
+        client = Redis.from_url(
+            o.url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=o.connect_timeout_ms / 1000,
+            retry=Retry(NoBackoff(), 0),
+            **o.tls_arguments(),
+        )
+        return client, Runner(client)
 
     async def close(self) -> None:
         if self._client is not None:
