@@ -18,6 +18,7 @@ URL factory calls ``flush`` (FLUSHALL on every master) so each test starts empty
 from __future__ import annotations
 
 import random
+import signal
 import socket
 import subprocess
 import time
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from tests.servers import POLL_S, LocalServer, require_binary, temporary_root
 
@@ -102,6 +104,25 @@ class ClusterNode(LocalServer):
             line.split(":", 1) for line in text.splitlines() if ":" in line and line[0] != "#"
         )
 
+    def pause(self) -> None:
+        """SIGSTOP: it answers nothing (replication included) until ``resume``."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def replica_ports(self) -> list[int]:
+        """The ports of this master's replicas."""
+        with self.client() as client:
+            replication = client.info("replication")
+        return [
+            int(value["port"])
+            for key, value in replication.items()
+            if key.startswith("slave") and key[5:].isdigit()
+        ]
+
     def role(self) -> str:
         """ "master" or "slave"."""
         return self.info("replication")["role"]
@@ -176,6 +197,19 @@ class RedisCluster:
                 tails = "\n".join(n.log_tail(5) for n in self.nodes)
                 raise RuntimeError(f"the redis cluster is unhealthy after {timeout:g} s:\n{tails}")
             time.sleep(POLL_S)  # polling a condition under a deadline
+
+    def master_of(self, key: str) -> ClusterNode:
+        """The master serving ``key``'s hash slot now."""
+        slot = key_slot(key.encode())
+        for node in self.masters():
+            with node.client() as client:
+                for low, high, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                    if int(low) <= slot <= int(high):
+                        return self.node(int(master[1]))
+        raise RuntimeError(f"no master serves hash slot {slot}")
+
+    def node(self, port: int) -> ClusterNode:
+        return next(n for n in self.nodes if n.port == port)
 
     def flush(self) -> None:
         """Empty every master (FLUSHALL); loaded scripts stay."""

@@ -1,0 +1,96 @@
+"""What only ``redis+cluster://`` promises beyond the conformance suite: its URL,
+and a topic spread over the cluster's masters (the conformance suite runs on the
+cluster through the ``storage`` fixture; failover is in
+``test_redis_cluster_failover.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from redis.crc import key_slot
+
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import Topic, TopicSettings
+from dejaq.storage_plugins import storage_from_url
+from dejaq.storage_plugins.redis import keys as redis_keys
+from dejaq.storage_plugins.redis.cluster import RedisClusterStorage
+from dejaq.storage_plugins.redis.options import CLUSTER_TOPIC_SLOTS, parse_url
+from tests.redis_cluster import RedisCluster
+from tests.storage_plugins.redis_support import msg
+
+# -- URL ------------------------------------------------------------------------
+
+
+def test_a_cluster_url_names_its_seeds_and_defaults_to_16_slots_a_topic() -> None:
+    options = parse_url("redis+cluster://u:p%40ss@a:7000,b:7001/0?wait_replicas=1")
+    assert options.seeds == (("a", 7000), ("b", 7001))
+    assert (options.username, options.password) == ("u", "p@ss")
+    assert options.wait_replicas == 1
+    assert options.topic_slots == CLUSTER_TOPIC_SLOTS == 16
+    assert parse_url("redis+cluster://a:7000?topic_slots=4").topic_slots == 4
+    assert isinstance(storage_from_url("redis+cluster://a:7000/0"), RedisClusterStorage)
+
+
+def test_a_tls_cluster_url_takes_the_rediss_options() -> None:
+    options = parse_url("rediss+cluster://a:7000/0?ssl_check_hostname=false")
+    assert options.tls_arguments()["ssl_check_hostname"] is False
+    assert parse_url("redis+cluster://a:7000/0").tls_arguments() == {}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "redis+cluster://a:7000/1",  # a cluster has only database 0
+        "redis+cluster://a/0",  # no port
+        "redis+cluster://a:7000,b/0",
+        "redis+cluster://a:x/0",
+        "redis+cluster://a:7000/0?wait=1",
+        "redis+cluster://a:7000/0?ssl_check_hostname=false",  # TLS option without TLS
+    ],
+)
+def test_a_bad_cluster_url_is_refused_by_name(bad: str) -> None:
+    with pytest.raises(InvalidArgument):
+        parse_url(bad)
+
+
+# -- spread ---------------------------------------------------------------------
+
+
+def _master_of_slots(cluster: RedisCluster) -> dict[int, int]:
+    """Hash slot -> the port of the master serving it."""
+    [first] = cluster.masters()[:1]
+    with first.client() as client:
+        ranges = client.execute_command("CLUSTER", "SLOTS")
+    out: dict[int, int] = {}
+    for low, high, master, *_ in ranges:
+        for slot in range(int(low), int(high) + 1):
+            out[slot] = int(master[1])
+    return out
+
+
+async def test_a_topic_spreads_over_every_master_and_each_slot_keeps_its_keys_together(
+    redis_cluster: RedisCluster,
+) -> None:
+    # Given a topic of 64 buckets on the cluster (16 slots by default)
+    redis_cluster.flush()
+    storage = storage_from_url(redis_cluster.url)
+    await storage.open()
+    try:
+        await storage.create_topic(Topic("spread", TopicSettings(buckets=64)))
+        # When messages are produced into every bucket
+        await storage.insert("spread", [msg(f"m{i}", buckets=64) for i in range(500)])
+    finally:
+        await storage.close()
+    # Then every key of a topic slot is in that slot's one hash slot
+    masters = _master_of_slots(redis_cluster)
+    by_master: dict[int, int] = {}
+    for index in range(CLUSTER_TOPIC_SLOTS):
+        prefix = redis_keys.Slot("spread", index).prefix
+        slot = key_slot(prefix.encode())
+        node = next(n for n in redis_cluster.masters() if n.port == masters[slot])
+        with node.client() as client:
+            found = list(client.scan_iter(match=prefix + "*", count=1000))
+        assert found, f"slot {index} holds no key"
+        assert {key_slot(k) for k in found} == {slot}
+        by_master[masters[slot]] = by_master.get(masters[slot], 0) + len(found)
+    # And the topic's keys are on all three masters
+    assert len(by_master) == 3
