@@ -104,6 +104,10 @@ class ClusterNode(LocalServer):
             line.split(":", 1) for line in text.splitlines() if ":" in line and line[0] != "#"
         )
 
+    def node_id(self) -> str:
+        with self.client() as client:
+            return str(client.execute_command("CLUSTER", "MYID").decode())
+
     def pause(self) -> None:
         """SIGSTOP: it answers nothing (replication included) until ``resume``."""
         assert self.process is not None
@@ -207,6 +211,49 @@ class RedisCluster:
                     if int(low) <= slot <= int(high):
                         return self.node(int(master[1]))
         raise RuntimeError(f"no master serves hash slot {slot}")
+
+    def slot_map(self) -> dict[int, int]:
+        """Hash slot -> the port of the master serving it now."""
+        [first] = self.masters()[:1]
+        with first.client() as client:
+            ranges = client.execute_command("CLUSTER", "SLOTS")
+        return {
+            slot: int(master[1])
+            for low, high, master, *_ in ranges
+            for slot in range(int(low), int(high) + 1)
+        }
+
+    def reshard(self, source: ClusterNode, target: ClusterNode, slots: int) -> None:
+        """Move the first ``slots`` hash slots of ``source`` to ``target`` with
+        ``redis-cli --cluster reshard`` (keys included, while clients run)."""
+        args = [self.cli, "--cluster", "reshard", f"127.0.0.1:{source.port}"]
+        args += ["--cluster-from", source.node_id(), "--cluster-to", target.node_id()]
+        args += ["--cluster-slots", str(slots), "--cluster-yes"]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=FORM_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster reshard failed:\n{done.stdout}{done.stderr}")
+
+    def begin_move(self, slot: int, source: ClusterNode, target: ClusterNode) -> None:
+        """Open the move of hash ``slot`` as ``redis-cli`` does (IMPORTING, MIGRATING)."""
+        with target.client() as client:
+            client.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source.node_id())
+        with source.client() as client:
+            client.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.node_id())
+
+    def migrate(self, source: ClusterNode, target: ClusterNode, keys: list[str]) -> None:
+        """Move ``keys`` (of a moving slot) from ``source`` to ``target`` at once."""
+        with source.client() as client:
+            args = ("127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+            client.execute_command("MIGRATE", *args)
+
+    def finish_move(self, slot: int, source: ClusterNode, target: ClusterNode) -> None:
+        """Move the slot's other keys, then give the slot to ``target`` everywhere."""
+        with source.client() as client:
+            while keys := client.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                self.migrate(source, target, [k.decode() for k in keys])
+        for node in [target, source, *self.masters()]:
+            with node.client() as client:
+                client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target.node_id())
 
     def node(self, port: int) -> ClusterNode:
         return next(n for n in self.nodes if n.port == port)

@@ -7,12 +7,16 @@ hash tag, so one Redis Cluster hash slot. What differs is how calls travel
 slots to masters, and a call's scripts go to their masters at once, one
 pipeline a master, on one connection each.
 
-Topology changes. A script refused with MOVED or ASK (a slot moved, or is
-moving, to another master), TRYAGAIN or CLUSTERDOWN (a failover or a move
-under way) did nothing: the map is read again and the script sent again, until
-``socket_timeout_ms`` has passed (then ``StorageUnavailable``). A master that
-cannot be connected to got nothing either: the same. A connection lost after
-sending is different — a script may have run — so the call fails with
+Topology changes. A script refused with MOVED (its slot moved to another
+master), ASK or a guard failure (the slot is moving: ``scripts.MOVE_GUARD``),
+TRYAGAIN or CLUSTERDOWN (a failover or a move under way) did nothing: the map
+is read again and the script sent again, until ``socket_timeout_ms`` has passed
+(then ``StorageUnavailable``). A call never follows an ASK to the importing
+master: a slot half moved has its keys on two masters, and a script must see
+all of them, so calls on a moving slot wait until the move of that slot is
+over — a stall as long as one slot's move. A master that cannot be connected
+to got nothing either: the same. A connection lost after sending is
+different — a script may have run — so the call fails with
 ``StorageUnavailable``, the map is read again before the next call, and the
 caller retries the whole call (a produce is idempotent by id; a lease taken
 and lost comes back when it expires).
@@ -53,7 +57,9 @@ from dejaq.storage_plugins.redis.scripts import Call, Runner, storage_error
 from dejaq.storage_plugins.redis.storage import RedisStorage
 
 # Not run: the node refused before doing anything, or could not be reached.
-_NOT_RUN = (rex.MovedError, rex.TryAgainError, rex.ClusterDownError, rex.SlotNotCoveredError)
+_NOT_RUN = (rex.AskError, rex.TryAgainError, rex.ClusterDownError, rex.SlotNotCoveredError)
+# A script's first command failed: its slot is moving, or not served (MOVE_GUARD).
+_GUARD_FAILED = ("non local key", "slot not served")
 _KEYLESS = frozenset({"PING", "TIME"})
 RETRY_PAUSE_S = 0.05  # between two tries while the cluster settles a failover or a move
 
@@ -84,7 +90,8 @@ class ClusterRunner(Runner):
         """SCRIPT LOAD every script on every master (a promoted replica has none)."""
         await self._refresh()
         primaries = self._cluster.get_primaries()
-        batches = [[("SCRIPT", "LOAD", s.source) for s in lua.ALL] for _ in primaries]
+        scripts = [lua.CLUSTER[s] for s in lua.ALL]
+        batches = [[("SCRIPT", "LOAD", s.source) for s in scripts] for _ in primaries]
         results = await asyncio.gather(
             *(self._node_batch(n, b) for n, b in zip(primaries, batches, strict=True)),
             return_exceptions=True,
@@ -93,7 +100,7 @@ class ClusterRunner(Runner):
             if isinstance(result, BaseException):
                 self._stale = True
                 raise storage_error(result) from result
-            for script, sha in zip(lua.ALL, result, strict=True):
+            for script, sha in zip(scripts, result, strict=True):
                 if isinstance(sha, Exception):
                     raise storage_error(sha) from sha
                 if _text(sha) != script.sha:
@@ -107,23 +114,21 @@ class ClusterRunner(Runner):
         deadline = time.monotonic() + self._deadline_s
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
-        asking: dict[int, ClusterNode] = {}  # call -> the node an ASK sent it to
         acked = wait[0] if wait is not None else 0
         while todo:
             if self._stale:
                 await self._refresh()
             by_node: dict[str, tuple[ClusterNode, list[int]]] = {}
             for i in todo:
-                node = asking.get(i) or self._node_of(calls[i])
+                node = self._node_of(calls[i])
                 by_node.setdefault(node.name, (node, []))[1].append(i)
             nodes = list(by_node.values())
-            batches = [self._commands(calls, indexes, asking, wait) for _, indexes in nodes]
+            batches = [self._commands(calls, indexes, wait) for _, indexes in nodes]
             sent = await asyncio.gather(
                 *(self._node_batch(n, b) for (n, _), b in zip(nodes, batches, strict=True)),
                 return_exceptions=True,
             )
             again: list[int] = []
-            asked, asking = asking, {}
             for (_, indexes), result in zip(nodes, sent, strict=True):
                 if isinstance(result, BaseException):
                     self._stale = True
@@ -133,17 +138,8 @@ class ClusterRunner(Runner):
                     raise storage_error(result) from result  # what ran there is unknown
                 answers = iter(result)
                 for i in indexes:
-                    if i in asked:
-                        next(answers)  # ASKING's OK
                     reply = next(answers)
-                    if isinstance(reply, rex.AskError) and not isinstance(reply, rex.MovedError):
-                        target = self._cluster.get_node(reply.host, reply.port)
-                        if target is None:
-                            self._stale = True
-                        else:
-                            asking[i] = target
-                        again.append(i)
-                    elif isinstance(reply, _NOT_RUN):
+                    if _not_run(reply):
                         self._stale = True
                         again.append(i)
                     else:
@@ -156,23 +152,16 @@ class ClusterRunner(Runner):
                     f"redis cluster: {len(again)} commands still refused after"
                     f" {self._deadline_s:g} s (failover or slot move under way)"
                 )
-            if again and not asking:
+            if again:
                 await asyncio.sleep(RETRY_PAUSE_S)
             todo = sorted(again)
         return replies, acked
 
     @staticmethod
     def _commands(
-        calls: Sequence[Call],
-        indexes: Sequence[int],
-        asking: dict[int, ClusterNode],
-        wait: tuple[int, int] | None,
+        calls: Sequence[Call], indexes: Sequence[int], wait: tuple[int, int] | None
     ) -> list[tuple[Any, ...]]:
-        out: list[tuple[Any, ...]] = []
-        for i in indexes:
-            if i in asking:
-                out.append(("ASKING",))
-            out.append(calls[i].command())
+        out = [_command(calls[i]) for i in indexes]
         if wait is not None:
             out.append(("WAIT", *wait))
         return out
@@ -196,6 +185,21 @@ class ClusterRunner(Runner):
         for command in commands:
             pipe.execute_command(*command, target_nodes=node)
         return list(await pipe.execute(raise_on_error=False, allow_redirections=False))
+
+
+def _command(call: Call) -> tuple[Any, ...]:
+    """The call as the cluster runs it (its script guarded)."""
+    if call.script is None:
+        return tuple(call.args)
+    sha = lua.CLUSTER[call.script].sha
+    return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+
+
+def _not_run(reply: Any) -> bool:
+    """A reply saying the command did nothing because of where its slot is."""
+    if isinstance(reply, _NOT_RUN):
+        return True
+    return isinstance(reply, rex.ResponseError) and any(m in str(reply) for m in _GUARD_FAILED)
 
 
 def _refused_connection(exc: BaseException) -> bool:
