@@ -34,6 +34,10 @@ writes the dead master acknowledged, typically the last few milliseconds —
 produces (then never delivered), acks (delivered again), leases (the message
 due again while its first consumer still holds it), moves and cancels.
 
+Time. The storage clock (``server_time_us``) is the clock of the master
+holding the topic registry (``keys.TOPICS``): one clock for every broker, as
+on a single server; after a failover, its replica's.
+
 A multi-slot insert is not one transaction on a cluster (Redis refuses MULTI
 across slots): a failed insert may have stored part of its batch, which a
 retry finds as duplicates.
@@ -52,6 +56,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from dejaq.core.errors import StorageError, StorageUnavailable
+from dejaq.storage_plugins.redis import keys
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.scripts import Call, Runner, storage_error
 from dejaq.storage_plugins.redis.storage import RedisStorage
@@ -167,11 +172,12 @@ class ClusterRunner(Runner):
         return out
 
     def _node_of(self, call: Call) -> ClusterNode:
-        """The master serving the call's slot (keyless commands: the default node)."""
+        """The master serving the call's slot; keyless commands (TIME, PING) go to
+        the master of the topic registry, so every broker reads one clock."""
         if call.script is not None:
             key: Any = call.keys[0]
         elif str(call.args[0]).upper() in _KEYLESS:
-            return self._cluster.get_default_node()
+            key = keys.TOPICS
         else:
             key = call.args[1]
         slot = self._cluster.keyslot(key)

@@ -59,7 +59,8 @@ class RedisStorage(Storage):
       replicas have it, and raises ``StorageUnavailable`` when fewer acknowledge
       within ``wait_timeout_ms`` (default 1000). The write may still be on the
       primary: a retried produce then finds those ids as duplicates (produce is
-      idempotent by id).
+      idempotent by id). On ``redis+cluster://`` every call waits, leases and
+      settles included (``cluster``).
     - ``socket_timeout_ms=5000``, ``connect_timeout_ms=2000``: a dead or hung
       server fails a call with ``StorageUnavailable`` instead of hanging it.
       Calls are never retried by the client: a lease or insert sent twice is not
@@ -67,9 +68,9 @@ class RedisStorage(Storage):
     - ``topic_slots=1``: how many Redis Cluster hash slots a topic created by
       this instance spreads over (at most its bucket count). It is recorded
       with the topic, so every broker agrees whatever its own URL says. With
-      one slot (the default) every call on a topic is one atomic script and a
-      lease pass or next_due is one script whatever the bucket count; a Redis
-      Cluster places whole topics on its shards. With N slots a topic's buckets
+      one slot (the default here; 16 on ``redis+cluster://``) every call on a
+      topic is one atomic script and a lease pass or next_due is one script
+      whatever the bucket count. With N slots a topic's buckets
       are split into N contiguous ranges (one per hash slot, so per shard); a
       pass costs a script per slot its buckets touch — two round trips when
       that is more than one — and the throughput of one topic can use N shards.
@@ -99,8 +100,9 @@ class RedisStorage(Storage):
     slot it touches (``scripts``), atomic in that slot; a message lives in one
     slot, so two leasers never get one message. ``insert`` over several slots
     sends its scripts in one MULTI / EXEC: a batch is stored whole or (connection
-    lost) not at all. The client speaks to a single server (``redis.asyncio.Redis``):
-    the layout is cluster-ready, the client is not yet.
+    lost) not at all. This class speaks to a single server (``redis.asyncio.Redis``);
+    ``cluster.RedisClusterStorage`` (``redis+cluster://``) runs the same layout
+    and scripts on a Redis Cluster.
 
     Costs per call: insert, settle, move, get — one script per slot touched,
     O(log n) per message (plus, per bucket touched, keeping the heads index).

@@ -94,3 +94,34 @@ async def test_a_topic_spreads_over_every_master_and_each_slot_keeps_its_keys_to
         by_master[masters[slot]] = by_master.get(masters[slot], 0) + len(found)
     # And the topic's keys are on all three masters
     assert len(by_master) == 3
+
+
+def _time_calls(cluster: RedisCluster) -> dict[int, int]:
+    """Per master's port: how many TIME commands it has run."""
+    out = {}
+    for node in cluster.masters():
+        with node.client() as client:
+            stats = client.info("commandstats")
+        out[node.port] = int(stats.get("cmdstat_time", {}).get("calls", 0))
+    return out
+
+
+async def test_every_broker_reads_the_clock_of_the_registry_s_master(
+    redis_cluster: RedisCluster,
+) -> None:
+    # Given a storage on the cluster
+    storage = storage_from_url(redis_cluster.url)
+    await storage.open()
+    try:
+        before = _time_calls(redis_cluster)
+        # When it reads the storage clock five times
+        for _ in range(5):
+            assert await storage.server_time_us()
+        # Then the master of the topic registry answered every time, the others never
+        after = _time_calls(redis_cluster)
+        registry = redis_cluster.master_of(redis_keys.TOPICS).port
+        assert {port: after[port] - before.get(port, 0) for port in after} == {
+            port: 5 if port == registry else 0 for port in after
+        }
+    finally:
+        await storage.close()
