@@ -104,6 +104,11 @@ class RedisStorage(Storage):
     ``cluster.RedisClusterStorage`` (``redis+cluster://``) runs the same layout
     and scripts on a Redis Cluster.
 
+    Stored format: ``keys.FORMAT`` holds the version of the layout (1), written
+    by the first broker that opens the store; a broker opening a store of
+    another version fails at ``open`` with a ``StorageError`` naming both
+    versions, before it reads or writes anything else.
+
     Costs per call: insert, settle, move, get — one script per slot touched,
     O(log n) per message (plus, per bucket touched, keeping the heads index).
     lease — one script per slot asked, walking the heads of the asked buckets
@@ -146,9 +151,21 @@ class RedisStorage(Storage):
         self._registry_ = Registry(self._runner_)
         try:
             await self._runner_.load()
+            await self._check_format()
         except BaseException:
             await self.close()
             raise
+
+    async def _check_format(self) -> None:
+        """Mark a new store with this layout's version; refuse a store of another."""
+        mine = str(keys.FORMAT_VERSION)
+        await self._runner.command("SET", keys.FORMAT, mine, "NX")
+        stored = text(await self._runner.command("GET", keys.FORMAT))
+        if stored not in (mine, None):  # None: deleted meanwhile, marked again next open
+            raise StorageError(
+                f"redis: the store holds dejaq's stored format version {stored!r}, and this"
+                f" dejaq reads version {mine} only: run a dejaq that reads it"
+            )
 
     def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:
         """The client (not connected yet) and the runner that sends its calls."""
