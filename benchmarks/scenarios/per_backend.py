@@ -52,6 +52,7 @@ async def run_backend(
             ):
                 print(f"[{name}] broker pid {proc.pid} on {proc.address}, storage {served.url}")
                 ctx = Ctx(name, client, proc, plan, Path(workdir), profile_dir, served.pid)
+                ctx.store_nodes = served.nodes
                 results["storage"] = served.url
                 try:
                     for scenario in scenarios:
