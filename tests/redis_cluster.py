@@ -6,10 +6,15 @@ with no persistence, joined by ``redis-cli --cluster create ...
 says ``cluster_state:ok``, knows all six, and every replica's link to its
 master is up (so ``WAIT 1`` can be answered at once).
 
-A node's cluster bus listens on its port + 10000, so ports are picked at or
-below 55535 with both free. ``kill`` (SIGKILL) a master and its replica takes
-over within the node timeout (2 s); ``start`` it again and it rejoins as a
-replica of that new master (its ``nodes.conf`` remembers the cluster).
+A node's cluster bus listens on its port + 10000, so ports are picked with
+both free, and both below the kernel's ephemeral range (32768 and up: the
+ports other fixtures get from the kernel, and those of outgoing connections),
+so nothing takes them between the pick and the bind. A cluster that still
+fails to form is destroyed and formed again on other ports (``ATTEMPTS``).
+
+``kill`` (SIGKILL) a master and its replica takes over within the node timeout
+(2 s); ``start`` it again and it rejoins as a replica of that new master (its
+``nodes.conf`` remembers the cluster).
 
 The session fixture ``redis_cluster`` yields the running cluster; the storage
 URL factory calls ``flush`` (FLUSHALL on every master) so each test starts empty.
@@ -18,6 +23,7 @@ URL factory calls ``flush`` (FLUSHALL on every master) so each test starts empty
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,8 +41,9 @@ from tests.servers import POLL_S, LocalServer, require_binary, temporary_root
 MASTERS = 3
 NODE_TIMEOUT_MS = 2000
 BUS_OFFSET = 10000
-LOW_PORT, HIGH_PORT = 20000, 65535 - BUS_OFFSET
+LOW_PORT, HIGH_PORT = 12000, 32767 - BUS_OFFSET
 FORM_TIMEOUT_S = 60.0
+ATTEMPTS = 3
 
 
 def _free(port: int) -> bool:
@@ -142,11 +149,16 @@ class RedisCluster:
     nodes: list[ClusterNode] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._place()
+
+    def _place(self) -> None:
+        """Six nodes on fresh ports, each in a new folder."""
         taken: set[int] = set()
+        self.nodes = []
         for i in range(2 * MASTERS):
             port = cluster_port(taken)
             taken.add(port)
-            folder = self.root / f"node-{i}"
+            folder = self.root / f"node-{i}-{port}"
             folder.mkdir()
             self.nodes.append(ClusterNode(self.binary, folder, port))
 
@@ -157,6 +169,19 @@ class RedisCluster:
         return f"redis+cluster://{seeds}/0"
 
     def start(self) -> None:
+        """Form the cluster, on other ports again when a try fails."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                self._form()
+                return
+            except (RuntimeError, subprocess.TimeoutExpired):
+                for node in self.nodes:
+                    node.destroy()
+                if attempt == ATTEMPTS:
+                    raise
+                self._place()
+
+    def _form(self) -> None:
         for node in self.nodes:
             node.start()
         args = [self.cli, "--cluster", "create"]
@@ -265,8 +290,12 @@ class RedisCluster:
                 client.flushall()
 
     def destroy(self) -> None:
-        for node in self.nodes:
-            node.destroy()
+        """Kill every node and delete the cluster's files."""
+        try:
+            for node in self.nodes:
+                node.destroy()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
