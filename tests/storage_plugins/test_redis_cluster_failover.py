@@ -77,13 +77,15 @@ async def test_with_wait_replicas_a_write_no_replica_took_is_refused(
     redis_cluster.flush()
     url = f"{redis_cluster.url}?topic_slots=1&wait_replicas=1&wait_timeout_ms=300"
     waiting, plain = storage_from_url(url), storage_from_url(redis_cluster.url)
-    await waiting.open()
-    await plain.open()
+    other = storage_from_url(url)
+    for storage in (waiting, plain, other):
+        await storage.open()
     master = redis_cluster.master_of(redis_keys.Slot(TOPIC, 0).prefix)
     [replica_port] = master.replica_ports()
     replica = redis_cluster.node(replica_port)
     try:
         await waiting.create_topic(Topic(TOPIC, TopicSettings(buckets=8)))
+        await other.get_topic(TOPIC)
         replica.pause()
         try:
             # When a produce waits for a replica that cannot answer
@@ -94,12 +96,16 @@ async def test_with_wait_replicas_a_write_no_replica_took_is_refused(
             assert await plain.insert(TOPIC, [NewMessage("b", 1, b"b", bucket_of("b", 8))]) == [
                 InsertStatus.ACCEPTED
             ]
+            # And a produce of another broker finding it there (written, not
+            # replicated yet) is not acknowledged as a duplicate either
+            with pytest.raises(StorageUnavailable, match="replicas acknowledged"):
+                await other.insert(TOPIC, [NewMessage("b", 1, b"b", bucket_of("b", 8))])
         finally:
             replica.resume()
         # And once the replica is back, a retried produce is acknowledged
         statuses = await waiting.insert(TOPIC, [NewMessage("a", 1, b"a", bucket_of("a", 8))])
         assert statuses in ([InsertStatus.ACCEPTED], [InsertStatus.DUPLICATE])
     finally:
-        await waiting.close()
-        await plain.close()
+        for storage in (waiting, plain, other):
+            await storage.close()
         await asyncio.to_thread(redis_cluster.wait_healthy)
