@@ -31,11 +31,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from redis.crc import key_slot
 
+from tests.certs import Certs
 from tests.servers import POLL_S, LocalServer, require_binary, temporary_root
 
 MASTERS = 3
@@ -65,6 +67,19 @@ def cluster_port(taken: set[int]) -> int:
     raise RuntimeError("no free pair of ports (port, port + 10000) for a cluster node")
 
 
+def tls_client(certs: Certs | None) -> dict[str, Any]:
+    """redis-py's keyword arguments for a TLS client of the test CA (none without TLS)."""
+    if certs is None:
+        return {}
+    client = certs.client("redis-client")
+    return {
+        "ssl": True,
+        "ssl_ca_certs": str(certs.ca),
+        "ssl_certfile": str(client.cert),
+        "ssl_keyfile": str(client.key),
+    }
+
+
 @dataclass
 class ClusterNode(LocalServer):
     """One ``redis-server`` of the cluster, restartable on its port and folder."""
@@ -74,16 +89,25 @@ class ClusterNode(LocalServer):
     binary: str
     root: Path
     port: int
+    tls: Certs | None = None  # TLS only (clients, bus, replication), client certificates required
 
     @property
     def log(self) -> Path:
         return self.root / "redis.log"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
+        return redis.Redis(
+            port=self.port, socket_timeout=2, socket_connect_timeout=2, **tls_client(self.tls)
+        )
 
     def _launch(self) -> None:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        if self.tls is not None:
+            args[2:3] = ["0", "--tls-port", str(self.port)]
+            args += ["--tls-cluster", "yes", "--tls-replication", "yes"]
+            args += ["--tls-cert-file", str(self.tls.server.cert)]
+            args += ["--tls-key-file", str(self.tls.server.key)]
+            args += ["--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "yes"]
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         args += ["--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
         args += ["--save", "", "--appendonly", "no", "--dir", str(self.root)]
@@ -146,6 +170,7 @@ class RedisCluster:
     binary: str
     cli: str
     root: Path
+    tls: Certs | None = None
     nodes: list[ClusterNode] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -160,13 +185,29 @@ class RedisCluster:
             taken.add(port)
             folder = self.root / f"node-{i}-{port}"
             folder.mkdir()
-            self.nodes.append(ClusterNode(self.binary, folder, port))
+            self.nodes.append(ClusterNode(self.binary, folder, port, self.tls))
 
     @property
     def url(self) -> str:
         """The storage URL: every node as a seed."""
         seeds = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
-        return f"redis+cluster://{seeds}/0"
+        if self.tls is None:
+            return f"redis+cluster://{seeds}/0"
+        client = self.tls.client("redis-client")
+        options = f"ssl_ca_certs={self.tls.ca}&ssl_certfile={client.cert}&ssl_keyfile={client.key}"
+        return f"rediss+cluster://{seeds}/0?{options}"
+
+    def _cli(self) -> list[str]:
+        """redis-cli and its TLS options."""
+        if self.tls is None:
+            return [self.cli]
+        client = self.tls.client("redis-client")
+        return [self.cli, "--tls", "--cacert", str(self.tls.ca)] + [
+            "--cert",
+            str(client.cert),
+            "--key",
+            str(client.key),
+        ]
 
     def start(self) -> None:
         """Form the cluster, on other ports again when a try fails."""
@@ -184,7 +225,7 @@ class RedisCluster:
     def _form(self) -> None:
         for node in self.nodes:
             node.start()
-        args = [self.cli, "--cluster", "create"]
+        args = [*self._cli(), "--cluster", "create"]
         args += [f"127.0.0.1:{n.port}" for n in self.nodes]
         args += ["--cluster-replicas", "1", "--cluster-yes"]
         done = subprocess.run(args, capture_output=True, text=True, timeout=FORM_TIMEOUT_S)
@@ -251,7 +292,7 @@ class RedisCluster:
     def reshard(self, source: ClusterNode, target: ClusterNode, slots: int) -> None:
         """Move the first ``slots`` hash slots of ``source`` to ``target`` with
         ``redis-cli --cluster reshard`` (keys included, while clients run)."""
-        args = [self.cli, "--cluster", "reshard", f"127.0.0.1:{source.port}"]
+        args = [*self._cli(), "--cluster", "reshard", f"127.0.0.1:{source.port}"]
         args += ["--cluster-from", source.node_id(), "--cluster-to", target.node_id()]
         args += ["--cluster-slots", str(slots), "--cluster-yes"]
         done = subprocess.run(args, capture_output=True, text=True, timeout=FORM_TIMEOUT_S)
@@ -296,6 +337,23 @@ class RedisCluster:
                 node.destroy()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tls_redis_cluster(certs: Certs) -> Iterator[RedisCluster]:
+    """A cluster that takes only TLS with a client certificate, its bus and
+    replication over TLS too."""
+    cluster = RedisCluster(
+        require_binary("redis-server"),
+        require_binary("redis-cli"),
+        temporary_root("rcluster-tls"),
+        tls=certs,
+    )
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()
 
 
 @pytest.fixture(scope="session")

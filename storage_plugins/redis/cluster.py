@@ -89,6 +89,8 @@ class ClusterRunner(Runner):
                     await self._cluster.nodes_manager.initialize()
                 except (rex.RedisError, OSError) as exc:
                     raise storage_error(exc) from exc
+                except rex.RedisClusterException as exc:  # no seed answered as a cluster node
+                    raise StorageUnavailable(f"redis cluster: {exc}") from exc
                 self._stale = False
 
     async def load(self) -> None:

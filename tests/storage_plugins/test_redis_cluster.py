@@ -8,13 +8,14 @@ from __future__ import annotations
 import pytest
 from redis.crc import key_slot
 
-from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import Topic, TopicSettings
+from dejaq.core.errors import InvalidArgument, StorageError
+from dejaq.core.model import Counts, Settled, Topic, TopicSettings
 from dejaq.storage_plugins import storage_from_url
+from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import keys as redis_keys
 from dejaq.storage_plugins.redis.cluster import RedisClusterStorage
 from dejaq.storage_plugins.redis.options import CLUSTER_TOPIC_SLOTS, parse_url
-from tests.redis_cluster import RedisCluster
+from tests.redis_cluster import RedisCluster, tls_redis_cluster  # noqa: F401 - fixture
 from tests.storage_plugins.redis_support import msg
 
 # -- URL ------------------------------------------------------------------------
@@ -125,3 +126,28 @@ async def test_every_broker_reads_the_clock_of_the_registry_s_master(
         }
     finally:
         await storage.close()
+
+
+async def test_messages_go_through_a_tls_cluster(tls_redis_cluster: RedisCluster) -> None:
+    # Given a cluster that takes only TLS with a client certificate
+    tls_redis_cluster.flush()
+    storage = storage_from_url(tls_redis_cluster.url)
+    assert tls_redis_cluster.url.startswith("rediss+cluster://")
+    await storage.open()
+    try:
+        # When a topic spread over its masters gets messages, leased and acked
+        await storage.create_topic(Topic("tls", TopicSettings(buckets=16)))
+        await storage.insert("tls", [msg(f"m{i}", ts=1, buckets=16) for i in range(40)])
+        leases = await storage.lease(LeaseRequest("tls", None, 10, 100, 1_000, "c"))
+        outcomes = await storage.ack("tls", [(m.id, m.version) for m in leases.delivered], "c", 20)
+        # Then every message went through, and none is left
+        assert sorted(m.id for m in leases.delivered) == sorted(f"m{i}" for i in range(40))
+        assert all(isinstance(o, Settled) for o in outcomes)
+        assert await storage.counts("tls", 20) == Counts()
+    finally:
+        await storage.close()
+    # And a client without a certificate is refused at open
+    bare = tls_redis_cluster.url.split("&ssl_certfile")[0]
+    refused = storage_from_url(bare)
+    with pytest.raises(StorageError):
+        await refused.open()
