@@ -202,12 +202,8 @@ class RedisCluster:
         if self.tls is None:
             return [self.cli]
         client = self.tls.client("redis-client")
-        return [self.cli, "--tls", "--cacert", str(self.tls.ca)] + [
-            "--cert",
-            str(client.cert),
-            "--key",
-            str(client.key),
-        ]
+        tls = ["--tls", "--cacert", str(self.tls.ca)]
+        return [self.cli, *tls, "--cert", str(client.cert), "--key", str(client.key)]
 
     def start(self) -> None:
         """Form the cluster, on other ports again when a try fails."""

@@ -128,7 +128,9 @@ async def test_every_broker_reads_the_clock_of_the_registry_s_master(
         await storage.close()
 
 
-async def test_messages_go_through_a_tls_cluster(tls_redis_cluster: RedisCluster) -> None:
+async def test_messages_go_through_a_tls_cluster(
+    tls_redis_cluster: RedisCluster,  # noqa: F811 - the fixture
+) -> None:
     # Given a cluster that takes only TLS with a client certificate
     tls_redis_cluster.flush()
     storage = storage_from_url(tls_redis_cluster.url)
