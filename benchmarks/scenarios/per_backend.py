@@ -55,6 +55,7 @@ async def run_backend(
                 ctx = Ctx(
                     name, client, proc, plan, Path(workdir), profile_dir, served.pid, served.url
                 )
+                ctx.store_nodes = served.nodes
                 results["storage"] = served.url
                 try:
                     for scenario in scenarios:

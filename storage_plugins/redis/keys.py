@@ -70,6 +70,10 @@ NAMESPACE = "dejaq"
 TOPICS = f"{NAMESPACE}:topics"
 # string: a random id set once, when the first broker asks (the storage's identity)
 IDENTITY = f"{NAMESPACE}:identity"
+# string: the version of this layout, set by the first broker that opens the
+# store; a broker refuses a store of another version (``FORMAT_VERSION``)
+FORMAT = f"{NAMESPACE}:format"
+FORMAT_VERSION = 1
 
 # Suffixes after a slot prefix. The Lua scripts get them from here too.
 ALIVE = "alive"

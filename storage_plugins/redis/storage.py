@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -59,7 +59,8 @@ class RedisStorage(Storage):
       replicas have it, and raises ``StorageUnavailable`` when fewer acknowledge
       within ``wait_timeout_ms`` (default 1000). The write may still be on the
       primary: a retried produce then finds those ids as duplicates (produce is
-      idempotent by id).
+      idempotent by id). On ``redis+cluster://`` every call waits, leases and
+      settles included (``cluster``).
     - ``socket_timeout_ms=5000``, ``connect_timeout_ms=2000``: a dead or hung
       server fails a call with ``StorageUnavailable`` instead of hanging it.
       Calls are never retried by the client: a lease or insert sent twice is not
@@ -67,9 +68,9 @@ class RedisStorage(Storage):
     - ``topic_slots=1``: how many Redis Cluster hash slots a topic created by
       this instance spreads over (at most its bucket count). It is recorded
       with the topic, so every broker agrees whatever its own URL says. With
-      one slot (the default) every call on a topic is one atomic script and a
-      lease pass or next_due is one script whatever the bucket count; a Redis
-      Cluster places whole topics on its shards. With N slots a topic's buckets
+      one slot (the default here; 16 on ``redis+cluster://``) every call on a
+      topic is one atomic script and a lease pass or next_due is one script
+      whatever the bucket count. With N slots a topic's buckets
       are split into N contiguous ranges (one per hash slot, so per shard); a
       pass costs a script per slot its buckets touch — two round trips when
       that is more than one — and the throughput of one topic can use N shards.
@@ -99,8 +100,14 @@ class RedisStorage(Storage):
     slot it touches (``scripts``), atomic in that slot; a message lives in one
     slot, so two leasers never get one message. ``insert`` over several slots
     sends its scripts in one MULTI / EXEC: a batch is stored whole or (connection
-    lost) not at all. The client speaks to a single server (``redis.asyncio.Redis``):
-    the layout is cluster-ready, the client is not yet.
+    lost) not at all. This class speaks to a single server (``redis.asyncio.Redis``);
+    ``cluster.RedisClusterStorage`` (``redis+cluster://``) runs the same layout
+    and scripts on a Redis Cluster.
+
+    Stored format: ``keys.FORMAT`` holds the version of the layout (1), written
+    by the first broker that opens the store; a broker opening a store of
+    another version fails at ``open`` with a ``StorageError`` naming both
+    versions, before it reads or writes anything else.
 
     Costs per call: insert, settle, move, get — one script per slot touched,
     O(log n) per message (plus, per bucket touched, keeping the heads index).
@@ -128,7 +135,7 @@ class RedisStorage(Storage):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.options = parse_url(url)
-        self._client: Redis | None = None
+        self._client: Redis | RedisCluster | None = None
         self._runner_: Runner | None = None
         self._registry_: Registry | None = None
         o = self.options
@@ -141,20 +148,37 @@ class RedisStorage(Storage):
         timeout_ms = o.socket_timeout_ms
         if self._wait is not None:  # WAIT blocks the connection for up to its timeout
             timeout_ms = max(timeout_ms, o.wait_timeout_ms + 1000)
-        self._client = Redis.from_url(
+        self._client, self._runner_ = self._connect(timeout_ms / 1000)
+        self._registry_ = Registry(self._runner_)
+        try:
+            await self._runner_.load()
+            await self._check_format()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _check_format(self) -> None:
+        """Mark a new store with this layout's version; refuse a store of another."""
+        mine = str(keys.FORMAT_VERSION)
+        await self._runner.command("SET", keys.FORMAT, mine, "NX")
+        stored = text(await self._runner.command("GET", keys.FORMAT))
+        if stored not in (mine, None):  # None: deleted meanwhile, marked again next open
+            raise StorageError(
+                f"redis: the store holds dejaq's stored format version {stored!r}, and this"
+                f" dejaq reads version {mine} only: run a dejaq that reads it"
+            )
+
+    def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:
+        """The client (not connected yet) and the runner that sends its calls."""
+        o = self.options
+        client = Redis.from_url(
             o.url,
-            socket_timeout=timeout_ms / 1000,
+            socket_timeout=timeout_s,
             socket_connect_timeout=o.connect_timeout_ms / 1000,
             retry=Retry(NoBackoff(), 0),
             **o.tls_arguments(),
         )
-        self._runner_ = Runner(self._client)
-        self._registry_ = Registry(self._runner_)
-        try:
-            await self._runner_.load()
-        except BaseException:
-            await self.close()
-            raise
+        return client, Runner(client)
 
     async def close(self) -> None:
         if self._client is not None:
