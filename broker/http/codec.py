@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from dejaq.core.errors import InvalidArgument
 ProtoField = Any
 ProtoMessage = Any
 BASE64_SUFFIX = "_base64"
+INTEGER = re.compile(r"-?[0-9]{1,30}")  # ASCII digits only: int() takes others too
 F = FieldDescriptor
 # The range of each integer type of the wire.
 INT_RANGES = {
@@ -183,7 +185,7 @@ def query_to_json(descriptor: ProtoMessage, query: Mapping[str, list[str]]) -> d
 
 def _typed(field: ProtoField, text: str, where: str) -> Any:
     if field.type in INT_RANGES:
-        if not text.lstrip("-").isdigit() or len(text) > 30:
+        if not INTEGER.fullmatch(text):
             raise InvalidArgument(f"{where} must be an integer")
         return int(text)
     if field.type == F.TYPE_BOOL:
