@@ -134,11 +134,12 @@ def _scalar(field: ProtoField, value: Any, where: str) -> Any:
     kind = field.type
     if kind in INT_RANGES:
         low, high = INT_RANGES[kind]
-        if not isinstance(value, int) or isinstance(value, bool):
+        number = integer(value)
+        if number is None:
             raise InvalidArgument(f"{where} must be an integer")
-        if not low <= value <= high:
+        if not low <= number <= high:
             raise InvalidArgument(f"{where} must be between {low} and {high}")
-        return value
+        return number
     if kind == F.TYPE_DOUBLE:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise InvalidArgument(f"{where} must be a number")
@@ -163,6 +164,17 @@ def _scalar(field: ProtoField, value: Any, where: str) -> Any:
             raise InvalidArgument(f"{where} must be one of {', '.join(names)}")
         return names[value].number
     raise InvalidArgument(f"{where}: fields of this type are not read from JSON")
+
+
+def integer(value: Any) -> int | None:
+    """A JSON integer: ``7``, or ``7.0`` (JSON Schema counts it one); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def query_to_json(descriptor: ProtoMessage, query: Mapping[str, list[str]]) -> dict[str, Any]:

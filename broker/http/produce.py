@@ -96,9 +96,10 @@ def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
 
 def _integer(value: Any, kind: int, where: str) -> int:
     low, high = codec.INT_RANGES[kind]
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+    number = codec.integer(value)
+    if number is None or not low <= number <= high:
         raise InvalidArgument(f"{where} must be an integer between {low} and {high}")
-    return value
+    return number
 
 
 async def _produce(surface: Surface, request: web.Request, docs: Any) -> pb.ProduceResponse:
@@ -180,6 +181,7 @@ NEW_MESSAGE: dict[str, Any] = {
     },
     "required": ["timestamp_ms"],
     "additionalProperties": False,
+    "allOf": [schemas.one_spelling(["payload", "payload" + codec.BASE64_SUFFIX])],
 }
 RESULT = {
     "type": "object",
@@ -214,14 +216,15 @@ class ProduceRoute:
     rpc: str = "Produce"
 
     def operation(self) -> dict[str, Any]:
-        topic = {"type": "string", "minLength": 1}
         responses = {status: json_body(s, "stored") for status, s in self.answers.items()}
         return {
             "operationId": self.operation_id,
             "summary": self.summary,
             "tags": ["messages"],
             "x-grpc-method": self.rpc,
-            "parameters": [{"name": "topic", "in": "path", "required": True, "schema": topic}],
+            "parameters": [
+                {"name": "topic", "in": "path", "required": True, "schema": schemas.TOPIC_NAME}
+            ],
             "requestBody": {
                 "required": True,
                 "content": {"application/json": {"schema": self.body}},

@@ -161,7 +161,7 @@ def operation_of(route: Route) -> dict[str, Any]:
     params: list[dict[str, Any]] = []
     for name in route.path_fields:
         schema = schemas.field_schema(descriptor.fields_by_name[name], output=False)
-        if schema["type"] == "string":
+        if schema["type"] == "string" and "pattern" not in schema:
             schema = {**schema, "minLength": 1}
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     op: dict[str, Any] = {

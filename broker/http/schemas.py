@@ -9,10 +9,15 @@ from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from dejaq.broker.api import validation
 from dejaq.broker.http.codec import BASE64_SUFFIX, INT_RANGES, ProtoField, ProtoMessage, is_repeated
 
 F = FieldDescriptor
 Schema = dict[str, Any]
+# What a request's topic name must match (broker/api/validation.py); answers may
+# also name a topic's companions (its cron timeline), so only requests say it.
+TOPIC_NAME: Schema = {"type": "string", "pattern": f"^{validation.NAME.pattern}$"}
+TOPIC_FIELDS = {"name", "topic"}
 
 
 def text_and_base64(name: str) -> dict[str, Schema]:
@@ -36,11 +41,13 @@ def message_schema(descriptor: ProtoMessage, output: bool, skip: Collection[str]
     but an unset optional one and the bytes (text or base64)."""
     properties: dict[str, Schema] = {}
     required = []
+    exclusive = []
     for field in descriptor.fields:
         if field.name in skip:
             continue
         if field.type == F.TYPE_BYTES and not is_repeated(field):
             properties.update(text_and_base64(field.name))
+            exclusive.append([field.name, field.name + BASE64_SUFFIX])
             continue
         properties[field.name] = field_schema(field, output)
         if output and not field.has_presence:
@@ -48,10 +55,19 @@ def message_schema(descriptor: ProtoMessage, output: bool, skip: Collection[str]
     schema: Schema = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         schema["required"] = required
+    if exclusive and not output:
+        schema["allOf"] = [one_spelling(names) for names in exclusive]
     return schema
 
 
+def one_spelling(names: list[str]) -> Schema:
+    """Not both spellings of a bytes field."""
+    return {"not": {"required": names}}
+
+
 def field_schema(field: ProtoField, output: bool) -> Schema:
+    if not output and field.name in TOPIC_FIELDS and field.type == F.TYPE_STRING:
+        return dict(TOPIC_NAME)
     item = scalar_schema(field, output)
     return {"type": "array", "items": item} if is_repeated(field) else item
 
