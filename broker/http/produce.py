@@ -22,6 +22,7 @@ from dejaq.broker.http import codec, schemas
 from dejaq.broker.http.auth import caller_of
 from dejaq.broker.http.problems import HTTP_STATUS, problem
 from dejaq.broker.http.route import Surface, json_body, json_response, problem_responses, read_json
+from dejaq.broker.security.identity import Caller
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.batches import decode_results, encode_messages
@@ -102,8 +103,9 @@ def _integer(value: Any, kind: int, where: str) -> int:
     return number
 
 
-async def _produce(surface: Surface, request: web.Request, docs: Any) -> pb.ProduceResponse:
-    caller = caller_of(surface.guard, request)
+async def _produce(
+    surface: Surface, request: web.Request, caller: Caller, docs: Any
+) -> pb.ProduceResponse:
     new = read_messages(docs, surface.broker.config.max_produce_messages)
     c = new.columns
     batch = encode_messages(
@@ -137,10 +139,11 @@ def _results(answer: pb.ProduceResponse) -> tuple[list[dict[str, str]], list[dic
 
 def produce_one(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
+        caller = caller_of(surface.guard, request)  # before the body is read
         doc = await read_json(request)
         if isinstance(doc, dict) and "messages" in doc:
             raise InvalidArgument("a batch goes to /v1/topics/{topic}/batches")
-        results, rejections = _results(await _produce(surface, request, [doc]))
+        results, rejections = _results(await _produce(surface, request, caller, [doc]))
         if rejections:
             r = rejections[0]
             code = grpc.StatusCode[r["code"]] if r["code"] in grpc.StatusCode.__members__ else None
@@ -154,10 +157,11 @@ def produce_one(surface: Surface) -> Callable[[web.Request], Awaitable[web.Respo
 
 def produce_batch(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
+        caller = caller_of(surface.guard, request)  # before the body is read
         doc = await read_json(request)
         if not isinstance(doc, dict) or set(doc) != {"messages"}:
             raise InvalidArgument("the body must be an object with one key, messages (a list)")
-        results, rejections = _results(await _produce(surface, request, doc["messages"]))
+        results, rejections = _results(await _produce(surface, request, caller, doc["messages"]))
         return json_response({"results": results, "rejections": rejections})
 
     return handle

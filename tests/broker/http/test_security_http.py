@@ -94,3 +94,10 @@ def test_the_http_address_comes_from_the_flag_or_dejaq_http() -> None:
     env = {"DEJAQ_HTTP": "127.0.0.1:7780"}
     assert BrokerConfig.from_sources({}, env).http == "127.0.0.1:7780"
     assert BrokerConfig.from_sources({"http": "127.0.0.1:1"}, env).http == "127.0.0.1:1"
+
+
+async def test_a_caller_is_judged_before_its_body_is_read(serve: Serve, auth: str) -> None:
+    api = await serve(auth=auth)
+    for path in ("/v1/topics/t-a/messages", "/v1/topics/t-a/batches", "/v1/topics"):
+        answer = await api.call("POST", path, raw=b"{not json")
+        assert (answer.status, answer.body["code"]) == (401, "UNAUTHENTICATED"), path
