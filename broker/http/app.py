@@ -20,6 +20,7 @@ from typing import Any
 
 import grpc
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from dejaq.broker.http import cron, messages, openapi, produce, topics
 from dejaq.broker.http.problems import from_error, problem
@@ -28,6 +29,26 @@ from dejaq.core.errors import DejaqError
 from dejaq.core.wire.status import code_for
 
 log = logging.getLogger(__name__)
+
+
+class _MalformedRequests(logging.Filter):
+    """aiohttp answers a request its parser refuses (a NUL in a header, a bad
+    request line) with 400 and logs it as an error with a traceback: anyone
+    who reaches the port could fill the log. Said in one line at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        if not log.isEnabledFor(logging.DEBUG):
+            return False
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.msg, record.args = "malformed HTTP request refused: %s", (exc.message,)
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+_QUIET = _MalformedRequests()
 ROUTES: list[Endpoint] = [*topics.ROUTES, *produce.ROUTES, *messages.ROUTES, *cron.ROUTES]
 BODY_SLACK = 1 << 20
 # What an HTTP refusal that no handler raised says, as a gRPC code.
@@ -104,6 +125,7 @@ async def serve_http(surface: Surface, address: str, tls: ssl.SSLContext | None)
     """Serve on ``address`` (HOST:PORT; port 0: any free one), HTTPS with ``tls``."""
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
+    logging.getLogger("aiohttp.server").addFilter(_QUIET)  # once: the same filter
     runner = web.AppRunner(build_app(surface), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, int(port), ssl_context=tls)

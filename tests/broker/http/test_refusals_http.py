@@ -7,6 +7,9 @@ paths or methods, then each gets a problem (4xx) and the broker still serves.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 import pytest
 
 from tests.broker.http.conftest import Api, Serve
@@ -76,3 +79,18 @@ async def test_a_body_over_the_limit_is_refused_unread(serve: Serve) -> None:
     assert (answer.status, answer.body["code"]) == (413, "INVALID_ARGUMENT")
     described = await api.call("GET", "/v1/topics/t")
     assert described.body["counts"]["due"] == 0
+
+
+async def test_a_request_http_cannot_parse_is_refused_in_one_quiet_line(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    host, port = api.url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"GET /v1/topics HTTP/1.1\r\nHost: x\r\nX-Bad: \x00\r\n\r\n")
+    await writer.drain()
+    status_line = await reader.readline()
+    writer.close()
+    await writer.wait_closed()
+    assert status_line.split()[1] == b"400"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert (await api.call("GET", "/v1/topics")).status == 200
