@@ -11,7 +11,9 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
+import aiohttp
 import pytest
+import trustme
 
 from dejaq.broker.config import BrokerConfig
 from dejaq.core.errors import InvalidArgument
@@ -101,3 +103,35 @@ async def test_a_caller_is_judged_before_its_body_is_read(serve: Serve, auth: st
     for path in ("/v1/topics/t-a/messages", "/v1/topics/t-a/batches", "/v1/topics"):
         answer = await api.call("POST", path, raw=b"{not json")
         assert (answer.status, answer.body["code"]) == (401, "UNAUTHENTICATED"), path
+
+
+async def test_a_renewed_certificate_serves_new_https_connections(
+    serve: Serve, tmp_path: Path
+) -> None:
+    old, new = trustme.CA(), trustme.CA()
+
+    def issue(ca: trustme.CA) -> None:
+        issued = ca.issue_cert("127.0.0.1")
+        issued.private_key_pem.write_to_path(str(tmp_path / "server.key"))
+        issued.cert_chain_pems[0].write_to_path(str(tmp_path / "server.pem"))
+
+    issue(old)
+    api = await serve(tls_cert=str(tmp_path / "server.pem"), tls_key=str(tmp_path / "server.key"))
+    trusting = {
+        name: ssl.create_default_context(cadata=ca.cert_pem.bytes().decode())
+        for name, ca in (("old", old), ("new", new))
+    }
+
+    async def status(trust: str) -> int | str:
+        connector = aiohttp.TCPConnector(ssl=trusting[trust], force_close=True)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            try:
+                async with session.get(api.url + "/v1/topics") as answer:
+                    return answer.status
+            except aiohttp.ClientConnectorCertificateError:
+                return "untrusted"
+
+    assert (await status("old"), await status("new")) == (200, "untrusted")
+    issue(new)
+    assert api.broker.tls is not None and api.broker.tls.reload()  # what SIGHUP does
+    assert (await status("old"), await status("new")) == ("untrusted", 200)
