@@ -12,6 +12,11 @@ ROUTES = [
     Route(
         "POST", ENTRIES, "CronAdd", cron.add,
         pb.CronEntry, pb.CronEntry, "Add a cron entry", "cron", status=201,
+        links={
+            op: (op, {"topic": "$request.path.topic", "id": "$response.body#/id"})
+            for op in ("CronGet", "CronUpdate", "CronUpdate_pause", "CronUpdate_resume",
+                       "CronDelete")
+        },
     ),
     Route(
         "GET", ENTRIES, "CronList", cron.list_,

@@ -21,7 +21,14 @@ from dejaq.broker.api.produce import produce
 from dejaq.broker.http import codec, schemas
 from dejaq.broker.http.auth import caller_of
 from dejaq.broker.http.problems import HTTP_STATUS, problem
-from dejaq.broker.http.route import Surface, json_body, json_response, problem_responses, read_json
+from dejaq.broker.http.route import (
+    Surface,
+    json_body,
+    json_response,
+    links,
+    problem_responses,
+    read_json,
+)
 from dejaq.broker.security.identity import Caller
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus
@@ -251,6 +258,10 @@ class ProduceRoute:
 
     def operation(self) -> dict[str, Any]:
         responses = {status: json_body(s, "stored") for status, s in self.answers.items()}
+        if self.serve is produce_one:
+            by_id = {"topic": "$request.path.topic", "id": "$response.body#/id"}
+            found = links({op: (op, by_id) for op in ("GetMessage", "Move", "Cancel")})
+            responses["201"]["links"] = found
         return {
             "operationId": self.operation_id,
             "summary": self.summary,

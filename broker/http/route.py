@@ -66,6 +66,9 @@ class Route:
     status: int = 200
     fixed: Mapping[str, Any] = field(default_factory=dict)  # request fields the route sets
     accepts: tuple[str, ...] | None = None  # the only fields a client may give (None: all)
+    # OpenAPI links from the answer to the calls it leads to (a generated client, and
+    # schemathesis's stateful phase, follow them): link name -> (operationId, parameters)
+    links: Mapping[str, tuple[str, Mapping[str, str]]] = field(default_factory=dict)
 
     @property
     def path_fields(self) -> list[str]:
@@ -185,8 +188,18 @@ def operation_of(route: Route) -> dict[str, Any]:
     if params:
         op["parameters"] = params
     answer = schemas.message_schema(route.response.DESCRIPTOR, output=True)
-    op["responses"] = {str(route.status): json_body(answer, "done"), **problem_responses()}
+    done = json_body(answer, "done")
+    if route.links:
+        done["links"] = links(route.links)
+    op["responses"] = {str(route.status): done, **problem_responses()}
     return op
+
+
+def links(table: Mapping[str, tuple[str, Mapping[str, str]]]) -> dict[str, Any]:
+    return {
+        name: {"operationId": op, "parameters": dict(params)}
+        for name, (op, params) in table.items()
+    }
 
 
 def _operation_id(route: Route) -> str:

@@ -13,6 +13,14 @@ ROUTES = [
     Route(
         "POST", "/v1/topics", "CreateTopic", control.create_topic,
         pb.CreateTopicRequest, pb.Topic, "Create a topic", "topics", status=201,
+        links={
+            op: (op, {param: "$response.body#/name"})
+            for op, param in (
+                ("DescribeTopic", "name"), ("UpdateTopic", "name"), ("DeleteTopic", "name"),
+                ("Produce", "topic"), ("ProduceBatch", "topic"), ("CronAdd", "topic"),
+                ("ListDead", "topic"), ("CronList", "topic"),
+            )
+        },
     ),
     Route(
         "GET", "/v1/topics", "ListTopics", control.list_topics,
