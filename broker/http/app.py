@@ -71,19 +71,20 @@ def _errors(broker_metrics: Any) -> Any:
         try:
             return await handler(request)
         except DejaqError as exc:
-            broker_metrics.request(_rpc(request), code_for(exc))
+            broker_metrics.http_request(_rpc(request), code_for(exc))
             return from_error(exc)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
             code = _HTTP_CODES.get(exc.status, "INVALID_ARGUMENT")
+            broker_metrics.http_request(_rpc(request), code)
             allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
             return problem(exc.status, code, exc.reason, headers=allow)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("unexpected error serving %s %s", request.method, request.path)
-            broker_metrics.request(_rpc(request), grpc.StatusCode.INTERNAL)
+            broker_metrics.http_request(_rpc(request), grpc.StatusCode.INTERNAL)
             return problem(500, "INTERNAL", "internal error")
 
     return middleware

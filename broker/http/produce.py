@@ -155,7 +155,7 @@ async def _produce(
     )
     req = pb.ProduceRequest(topic=request.match_info["topic"], batch=batch)
     answer = await serve_unary(surface.broker, surface.guard, "Produce", caller, produce, req)
-    surface.broker.metrics.request("Produce", grpc.StatusCode.OK)
+    surface.broker.metrics.http_request("Produce", grpc.StatusCode.OK)
     return answer
 
 

@@ -95,7 +95,7 @@ class Route:
             answer = await serve_unary(
                 surface.broker, surface.guard, self.rpc, caller, self.handler, message
             )
-            surface.broker.metrics.request(self.rpc, grpc.StatusCode.OK)
+            surface.broker.metrics.http_request(self.rpc, grpc.StatusCode.OK)
             return json_response(codec.to_json(answer), self.status)
 
         return handle

@@ -72,3 +72,17 @@ async def test_the_cluster_status_names_this_broker(api: Api) -> None:
     status = await api.call("GET", "/v1/cluster")
     assert status.body["mode"] == "single"
     assert [b["address"] for b in status.body["brokers"]] == [api.grpc_address]
+
+
+async def test_http_calls_are_counted_apart_from_grpc_ones(api: Api) -> None:
+    registry = api.broker.context.metrics.registry
+
+    def calls(name: str, method: str, code: str) -> float:
+        value = registry.get_sample_value(f"{name}_total", {"method": method, "code": code})
+        return value or 0.0
+
+    await api.call("POST", "/v1/topics", {"name": "m"})
+    await api.call("GET", "/v1/topics/none")
+    assert calls("dejaq_http_requests", "CreateTopic", "OK") == 1
+    assert calls("dejaq_http_requests", "DescribeTopic", "NOT_FOUND") == 1
+    assert calls("dejaq_grpc_requests", "CreateTopic", "OK") == 0
