@@ -17,7 +17,8 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - bulk      produce -> deliver -> ack, all due now (memory only)
 - burst     100k due at one ms, drained with a 20k/s rate cap (drain time,
             per-100 ms spread) and without one (msgs/s) (memory only)
-- produce   msgs/s by batch size through ``Producer.send_batch``
+- produce   msgs/s by batch size through ``Producer.send_batch``; batches of
+            1,000 over the HTTP/JSON API beside it
 - priority  priority topics: one message at a time at 200/s, mixed priorities,
             idle consumer processes: produce-to-receive p50 / p99 / max, beside
             two floors (a unary round trip; a bare grpc.aio relay); a

@@ -30,6 +30,8 @@ from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import Coordinator, LocalCoordinator
 from dejaq.broker.cron.firers import CronFirers
+from dejaq.broker.http.app import HttpEndpoint, serve_http
+from dejaq.broker.http.route import Surface
 from dejaq.broker.observability import health
 from dejaq.broker.observability.gauges import refresh_forever
 from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_metrics, tls_context
@@ -57,6 +59,7 @@ class RunningBroker:
     guard: Guard
     tls: ServerTls | None
     metrics_endpoint: MetricsEndpoint | None
+    http_endpoint: HttpEndpoint | None
     _server: grpc.aio.Server
     _health: HealthServicer
     _cron: CronFirers
@@ -66,6 +69,8 @@ class RunningBroker:
         """Stop serving (streams get ``grace_s`` to finish), then the cron
         firers, the coordinator, the dispatchers and storage, in that order."""
         await self._health.enter_graceful_shutdown()
+        if self.http_endpoint is not None:
+            await self.http_endpoint.stop()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -126,7 +131,8 @@ async def _start_over(
     cron = CronFirers(broker)
     broker.cron = cron
     server = grpc.aio.server(options=server_options(config))
-    add_to_server(TimelineService(broker, guard), server)
+    service = TimelineService(broker, guard)
+    add_to_server(service, server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -142,6 +148,15 @@ async def _start_over(
     # Join the cluster (etcd) before serving: a broker that cannot, does not start.
     await broker.coordinator.start(advertised_address(config, port), BrokerEvents(broker))
     await server.start()
+    http = None
+    if config.http:
+        http_tls = tls.ssl_context() if tls is not None else None
+        try:
+            http = await serve_http(Surface(broker, guard), config.http, http_tls)
+        except BaseException:
+            await server.stop(None)
+            await broker.coordinator.stop()
+            raise
     if broker.guard is not None:
         # Judged at once: a lone broker serves now; one that joins others waits
         # until it has heard their clocks, and is not ready until then.
@@ -172,7 +187,7 @@ async def _start_over(
     if config.metrics:
         endpoint = serve_metrics(config, broker.metrics.registry, metrics_tls)
     return RunningBroker(
-        config, broker, port, guard, tls, endpoint, server, health_servicer, cron, background
+        config, broker, port, guard, tls, endpoint, http, server, health_servicer, cron, background
     )
 
 

@@ -61,6 +61,9 @@ class BrokerConfig:
     retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
+    # HOST:PORT for the HTTP/JSON API (broker/http/); empty = off. It serves with the
+    # gRPC port's TLS settings and --auth principals.
+    http: str = ""
     metrics_refresh_ms: int = 5000  # how often storage-backed gauges are refreshed
     # /metrics over HTTPS with this certificate and key (PEM files); with a client CA,
     # scrapers must show a certificate it signed.
@@ -153,6 +156,8 @@ class BrokerConfig:
             )
         if self.metrics and not _is_host_port(self.metrics):
             raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
+        if self.http and not _is_host_port(self.http):
+            raise InvalidArgument(f"http address {self.http!r} is not HOST:PORT")
         if self.log_format not in ("text", "json"):
             raise InvalidArgument(f"log format must be text or json, not {self.log_format!r}")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -166,12 +171,15 @@ class BrokerConfig:
             raise InvalidArgument("TLS needs both --tls-cert and --tls-key (a cert and its key)")
         if self.tls_client_ca and not self.tls_cert:
             raise InvalidArgument("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
-        if not self.auth and not self.insecure_allow_anonymous and not is_loopback(self.listen):
-            raise InvalidArgument(
-                f"refusing to serve {self.listen} without --auth: anyone who reaches it could"
-                " read, change and delete every topic. Give --auth FILE, listen on loopback,"
-                " or accept that with --insecure-allow-anonymous"
-            )
+        for address in (self.listen, self.http):
+            if not address or self.auth or self.insecure_allow_anonymous:
+                continue
+            if not is_loopback(address):
+                raise InvalidArgument(
+                    f"refusing to serve {address} without --auth: anyone who reaches it could"
+                    " read, change and delete every topic. Give --auth FILE, listen on"
+                    " loopback, or accept that with --insecure-allow-anonymous"
+                )
 
     def _validate_cluster(self) -> None:
         if self.etcd:

@@ -265,13 +265,19 @@ def priority_table(results: dict[str, Any]) -> str:
 
 def produce_table(results: dict[str, Any]) -> str:
     rows = [
-        [name, *(dig(r, "produce", str(b), "msgs_per_s") for b in BATCH_SIZES)]
+        [
+            name,
+            *(dig(r, "produce", str(b), "msgs_per_s") for b in BATCH_SIZES),
+            dig(r, "produce", "http", "msgs_per_s"),
+            dig(r, "produce", "http", "ratio_to_grpc"),
+        ]
         for name, r in _ran(results)
         if isinstance(r.get("produce"), dict) and "error" not in r["produce"]
     ]
     return table(
-        "produce msgs/s by batch size (Producer.send_batch, 100-byte payloads)",
-        ["", *(f"batch {b}" for b in BATCH_SIZES)],
+        "produce msgs/s by batch size (Producer.send_batch, 100-byte payloads);"
+        " HTTP/JSON batches of 1000, and their share of gRPC's",
+        ["", *(f"batch {b}" for b in BATCH_SIZES), "HTTP 1000", "HTTP/gRPC"],
         rows,
     )
 

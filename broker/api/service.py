@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import grpc
 
 from dejaq.broker.api import control
+from dejaq.broker.api.calls import serve_unary
 from dejaq.broker.api.consume import consume_stream
 from dejaq.broker.api.produce import produce_stream
 from dejaq.broker.api.scan import scan_bucket
@@ -64,14 +65,7 @@ def _unary(
     async def rpc(self: TimelineService, request: Req, context: Any) -> Resp:
         try:
             caller = self.guard.authenticate(context)
-            self.guard.admit(method, caller, request)
-            bound = CALLER.set(caller)
-            try:
-                response: Resp = self.guard.trim(
-                    method, caller, await handler(self.broker, request)
-                )
-            finally:
-                CALLER.reset(bound)
+            response = await serve_unary(self.broker, self.guard, method, caller, handler, request)
         except Exception as exc:
             await _abort(self.broker, method, context, exc)
             raise  # unreachable: abort raises

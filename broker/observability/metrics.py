@@ -204,6 +204,12 @@ class Metrics:
             ["method", "code"],
             registry=r,
         )
+        self.http_requests = Counter(
+            "dejaq_http_requests",
+            "HTTP/JSON API calls by the Timeline method they serve and the gRPC code",
+            ["method", "code"],
+            registry=r,
+        )
         self.storage_up.set(1)
         self.coordinator_up.set(1)
         self._topic_gauges: dict[str, TopicGauges] = {}
@@ -283,6 +289,11 @@ class Metrics:
 
     def request(self, method: str, code: Any) -> None:
         self.requests.labels(method, code.name if hasattr(code, "name") else str(code)).inc()
+
+    def http_request(self, method: str, code: Any) -> None:
+        """An HTTP call served (``code`` as the same gRPC call would have got)."""
+        name = code.name if hasattr(code, "name") else str(code)
+        self.http_requests.labels(method, name).inc()
 
     def topic_gauges(self, topic: str) -> TopicGauges:
         """A topic's storage-backed gauges, resolved once (its series created at

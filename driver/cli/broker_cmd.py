@@ -23,6 +23,11 @@ def register(sub: Any) -> None:
         "--storage", help=f"storage URL: memory://, sqlite:///PATH (default {DEFAULT_STORAGE})"
     )
     p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (default: off)")
+    p.add_argument(
+        "--http",
+        help="HOST:PORT to serve the HTTP/JSON API on, with the gRPC port's TLS and --auth"
+        " (default: off)",
+    )
     p.add_argument("--log-format", choices=("text", "json"), help="log lines (default text)")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.add_argument(
@@ -107,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             "listen": args.listen,
             "storage": args.storage,
             "metrics": args.metrics,
+            "http": args.http,
             "log_format": args.log_format,
             "log_level": args.log_level,
             "etcd": args.etcd,
