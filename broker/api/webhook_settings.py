@@ -25,6 +25,7 @@ MAX_BACKOFF_MS = 3600 * 1000
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")  # an RFC 9110 token
 # Headers the broker writes itself (and Dejaq-*), or that would break the request.
 RESERVED = {"host", "content-length", "transfer-encoding", "connection", "upgrade"}
+HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 SECRET = re.compile(r"[\x21-\x7e]{16,256}")
 
 
@@ -62,10 +63,10 @@ def headers(pairs: tuple[tuple[str, str], ...]) -> None:
         lower = name.lower()
         if lower in RESERVED or lower.startswith("dejaq-"):
             raise InvalidArgument(f"webhook header {name!r} is set by the broker")
-        if len(value) > MAX_HEADER_VALUE or any(c in value for c in "\r\n\0"):
+        if len(value) > MAX_HEADER_VALUE or not HEADER_VALUE.fullmatch(value):
             raise InvalidArgument(
                 f"webhook header {name!r}: its value must be one line of at most"
-                f" {MAX_HEADER_VALUE} characters"
+                f" {MAX_HEADER_VALUE} printable ASCII characters"
             )
 
 

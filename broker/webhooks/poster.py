@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 
@@ -42,6 +42,12 @@ log = logging.getLogger(__name__)
 # The lease outlasts a request by this much: a request that times out is
 # nacked by its broker before another may lease the message.
 LEASE_MARGIN_MS = 2_000
+
+
+def header_id(mid: str) -> str:
+    """A message id as a header value: percent-encoded UTF-8 (RFC 3986), so
+    any id travels; ids of letters, digits and ``-._~:@/!$&'()*+,;=`` read as they are."""
+    return quote(mid, safe="-._~:@/!$&'()*+,;=")
 
 
 def lease_for(topic: Topic) -> int:
@@ -140,7 +146,7 @@ class Poster:
         """The answer's status and ``Retry-After``; no status when none came."""
         assert self._session is not None
         headers = {"Content-Type": "application/octet-stream", **dict(hook.headers)}
-        headers["Dejaq-Id"] = m.id
+        headers["Dejaq-Id"] = header_id(m.id)
         headers["Dejaq-Timestamp-Ms"] = str(m.timestamp)
         headers["Dejaq-Delivery"] = str(m.deliveries)
         headers["Dejaq-Signature"] = signature.sign(hook.secret, int(time.time() * 1000), m.payload)
@@ -159,6 +165,9 @@ class Poster:
                 m.id,
                 str(exc) or type(exc).__name__,
             )
+            return None, None
+        except Exception:  # a failure of ours: retried later like any failed attempt
+            log.exception("webhook %s: message %r not delivered", self.topic.name, m.id)
             return None, None
 
     def _ack(self, m: LeasedMessage) -> None:

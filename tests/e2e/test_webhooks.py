@@ -77,6 +77,18 @@ async def test_due_messages_are_posted_at_their_time_signed_and_acked(
         assert await Admin(client).webhook_secret(topic_name) == hook.secret
 
 
+async def test_any_message_id_travels_percent_encoded(
+    hook_broker: BrokerProcess, sink: Sink, topic_name: str
+) -> None:
+    odd = ["caf\u00e9 \u2603", "line\r\nX-Injected: 1", "100%", "a/b:c@d"]
+    async with Client(hook_broker.address) as client:
+        await webhook_topic(client, topic_name, Webhook(sink.url))
+        await produce(client, topic_name, [Outgoing(b"x", now_ms(), id=i) for i in odd])
+        await wait_until(lambda: sink.ok_ids() == set(odd), 15, "every odd id")
+    assert not any("X-Injected" in h.headers for h in sink.hits)
+    assert {h.headers["Dejaq-Id"] for h in sink.hits if h.id == "a/b:c@d"} == {"a/b:c@d"}
+
+
 async def test_a_failing_endpoint_is_retried_with_backoff_until_it_answers(
     hook_broker: BrokerProcess, sink: Sink, topic_name: str
 ) -> None:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from urllib.parse import unquote
+
 from aiohttp import web
 
 
@@ -65,7 +67,7 @@ class Sink:
         h = request.headers
         hit = Hit(
             arrived,
-            h.get("Dejaq-Id", ""),
+            unquote(h.get("Dejaq-Id", "")),  # percent-encoded UTF-8
             int(h.get("Dejaq-Timestamp-Ms", "0")),
             int(h.get("Dejaq-Delivery", "0")),
             h.get("Dejaq-Signature", ""),
