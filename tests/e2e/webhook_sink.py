@@ -10,7 +10,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-
 from urllib.parse import unquote
 
 from aiohttp import web
