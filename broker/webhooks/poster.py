@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import aiohttp
+from yarl import URL
 
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.webhooks import retry
@@ -56,6 +58,27 @@ def lease_for(topic: Topic) -> int:
     return max(topic.settings.lease_ms, timeout + LEASE_MARGIN_MS)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What every request of a webhook shares, made once per setting."""
+
+    url: URL
+    headers: tuple[tuple[str, str], ...]
+    timeout: aiohttp.ClientTimeout
+    refused: bool  # a literal address the allowlist does not admit (now)
+
+    @classmethod
+    def of(cls, hook: Webhook, allow: Allowlist) -> _Plan:
+        url = URL(hook.url)
+        headers = {"Content-Type": "application/octet-stream", **dict(hook.headers)}
+        return cls(
+            url,
+            tuple(headers.items()),
+            aiohttp.ClientTimeout(total=hook.timeout_ms / 1000),
+            literal_refused(url.host or "", allow),
+        )
+
+
 class Poster:
     """The broker's consumer of one webhook topic (a dispatcher ``Receiver``)."""
 
@@ -66,6 +89,7 @@ class Poster:
         self.consumer_id = consumer_id
         self.topic = topic
         self.hook: Webhook = topic.settings.webhook
+        self._plan = _Plan.of(self.hook, allow)
         self.lease_ms = lease_for(topic)
         self.credit = self.hook.concurrency
         self.ahead_ms = 0  # posted at its millisecond
@@ -108,6 +132,7 @@ class Poster:
         assert hook is not None
         self.credit += hook.concurrency - self.hook.concurrency
         self.topic, self.hook, self.lease_ms = topic, hook, lease_for(topic)
+        self._plan = _Plan.of(hook, self._allow)
         if self._dispatcher is not None:
             self._dispatcher.poke()
 
@@ -128,9 +153,9 @@ class Poster:
     # -- posting -----------------------------------------------------------------
 
     async def _post(self, m: LeasedMessage) -> None:
-        hook = self.hook
+        hook, plan = self.hook, self._plan
         try:
-            status, retry_after = await self._request(hook, m)
+            status, retry_after = await self._request(hook, plan, m)
         finally:
             self.credit += 1
             if self._dispatcher is not None:
@@ -142,20 +167,25 @@ class Poster:
         delay = retry.delay_ms(hook.backoff_ms, m.deliveries, retry_after, now)
         await self._settle(Kind.NACK, [(m.id, m.version)], delay)
 
-    async def _request(self, hook: Webhook, m: LeasedMessage) -> tuple[int | None, str | None]:
+    async def _request(
+        self, hook: Webhook, plan: _Plan, m: LeasedMessage
+    ) -> tuple[int | None, str | None]:
         """The answer's status and ``Retry-After``; no status when none came."""
         assert self._session is not None
-        headers = {"Content-Type": "application/octet-stream", **dict(hook.headers)}
+        headers = dict(plan.headers)
         headers["Dejaq-Id"] = header_id(m.id)
         headers["Dejaq-Timestamp-Ms"] = str(m.timestamp)
         headers["Dejaq-Delivery"] = str(m.deliveries)
         headers["Dejaq-Signature"] = signature.sign(hook.secret, int(time.time() * 1000), m.payload)
         try:
-            if literal_refused(urlsplit(hook.url).hostname or "", self._allow):
+            if plan.refused:
                 raise Refused(f"webhook target {hook.url!r} is not allowed")
-            timeout = aiohttp.ClientTimeout(total=hook.timeout_ms / 1000)
             async with self._session.post(
-                hook.url, data=m.payload, headers=headers, timeout=timeout, allow_redirects=False
+                plan.url,
+                data=m.payload,
+                headers=headers,
+                timeout=plan.timeout,
+                allow_redirects=False,
             ) as resp:
                 return resp.status, resp.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
