@@ -13,6 +13,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from dejaq.broker.webhooks.metrics import WebhookMetrics
 from dejaq.broker.webhooks.poster import Poster
 from dejaq.broker.webhooks.targets import Allowlist
 from dejaq.core.errors import DejaqError, NotFound
@@ -34,6 +35,7 @@ class WebhookPosters:
         # One consumer id per broker process: a restarted broker is a new consumer,
         # and the leases its predecessor held run out as any consumer's would.
         self.consumer_id = f"webhook-{uuid.uuid4().hex[:12]}"
+        self.metrics = WebhookMetrics(broker.metrics.registry, broker.metrics.kind_of)
 
     async def changed(self, name: str) -> None:
         """``name`` was created, set or deleted: post its messages here or stop."""
@@ -57,7 +59,7 @@ class WebhookPosters:
                 return
             await self._drop(name)
         broker = self._broker
-        poster = Poster(broker, topic, self.consumer_id, self.allow)
+        poster = Poster(broker, topic, self.consumer_id, self.allow, self.metrics)
         self._posters[name] = poster
         broker.consumer_ids.add((name, self.consumer_id))
         poster.start(broker.dispatcher(topic))
@@ -69,6 +71,7 @@ class WebhookPosters:
         if poster is None:
             return
         await poster.stop()
+        self.metrics.forget(name)
         self._broker.consumer_ids.discard((name, self.consumer_id))
         await self._broker.coordinator.consumer_left(name, self.consumer_id)
 

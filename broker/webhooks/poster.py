@@ -30,6 +30,7 @@ from yarl import URL
 
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.webhooks import retry
+from dejaq.broker.webhooks.metrics import WebhookMetrics
 from dejaq.broker.webhooks.resolver import AllowedResolver, Refused
 from dejaq.broker.webhooks.targets import Allowlist, literal_refused
 from dejaq.core import signature
@@ -83,7 +84,12 @@ class Poster:
     """The broker's consumer of one webhook topic (a dispatcher ``Receiver``)."""
 
     def __init__(
-        self, broker: BrokerContext, topic: Topic, consumer_id: str, allow: Allowlist
+        self,
+        broker: BrokerContext,
+        topic: Topic,
+        consumer_id: str,
+        allow: Allowlist,
+        metrics: WebhookMetrics,
     ) -> None:
         assert topic.settings.webhook is not None
         self.consumer_id = consumer_id
@@ -95,6 +101,7 @@ class Poster:
         self.ahead_ms = 0  # posted at its millisecond
         self._broker = broker
         self._allow = allow
+        self._metrics = metrics
         self._dispatcher: Dispatcher | None = None
         self._session: aiohttp.ClientSession | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -154,8 +161,10 @@ class Poster:
 
     async def _post(self, m: LeasedMessage) -> None:
         hook, plan = self.hook, self._plan
+        started = time.monotonic()
         try:
             status, retry_after = await self._request(hook, plan, m)
+            self._metrics.observe(self.topic.name, status, time.monotonic() - started)
         finally:
             self.credit += 1
             if self._dispatcher is not None:

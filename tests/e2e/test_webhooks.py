@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import socket
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 
 import pytest
@@ -28,6 +30,24 @@ from tests.e2e.webhook_sink import Hit, Reply, Sink, always
 @pytest.fixture
 def hook_broker(start_broker: StartBroker) -> BrokerProcess:
     return start_broker("memory://", DEJAQ_WEBHOOK_ALLOW="127.0.0.1")
+
+
+@pytest.fixture
+def metered_broker(start_broker: StartBroker) -> tuple[BrokerProcess, str]:
+    """A broker as ``hook_broker``, serving /metrics too: it and its metrics address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        metrics = f"127.0.0.1:{s.getsockname()[1]}"
+    broker = start_broker("memory://", DEJAQ_WEBHOOK_ALLOW="127.0.0.1", DEJAQ_METRICS=metrics)
+    return broker, metrics
+
+
+def _sample(metrics: str, series: str) -> float:
+    text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 @pytest.fixture
@@ -90,9 +110,10 @@ async def test_any_message_id_travels_percent_encoded(
 
 
 async def test_a_failing_endpoint_is_retried_with_backoff_until_it_answers(
-    hook_broker: BrokerProcess, sink: Sink, topic_name: str
+    metered_broker: tuple[BrokerProcess, str], sink: Sink, topic_name: str
 ) -> None:
     # Given an endpoint that answers 500 three times, then 200
+    hook_broker, metrics = metered_broker
     sink.answer = lambda hit, before: (500 if before < 3 else 200, {})
     async with Client(hook_broker.address) as client:
         await webhook_topic(client, topic_name, Webhook(sink.url, backoff_ms=100))
@@ -106,6 +127,14 @@ async def test_a_failing_endpoint_is_retried_with_backoff_until_it_answers(
         assert all(gap >= want for gap, want in zip(gaps, (100, 200, 400), strict=True)), gaps
         # And the 200 acked it
         await wait_until(lambda: _counts_are(client, topic_name, EMPTY), 10, "acked")
+
+    # And the broker counted the requests by outcome
+    def series(outcome: str) -> str:
+        labels = f'kind="timeline",outcome="{outcome}",topic="{topic_name}"'
+        return f"dejaq_webhook_requests_total{{{labels}}}"
+
+    assert _sample(metrics, series("5xx")) == 3
+    assert _sample(metrics, series("2xx")) == 1
 
 
 async def test_retry_after_is_honoured(
