@@ -97,6 +97,29 @@ async def test_due_messages_are_posted_at_their_time_signed_and_acked(
         assert await Admin(client).webhook_secret(topic_name) == hook.secret
 
 
+async def test_requests_in_flight_are_bounded_by_the_concurrency(
+    hook_broker: BrokerProcess, sink: Sink, topic_name: str
+) -> None:
+    # Given an endpoint that takes 50 ms an answer, and a webhook of concurrency 3
+    in_flight = [0, 0]  # now, most
+
+    async def answer(hit: Hit, before: int) -> Reply:
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        await _sleep_s(0.05)  # the endpoint's own slowness
+        in_flight[0] -= 1
+        return 200, {}
+
+    sink.answer = answer
+    async with Client(hook_broker.address) as client:
+        await webhook_topic(client, topic_name, Webhook(sink.url, concurrency=3))
+        # When 15 messages are due at once
+        await produce(client, topic_name, [Outgoing(b"x", now_ms(), id=f"c{i}") for i in range(15)])
+        await wait_until(lambda: len(sink.ok_ids()) == 15, 15, "all answered")
+    # Then never more than 3 requests were in flight, and 3 were
+    assert in_flight[1] == 3
+
+
 async def test_any_message_id_travels_percent_encoded(
     hook_broker: BrokerProcess, sink: Sink, topic_name: str
 ) -> None:
