@@ -46,6 +46,7 @@ class Sink:
     _released: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> Sink:
+        """Listen on 127.0.0.1."""
         app = web.Application()
         app.router.add_post("/hook", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False)
