@@ -45,6 +45,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--p99-ms", type=float, default=10.0, help="a step holds at p99 <= this")
     p.add_argument("--storage", default="memory://")
     p.add_argument("--concurrency", type=int, default=64, help="the webhook's requests in flight")
+    p.add_argument(
+        "--keep-going", action="store_true", help="run every rate, also after one did not hold"
+    )
     return p.parse_args(argv)
 
 
@@ -141,7 +144,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"  broker {s['broker_cpu_ms_per_msg']} ms cpu/msg"
                     + ("" if s["held"] else "  (did not hold)")
                 )
-                if not s["held"]:
+                if not s["held"] and not args.keep_going:
                     break
     finally:
         sink_proc.terminate()
