@@ -13,7 +13,7 @@ from dejaq.broker.observability.metrics import Event
 from dejaq.broker.security.identity import lease_owner
 from dejaq.core import priority, signature
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, WrongKind
-from dejaq.core.model import Settled, Topic, Webhook
+from dejaq.core.model import KIND_TIMELINE, Settled, Topic, Webhook
 from dejaq.core.wire.convert import (
     counts_to_pb,
     message_to_pb,
@@ -30,7 +30,7 @@ async def create_topic(broker: BrokerContext, req: pb.CreateTopicRequest) -> pb.
     name = validation.topic_name(req.name)
     settings = validation.settings(settings_from_pb(req.settings), broker.config.max_produce_bytes)
     if settings.webhook is not None:
-        hook = await _checked_webhook(broker, settings.webhook)
+        hook = await _checked_webhook(broker, settings.webhook, settings.kind)
         settings = dataclasses.replace(settings, webhook=webhook_settings.with_secret(hook))
     topic = Topic(name, settings, broker.clock.now_ms())
     await broker.storage.create_topic(topic)
@@ -40,7 +40,13 @@ async def create_topic(broker: BrokerContext, req: pb.CreateTopicRequest) -> pb.
     return topic_to_pb(topic, secret=True)  # an admin call: the secret is shown
 
 
-async def _checked_webhook(broker: BrokerContext, hook: Webhook) -> Webhook:
+async def _checked_webhook(
+    broker: BrokerContext, hook: Webhook, kind: str = KIND_TIMELINE
+) -> Webhook:
+    if kind != KIND_TIMELINE:
+        raise WrongKind(
+            f"webhooks post timelines, each message at its time: a {kind} topic cannot have one"
+        )
     webhook_settings.webhook(hook)
     if broker.webhooks is not None:
         await webhook_settings.allowed(hook, broker.webhooks.allow)
@@ -86,8 +92,8 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
     if not asked:
         raise InvalidArgument("say what to change: a max rate, or no max rate, or a webhook")
     rate = 0.0 if req.no_max_rate or not rate_given else validation.max_rate(req.max_rate)
-    hook = await _new_webhook(broker, req) if req.HasField("webhook") else None
     current = await broker.storage.get_topic(name)
+    hook = await _new_webhook(broker, req, current) if req.HasField("webhook") else None
     _fixed_settings(current, req)
     if not rate_given and not hook_given:
         return topic_to_pb(current, secret=True)  # the fixed settings as they are
@@ -108,13 +114,15 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
     return topic_to_pb(topic, secret=True)
 
 
-async def _new_webhook(broker: BrokerContext, req: pb.UpdateTopicRequest) -> Webhook | None:
+async def _new_webhook(
+    broker: BrokerContext, req: pb.UpdateTopicRequest, current: Topic
+) -> Webhook | None:
     """The webhook a set asks for (checked); None for one with an empty URL (off)."""
     if req.no_webhook:
         raise InvalidArgument("say what to change: a webhook, or no webhook (not both)")
     if not req.webhook.url:
         return None
-    return await _checked_webhook(broker, webhook_from_pb(req.webhook))
+    return await _checked_webhook(broker, webhook_from_pb(req.webhook), current.settings.kind)
 
 
 def _webhook_of(current: Topic, req: pb.UpdateTopicRequest, hook: Webhook | None) -> Webhook | None:

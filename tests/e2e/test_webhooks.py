@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from dejaq.core import signature
-from dejaq.core.errors import InvalidArgument, NotFound
+from dejaq.core.errors import InvalidArgument, NotFound, WrongKind
 from dejaq.core.model import TopicSettings, Webhook
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
@@ -281,6 +281,20 @@ async def test_bad_webhook_settings_are_refused_by_name(
     async with Client(memory_broker.address) as client:
         with pytest.raises(InvalidArgument, match=says):
             await Admin(client).create_topic(topic_name, TopicSettings(webhook=hook))
+
+
+async def test_a_priority_topic_cannot_have_a_webhook(
+    memory_broker: BrokerProcess, topic_name: str
+) -> None:
+    hook = Webhook("https://x.example/h")
+    async with Client(memory_broker.address) as client:
+        with pytest.raises(WrongKind, match="webhooks post timelines"):
+            await Admin(client).create_topic(
+                topic_name, TopicSettings(kind="priority", priorities=10, webhook=hook)
+            )
+        await Admin(client).create_topic(topic_name, TopicSettings(kind="priority", priorities=10))
+        with pytest.raises(WrongKind, match="webhooks post timelines"):
+            await Admin(client).set_webhook(topic_name, hook)
 
 
 async def _counts_are(client: Client, topic: str, want: tuple[int, int, int, int]) -> bool:
