@@ -216,11 +216,13 @@ class Poster:
             self._flush = asyncio.create_task(self._flush_acks())
 
     async def _flush_acks(self) -> None:
-        await asyncio.sleep(0)  # let the answers of this moment join
-        while self._acks:
-            items, self._acks = self._acks, []
-            await self._settle(Kind.ACK, items, 0)
-        self._flush = None
+        try:
+            await asyncio.sleep(0)  # let the answers of this moment join
+            while self._acks:
+                items, self._acks = self._acks, []
+                await self._settle(Kind.ACK, items, 0)
+        finally:
+            self._flush = None  # whatever happened, the next ack starts a flush
 
     async def _settle(self, kind: Kind, items: list[tuple[str, int]], ms: int) -> None:
         try:
