@@ -38,6 +38,7 @@ from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_m
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
+from dejaq.broker.webhooks.hooks import WebhookPosters
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
@@ -63,11 +64,13 @@ class RunningBroker:
     _server: grpc.aio.Server
     _health: HealthServicer
     _cron: CronFirers
+    _posters: WebhookPosters
     _background: list[asyncio.Task[None]]
 
     async def stop(self) -> None:
         """Stop serving (streams get ``grace_s`` to finish), then the cron
-        firers, the coordinator, the dispatchers and storage, in that order."""
+        firers, the webhook posters, the coordinator, the dispatchers and storage,
+        in that order."""
         await self._health.enter_graceful_shutdown()
         if self.http_endpoint is not None:
             await self.http_endpoint.stop()
@@ -78,6 +81,7 @@ class RunningBroker:
             self.metrics_endpoint.stop()
         await self._server.stop(self.config.grace_s)
         await self._cron.stop()
+        await self._posters.stop()
         await self.context.coordinator.stop()
         for d in list(self.context.dispatchers.values()):
             await d.stop()
@@ -130,6 +134,8 @@ async def _start_over(
     storage.on_operation = broker.metrics.storage_op
     cron = CronFirers(broker)
     broker.cron = cron
+    posters = WebhookPosters(broker)
+    broker.webhooks = posters
     server = grpc.aio.server(options=server_options(config))
     service = TimelineService(broker, guard)
     add_to_server(service, server)
@@ -177,6 +183,7 @@ async def _start_over(
         ),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
         asyncio.create_task(cron.run_forever()),
+        asyncio.create_task(posters.run_forever()),
     ]
     if clock is not None:
         background.append(asyncio.create_task(clock.run_forever()))
@@ -187,7 +194,18 @@ async def _start_over(
     if config.metrics:
         endpoint = serve_metrics(config, broker.metrics.registry, metrics_tls)
     return RunningBroker(
-        config, broker, port, guard, tls, endpoint, http, server, health_servicer, cron, background
+        config,
+        broker,
+        port,
+        guard,
+        tls,
+        endpoint,
+        http,
+        server,
+        health_servicer,
+        cron,
+        posters,
+        background,
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dejaq.broker.cluster.endpoints import parse_endpoints
+from dejaq.broker.webhooks.targets import Allowlist
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.wire.frames import MAX_FRAME_BYTES, PRODUCE_FRAME_BYTES, PRODUCE_FRAME_MESSAGES
@@ -96,6 +97,9 @@ class BrokerConfig:
     # Embedded storage in a cluster: stop dispatching while this broker's clock is
     # further than this from the cluster's (broker/clock/guard.py); 0 = never stop.
     skew_max_ms: int = 100
+    # Webhook targets the broker may reach beyond public addresses: host names
+    # and CIDRs, comma-separated (broker/webhooks/targets.py); empty = public only.
+    webhook_allow: str = ""
 
     @classmethod
     def from_sources(
@@ -163,6 +167,7 @@ class BrokerConfig:
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise InvalidArgument(f"log level {self.log_level!r} is not DEBUG/INFO/WARNING/ERROR")
         self._validate_cluster()
+        Allowlist.parse(self.webhook_allow)  # a bad entry stops the broker, named
         self._validate_security()
         self._validate_links()
 

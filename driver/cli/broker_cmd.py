@@ -63,6 +63,12 @@ def register(sub: Any) -> None:
         default=None,
         help="serve a non-loopback address without --auth: anyone reaching it may do anything",
     )
+    g.add_argument(
+        "--webhook-allow",
+        metavar="HOSTS_OR_CIDRS",
+        help="webhook targets allowed beyond public addresses, comma-separated host names"
+        " and CIDRs, e.g. 10.0.0.0/8,hooks.internal (default: public addresses only)",
+    )
     broker_link_flags.add(p)
     _add_limits(p)
     p.set_defaults(run=run)
@@ -125,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             "tls_client_ca": args.tls_client_ca,
             "auth": args.auth,
             "insecure_allow_anonymous": args.insecure_allow_anonymous,
+            "webhook_allow": args.webhook_allow,
             **broker_link_flags.values(args),
             **_limits(args),
         },
