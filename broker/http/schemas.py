@@ -18,6 +18,8 @@ Schema = dict[str, Any]
 # also name a topic's companions (its cron timeline), so only requests say it.
 TOPIC_NAME: Schema = {"type": "string", "pattern": f"^{validation.NAME.pattern}$"}
 TOPIC_FIELDS = {"name", "topic"}
+# Messages whose ``name`` is not a topic's (a webhook's request header).
+NOT_TOPICS = {"Header"}
 
 
 def text_and_base64(name: str) -> dict[str, Schema]:
@@ -66,7 +68,12 @@ def one_spelling(names: list[str]) -> Schema:
 
 
 def field_schema(field: ProtoField, output: bool) -> Schema:
-    if not output and field.name in TOPIC_FIELDS and field.type == F.TYPE_STRING:
+    if (
+        not output
+        and field.name in TOPIC_FIELDS
+        and field.type == F.TYPE_STRING
+        and field.containing_type.name not in NOT_TOPICS
+    ):
         return dict(TOPIC_NAME)
     item = scalar_schema(field, output)
     return {"type": "array", "items": item} if is_repeated(field) else item
