@@ -288,6 +288,46 @@ class TimeIndex:
             return out, None, None
         return out, np.concatenate(times), np.concatenate(slots)
 
+    def between(self, start: int, end: int) -> tuple[I64, I64]:
+        """The entries with ``start <= timestamp < end``, stale ones too, as
+        (timestamps, slots), unordered; the index is left as it is. Reads the
+        heap near the horizon, the pulled windows by binary search, and only
+        the windows that overlap the range: the cost follows the entries in
+        the range, not the bucket's size."""
+        times: list[I64] = []
+        slots: list[I64] = []
+        if self.near and start < self.horizon:
+            lo, hi = start << SLOT_BITS, end << SLOT_BITS  # keys pass 64 bits: Python ints
+            inside = [k for k in self.near if lo <= k < hi]
+            times.append(np.array([k >> SLOT_BITS for k in inside], np.int64))
+            slots.append(np.array([k & SLOT_MASK for k in inside], np.int64))
+        for run in self.pending:
+            keys = run.keys[run.at :]
+            # Keys are relative to the run's base, within one window: bounds clamped to it.
+            bounds = [min(max((t << SLOT_BITS) - run.base, 0), 1 << 62) for t in (start, end)]
+            lo_at, hi_at = np.searchsorted(keys, bounds)
+            part = keys[lo_at:hi_at]
+            times.append((run.base >> SLOT_BITS) + (part >> SLOT_BITS))
+            slots.append(part & SLOT_MASK)
+        for level in self._levels:
+            first, last = start >> level.bits, (end - 1) >> level.bits
+            windows = level.windows
+            if last - first + 1 <= len(windows):
+                indexes = [i for i in range(first, last + 1) if i in windows]
+            else:
+                indexes = [i for i in windows if first <= i <= last]
+            for index in indexes:
+                keys = np.frombuffer(windows[index], np.int64)
+                ts = (index << level.bits) + (keys >> SLOT_BITS)
+                if index == first or index == last:  # a window the range cuts
+                    keep = (ts >= start) & (ts < end)
+                    ts, keys = ts[keep], keys[keep]
+                times.append(ts)
+                slots.append(keys & SLOT_MASK)
+        if not times:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(times), np.concatenate(slots)
+
     # -- windows --------------------------------------------------------------
 
     def _level_of(self, timestamp: int) -> _Level:
