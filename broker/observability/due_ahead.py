@@ -1,11 +1,14 @@
 """The ``dejaq_due_ahead{topic, kind, within}`` gauges: the due load ahead.
 
-For each window of ``WITHIN`` (10 s to 1 h from now), how many waiting
+``within`` is one of 10s, 1m, 5m, 10m, 15m and 1h.
+
+For each window of ``WITHIN`` (from now to 10 s ... 1 h ahead), how many waiting
 messages of the topic fall due in it (``Storage.forecast``: leased messages do
 not count; a priority topic's messages count when they become available).
 
-Cost. A refresh asks storage five ranges a topic, ``[0, 10s)``, ``[10s,
-1m)``, ... ``[15m, 1h)``, one bin each, and adds them up: each is a range
+Cost. A refresh asks storage six ranges a topic, ``[0, 10s)``, ``[10s,
+1m)``, ... ``[15m, 1h)``, one bin each, and adds them up (so the ranges
+together read the hour once): each is a range
 count on the time index (memory: the index entries in the range; SQL: an
 index range; Redis: one ZCOUNT a timeline and one on the leased set, a slot).
 It runs every ``metrics_refresh_ms`` (5 s by default), topic after topic with
@@ -34,7 +37,7 @@ from dejaq.core.errors import DejaqError, NotFound
 
 log = logging.getLogger(__name__)
 # The end of each window in ms from now, as labelled in DUE_AHEAD_WITHIN
-WITHIN = dict(zip(DUE_AHEAD_WITHIN, (10_000, 60_000, 300_000, 900_000, 3_600_000), strict=True))
+WITHIN = dict(zip(DUE_AHEAD_WITHIN, (10_000, 60_000, 300_000, 600_000, 900_000, 3_600_000), strict=True))
 
 
 def reporter(view: ClusterView, topic: str) -> str:

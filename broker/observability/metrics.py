@@ -101,7 +101,7 @@ MESSAGE_EVENTS = {
 }
 STATES = ("waiting", "due", "leased", "dead")
 # The windows of dejaq_due_ahead, nearest first (broker/observability/due_ahead.py).
-DUE_AHEAD_WITHIN = ("10s", "1m", "5m", "15m", "1h")
+DUE_AHEAD_WITHIN = ("10s", "1m", "5m", "10m", "15m", "1h")
 TOPIC_LABELS = ("topic", "kind")
 
 
