@@ -37,7 +37,8 @@ from dejaq.core.errors import DejaqError, NotFound
 
 log = logging.getLogger(__name__)
 # The end of each window in ms from now, as labelled in DUE_AHEAD_WITHIN
-WITHIN = dict(zip(DUE_AHEAD_WITHIN, (10_000, 60_000, 300_000, 600_000, 900_000, 3_600_000), strict=True))
+ENDS_MS = (10_000, 60_000, 300_000, 600_000, 900_000, 3_600_000)
+WITHIN = dict(zip(DUE_AHEAD_WITHIN, ENDS_MS, strict=True))
 
 
 def reporter(view: ClusterView, topic: str) -> str:
