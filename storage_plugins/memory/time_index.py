@@ -301,14 +301,42 @@ class TimeIndex:
             inside = [k for k in self.near if lo <= k < hi]
             times.append(np.array([k >> SLOT_BITS for k in inside], np.int64))
             slots.append(np.array([k & SLOT_MASK for k in inside], np.int64))
-        for run in self.pending:
-            keys = run.keys[run.at :]
-            # Keys are relative to the run's base, within one window: bounds clamped to it.
-            bounds = [min(max((t << SLOT_BITS) - run.base, 0), 1 << 62) for t in (start, end)]
-            lo_at, hi_at = np.searchsorted(keys, bounds)
-            part = keys[lo_at:hi_at]
+        for run, lo_at, hi_at in self._pending_between(start, end):
+            part = run.keys[lo_at:hi_at]
             times.append((run.base >> SLOT_BITS) + (part >> SLOT_BITS))
             slots.append(part & SLOT_MASK)
+        for level, index, win in self._windows_between(start, end):
+            keys = np.frombuffer(win, np.int64)
+            ts = (index << level.bits) + (keys >> SLOT_BITS)
+            if index << level.bits < start or (index + 1) << level.bits > end:
+                keep = (ts >= start) & (ts < end)  # a window the range cuts
+                ts, keys = ts[keep], keys[keep]
+            times.append(ts)
+            slots.append(keys & SLOT_MASK)
+        if not times:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(times), np.concatenate(slots)
+
+    def entries_between(self, start: int, end: int) -> int:
+        """How many entries ``between`` would read at most (stale ones too),
+        from the sizes of the heap, the pulled runs and the windows alone."""
+        count = len(self.near) if start < self.horizon else 0
+        count += sum(hi_at - lo_at for _, lo_at, hi_at in self._pending_between(start, end))
+        return count + sum(len(win) for _, _, win in self._windows_between(start, end))
+
+    def _pending_between(self, start: int, end: int) -> list[tuple[_Pulled, int, int]]:
+        """Each pulled run with the range of its keys due in ``[start, end)``."""
+        out = []
+        for run in self.pending:
+            # Keys are relative to the run's base, within one window: bounds clamped to it.
+            bounds = [min(max((t << SLOT_BITS) - run.base, 0), 1 << 62) for t in (start, end)]
+            lo_at, hi_at = np.searchsorted(run.keys[run.at :], bounds).tolist()
+            out.append((run, run.at + lo_at, run.at + hi_at))
+        return out
+
+    def _windows_between(self, start: int, end: int) -> list[tuple[_Level, int, array[int]]]:
+        """Each window (level, index, entries) that overlaps ``[start, end)``."""
+        out = []
         for level in self._levels:
             first, last = start >> level.bits, (end - 1) >> level.bits
             windows = level.windows
@@ -316,17 +344,8 @@ class TimeIndex:
                 indexes = [i for i in range(first, last + 1) if i in windows]
             else:
                 indexes = [i for i in windows if first <= i <= last]
-            for index in indexes:
-                keys = np.frombuffer(windows[index], np.int64)
-                ts = (index << level.bits) + (keys >> SLOT_BITS)
-                if index == first or index == last:  # a window the range cuts
-                    keep = (ts >= start) & (ts < end)
-                    ts, keys = ts[keep], keys[keep]
-                times.append(ts)
-                slots.append(keys & SLOT_MASK)
-        if not times:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(times), np.concatenate(slots)
+            out += [(level, i, windows[i]) for i in indexes]
+        return out
 
     # -- windows --------------------------------------------------------------
 
