@@ -482,7 +482,7 @@ class PostgresStorage(Storage):
         return Counts(waiting=waiting, due=due, leased=leased, dead=dead)
 
     async def _forecast(self, topic: str, request: Forecast) -> list[int]:
-        params = {"topic": topic, "now": request.now, "step": request.step_ms, "end": request.end}
+        params = {"topic": topic, "now": request.now, "step": request.step_ms, "bins": request.bins}
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(sql.FORECAST, params)).fetchall()
         if not any(index is None for index, _ in rows):

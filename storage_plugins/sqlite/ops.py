@@ -280,7 +280,7 @@ def counts(conn: Conn, topic: str, now: int) -> Counts:
 
 def forecast(conn: Conn, topic: str, request: Forecast) -> list[int]:
     buckets = _all_buckets(_topic_buckets(conn, topic))
-    params = (request.now, request.step_ms, topic, buckets, request.end)
+    params = (request.now, request.step_ms, topic, buckets, request.bins)
     return base.binned(conn.execute(sql.FORECAST, params).fetchall(), request.bins)
 
 

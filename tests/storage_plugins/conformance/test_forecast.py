@@ -135,3 +135,14 @@ async def test_a_missing_topic_is_not_found(storage: Storage) -> None:
     # and an empty topic forecasts zeros
     await given_topic(storage)
     assert await storage.forecast(T, NOW, STEP, 3) == [0, 0, 0]
+
+
+async def test_the_widest_forecast_counts_years_ahead(storage: Storage) -> None:
+    # Given a message a year ahead, when the most bins of a day each are asked
+    await given_topic(storage)
+    day = 86_400_000
+    await given_messages(storage, msg("next-year", NOW + 365 * day + 5))
+    counts = await storage.forecast(T, NOW, day, MAX_FORECAST_BINS)
+    # Then the bins run that far, and the message is in its day
+    assert len(counts) == MAX_FORECAST_BINS
+    assert counts[365] == 1 and sum(counts) == 1
