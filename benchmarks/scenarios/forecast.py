@@ -46,6 +46,8 @@ MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
 REFRESH_MS = 5000  # the broker's default metrics_refresh_ms
 IDLE_REFRESHES = 6  # refresh intervals the idle broker is watched for
+SETTLE_S = 300.0  # the longest wait for a refresh of every topic after the fill
+WINDOWS = 6  # the range counts a topic's refresh asks (dejaq_due_ahead's windows)
 
 
 def _free_port() -> int:
@@ -137,7 +139,15 @@ async def refresh_cpu(count: int, topics: int, refresh_ms: int) -> dict[str, Any
         for t in range(topics):
             await admin.create_topic(f"t{t:03d}", TopicSettings(buckets=64))
             await _fill(client, f"t{t:03d}", per_topic, seed=t)
-        await asyncio.sleep(2 * refresh_ms / 1000)  # a refresh has run over every topic
+        # A refresh that ran during the fill took long (the loop was busy) and
+        # waits BUDGET times that: measure once one has run on the idle broker.
+        _, n_filled = await asyncio.to_thread(_forecast_seconds, port)
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            _, n = await asyncio.to_thread(_forecast_seconds, port)
+            if n - n_filled >= WINDOWS * topics:
+                break
         sum_before, n_before = await asyncio.to_thread(_forecast_seconds, port)
         cpu_before, wall_before = cpu_s(), time.perf_counter()
         await asyncio.sleep(IDLE_REFRESHES * refresh_ms / 1000)
