@@ -31,6 +31,9 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
 - cluster   etcd and 3 brokers on one SQLite file: cross-broker lateness,
             rebalance time after kill -9 of a broker with a consumer
+- forecast  Admin.forecast (60 bins) over 1M waiting (10M on memory): the
+            call's time, the broker's storage time and the storage server's
+            CPU; the dejaq_due_ahead refresh's CPU with 100 topics (memory)
 - spark     1M rows from Parquet through the Spark data source on local[2]
             (dejaq spark schedule), rows/s, against dejaq produce --jsonl
 
@@ -57,7 +60,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from scenarios import cluster, poller, scale, spark
+from scenarios import cluster, forecast, poller, scale, spark
 from scenarios.per_backend import SCENARIOS, run_backend, unavailable
 from suite import profile, report
 from suite.backends import BACKENDS, RIVAL, Unavailable
@@ -78,6 +81,7 @@ ALL_SCENARIOS = (
     "scale",
     "cluster",
     "spark",
+    "forecast",
 )
 ALL_BACKENDS = (*BACKENDS, RIVAL)
 
@@ -256,6 +260,17 @@ async def main(argv: Sequence[str] | None = None) -> int:
         results["poller"] = await rival(plan)
     if "scale" in args.scenarios and "memory" in args.backends:
         results["scale"] = await bounded(scale.run(plan, profile_dir), scale.bound_s(plan))
+    if "forecast" in args.scenarios:
+        counts = {b: list(plan.forecast_counts) for b in args.backends if b in BACKENDS}
+        if "memory" in counts:
+            counts["memory"] = list(plan.forecast_counts_memory)
+        refresh = (
+            (plan.forecast_counts[0], plan.forecast_topics, 500 if plan.smoke else 5000)
+            if "memory" in args.backends
+            else None
+        )
+        results["forecast"] = await forecast.run(list(counts), counts, refresh)
+        print(forecast.render(results["forecast"]), flush=True)
     if "cluster" in args.scenarios:
         print("[cluster] etcd and 3 brokers on one SQLite file", flush=True)
         results["cluster"] = await run_cluster(plan)

@@ -32,7 +32,7 @@ from dejaq.broker.coordination import Coordinator, LocalCoordinator
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.http.app import HttpEndpoint, serve_http
 from dejaq.broker.http.route import Surface
-from dejaq.broker.observability import health
+from dejaq.broker.observability import due_ahead, health
 from dejaq.broker.observability.gauges import refresh_forever
 from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_metrics, tls_context
 from dejaq.broker.retention import sweep_forever
@@ -182,6 +182,7 @@ async def _start_over(
             )
         ),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
+        asyncio.create_task(due_ahead.refresh_forever(broker, config.metrics_refresh_ms)),
         asyncio.create_task(cron.run_forever()),
         asyncio.create_task(posters.run_forever()),
     ]

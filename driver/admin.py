@@ -20,6 +20,25 @@ class TopicInfo:
 
 
 @dataclass(frozen=True)
+class Forecast:
+    """Waiting messages by due time: ``counts[i]`` are due in ``[start_ms + i *
+    step_ms, start_ms + (i + 1) * step_ms)`` (leased messages not counted)."""
+
+    start_ms: int
+    step_ms: int
+    counts: list[int]
+
+    @property
+    def bins(self) -> list[tuple[int, int]]:
+        """(start of the bin in epoch ms, count) for each bin, earliest first."""
+        return [(self.start_ms + i * self.step_ms, n) for i, n in enumerate(self.counts)]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+
+@dataclass(frozen=True)
 class MessageInfo:
     message: Message
     state: str
@@ -130,6 +149,16 @@ class Admin:
             d.consumers,
             d.next_due_ms or None,
         )
+
+    async def forecast(
+        self, topic: str, horizon_ms: int = 3_600_000, step_ms: int = 60_000
+    ) -> Forecast:
+        """How many waiting messages of ``topic`` fall due in each ``step_ms``
+        from now up to ``horizon_ms`` (rounded up to whole steps; at most
+        1,000 bins, else ``InvalidArgument``)."""
+        req = pb.ForecastRequest(topic=topic, horizon_ms=horizon_ms, step_ms=step_ms)
+        resp = await self.client.call("Forecast", req)
+        return Forecast(resp.start_ms, resp.step_ms, list(resp.counts))
 
     async def get(self, topic: str, id: str) -> MessageInfo:
         return _message(

@@ -433,6 +433,26 @@ class ConsumeResponse(_message.Message):
     sent_at: int
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., deliveries: _Optional[bytes] = ..., settled: _Optional[_Union[SettleResult, _Mapping]] = ..., sent_at: _Optional[int] = ...) -> None: ...
 
+class ForecastRequest(_message.Message):
+    __slots__ = ("topic", "horizon_ms", "step_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_MS_FIELD_NUMBER: _ClassVar[int]
+    STEP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    horizon_ms: int
+    step_ms: int
+    def __init__(self, topic: _Optional[str] = ..., horizon_ms: _Optional[int] = ..., step_ms: _Optional[int] = ...) -> None: ...
+
+class ForecastResponse(_message.Message):
+    __slots__ = ("start_ms", "step_ms", "counts")
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    STEP_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    start_ms: int
+    step_ms: int
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, start_ms: _Optional[int] = ..., step_ms: _Optional[int] = ..., counts: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class ClusterStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -279,3 +279,12 @@ def plan_cancel(id: str, st: RowState | None, version: int, now: int) -> Settled
     """Delete a message not under a live lease; raises the refusal."""
     st = _check_movable(id, st, version, now)
     return Settled(id, 0, st.ts)
+
+
+def binned(rows: Iterable[Sequence[Any]], bins: int) -> list[int]:
+    """The counts of a forecast query's (bin, count) rows, ``bins`` of them
+    (a bin with no row holds 0)."""
+    counts = [0] * bins
+    for index, count in rows:
+        counts[int(index)] += int(count)
+    return counts

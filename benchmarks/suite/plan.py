@@ -47,6 +47,10 @@ class Plan:
     # priority: one message at a time at priority_rate/s for priority_s seconds
     # (produce-to-receive latency, idle consumers); a backlog of priority_backlog
     # received in priority order; priorities 0 .. priority_levels - 1
+    # forecast: waiting messages per backend (memory apart), topics of the refresh figure
+    forecast_counts: tuple[int, ...] = (1_000_000,)
+    forecast_counts_memory: tuple[int, ...] = (1_000_000, 10_000_000)
+    forecast_topics: int = 100
     priority_rate: int = 200
     priority_s: float = 20.0
     priority_backlog: int = 10_000
@@ -115,4 +119,7 @@ SMOKE = Plan(
     priority_s=1.0,
     priority_backlog=500,
     scan_counts=(2_000,),
+    forecast_counts=(5_000,),
+    forecast_counts_memory=(5_000,),
+    forecast_topics=5,
 )

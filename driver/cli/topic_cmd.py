@@ -1,4 +1,4 @@
-"""``dejaq topic create|set|list|describe|delete``."""
+"""``dejaq topic create|set|list|describe|forecast|delete``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dejaq.driver.cli.common import (
     rate_text,
 )
 from dejaq.driver.cli.durations import duration, milliseconds
+from dejaq.driver.cli.forecast_view import histogram
 from dejaq.driver.client import Client
 
 _KIND_FIELDS = ("kind", "priorities", "aging_ms")  # shown on the kind line
@@ -116,6 +117,22 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_broker(p)
     p.set_defaults(run=client_command(describe))
+
+    p = tsub.add_parser("forecast", help="how many messages fall due ahead, as a histogram")
+    p.add_argument("name")
+    p.add_argument(
+        "--horizon",
+        type=duration,
+        default=3_600_000,
+        metavar="DURATION",
+        help="how far ahead, rounded up to whole steps (default 1h)",
+    )
+    p.add_argument(
+        "--step", type=duration, default=60_000, metavar="DURATION", help="bin width (default 1m)"
+    )
+    p.add_argument("--json", action="store_true", help="print the bins as JSON")
+    add_broker(p)
+    p.set_defaults(run=client_command(forecast))
 
     p = tsub.add_parser("delete", help="delete a topic and all its messages")
     p.add_argument("name")
@@ -315,6 +332,25 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
     print("messages   " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     print(f"consumers  {info.consumers}")
     print(f"next due   {_next_due(info.topic.settings, info.next_due_ms)}")
+    return 0
+
+
+async def forecast(client: Client, args: argparse.Namespace) -> int:
+    if args.horizon <= 0 or args.step <= 0:
+        raise InvalidArgument("--horizon and --step must be positive durations")
+    result = await Admin(client).forecast(args.name, args.horizon, args.step)
+    if args.json:
+        bins = [{"start_ms": start, "count": n} for start, n in result.bins]
+        emit(
+            {
+                "topic": args.name,
+                "start_ms": result.start_ms,
+                "step_ms": result.step_ms,
+                "bins": bins,
+            }
+        )
+        return 0
+    print("\n".join(histogram(args.name, result)))
     return 0
 
 

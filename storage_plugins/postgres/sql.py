@@ -497,6 +497,25 @@ COUNTS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
         count(*) FILTER (WHERE NOT dead AND ts > %(now)s AND owner IS NOT NULL),
         count(*) FILTER (WHERE NOT dead AND ts > %(now)s AND owner IS NULL)
     FROM dejaq_messages WHERE topic = %(topic)s"""
+# (topic, now, step, bins): whether the topic exists (a row with a null bin),
+# then waiting rows by due-time bin as (bin, count). Each bin is a range count
+# on dejaq_messages_time (an index-only scan where the visibility map allows;
+# no grouping of the rows), less the rows with a lease owner in it, found
+# through dejaq_messages_owner (a few: what consumers hold).
+FORECAST = """SELECT NULL::bigint, 0::bigint
+    WHERE EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s)
+    UNION ALL
+    SELECT i, (
+        SELECT count(*) FROM dejaq_messages
+        WHERE topic = %(topic)s AND NOT dead
+            AND ts >= %(now)s::bigint + i * %(step)s::bigint
+            AND ts < %(now)s::bigint + (i + 1) * %(step)s::bigint
+    ) - (
+        SELECT count(*) FROM dejaq_messages
+        WHERE topic = %(topic)s AND owner IS NOT NULL AND NOT dead
+            AND ts >= %(now)s::bigint + i * %(step)s::bigint
+            AND ts < %(now)s::bigint + (i + 1) * %(step)s::bigint
+    ) FROM generate_series(0, %(bins)s - 1) AS i"""
 # (now): every topic (from dejaq_topics, empty ones too) with its counts and
 # oldest live timestamp and, when that is a rank, the priority of a message
 # there and the oldest live timestamp due by now that is not a rank: one

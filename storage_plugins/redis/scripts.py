@@ -144,6 +144,7 @@ READ = Script("read")
 RELEASE = Script("release")
 COUNTS = Script("counts")
 OLDEST = Script("oldest")
+FORECAST = Script("forecast")
 DEAD_PAGE = Script("dead_page")
 REDRIVE = Script("redrive")
 PURGE = Script("purge")
@@ -156,7 +157,7 @@ REPLACE = Script("replace")
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
 ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE, PROMOTE)
-ALL += (OLDEST,)
+ALL += (OLDEST, FORECAST)
 
 # As a Redis Cluster runs them: guarded, except the registry's (their one key is
 # declared, so the cluster itself redirects them while it moves).

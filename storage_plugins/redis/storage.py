@@ -23,6 +23,7 @@ from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
 from dejaq.storage_plugins.base import (
+    Forecast,
     HandBack,
     Head,
     LeaseRequest,
@@ -419,6 +420,11 @@ class RedisStorage(Storage):
     async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
         return await self._registry.on_topic(
             topic.name, lambda i: reads.oldest(self._runner, i, now)
+        )
+
+    async def _forecast(self, topic: str, request: Forecast) -> list[int]:
+        return await self._registry.on_topic(
+            topic, lambda i: reads.forecast(self._runner, i, request)
         )
 
     # -- release --------------------------------------------------------------

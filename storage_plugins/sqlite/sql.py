@@ -221,6 +221,20 @@ COUNTS = """SELECT
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NOT NULL), 0),
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0)
     FROM messages WHERE topic = ?2"""
+# (now, step, topic, buckets JSON, bins): waiting rows by due-time bin, as
+# (bin, count). Each bin is a range count on messages_due (one seek per
+# bucket, no table row read, no grouping of the rows), less the rows with a
+# lease owner in it, found through messages_owner (a few: what consumers hold).
+FORECAST = """WITH RECURSIVE bins(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM bins WHERE i + 1 < ?5)
+    SELECT i, (
+        SELECT count(*) FROM messages INDEXED BY messages_due
+        WHERE topic = ?3 AND dead = 0 AND bucket IN (SELECT value FROM json_each(?4))
+            AND ts >= ?1 + i * ?2 AND ts < ?1 + (i + 1) * ?2
+    ) - (
+        SELECT count(*) FROM messages INDEXED BY messages_owner
+        WHERE topic = ?3 AND owner IS NOT NULL AND dead = 0
+            AND ts >= ?1 + i * ?2 AND ts < ?1 + (i + 1) * ?2
+    ) FROM bins"""
 # The census (census.py), on its read-only connection: the topic names, then
 # (now) every topic's counts, its lowest rank packed with the priority of a
 # message there (rank * PRIORITY_SPAN + priority: the smallest packed value is

@@ -25,6 +25,7 @@ from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
 from dejaq.core.redact import redact
 from dejaq.storage_plugins.base import (
+    Forecast,
     HandBack,
     LeaseRequest,
     Outcome,
@@ -292,6 +293,9 @@ class SqliteStorage(Storage):
             return await asyncio.to_thread(self._census_reader.census, now)
         except sqlite3.Error as exc:
             raise storage_error(exc) from exc
+
+    async def _forecast(self, topic: str, request: Forecast) -> list[int]:
+        return await self._run(ops.forecast, topic, request)
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         return await self._run(ops.list_dead, topic, after_id, limit)
