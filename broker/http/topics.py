@@ -1,9 +1,9 @@
-"""Topics over HTTP: create, list, describe (counts by state), set, delete;
-and the cluster's status."""
+"""Topics over HTTP: create, list, describe (counts by state), set, delete,
+the forecast of their due load; and the cluster's status."""
 
 from __future__ import annotations
 
-from dejaq.broker.api import control
+from dejaq.broker.api import control, forecast
 from dejaq.broker.cluster.status import cluster_status
 from dejaq.broker.http.route import Route
 from dejaq.proto import dejaq_pb2 as pb
@@ -39,6 +39,12 @@ ROUTES = [
         "DELETE", TOPIC, "DeleteTopic", control.delete_topic,
         pb.DeleteTopicRequest, pb.DeleteTopicResponse,
         "Delete a topic, its messages and its cron entries", "topics",
+    ),
+    Route(
+        "GET", "/v1/topics/{topic}/forecast", "Forecast", forecast.forecast,
+        pb.ForecastRequest, pb.ForecastResponse,
+        "The topic's waiting messages counted in due-time bins ahead"
+        " (horizon_ms and step_ms: an hour of one-minute bins when 0)", "topics",
     ),
     Route(
         "GET", "/v1/cluster", "ClusterStatus", cluster_status,

@@ -86,3 +86,21 @@ async def test_http_calls_are_counted_apart_from_grpc_ones(api: Api) -> None:
     assert calls("dejaq_http_requests", "CreateTopic", "OK") == 1
     assert calls("dejaq_http_requests", "DescribeTopic", "NOT_FOUND") == 1
     assert calls("dejaq_grpc_requests", "CreateTopic", "OK") == 0
+
+
+async def test_a_topic_forecast_counts_its_waiting_messages_in_bins_ahead(api: Api) -> None:
+    await api.call("POST", "/v1/topics", {"name": "f"})
+    empty = await api.call("GET", "/v1/topics/f/forecast?horizon_ms=3600000&step_ms=60000")
+    assert empty.status == 200 and empty.body.get("counts", [0] * 60) == [0] * 60
+    due = int(empty.body["start_ms"]) + 10 * 60_000 + 5_000
+    await api.call("POST", "/v1/topics/f/messages", {"timestamp_ms": due})
+    await api.call("POST", "/v1/topics/f/messages", {"timestamp_ms": FAR})
+
+    ahead = await api.call("GET", "/v1/topics/f/forecast?horizon_ms=3600000&step_ms=60000")
+    counts = [int(c) for c in ahead.body["counts"]]
+    assert (len(counts), sum(counts), counts[10]) == (60, 1, 1)
+
+    too_fine = await api.call("GET", "/v1/topics/f/forecast?horizon_ms=3600000&step_ms=1")
+    assert (too_fine.status, too_fine.body["code"]) == (400, "INVALID_ARGUMENT")
+    missing = await api.call("GET", "/v1/topics/nope/forecast")
+    assert (missing.status, missing.body["code"]) == (404, "NOT_FOUND")
