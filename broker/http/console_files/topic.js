@@ -194,7 +194,8 @@ export function mount(view, name) {
         h('td', { class: 'n' }, `${s.dedup_window_ms} ms`), h('td', { class: 'n' }, s.expiry_ms ? `${s.expiry_ms} ms` : 'none'))]));
       renderSettingsForm(d.topic);
       await Promise.all([readBrowse(), readDead()]);
-      if (polls % CHART_EVERY === 0) load.replaceChildren(chart(await dueNextHour(name, buckets)));
+      // The chart reads most: it comes after the tables, so they never wait for it.
+      if (polls % CHART_EVERY === 0) load.replaceChildren(chart(await dueNextHour(name, buckets, c.waiting ?? 0)));
       polls += 1;
     },
   };
