@@ -22,7 +22,8 @@ import grpc
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from dejaq.broker.http import cron, messages, openapi, produce, topics
+from dejaq.broker.http import cron, messages, openapi, produce, topics, whoami
+from dejaq.broker.http.console import add_console
 from dejaq.broker.http.problems import from_error, problem
 from dejaq.broker.http.route import Endpoint, Surface
 from dejaq.core.errors import DejaqError
@@ -49,7 +50,13 @@ class _MalformedRequests(logging.Filter):
 
 
 _QUIET = _MalformedRequests()
-ROUTES: list[Endpoint] = [*topics.ROUTES, *produce.ROUTES, *messages.ROUTES, *cron.ROUTES]
+ROUTES: list[Endpoint] = [
+    *topics.ROUTES,
+    *produce.ROUTES,
+    *messages.ROUTES,
+    *cron.ROUTES,
+    *whoami.ROUTES,
+]
 BODY_SLACK = 1 << 20
 # What an HTTP refusal that no handler raised says, as a gRPC code.
 _HTTP_CODES = {404: "NOT_FOUND", 405: "UNIMPLEMENTED"}
@@ -108,6 +115,7 @@ def build_app(surface: Surface) -> web.Application:
         handler: Any = route.serve(surface)
         handler.rpc = route.rpc  # the metrics label of its refusals
         app.router.add_route(route.method, route.path, handler)
+    add_console(app, surface)
     return app
 
 

@@ -1,5 +1,6 @@
 """The caller of an HTTP request, judged by the gRPC surface's guard: the same
-principals file, tokens and client certificate names."""
+principals file, tokens and client certificate names, and the console's
+sessions (``session.py``) signed in with one of those tokens."""
 
 from __future__ import annotations
 
@@ -7,18 +8,30 @@ from typing import Any
 
 from aiohttp import web
 
+from dejaq.broker.http.session import COOKIE, check_csrf, session_of
 from dejaq.broker.security.guard import Guard, bearer_token
 from dejaq.broker.security.identity import ANONYMOUS, Caller
+from dejaq.core.errors import Unauthenticated
 
 
 def caller_of(guard: Guard, request: web.Request) -> Caller:
-    """``Authorization: Bearer TOKEN``, else the client certificate's CN (mutual
-    TLS); ``Unauthenticated`` when the broker has ``--auth`` and neither is known."""
+    """``Authorization: Bearer TOKEN``, else a console session cookie (with its
+    CSRF header on a call that changes something), else the client
+    certificate's CN (mutual TLS); ``Unauthenticated`` when the broker has
+    ``--auth`` and none is known."""
     if guard.policy is None:
         return ANONYMOUS
     header = request.headers.get("Authorization")
-    token = bearer_token(header) if header is not None else None
-    return guard.identify(token, _certificate_cn(request))
+    if header is not None:
+        return guard.identify(bearer_token(header), _certificate_cn(request))
+    session = session_of(request)
+    if session is not None:
+        check_csrf(request, session)
+        return Caller(session.principal)
+    cn = _certificate_cn(request)
+    if cn is None and request.cookies.get(COOKIE):
+        raise Unauthenticated("the console session has ended: sign in again")
+    return guard.identify(None, cn)
 
 
 def _certificate_cn(request: web.Request) -> str | None:
