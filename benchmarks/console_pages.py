@@ -8,8 +8,8 @@ A fresh ``dejaq broker --http`` process (memory storage unless ``--storage``);
 hours on a topic of 16 buckets, then Debian's Chromium (headless, driven by
 Playwright) opens each page ``--runs`` times and the time from navigation to
 the page showing its data is taken: Topics (the topic's waiting count), Topic
-(counts, the browse page and the dead page), Topic with its load chart (whose
-scan reads at most 2,000 messages from 4 buckets), Cron, Cluster. The pages read paged scans and the
+(counts, the browse page and the dead page), Topic with its load chart (the
+topic's forecast: 60 one-minute bins), Cron, Cluster. The pages read paged scans and the
 storage's counts, never a full listing.
 
 Figures print as a table and go to benchmarks/results/console_pages.json.
