@@ -21,6 +21,6 @@ scripts/lint.sh
 echo "== docs (a broken link or a missing page fails)"
 scripts/docs.sh
 echo "== tests"
-python -m pytest "$@"
+python -m pytest --durations=25 "$@"
 echo "== benchmark smoke (figures come out, nothing lost or early; speed not judged)"
 python benchmarks/run.py --smoke
