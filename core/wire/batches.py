@@ -240,8 +240,7 @@ def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
     r = Reader(buf, "ProduceResults")
     status = list(r.blob(_Results.STATUS) or b"")
     offsets = r.vector(_Results.ID_OFFSETS, "<u4")
-    ids = [i.decode() for i in _split(r.blob(_Results.IDS), offsets, len(status), "id")]
-    return status, ids
+    return status, _split_text(r.blob(_Results.IDS), offsets, len(status), "id")
 
 
 def encode_deliveries(
