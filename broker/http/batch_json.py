@@ -36,7 +36,9 @@ class NewMessages:
     columns: dict[str, list[int]]  # the optional ones a message gave (0: not given)
 
 
-class _Message(msgspec.Struct, forbid_unknown_fields=True):
+# gc=False: records of strings and integers hold no cycles, and left untracked a
+# batch of them does not set off the cyclic collector.
+class _Message(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     timestamp_ms: _I64
     id: str = ""
     payload: str | _Unset = _UNSET
@@ -50,7 +52,7 @@ class _Batch(msgspec.Struct, forbid_unknown_fields=True):
     messages: list[_Message]
 
 
-class _PlainMessage(msgspec.Struct, forbid_unknown_fields=True):
+class _PlainMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """The common message: an id, a due time and a text payload."""
 
     timestamp_ms: _I64
@@ -127,7 +129,7 @@ def _payloads(docs: Sequence[_Message]) -> list[bytes] | None:
     return out
 
 
-class _Result(msgspec.Struct):
+class _Result(msgspec.Struct, gc=False):
     id: str
     status: str
 
