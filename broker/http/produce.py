@@ -17,7 +17,8 @@ import grpc
 from aiohttp import web
 
 from dejaq.broker.api.calls import serve_unary
-from dejaq.broker.api.produce import produce
+from dejaq.broker.api.produce import produce, produce_decoded
+from dejaq.broker.context import BrokerContext
 from dejaq.broker.http import batch_json, codec, schemas
 from dejaq.broker.http.auth import caller_of
 from dejaq.broker.http.batch_json import NewMessages
@@ -34,7 +35,12 @@ from dejaq.broker.http.route import (
 from dejaq.broker.security.identity import Caller
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus
-from dejaq.core.wire.batches import decode_results, encode_messages
+from dejaq.core.wire.batches import (
+    ProduceBatch,
+    decode_results,
+    encode_messages,
+    messages_frame_at_most,
+)
 from dejaq.proto import dejaq_pb2 as pb
 
 F = codec.F
@@ -76,6 +82,10 @@ def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
     mid = doc.get("id", "")
     if not isinstance(mid, str):
         raise InvalidArgument(f"{where}.id must be a string")
+    try:
+        mid.encode()
+    except UnicodeEncodeError as exc:  # a lone surrogate from a \\ud800 escape
+        raise InvalidArgument(f"{where}.id is not valid text: {exc.reason}") from None
     new.ids.append(mid)
     if "payload" in doc and "payload_base64" in doc:
         raise InvalidArgument(f"{where}: give payload or payload_base64, not both")
@@ -107,18 +117,27 @@ def _integer(value: Any, kind: int, where: str) -> int:
 async def _produce(
     surface: Surface, request: web.Request, caller: Caller, new: NewMessages
 ) -> pb.ProduceResponse:
+    """Store ``new`` as the produce frame it makes. A batch surely within the
+    frame's byte cap goes to storage as it is; one that may be over it is
+    encoded first, so the cap judges the very frame."""
     c = new.columns
-    batch = encode_messages(
-        new.timestamps,
-        new.payloads,
-        new.ids,
-        c.get("max_deliveries"),
-        c.get("expires_at_ms"),
-        c.get("priority"),
-    )
-    req = pb.ProduceRequest(topic=request.match_info["topic"], batch=batch)
-    answer = await serve_unary(surface.broker, surface.guard, "Produce", caller, produce, req)
-    surface.broker.metrics.http_request("Produce", grpc.StatusCode.OK)
+    columns = [c.get(name) for name in ("max_deliveries", "expires_at_ms", "priority")]
+    req = pb.ProduceRequest(topic=request.match_info["topic"])
+    broker = surface.broker
+    payload_bytes = sum(map(len, new.payloads))
+    id_chars = sum(map(len, new.ids))
+    size = messages_frame_at_most(len(new.ids), payload_bytes, id_chars, len(c))
+    if size <= broker.config.max_produce_bytes:
+        batch = ProduceBatch(new.timestamps, new.ids, new.payloads, *columns)
+
+        async def store(b: BrokerContext, r: pb.ProduceRequest) -> pb.ProduceResponse:
+            return await produce_decoded(b, r.topic, batch)
+
+        answer = await serve_unary(broker, surface.guard, "Produce", caller, store, req)
+    else:
+        req.batch = encode_messages(new.timestamps, new.payloads, new.ids, *columns)
+        answer = await serve_unary(broker, surface.guard, "Produce", caller, produce, req)
+    broker.metrics.http_request("Produce", grpc.StatusCode.OK)
     return answer
 
 
