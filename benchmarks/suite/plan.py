@@ -61,7 +61,7 @@ class Plan:
     scan_page: int = 1_000
     # webhooks (memory): due rates stepped up, each held webhook_step_s, posted to a
     # sink process with webhook_concurrency requests in flight
-    webhook_rates: tuple[int, ...] = (1_000, 2_000, 5_000, 10_000, 15_000, 20_000)
+    webhook_rates: tuple[int, ...] = (500, 1_000, 2_000, 5_000, 10_000, 15_000, 20_000)
     webhook_step_s: float = 5.0
     webhook_concurrency: int = 64
     poll_ms: float = 1.0  # the Redis poller's period

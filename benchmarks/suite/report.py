@@ -311,6 +311,7 @@ def webhooks_table(results: dict[str, Any]) -> str:
                     late.get("p99_ms"),
                     late.get("max_ms"),
                     st["broker_cpu_us_per_msg"],
+                    st["sink_cpu_us_per_msg"],
                     "yes" if st["held"] else "no",
                 ]
             )
@@ -320,7 +321,7 @@ def webhooks_table(results: dict[str, Any]) -> str:
         "webhooks: POSTed to a local sink process; lateness ms = the request's head read"
         " by the sink - due",
         ["", "rate/s", "sent", "posted", "early", "doubled", "p50", "p99", "max",
-         "broker µs/msg", "held"],
+         "broker µs/msg", "sink µs/msg", "held"],
         rows,
     )  # fmt: skip
 
