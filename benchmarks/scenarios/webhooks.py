@@ -1,12 +1,13 @@
-"""Webhook delivery lateness: due time -> the request's head read by a local sink process.
+"""Webhook delivery lateness: due time -> the request's first byte at a local sink process.
 
-A sink process (``suite/webhook_sink.py``, aiohttp, answers 200 at once) and a
+A sink process (``suite/webhook_sink.py``: HTTP/1.1 read by hand, answers 200 at once) and a
 webhook topic on the backend's broker (its brokers allow 127.0.0.1 as a
 webhook target), ``webhook_concurrency`` requests in flight. Per step, the
 step's messages are produced ahead of time through the driver (the first due
 ``LEAD_MS`` after producing starts), spread evenly at the step's rate; then
-the sink's records are read. Lateness is the sink's wall clock when a
-request's head has been read minus its ``Dejaq-Timestamp-Ms`` (the due time).
+the sink's records are read. Lateness is the sink's wall clock when the
+read that brought a request's first byte returned, minus its
+``Dejaq-Timestamp-Ms`` (the due time).
 Per step: delivered, doubled, early, left behind (not posted by
 ``SETTLE_S`` after the last due time), lateness p50/p99/max, and the
 broker's and the sink's CPU per message. A step holds at p99 <= plan.p99_ms

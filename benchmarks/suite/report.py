@@ -318,8 +318,8 @@ def webhooks_table(results: dict[str, Any]) -> str:
     if not rows:
         return ""
     return table(
-        "webhooks: POSTed to a local sink process; lateness ms = the request's head read"
-        " by the sink - due",
+        "webhooks: POSTed to a local sink process; lateness ms = the request's first byte"
+        " at the sink - due",
         ["", "rate/s", "sent", "posted", "early", "doubled", "p50", "p99", "max",
          "broker µs/msg", "sink µs/msg", "held"],
         rows,
