@@ -27,6 +27,9 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - scan      a topic of 20k, then 1M messages read back a bucket at a time
             through ``Admin.scan_bucket`` (msgs/s, µs a message), the
             broker's health and a produce probed meanwhile
+- webhooks  webhook delivery to a local sink process at rising rates:
+            lateness from due to the request's head, the highest rate holding
+            p99 <= --p99-ms (memory only)
 - wire      WIRE LIMIT, a private client, reported apart (memory only)
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
 - cluster   etcd and 3 brokers on one SQLite file: cross-broker lateness,
@@ -77,6 +80,7 @@ ALL_SCENARIOS = (
     "priority",
     "produce",
     "scan",
+    "webhooks",
     "wire",
     "scale",
     "cluster",
@@ -132,6 +136,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--priority-backlog", type=_positive(int), help="priority: backlog messages (full: 10,000)"
     )
+    p.add_argument("--webhook-rates", help="webhooks: the due rates to step through, msgs/s")
+    p.add_argument(
+        "--webhook-step-s", type=_positive(float), help="webhooks: seconds each step is held (5)"
+    )
     p.add_argument(
         "--poll-ms", type=_positive(float), help="the rival's poll period (default 1 ms)"
     )
@@ -159,7 +167,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if any(not k.startswith("DEJAQ_") or not sep for k, sep, _ in pairs):
         p.error("--broker-env takes DEJAQ_NAME=VALUE")
     a.broker_env = {k: v for k, _, v in pairs}
-    for flag, what in (("rates", "rates"), ("cli_rates", "rates"), ("scan_messages", "sizes")):
+    for flag, what in (
+        ("rates", "rates"),
+        ("cli_rates", "rates"),
+        ("webhook_rates", "rates"),
+        ("scan_messages", "sizes"),
+    ):
         text = getattr(a, flag)
         try:
             ok = text is None or (bool(_ints(text)) and min(_ints(text)) > 0)
@@ -215,6 +228,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
         ("priority_rate", "priority_rate"),
         ("priority_s", "priority_s"),
         ("priority_backlog", "priority_backlog"),
+        ("webhook_step_s", "webhook_step_s"),
     ):
         if getattr(args, flag) is not None:
             changes[name] = getattr(args, flag)
@@ -222,6 +236,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
         changes["rates"] = _ints(args.rates)
     if args.cli_rates:
         changes["cli_rates"] = _ints(args.cli_rates)
+    if args.webhook_rates:
+        changes["webhook_rates"] = _ints(args.webhook_rates)
     if args.scan_messages:
         changes["scan_counts"] = _ints(args.scan_messages)
     return replace(plan, **changes)

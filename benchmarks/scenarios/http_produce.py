@@ -5,7 +5,9 @@ The same messages as the driver's point (100-byte text payloads, 26-character
 ids, due a day ahead), ``in_flight`` requests at once on one aiohttp session
 (keep-alive), each body a JSON batch encoded in the timed loop as a client
 encodes it. msgs/s counts accepted messages from the first request to the
-last answer, after a warm-up request.
+last answer, after a warm-up request. Beside it, the broker's CPU a message
+over HTTP and over gRPC, and the share of the HTTP figure the HTTP surface
+adds (1 - gRPC / HTTP).
 """
 
 from __future__ import annotations
@@ -26,7 +28,17 @@ DAY_MS = 24 * 3600 * 1000
 BATCH = 1000
 
 
-async def point(ctx: Ctx, grpc_msgs_per_s: int | None) -> dict[str, Any]:
+def broker_us_per_msg(p: dict[str, Any] | None) -> float | None:
+    """The broker's CPU µs per accepted message of a produce point."""
+    if not p or not p.get("accepted"):
+        return None
+    cpu_s: float = p["broker_cpu_s"]
+    accepted: int = p["accepted"]
+    return round(cpu_s * 1e6 / accepted, 2)
+
+
+async def point(ctx: Ctx, grpc: dict[str, Any] | None) -> dict[str, Any]:
+    """HTTP batches of 1,000, beside ``grpc``: the driver's point of the same batch size."""
     topic = await ctx.topic("produce-http")
     count = ctx.plan.produce_counts[BATCH]
     far = now_ms() + DAY_MS
@@ -70,6 +82,10 @@ async def point(ctx: Ctx, grpc_msgs_per_s: int | None) -> dict[str, Any]:
     finally:
         await ctx.drop(topic)
     msgs_per_s = rate(accepted, seconds)
+    grpc_msgs_per_s = grpc.get("msgs_per_s") if grpc else None
+    broker_s = used.broker_s
+    http_us = round(broker_s * 1e6 / accepted, 2) if accepted else None
+    grpc_us = broker_us_per_msg(grpc)
     return {
         "batch": BATCH,
         "messages": sent,
@@ -79,5 +95,10 @@ async def point(ctx: Ctx, grpc_msgs_per_s: int | None) -> dict[str, Any]:
         "msgs_per_s": msgs_per_s,
         "grpc_msgs_per_s": grpc_msgs_per_s,
         "ratio_to_grpc": round(msgs_per_s / grpc_msgs_per_s, 3) if grpc_msgs_per_s else None,
+        # The broker's CPU a message, over HTTP and over gRPC: the share of the HTTP
+        # figure that is the HTTP surface's own (JSON, the aiohttp server).
+        "broker_us_per_msg": http_us,
+        "grpc_broker_us_per_msg": grpc_us,
+        "http_cpu_share": round(1 - grpc_us / http_us, 3) if http_us and grpc_us else None,
         **used.as_dict(),
     }

@@ -15,7 +15,7 @@ from suite.procstat import rss_bytes
 
 from dejaq.driver.client import Client
 
-from . import bulk, burst, cli, priority, produce, scan, steady, wire_limit
+from . import bulk, burst, cli, priority, produce, scan, steady, webhooks, wire_limit
 
 # name -> (scenario, its time bound from the plan, the backends it runs on (None: all))
 SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | None]] = {
@@ -27,7 +27,11 @@ SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | 
     "wire": (wire_limit.run, wire_limit.bound_s, ("memory",)),
     "priority": (priority.run, priority.bound_s, None),
     "scan": (scan.run, scan.bound_s, None),
+    "webhooks": (webhooks.run, webhooks.bound_s, ("memory",)),
 }
+# The webhooks scenario's sink listens on loopback, which brokers refuse as a
+# webhook target unless allowed.
+BROKER_ENV = {"DEJAQ_WEBHOOK_ALLOW": "127.0.0.1"}
 
 
 def unavailable(name: str, reason: str) -> dict[str, Any]:
@@ -48,7 +52,7 @@ async def run_backend(
         try:
             async with (
                 store(name, workdir) as served,
-                broker(served.url, cwd=workdir, env=plan.broker_env) as proc,
+                broker(served.url, cwd=workdir, env={**BROKER_ENV, **plan.broker_env}) as proc,
                 Client(proc.address) as client,
             ):
                 print(f"[{name}] broker pid {proc.pid} on {proc.address}, storage {served.url}")

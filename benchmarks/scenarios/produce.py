@@ -75,9 +75,10 @@ async def run(ctx: Ctx) -> dict[str, Any]:
     for batch in BATCH_SIZES:
         p = out[str(batch)] = await point(ctx, batch)
         ctx.log(f"  produce batch {batch:>4}: {p['msgs_per_s']:>9,} msgs/s")
-    grpc = out.get(str(http_produce.BATCH), {}).get("msgs_per_s")
-    h = out["http"] = await http_produce.point(ctx, grpc)
+    h = out["http"] = await http_produce.point(ctx, out.get(str(http_produce.BATCH)))
     ctx.log(
-        f"  produce batch 1000, HTTP: {h['msgs_per_s']:>9,} msgs/s, {h['ratio_to_grpc']} of gRPC"
+        f"  produce batch 1000, HTTP: {h['msgs_per_s']:>9,} msgs/s, {h['ratio_to_grpc']} of gRPC;"
+        f" broker {h['broker_us_per_msg']} µs/msg against gRPC's {h['grpc_broker_us_per_msg']}:"
+        f" the HTTP surface's share {h['http_cpu_share']}"
     )
     return out

@@ -59,6 +59,11 @@ class Plan:
     # Admin.scan_bucket, pages of scan_page
     scan_counts: tuple[int, ...] = (20_000, 1_000_000)
     scan_page: int = 1_000
+    # webhooks (memory): due rates stepped up, each held webhook_step_s, posted to a
+    # sink process with webhook_concurrency requests in flight
+    webhook_rates: tuple[int, ...] = (500, 1_000, 2_000, 5_000, 10_000, 15_000, 20_000)
+    webhook_step_s: float = 5.0
+    webhook_concurrency: int = 64
     poll_ms: float = 1.0  # the Redis poller's period
     credits: int = 10_000  # the private client's window
     broker_env: dict[str, str] = field(default_factory=dict)  # DEJAQ_* settings for brokers
@@ -122,4 +127,6 @@ SMOKE = Plan(
     forecast_counts=(5_000,),
     forecast_counts_memory=(5_000,),
     forecast_topics=5,
+    webhook_rates=(200, 500),
+    webhook_step_s=1.0,
 )

@@ -33,6 +33,14 @@ async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceRe
     return await _store(broker, *await _check(broker, req))
 
 
+async def produce_decoded(
+    broker: BrokerContext, topic: str, batch: ProduceBatch
+) -> pb.ProduceResponse:
+    """A frame given decoded, known to be within the broker's frame caps (an
+    HTTP batch read from JSON): stored as ``produce`` stores the frame it encodes."""
+    return await _store(broker, await broker.topics.get(topic), batch)
+
+
 async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, ProduceBatch]:
     """What refuses a whole frame (an unknown topic, a malformed batch, a frame
     over the broker's caps)."""

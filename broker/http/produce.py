@@ -17,22 +17,30 @@ import grpc
 from aiohttp import web
 
 from dejaq.broker.api.calls import serve_unary
-from dejaq.broker.api.produce import produce
-from dejaq.broker.http import codec, schemas
+from dejaq.broker.api.produce import produce, produce_decoded
+from dejaq.broker.context import BrokerContext
+from dejaq.broker.http import batch_json, codec, schemas
 from dejaq.broker.http.auth import caller_of
+from dejaq.broker.http.batch_json import NewMessages
 from dejaq.broker.http.problems import HTTP_STATUS, problem
 from dejaq.broker.http.route import (
     Surface,
     json_body,
     json_response,
     links,
+    parse_json,
     problem_responses,
     read_json,
 )
 from dejaq.broker.security.identity import Caller
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus
-from dejaq.core.wire.batches import decode_results, encode_messages
+from dejaq.core.wire.batches import (
+    ProduceBatch,
+    decode_results,
+    encode_messages,
+    messages_frame_at_most,
+)
 from dejaq.proto import dejaq_pb2 as pb
 
 F = codec.F
@@ -53,53 +61,15 @@ CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 STATUSES = [s.name for s in InsertStatus]
 
 
-@dataclass
-class NewMessages:
-    ids: list[str]
-    timestamps: list[int]
-    payloads: list[bytes]
-    columns: dict[str, list[int]]  # the optional ones a message gave (0: not given)
-
-
 def read_messages(docs: Any, limit: int) -> NewMessages:
     if not isinstance(docs, list):
         raise InvalidArgument("body.messages must be a list")
     if len(docs) > limit:
         raise InvalidArgument(f"a batch carries at most {limit} messages, this one {len(docs)}")
-    plain = _plain(docs)
-    if plain is not None:
-        return plain
     new = NewMessages([], [], [], {})
     for i, doc in enumerate(docs):
         _read_one(new, doc, f"body.messages[{i}]", i)
     return new
-
-
-_PLAIN_KEYS = frozenset({"id", "timestamp_ms", "payload"})
-_INT64 = codec.INT_RANGES[F.TYPE_INT64]
-
-
-def _plain(docs: list[Any]) -> NewMessages | None:
-    """The common batch read a column at a time: every message an object of
-    id, timestamp_ms and a text payload, well typed. None: anything else, which
-    the message-by-message reading then explains."""
-    if not all(type(d) is dict and d.keys() <= _PLAIN_KEYS for d in docs):
-        return None
-    ids = [d.get("id", "") for d in docs]
-    timestamps = [d.get("timestamp_ms") for d in docs]
-    texts = [d.get("payload", "") for d in docs]
-    low, high = _INT64
-    if not (
-        all(type(i) is str for i in ids)
-        and all(type(t) is int and low <= t <= high for t in timestamps)
-        and all(type(p) is str for p in texts)
-    ):
-        return None
-    try:
-        payloads = [p.encode() for p in texts]
-    except UnicodeEncodeError:  # a lone surrogate: said by the slow path
-        return None
-    return NewMessages(ids, timestamps, payloads, {})
 
 
 def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
@@ -112,6 +82,10 @@ def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
     mid = doc.get("id", "")
     if not isinstance(mid, str):
         raise InvalidArgument(f"{where}.id must be a string")
+    try:
+        mid.encode()
+    except UnicodeEncodeError as exc:  # a lone surrogate from a \\ud800 escape
+        raise InvalidArgument(f"{where}.id is not valid text: {exc.reason}") from None
     new.ids.append(mid)
     if "payload" in doc and "payload_base64" in doc:
         raise InvalidArgument(f"{where}: give payload or payload_base64, not both")
@@ -141,28 +115,40 @@ def _integer(value: Any, kind: int, where: str) -> int:
 
 
 async def _produce(
-    surface: Surface, request: web.Request, caller: Caller, docs: Any
+    surface: Surface, request: web.Request, caller: Caller, new: NewMessages
 ) -> pb.ProduceResponse:
-    new = read_messages(docs, surface.broker.config.max_produce_messages)
+    """Store ``new`` as the produce frame it makes. A batch surely within the
+    frame's byte cap goes to storage as it is; one that may be over it is
+    encoded first, so the cap judges the very frame."""
     c = new.columns
-    batch = encode_messages(
-        new.timestamps,
-        new.payloads,
-        new.ids,
-        c.get("max_deliveries"),
-        c.get("expires_at_ms"),
-        c.get("priority"),
-    )
-    req = pb.ProduceRequest(topic=request.match_info["topic"], batch=batch)
-    answer = await serve_unary(surface.broker, surface.guard, "Produce", caller, produce, req)
-    surface.broker.metrics.http_request("Produce", grpc.StatusCode.OK)
+    columns = [c.get(name) for name in ("max_deliveries", "expires_at_ms", "priority")]
+    req = pb.ProduceRequest(topic=request.match_info["topic"])
+    broker = surface.broker
+    payload_bytes = sum(map(len, new.payloads))
+    id_chars = sum(map(len, new.ids))
+    size = messages_frame_at_most(len(new.ids), payload_bytes, id_chars, len(c))
+    if size <= broker.config.max_produce_bytes:
+        batch = ProduceBatch(new.timestamps, new.ids, new.payloads, *columns)
+
+        async def store(b: BrokerContext, r: pb.ProduceRequest) -> pb.ProduceResponse:
+            return await produce_decoded(b, r.topic, batch)
+
+        answer = await serve_unary(broker, surface.guard, "Produce", caller, store, req)
+    else:
+        req.batch = encode_messages(new.timestamps, new.payloads, new.ids, *columns)
+        answer = await serve_unary(broker, surface.guard, "Produce", caller, produce, req)
+    broker.metrics.http_request("Produce", grpc.StatusCode.OK)
     return answer
 
 
-def _results(answer: pb.ProduceResponse) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+def _results(answer: pb.ProduceResponse) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """Each message's id and status, and the rejections."""
     status, ids = decode_results(answer.results)
-    results = [{"id": i, "status": STATUSES[s]} for s, i in zip(status, ids, strict=True)]
-    rejections = [
+    return ids, [STATUSES[s] for s in status], _rejections(answer)
+
+
+def _rejections(answer: pb.ProduceResponse) -> list[dict[str, Any]]:
+    return [
         {
             "index": r.index,
             "code": CODE_NAMES.get(r.code, "UNKNOWN"),
@@ -171,7 +157,6 @@ def _results(answer: pb.ProduceResponse) -> tuple[list[dict[str, str]], list[dic
         }
         for r in answer.rejections
     ]
-    return results, rejections
 
 
 def produce_one(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -180,14 +165,14 @@ def produce_one(surface: Surface) -> Callable[[web.Request], Awaitable[web.Respo
         doc = await read_json(request)
         if isinstance(doc, dict) and "messages" in doc:
             raise InvalidArgument("a batch goes to /v1/topics/{topic}/batches")
-        results, rejections = _results(await _produce(surface, request, caller, [doc]))
+        new = read_messages([doc], surface.broker.config.max_produce_messages)
+        (mid,), (stored,), rejections = _results(await _produce(surface, request, caller, new))
         if rejections:
             r = rejections[0]
             code = grpc.StatusCode[r["code"]] if r["code"] in grpc.StatusCode.__members__ else None
             status = HTTP_STATUS.get(code, 400) if code is not None else 400
             return problem(status, r["code"], r["reason"], r["kind"])
-        (result,) = results
-        return json_response(result, 201 if result["status"] == "ACCEPTED" else 200)
+        return json_response({"id": mid, "status": stored}, 201 if stored == "ACCEPTED" else 200)
 
     return handle
 
@@ -195,11 +180,17 @@ def produce_one(surface: Surface) -> Callable[[web.Request], Awaitable[web.Respo
 def produce_batch(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         caller = caller_of(surface.guard, request)  # before the body is read
-        doc = await read_json(request)
-        if not isinstance(doc, dict) or set(doc) != {"messages"}:
-            raise InvalidArgument("the body must be an object with one key, messages (a list)")
-        results, rejections = _results(await _produce(surface, request, caller, doc["messages"]))
-        return json_response({"results": results, "rejections": rejections})
+        raw = await request.read()
+        limit = surface.broker.config.max_produce_messages
+        new = batch_json.read(raw, limit)
+        if new is None:  # not the common batch: read, or refused, field by field
+            doc = parse_json(raw)
+            if not isinstance(doc, dict) or set(doc) != {"messages"}:
+                raise InvalidArgument("the body must be an object with one key, messages (a list)")
+            new = read_messages(doc["messages"], limit)
+        ids, statuses, rejections = _results(await _produce(surface, request, caller, new))
+        body = batch_json.answer(ids, statuses, rejections)
+        return web.Response(body=body, content_type="application/json", charset="utf-8")
 
     return handle
 

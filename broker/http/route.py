@@ -123,7 +123,11 @@ def _multi(query: Any) -> dict[str, list[str]]:
 
 async def read_json(request: web.Request) -> Any:
     """The JSON body (none: an empty object). Bounded by the app's body limit."""
-    raw = await request.read()
+    return parse_json(await request.read())
+
+
+def parse_json(raw: bytes) -> Any:
+    """A request body's JSON (none: an empty object); not JSON: ``InvalidArgument``."""
     if not raw.strip():
         return {}
     try:

@@ -185,6 +185,25 @@ def encode_messages(
     return write_table(columns)
 
 
+# Under this, a table's root offset, vtable and fields; each vector adds its
+# length (4 bytes) and at most 7 bytes of alignment to its elements.
+_TABLE_AT_MOST = 128
+_VECTOR_AT_MOST = 12
+
+
+def messages_frame_at_most(
+    count: int, payload_bytes: int, id_chars: int, option_columns: int = 0
+) -> int:
+    """At least the size of the MessageBatch ``encode_messages`` makes of
+    ``count`` messages with ids (``id_chars`` characters in all, at most 4 bytes
+    each in UTF-8), ``payload_bytes`` of payloads and ``option_columns`` of the
+    optional columns: what a caller needs to know a frame is within a byte
+    limit without building it."""
+    vectors = [8 * count, 4 * (count + 1), payload_bytes, 4 * (count + 1), 4 * id_chars]
+    vectors += [8 * count] * option_columns
+    return _TABLE_AT_MOST + sum(v + _VECTOR_AT_MOST for v in vectors)
+
+
 @contextlib.contextmanager
 def _frame(table: str) -> Iterator[None]:
     """Turn whatever a corrupt ``table`` frame makes decoding raise into
@@ -240,8 +259,7 @@ def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
     r = Reader(buf, "ProduceResults")
     status = list(r.blob(_Results.STATUS) or b"")
     offsets = r.vector(_Results.ID_OFFSETS, "<u4")
-    ids = [i.decode() for i in _split(r.blob(_Results.IDS), offsets, len(status), "id")]
-    return status, ids
+    return status, _split_text(r.blob(_Results.IDS), offsets, len(status), "id")
 
 
 def encode_deliveries(

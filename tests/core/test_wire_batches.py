@@ -5,6 +5,8 @@ from __future__ import annotations
 import flatbuffers
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import LeasedMessage
@@ -15,6 +17,7 @@ from dejaq.core.wire.batches import (
     encode_deliveries,
     encode_messages,
     encode_results,
+    messages_frame_at_most,
 )
 from dejaq.fbs.batch import MessageBatch
 
@@ -81,3 +84,23 @@ def _batch_with_offsets(offsets: list[int], blob: bytes, count: int) -> bytes:
 def test_offsets_that_do_not_fit_the_blob_are_refused(offsets: list[int], count: int) -> None:
     with pytest.raises(InvalidArgument, match="offsets"):
         decode_messages(_batch_with_offsets(offsets, b"abcd", count))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=st.lists(
+        st.tuples(st.text(max_size=30), st.binary(max_size=300), st.integers(-(2**63), 2**63 - 1)),
+        max_size=40,
+    ),
+    options=st.integers(min_value=0, max_value=3),
+)
+def test_a_message_frame_is_never_larger_than_its_bound(
+    messages: list[tuple[str, bytes, int]], options: int
+) -> None:
+    ids = [m[0].encode("utf-8", "replace").decode() for m in messages]
+    payloads = [m[1] for m in messages]
+    n = len(messages)
+    columns = [[7] * n if k < options else None for k in range(3)]
+    frame = encode_messages([m[2] for m in messages], payloads, ids, *columns)
+    bound = messages_frame_at_most(n, sum(map(len, payloads)), sum(map(len, ids)), options)
+    assert len(frame) <= bound

@@ -3,7 +3,7 @@ as a library) into manifests a test can read.
 
 ``VALUE_SETS`` are the values people install with: the defaults plus anonymous
 access (the chart refuses to render with no ``broker.auth`` choice), each
-storage kind, external etcd, observability on, TLS and a principals file.
+storage kind, external etcd, observability on, the HTTP API on, TLS and a principals file.
 Lint, validation and policy tests run over every one of them.
 """
 
@@ -62,6 +62,7 @@ VALUE_SETS: dict[str, Values] = {
             "externalEndpoints": ["http://etcd-0.infra:2379", "http://etcd-1.infra:2379"],
         },
     },
+    "http": {**ANONYMOUS, "http": {"enabled": True, "port": 8080}},
     "observability": {
         **ANONYMOUS,
         "metrics": {"serviceMonitor": {"enabled": True}},
@@ -82,6 +83,7 @@ VALUE_SETS: dict[str, Values] = {
             "tls": {"enabled": True, "existingSecret": "dejaq-tls", "clientCA": True},
             "auth": {"existingSecret": "dejaq-auth"},
         },
+        "http": {"enabled": True},
         "storage": {
             "url": "postgresql://dejaq@pg.data:5432/dejaq?sslmode=verify-full"
             "&sslrootcert=/etc/dejaq/storage-tls/ca.crt",

@@ -128,6 +128,33 @@ def test_services_reach_the_brokers() -> None:
     assert client["spec"]["selector"] == headless["spec"]["selector"] == selector
 
 
+@pytest.mark.parametrize(
+    ("values", "port", "protocol"),
+    [("http", 8080, "http"), ("tls-everywhere", 7780, "https"), ("anonymous", None, None)],
+)
+def test_the_http_api_is_served_and_exposed_only_when_enabled(
+    values: str, port: int | None, protocol: str | None
+) -> None:
+    rendered = render(VALUE_SETS[values])
+    broker = broker_container(rendered)
+    env = {e["name"]: e.get("value") for e in broker["env"]}
+    ports = {p["name"]: p["containerPort"] for p in broker["ports"]}
+    client = {p["name"]: p for p in rendered.one("Service", "rel-dejaq")["spec"]["ports"]}
+    headless = {
+        p["name"]: p for p in rendered.one("Service", "rel-dejaq-headless")["spec"]["ports"]
+    }
+
+    if port is None:
+        assert "DEJAQ_HTTP" not in env
+        assert "http" not in ports and "http" not in client and "http" not in headless
+        return
+    assert env["DEJAQ_HTTP"] == f"0.0.0.0:{port}"
+    assert ports["http"] == port
+    assert (client["http"]["port"], client["http"]["targetPort"]) == (port, "http")
+    assert client["http"]["appProtocol"] == protocol
+    assert (headless["http"]["port"], headless["http"]["targetPort"]) == (port, "http")
+
+
 def test_bundled_etcd_forms_one_cluster_of_three() -> None:
     etcd = render(VALUE_SETS["anonymous"]).one("StatefulSet", "rel-dejaq-etcd")
     args = etcd["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -120,3 +120,28 @@ async def test_a_topic_is_scanned_a_bucket_page_at_a_time(api: Api) -> None:
     assert seen == [f"m{i}" for i in range(5)]
     out = await api.call("GET", "/v1/topics/jobs/buckets/1/messages")
     assert (out.status, out.body["code"]) == (400, "INVALID_ARGUMENT")
+
+
+async def test_the_byte_cap_judges_the_frame_a_batch_makes(serve: object) -> None:
+    api = await serve(max_produce_bytes=65536)  # type: ignore[operator]
+    await _topic(api, max_payload_bytes=10_000)
+
+    def batch(prefix: str, size: int) -> dict[str, object]:
+        return {
+            "messages": [
+                {"id": f"{prefix}{i}", "timestamp_ms": FAR, "payload": "x" * size}
+                for i in range(10)
+            ]
+        }
+
+    small = await api.call("POST", "/v1/topics/jobs/batches", batch("s", 100))
+    # Frames of 65,460 and 65,560 bytes: both near enough to be encoded to be judged.
+    near = await api.call("POST", "/v1/topics/jobs/batches", batch("n", 6520))
+    over = await api.call("POST", "/v1/topics/jobs/batches", batch("o", 6530))
+
+    assert [r["status"] for r in small.body["results"]] == ["ACCEPTED"] * 10
+    assert [r["status"] for r in near.body["results"]] == ["ACCEPTED"] * 10
+    assert (over.status, over.body["code"]) == (400, "INVALID_ARGUMENT")
+    assert "at most 65536 bytes" in over.body["detail"]
+    assert (await api.call("GET", "/v1/topics/jobs/messages/n9")).body["payload"] == "x" * 6520
+    assert (await api.call("GET", "/v1/topics/jobs/messages/o0")).status == 404

@@ -31,6 +31,12 @@ FAR = 2_000_000_000_000
         ("/v1/topics/t/messages", b'{"timestamp_ms": 1.5}', "integer"),
         ("/v1/topics/t/messages", b'{"payload": "x"}', "timestamp_ms is missing"),
         ("/v1/topics/t/messages", b'{"timestamp_ms": 1, "payload_base64": "%%"}', "not base64"),
+        ("/v1/topics/t/messages", b'{"id": "\\ud800", "timestamp_ms": 1}', "id is not valid text"),
+        (
+            "/v1/topics/t/batches",
+            b'{"messages": [{"id": "\\udfff", "timestamp_ms": 1}]}',
+            "id is not valid text",
+        ),
         ("/v1/topics/t/batches", b'{"messages": {}}', "must be a list"),
         ("/v1/topics/t/batches", b'{"messages": [], "x": 1}', "one key"),
         ("/v1/topics/t/messages/a/move", b'{"version": "1"}', "integer"),
