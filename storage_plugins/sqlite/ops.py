@@ -8,7 +8,6 @@ write, with no locking of their own.
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from dejaq.storage_plugins import sql_base as base
 from dejaq.storage_plugins.base import Forecast, HandBack, LeaseRequest, Outcome, SettleItem
 from dejaq.storage_plugins.sql_base import RowState
 from dejaq.storage_plugins.sqlite import sql
+from dejaq.storage_plugins.sqlite.counting import all_buckets, counted, live_dead
 
 Conn = sqlite3.Connection
 
@@ -54,14 +54,9 @@ def _topic_buckets(conn: Conn, topic: str) -> int:
     return int(row[0])
 
 
-@functools.lru_cache(maxsize=64)
-def _all_buckets(count: int) -> str:
-    return json.dumps(list(range(count)))
-
-
 def _buckets_json(buckets: Buckets, count: int) -> str:
     if buckets is None:
-        return _all_buckets(count)
+        return all_buckets(count)
     return json.dumps([int(b) for b in buckets])
 
 
@@ -117,6 +112,7 @@ def delete_topic(conn: Conn, name: str) -> None:
     conn.execute(sql.DELETE_TOPIC_MESSAGES, (name,))
     conn.execute(sql.DELETE_TOPIC_PAYLOADS, (name,))
     conn.execute(sql.DELETE_TOPIC_TOMBSTONES, (name,))
+    conn.execute(sql.DELETE_TOPIC_COUNTS, (name,))  # after its messages: their triggers wrote it
 
 
 def update_topic(conn: Conn, topic: Topic) -> bool:
@@ -273,13 +269,12 @@ def release(conn: Conn, topic: str, owner: str, now: int) -> int:
 
 
 def counts(conn: Conn, topic: str, now: int) -> Counts:
-    _topic_buckets(conn, topic)
-    dead, due, leased, waiting = conn.execute(sql.COUNTS, (now, topic)).fetchone()
-    return Counts(waiting=waiting, due=due, leased=leased, dead=dead)
+    buckets = all_buckets(_topic_buckets(conn, topic))
+    return counted(conn, topic, buckets, *live_dead(conn, topic), now)
 
 
 def forecast(conn: Conn, topic: str, request: Forecast) -> list[int]:
-    buckets = _all_buckets(_topic_buckets(conn, topic))
+    buckets = all_buckets(_topic_buckets(conn, topic))
     params = (request.now, request.step_ms, topic, buckets, request.bins)
     return base.binned(conn.execute(sql.FORECAST, params).fetchall(), request.bins)
 

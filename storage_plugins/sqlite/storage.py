@@ -121,6 +121,8 @@ def _connect(options: SqliteOptions) -> sqlite3.Connection:
             conn.execute(statement)
         if "priority" not in {row[0] for row in conn.execute(sql.MESSAGE_COLUMNS)}:
             conn.execute(sql.ADD_PRIORITY)  # a file from before version 3
+        if version < sql.SCHEMA_VERSION:
+            conn.execute(sql.FILL_COUNTS)  # a file from before version 4 (or a new one: no rows)
         conn.execute(sql.INSERT_IDENTITY, (uuid.uuid4().hex,))
         conn.execute(sql.SET_USER_VERSION)
         conn.execute(sql.COMMIT)
