@@ -540,6 +540,13 @@ GET_MESSAGE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
 LIST_DEAD = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
     WHERE m.topic = %(topic)s AND m.dead AND m.id > %(after_id)s
     ORDER BY m.id LIMIT %(limit)s"""
+# (topic, ts, id, limit): live rows in (ts, id) order after the cursor: an
+# ordered scan of dejaq_messages_time from the cursor's time, the rows of one
+# time put in id order as they come (an incremental sort), stopped at the LIMIT.
+BY_DUE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
+    WHERE m.topic = %(topic)s AND NOT m.dead AND m.ts >= %(ts)s
+        AND (m.ts, m.id) > (%(ts)s, %(id)s)
+    ORDER BY m.ts, m.id LIMIT %(limit)s"""
 
 # (priority, topic, id): a move's new priority
 SET_PRIORITY = "UPDATE dejaq_messages SET priority = %s WHERE topic = %s AND id = %s"

@@ -517,6 +517,15 @@ class PostgresStorage(Storage):
                 await _require_topic(conn, topic)
         return [base.message_from_row(row) for row in rows]
 
+    async def _by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+        ts, id = base.FIRST if after is None else after
+        async with self._pool.connection() as conn:
+            params = {"topic": topic, "ts": ts, "id": id, "limit": limit}
+            rows = await _all(conn, sql.BY_DUE, params)
+            if len(rows) < limit:
+                await _require_topic(conn, topic)
+        return [base.message_from_row(row) for row in rows]
+
     async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
         async with self._pool.connection() as conn:
             return await scan.scan(conn, topic, bucket, after_id, limit)

@@ -286,6 +286,13 @@ def list_dead(conn: Conn, topic: str, after_id: str, limit: int) -> list[Message
     ]
 
 
+def by_due(conn: Conn, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+    buckets = all_buckets(_topic_buckets(conn, topic))
+    at, id = base.FIRST if after is None else after
+    rows = conn.execute(sql.BY_DUE, (topic, buckets, at, id, limit))
+    return [base.message_from_row(row) for row in rows]
+
+
 def redrive(conn: Conn, topic: str, ids: Sequence[str] | None, at: int) -> int:
     _topic_buckets(conn, topic)
     if ids is None:

@@ -232,6 +232,19 @@ LIST_DEAD = f"""SELECT {_MESSAGE_COLUMNS}
     FROM messages AS m INDEXED BY messages_dead {_WITH_PAYLOAD}
     WHERE m.topic = ? AND m.dead = 1 AND m.id > ? ORDER BY m.id LIMIT ?"""
 
+# (topic, buckets JSON, after ts, after id, limit): live rows in (ts, id)
+# order after the cursor, with their payloads. messages_due ends with the
+# primary key, so it is (topic, dead, bucket, ts, id): a seek per bucket to
+# the cursor that stops after the LIMIT, the payloads joined to the page only.
+BY_DUE = f"""SELECT {_MESSAGE_COLUMNS} FROM (
+        SELECT id, ts FROM messages INDEXED BY messages_due
+        WHERE topic = ?1 AND dead = 0 AND bucket IN (SELECT value FROM json_each(?2))
+            AND (ts, id) > (?3, ?4)
+        ORDER BY ts, id LIMIT ?5) AS d
+    CROSS JOIN messages AS m ON m.topic = ?1 AND m.id = d.id
+    CROSS JOIN payloads AS p ON p.topic = m.topic AND p.id = m.id
+    ORDER BY d.ts, d.id"""
+
 # Row updates run one row per execution (``executemany``: one prepared
 # statement, looped in C): SQLite updates a row found by its full key in one
 # pass, while one UPDATE of many keys (``id IN json_each``) first collects

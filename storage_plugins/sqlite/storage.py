@@ -310,6 +310,9 @@ class SqliteStorage(Storage):
         except sqlite3.Error as exc:
             raise storage_error(exc) from exc
 
+    async def _by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+        return await self._run(ops.by_due, topic, after, limit)
+
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         return await self._run(ops.redrive, topic, ids, at)
 
