@@ -1,5 +1,5 @@
 """A topic's counts by state, from its live and dead counts (``topic_counts``,
-kept by triggers in every write's transaction) and two range counts of what is
+added to by every write in its transaction) and two range counts of what is
 due or leased now: a read as long as what is due and held, never one of every
 message of the topic."""
 

@@ -69,12 +69,18 @@ def _states(conn: Conn, topic: str, ids: Iterable[str]) -> dict[str, RowState]:
     return {row[0]: RowState(*row[1:]) for row in conn.execute(sql.STATES, (topic, _ids(ids)))}
 
 
+def _count(conn: Conn, topic: str, live: int, dead: int) -> None:
+    """Add what a write changed to the topic's live and dead counts, in its transaction."""
+    if live or dead:
+        conn.execute(sql.ADD_COUNTS, (topic, live, dead))
+
+
 def _delete(conn: Conn, topic: str, ids: Collection[str], now: int) -> None:
     """Delete live messages (ack, cancel, at-most-once delivery); with the topic's
     dedup window, their tombstones, deleted at ``now``, in the same transaction."""
     if ids:
         keys = (topic, _ids(ids))
-        conn.execute(sql.DELETE_MESSAGES, keys)
+        _count(conn, topic, -conn.execute(sql.DELETE_MESSAGES, keys).rowcount, 0)
         conn.execute(sql.DELETE_PAYLOADS, keys)
         window = conn.execute(sql.TOPIC_DEDUP_WINDOW, (topic,)).fetchone()
         if window is not None and window[0]:
@@ -82,11 +88,14 @@ def _delete(conn: Conn, topic: str, ids: Collection[str], now: int) -> None:
 
 
 def _store(conn: Conn, topic: str, states: Mapping[str, RowState]) -> None:
+    """Write the planned states of live messages (a dead one is killed by it)."""
     rows = [
         (st.ts, st.version, st.deliveries, st.owner, int(st.dead), topic, id)
         for id, st in states.items()
     ]
     conn.executemany(sql.SET_STATE, rows)
+    killed = sum(1 for st in states.values() if st.dead)
+    _count(conn, topic, -killed, killed)
 
 
 def _apply(conn: Conn, topic: str, plan: base.SettlePlan, now: int = 0) -> list[Outcome]:
@@ -112,7 +121,7 @@ def delete_topic(conn: Conn, name: str) -> None:
     conn.execute(sql.DELETE_TOPIC_MESSAGES, (name,))
     conn.execute(sql.DELETE_TOPIC_PAYLOADS, (name,))
     conn.execute(sql.DELETE_TOPIC_TOMBSTONES, (name,))
-    conn.execute(sql.DELETE_TOPIC_COUNTS, (name,))  # after its messages: their triggers wrote it
+    conn.execute(sql.DELETE_TOPIC_COUNTS, (name,))
 
 
 def update_topic(conn: Conn, topic: Topic) -> bool:
@@ -145,6 +154,7 @@ def insert(conn: Conn, topic: str, messages: Sequence[NewMessage]) -> list[Inser
         ],
     )
     conn.executemany(sql.INSERT_PAYLOAD, [(topic, m.id, m.payload) for m in fresh])
+    _count(conn, topic, len(fresh), 0)
     return out
 
 
@@ -162,6 +172,7 @@ def lease(conn: Conn, request: LeaseRequest) -> Leases:
         payloads = {row[0]: row[7] for row in rows}
         out += [base.delivery(row, payloads[row.id]) for row in plan.deliver]
         conn.executemany(sql.KILL, [(now, topic, id) for id in plan.kill])
+        _count(conn, topic, -len(plan.kill), len(plan.kill))
         until, owner = request.until, request.owner
         conn.executemany(sql.TAKE, [(until, owner, topic, id) for id in plan.keep])
         _delete(conn, topic, plan.drop, now)
@@ -296,14 +307,19 @@ def by_due(conn: Conn, topic: str, after: tuple[int, str] | None, limit: int) ->
 def redrive(conn: Conn, topic: str, ids: Sequence[str] | None, at: int) -> int:
     _topic_buckets(conn, topic)
     if ids is None:
-        return conn.execute(sql.REDRIVE_ALL, (at, topic)).rowcount
-    return conn.execute(sql.REDRIVE_IDS, (at, topic, _ids(ids))).rowcount
+        redriven = conn.execute(sql.REDRIVE_ALL, (at, topic)).rowcount
+    else:
+        redriven = conn.execute(sql.REDRIVE_IDS, (at, topic, _ids(ids))).rowcount
+    _count(conn, topic, redriven, -redriven)
+    return redriven
 
 
 def purge_dead(conn: Conn, topic: str, died_before: int) -> int:
     _topic_buckets(conn, topic)
     conn.execute(sql.PURGE_DEAD_PAYLOADS, (topic, died_before))
-    return conn.execute(sql.PURGE_DEAD_MESSAGES, (topic, died_before)).rowcount
+    purged = conn.execute(sql.PURGE_DEAD_MESSAGES, (topic, died_before)).rowcount
+    _count(conn, topic, 0, -purged)
+    return purged
 
 
 def forget_tombstones(conn: Conn, topic: str, ids: Sequence[str]) -> int:

@@ -11,9 +11,6 @@ from pathlib import Path
 from dejaq.core.model import Counts, NewMessage, Topic, TopicSettings
 from tests.storage_plugins.test_sqlite import NOW, opened, url_of
 
-_COUNT_TRIGGERS = ("messages_counted_in", "messages_counted_out", "messages_counted_death")
-
-
 def stored_counts(db: Path) -> dict[str, tuple[int, int]]:
     with closing(sqlite3.connect(db)) as raw:
         rows = raw.execute("SELECT topic, live, dead FROM topic_counts").fetchall()
@@ -29,8 +26,6 @@ async def test_a_file_from_before_the_counts_is_counted_when_opened(tmp_path: Pa
             "t", [NewMessage(f"m{i}", NOW + 1000 * i, b"", i % 2) for i in range(5)]
         )
     with closing(sqlite3.connect(db)) as raw:
-        for trigger in _COUNT_TRIGGERS:
-            raw.execute(f"DROP TRIGGER {trigger}")
         raw.execute("DROP TABLE topic_counts")
         raw.execute("UPDATE messages SET dead = 1 WHERE id IN ('m0', 'm1')")
         raw.execute("PRAGMA user_version = 3")
