@@ -11,6 +11,7 @@ from pathlib import Path
 from dejaq.core.model import Counts, NewMessage, Topic, TopicSettings
 from tests.storage_plugins.test_sqlite import NOW, opened, url_of
 
+
 def stored_counts(db: Path) -> dict[str, tuple[int, int]]:
     with closing(sqlite3.connect(db)) as raw:
         rows = raw.execute("SELECT topic, live, dead FROM topic_counts").fetchall()
