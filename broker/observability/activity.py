@@ -5,9 +5,10 @@ The metrics hold totals since the broker started (the lateness histograms'
 bucket counts). This keeps samples of them, taken when activity is asked, at
 most one a ``SAMPLE_S``, and answers from the newest one at least ``WINDOW_S``
 old (the start, with nothing counted, while the broker is younger): the
-figures cover the last minute, or longer when nobody asked for a while, and
-say how long. The percentile is read from the histogram's buckets as
-Prometheus' ``histogram_quantile`` reads them (linear within a bucket).
+figures cover the last minute (up to 70 s while someone keeps asking), or
+longer when nobody asked for a while, and say how long. The percentile is
+read from the histogram's buckets as Prometheus' ``histogram_quantile`` reads
+them (linear within a bucket).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from dejaq.broker.observability.metrics import LATENESS_BUCKETS, Metrics
 from dejaq.core.model import KIND_PRIORITY
 
 WINDOW_S = 60.0
-SAMPLE_S = 1.0
+# Samples kept: at most WINDOW_S / SAMPLE_S + 1, each a few hundred bytes a topic.
+SAMPLE_S = 10.0
 QUANTILE = 0.99
 Counts = npt.NDArray[np.int64]
 

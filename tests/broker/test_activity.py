@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dejaq.broker.observability.activity import WINDOW_S, Activity, ActivityMeter
+from dejaq.broker.observability.activity import SAMPLE_S, WINDOW_S, Activity, ActivityMeter
 from dejaq.broker.observability.metrics import Metrics
 from dejaq.core.model import KIND_PRIORITY, Topic, TopicSettings
 
@@ -42,18 +42,18 @@ def test_only_the_last_minute_counts_once_sampled() -> None:
     metrics, clock = Metrics(), Clock()
     meter = ActivityMeter(metrics, clock)
     delivered(metrics, "t", [5000] * 100)
-    clock.now += 5
+    clock.now += SAMPLE_S
     meter.of(["t"])
     # When the next minute delivers 60 on time, looked at on the way
-    for _ in range(6):
-        clock.now += 10
+    for _ in range(int(WINDOW_S // SAMPLE_S)):
+        clock.now += SAMPLE_S
         delivered(metrics, "t", [0] * 10, capped=True)  # held back by a cap: counted too
         meter.of(["t"])
     clock.now += 1
     [activity] = meter.of(["t"])
     # Then the slow ones of a minute ago are out of the figures
     assert activity.over_ms == int((WINDOW_S + 1) * 1000)
-    assert activity.delivery_rate == round(60 / (WINDOW_S + 1), 3)
+    assert activity.delivery_rate == round(10 * WINDOW_S // SAMPLE_S / (WINDOW_S + 1), 3)
     assert activity.lateness_p99_ms <= 0.5
 
 
