@@ -13,6 +13,7 @@ from dejaq.broker.config import BrokerConfig
 from dejaq.broker.coordination import Coordinator
 from dejaq.broker.dispatch.dispatcher import Dispatcher
 from dejaq.broker.dispatch.held import HeldBytes
+from dejaq.broker.observability.activity import ActivityMeter
 from dejaq.broker.observability.metrics import Metrics
 from dejaq.broker.webhooks.targets import Allowlist
 from dejaq.core.buckets import Buckets
@@ -62,8 +63,10 @@ class BrokerContext:
     webhooks: WebhookHook | None = None  # posts webhook topics (set by the server)
     streams: StreamSlots = field(init=False)  # open Produce + Consume streams, bounded
     held: HeldBytes = field(init=False)  # delivery bytes waiting for consumers, bounded
+    activity: ActivityMeter = field(init=False)  # topics' recent deliveries, from the metrics
 
     def __post_init__(self) -> None:
+        self.activity = ActivityMeter(self.metrics)
         self.streams = StreamSlots(self.config.max_streams)
         self.held = HeldBytes(self.config.max_held_bytes)
         self.topics.on_load = self.metrics.topic_known  # series labelled by topic kind

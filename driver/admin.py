@@ -109,6 +109,19 @@ class Admin:
         )
         return topic_from_pb(await self.client.call("UpdateTopic", req))
 
+    async def set_delivery(
+        self, name: str, lease_ms: int | None = None, max_deliveries: int | None = None
+    ) -> Topic:
+        """Change a topic's default lease (for consumers that connect from now
+        on) and its max deliveries (0 = unlimited, 1 = at most once; judged at
+        each delivery from now on); None leaves a setting as it is."""
+        req = pb.UpdateTopicRequest(name=name)
+        if lease_ms is not None:
+            req.lease_ms = lease_ms
+        if max_deliveries is not None:
+            req.max_deliveries = max_deliveries
+        return topic_from_pb(await self.client.call("UpdateTopic", req))
+
     async def set_webhook(
         self, name: str, webhook: Webhook | None, rotate_secret: bool = False
     ) -> Topic:

@@ -96,7 +96,7 @@ class DeleteTopicRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class UpdateTopicRequest(_message.Message):
-    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms", "webhook", "no_webhook", "rotate_secret", "show_secret")
+    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms", "webhook", "no_webhook", "rotate_secret", "show_secret", "lease_ms", "max_deliveries")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_RATE_FIELD_NUMBER: _ClassVar[int]
     NO_MAX_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,8 @@ class UpdateTopicRequest(_message.Message):
     NO_WEBHOOK_FIELD_NUMBER: _ClassVar[int]
     ROTATE_SECRET_FIELD_NUMBER: _ClassVar[int]
     SHOW_SECRET_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_rate: float
     no_max_rate: bool
@@ -117,7 +119,9 @@ class UpdateTopicRequest(_message.Message):
     no_webhook: bool
     rotate_secret: bool
     show_secret: bool
-    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., no_webhook: _Optional[bool] = ..., rotate_secret: _Optional[bool] = ..., show_secret: _Optional[bool] = ...) -> None: ...
+    lease_ms: int
+    max_deliveries: int
+    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., no_webhook: _Optional[bool] = ..., rotate_secret: _Optional[bool] = ..., show_secret: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ...) -> None: ...
 
 class DeleteTopicResponse(_message.Message):
     __slots__ = ()
@@ -128,10 +132,24 @@ class ListTopicsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ListTopicsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "activity")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITY_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[Topic]
-    def __init__(self, topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ...) -> None: ...
+    activity: _containers.RepeatedCompositeFieldContainer[TopicActivity]
+    def __init__(self, topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ..., activity: _Optional[_Iterable[_Union[TopicActivity, _Mapping]]] = ...) -> None: ...
+
+class TopicActivity(_message.Message):
+    __slots__ = ("topic", "delivery_rate", "lateness_p99_ms", "over_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_RATE_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    OVER_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    delivery_rate: float
+    lateness_p99_ms: float
+    over_ms: int
+    def __init__(self, topic: _Optional[str] = ..., delivery_rate: _Optional[float] = ..., lateness_p99_ms: _Optional[float] = ..., over_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeTopicRequest(_message.Message):
     __slots__ = ("name",)
@@ -140,16 +158,18 @@ class DescribeTopicRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
-    __slots__ = ("topic", "counts", "consumers", "next_due_ms")
+    __slots__ = ("topic", "counts", "consumers", "next_due_ms", "activity")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     CONSUMERS_FIELD_NUMBER: _ClassVar[int]
     NEXT_DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITY_FIELD_NUMBER: _ClassVar[int]
     topic: Topic
     counts: Counts
     consumers: int
     next_due_ms: int
-    def __init__(self, topic: _Optional[_Union[Topic, _Mapping]] = ..., counts: _Optional[_Union[Counts, _Mapping]] = ..., consumers: _Optional[int] = ..., next_due_ms: _Optional[int] = ...) -> None: ...
+    activity: TopicActivity
+    def __init__(self, topic: _Optional[_Union[Topic, _Mapping]] = ..., counts: _Optional[_Union[Counts, _Mapping]] = ..., consumers: _Optional[int] = ..., next_due_ms: _Optional[int] = ..., activity: _Optional[_Union[TopicActivity, _Mapping]] = ...) -> None: ...
 
 class Message(_message.Message):
     __slots__ = ("topic", "id", "timestamp_ms", "payload", "version", "deliveries", "lease_owner", "state", "max_deliveries", "expires_at_ms", "priority")
@@ -316,6 +336,32 @@ class ScanBucketResponse(_message.Message):
     next_after_id: str
     done: bool
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., next_after_id: _Optional[str] = ..., done: _Optional[bool] = ...) -> None: ...
+
+class ListByDueRequest(_message.Message):
+    __slots__ = ("topic", "limit", "after_timestamp_ms", "after_id", "without_payloads")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    limit: int
+    after_timestamp_ms: int
+    after_id: str
+    without_payloads: bool
+    def __init__(self, topic: _Optional[str] = ..., limit: _Optional[int] = ..., after_timestamp_ms: _Optional[int] = ..., after_id: _Optional[str] = ..., without_payloads: _Optional[bool] = ...) -> None: ...
+
+class ListByDueResponse(_message.Message):
+    __slots__ = ("messages", "next_after_timestamp_ms", "next_after_id", "done")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    next_after_timestamp_ms: int
+    next_after_id: str
+    done: bool
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., next_after_timestamp_ms: _Optional[int] = ..., next_after_id: _Optional[str] = ..., done: _Optional[bool] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
     __slots__ = ("topic", "batch")

@@ -129,6 +129,11 @@ class TimelineStub:
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.SerializeToString,
                 response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.FromString,
                 _registered_method=True)
+        self.ListByDue = channel.unary_unary(
+                '/dejaq.v1.Timeline/ListByDue',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ListByDueRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ListByDueResponse.FromString,
+                _registered_method=True)
         self.Forecast = channel.unary_unary(
                 '/dejaq.v1.Timeline/Forecast',
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastRequest.SerializeToString,
@@ -180,7 +185,8 @@ class TimelineServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateTopic(self, request, context):
-        """Change the settings a running topic may change (today: its delivery rate cap).
+        """Change the settings a running topic may change: its delivery rate cap,
+        default lease, max deliveries and webhook.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -269,6 +275,13 @@ class TimelineServicer:
 
     def ScanBucket(self, request, context):
         """Reading a topic a bucket at a time (bulk readers such as the Spark source).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListByDue(self, request, context):
+        """A topic's live messages a page at a time by due time (people browsing).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -399,6 +412,11 @@ def add_TimelineServicer_to_server(servicer, server):
                     servicer.ScanBucket,
                     request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.FromString,
                     response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.SerializeToString,
+            ),
+            'ListByDue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListByDue,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ListByDueRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ListByDueResponse.SerializeToString,
             ),
             'Forecast': grpc.unary_unary_rpc_method_handler(
                     servicer.Forecast,
@@ -934,6 +952,33 @@ class Timeline:
             '/dejaq.v1.Timeline/ScanBucket',
             dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.SerializeToString,
             dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListByDue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/ListByDue',
+            dejaq_dot_proto_dot_dejaq__pb2.ListByDueRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.ListByDueResponse.FromString,
             options,
             channel_credentials,
             insecure,

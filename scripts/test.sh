@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, command 2: the whole test suite, as CI runs it.
 # Checks generated code is fresh, lints (ruff, mypy), runs pytest, then the
-# benchmark smoke run (benchmarks/run.py --smoke, about a minute).
+# benchmark smoke run (benchmarks/run.py --smoke, about a minute) and the
+# console's pages timed on a topic of 1M messages (SQLite, about a minute).
 #
 # scripts/test.sh --fast [PYTEST ARGS]: the in-process tier only, for the edit
 # loop (under two minutes): the core, the broker in-process, the driver, and the
@@ -24,3 +25,5 @@ echo "== tests"
 python -m pytest --durations=25 "$@"
 echo "== benchmark smoke (figures come out, nothing lost or early; speed not judged)"
 python benchmarks/run.py --smoke
+echo "== console pages on 1M waiting messages (figures printed and saved; speed not judged)"
+python benchmarks/console_pages.py --smoke

@@ -43,6 +43,15 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   id (ascending): a message present for the whole scan is returned exactly
   once, whatever else changes meanwhile. A page may hold fewer than ``limit``
   messages (even none) before the bucket ends; only ``after_id is None`` ends it.
+- **By due.** ``by_due`` pages through a topic's live messages (waiting,
+  due, leased; never dead) in ``(timestamp, id)`` order, a leased one at its
+  lease expiry, a priority topic's ranked ones at their (negative) rank: up
+  to ``limit`` strictly after the cursor ``after`` (``(timestamp, id)``;
+  None: from the first). A page shorter than ``limit`` ends the timeline. Each
+  page reads the timeline as it is then: a message whose timestamp changes
+  between two pages may show on both or on neither. Read at bounded cost
+  from the time index (about ``limit`` entries a bucket), never every message
+  of the topic (memory: one vectorised pass over its columns).
 - **Priority topics** (``kind == "priority"``, core/priority.py) use the same
   index: an available message sits at its *rank*, a negative timestamp, so a
   lease pass takes the most urgent first. Every message stores its
@@ -438,6 +447,13 @@ class Storage(abc.ABC):
             raise InvalidArgument(f"scan limit must be positive, not {limit}")
         return await self._timed("scan", self._scan(topic, bucket, after_id, limit))
 
+    async def by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+        """Up to ``limit`` live messages after ``after`` in ``(timestamp, id)``
+        order (see the contract); ``NotFound`` for a missing topic."""
+        if limit <= 0:
+            raise InvalidArgument(f"page limit must be positive, not {limit}")
+        return await self._timed("by_due", self._by_due(topic, after, limit))
+
     async def redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         """Put dead messages (all when ``ids`` is None) back, due at ``at``."""
         return await self._timed("redrive", self._redrive(topic, ids, at))
@@ -526,6 +542,10 @@ class Storage(abc.ABC):
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]: ...
     @abc.abstractmethod
     async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage: ...
+    @abc.abstractmethod
+    async def _by_due(
+        self, topic: str, after: tuple[int, str] | None, limit: int
+    ) -> list[Message]: ...
     @abc.abstractmethod
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int: ...
     @abc.abstractmethod

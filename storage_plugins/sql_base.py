@@ -46,6 +46,10 @@ from dejaq.storage_plugins.rules import (
 
 # -- rows <-> model -----------------------------------------------------------
 
+# The cursor before every message (``Storage.by_due`` from the first): the
+# lowest timestamp a column holds, below any rank.
+FIRST = (-(2**63), "")
+
 
 def settings_json(topic: Topic) -> str:
     """A topic's settings as the JSON text both backends store."""

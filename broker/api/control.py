@@ -9,6 +9,7 @@ from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import entries as cron_entries
 from dejaq.broker.dispatch import ranks
+from dejaq.broker.observability.activity import Activity
 from dejaq.broker.observability.metrics import Event
 from dejaq.broker.security.identity import lease_owner
 from dejaq.core import priority, signature
@@ -81,25 +82,35 @@ async def _delete_cron_timeline(broker: BrokerContext, name: str) -> None:
 
 
 async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.Topic:
-    """Change what a running topic may change: its delivery rate cap and its
-    webhook. The answer carries the webhook's signing secret (an admin call)."""
+    """Change what a running topic may change: its delivery rate cap, default
+    lease, max deliveries and webhook. The answer carries the webhook's signing
+    secret (an admin call)."""
     name = validation.topic_name(req.name)
     rate_given = req.no_max_rate or req.HasField("max_rate")
     if req.no_max_rate and req.HasField("max_rate"):
         raise InvalidArgument("say what to change: a max rate, or no max rate (not both)")
     hook_given = req.HasField("webhook") or req.no_webhook or req.rotate_secret
-    asked = rate_given or hook_given or req.show_secret or any(req.HasField(f) for f in _FIXED)
+    lease_given, md_given = req.HasField("lease_ms"), req.HasField("max_deliveries")
+    changes = rate_given or hook_given or lease_given or md_given
+    asked = changes or req.show_secret or any(req.HasField(f) for f in _FIXED)
     if not asked:
-        raise InvalidArgument("say what to change: a max rate, or no max rate, or a webhook")
+        raise InvalidArgument(
+            "say what to change: a max rate, or no max rate, a lease, max deliveries, or a webhook"
+        )
     rate = 0.0 if req.no_max_rate or not rate_given else validation.max_rate(req.max_rate)
+    lease = validation.lease_ms(req.lease_ms) if lease_given else 0
     current = await broker.storage.get_topic(name)
     hook = await _new_webhook(broker, req, current) if req.HasField("webhook") else None
     _fixed_settings(current, req)
-    if not rate_given and not hook_given:
+    if not changes:
         return topic_to_pb(current, secret=True)  # the fixed settings as they are
     settings = current.settings
     if rate_given:
         settings = dataclasses.replace(settings, max_rate=rate)
+    if lease_given:
+        settings = dataclasses.replace(settings, lease_ms=lease)
+    if md_given:
+        settings = dataclasses.replace(settings, max_deliveries=req.max_deliveries)
     if hook_given:
         settings = dataclasses.replace(settings, webhook=_webhook_of(current, req, hook))
     topic = dataclasses.replace(current, settings=settings)
@@ -158,9 +169,22 @@ def _fixed_settings(topic: Topic, req: pb.UpdateTopicRequest) -> None:
 
 
 async def list_topics(broker: BrokerContext, req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
-    topics = await broker.storage.list_topics()
+    topics = [
+        t for t in await broker.storage.list_topics() if cron_entries.target_of(t.name) is None
+    ]
+    names = [t.name for t in topics]
     return pb.ListTopicsResponse(
-        topics=[topic_to_pb(t) for t in topics if cron_entries.target_of(t.name) is None]
+        topics=[topic_to_pb(t) for t in topics],
+        activity=[_activity(n, a) for n, a in zip(names, broker.activity.of(names), strict=True)],
+    )
+
+
+def _activity(topic: str, a: Activity) -> pb.TopicActivity:
+    return pb.TopicActivity(
+        topic=topic,
+        delivery_rate=a.delivery_rate,
+        lateness_p99_ms=a.lateness_p99_ms,
+        over_ms=a.over_ms,
     )
 
 
@@ -173,11 +197,13 @@ async def describe_topic(
     d = broker.dispatchers.get(topic.name)
     if next_due is not None and priority.is_ranked(next_due):
         next_due = broker.clock.now_ms()  # an available message: due now (never show a rank)
+    [activity] = broker.activity.of([topic.name])
     return pb.TopicDescription(
         topic=topic_to_pb(topic),
         counts=counts_to_pb(counts),
         consumers=len(d.receivers) if d else 0,
         next_due_ms=next_due or 0,
+        activity=_activity(topic.name, activity),
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import grpc
 
 from dejaq.broker.api import control, forecast
+from dejaq.broker.api.by_due import list_by_due
 from dejaq.broker.api.calls import serve_unary
 from dejaq.broker.api.consume import consume_stream
 from dejaq.broker.api.produce import produce_stream
@@ -170,6 +171,7 @@ class TimelineService(pb_grpc.TimelineServicer):
     ListDead = _unary("ListDead", control.list_dead)
     Redrive = _unary("Redrive", control.redrive)
     ScanBucket = _unary("ScanBucket", scan_bucket)
+    ListByDue = _unary("ListByDue", list_by_due)
     Forecast = _unary("Forecast", forecast.forecast)
     Produce = _stream("Produce", produce_stream)
     Consume = _consume

@@ -71,6 +71,10 @@ class LatenessHistogram(Collector):
         series.counts += np.bincount(slots, minlength=len(series.counts))
         series.sum_s += float(late.sum()) / 1000
 
+    def totals(self) -> dict[str, npt.NDArray[np.int64]]:
+        """Each topic's bucket counts so far (a copy; the last bucket is +Inf)."""
+        return {topic: series.counts.copy() for topic, series in list(self._series.items())}
+
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = HistogramMetricFamily(self._name, self._doc, labels=LABELS)
         for topic, series in list(self._series.items()):

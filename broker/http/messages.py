@@ -1,9 +1,10 @@
 """Messages by id over HTTP: get, move, cancel; a topic's messages a bucket
-page at a time; the dead timeline listed and redriven."""
+page at a time, and by due time; the dead timeline listed and redriven."""
 
 from __future__ import annotations
 
 from dejaq.broker.api import control
+from dejaq.broker.api.by_due import list_by_due
 from dejaq.broker.api.scan import scan_bucket
 from dejaq.broker.http.route import Route
 from dejaq.proto import dejaq_pb2 as pb
@@ -29,6 +30,13 @@ ROUTES = [
         pb.ScanBucketRequest, pb.ScanBucketResponse,
         "One page of a bucket's messages by id: pass next_after_id as after_id"
         " until done, for buckets 0 .. buckets-1", "messages",
+    ),
+    Route(
+        "GET", "/v1/topics/{topic}/timeline", "ListByDue", list_by_due,
+        pb.ListByDueRequest, pb.ListByDueResponse,
+        "One page of the topic's live messages by due time (ties by id): pass"
+        " next_after_timestamp_ms and next_after_id as after_timestamp_ms and"
+        " after_id until done", "messages",
     ),
     Route(
         "GET", "/v1/topics/{topic}/dead", "ListDead", control.list_dead,

@@ -19,6 +19,7 @@ DescribeTopic           describe    name
 GetMessage              describe    topic
 ListDead                describe    topic
 ScanBucket              describe    topic
+ListByDue               describe    topic
 Forecast                describe    topic
 ClusterStatus           (any)       answer lists only topics it may describe
 Produce (stream)        produce     every frame's topic
@@ -70,7 +71,10 @@ def _hello_topic(frame: pb.ConsumeRequest) -> str | None:
 
 
 def _trim_topics(resp: pb.ListTopicsResponse, allowed: Allowed) -> pb.ListTopicsResponse:
-    return pb.ListTopicsResponse(topics=[t for t in resp.topics if allowed(t.name)])
+    return pb.ListTopicsResponse(
+        topics=[t for t in resp.topics if allowed(t.name)],
+        activity=[a for a in resp.activity if allowed(a.topic)],
+    )
 
 
 def _trim_cluster(resp: pb.ClusterStatusResponse, allowed: Allowed) -> pb.ClusterStatusResponse:
@@ -93,6 +97,7 @@ RULES: dict[str, Rule] = {
     "GetMessage": Rule(_DESCRIBE, _topic),
     "ListDead": Rule(_DESCRIBE, _topic),
     "ScanBucket": Rule(_DESCRIBE, _topic),
+    "ListByDue": Rule(_DESCRIBE, _topic),
     "Forecast": Rule(_DESCRIBE, _topic),
     "ClusterStatus": Rule(_DESCRIBE, None, _trim_cluster),
     "Produce": Rule(_PRODUCE, _topic),

@@ -93,9 +93,17 @@ def register(sub: Any) -> None:
     add_broker(p)
     p.set_defaults(run=client_command(create))
 
-    p = tsub.add_parser("set", help="change a running topic's rate cap or webhook")
+    p = tsub.add_parser(
+        "set", help="change a running topic's rate cap, lease, max deliveries or webhook"
+    )
     p.add_argument("name")
     p.add_argument("--max-rate", help=_MAX_RATE_HELP + "; none lifts it")
+    p.add_argument(
+        "--lease", type=duration, metavar="DURATION", help="default lease of new consumers"
+    )
+    p.add_argument(
+        "--max-deliveries", type=int, help="0 = unlimited, 1 = at most once (from now on)"
+    )
     p.add_argument(
         "--deliver-to", metavar="URL", help="POST due messages to this URL; none stops it"
     )
@@ -266,8 +274,19 @@ async def set_(client: Client, args: argparse.Namespace) -> int:
     admin = Admin(client)
     none = args.deliver_to is not None and args.deliver_to.strip().lower() == "none"
     wanted = _webhook_wanted(args) or args.rotate_secret or args.show_secret
-    if args.max_rate is None and not wanted:
-        raise InvalidArgument("say what to change: --max-rate, --deliver-to or a --deliver-* flag")
+    delivery = args.lease is not None or args.max_deliveries is not None
+    if args.max_rate is None and not wanted and not delivery:
+        raise InvalidArgument(
+            "say what to change: --max-rate, --lease, --max-deliveries, --deliver-to"
+            " or a --deliver-* flag"
+        )
+    if args.max_deliveries is not None and args.max_deliveries < 0:
+        raise InvalidArgument("--max-deliveries cannot be negative")
+    if delivery:
+        topic = await admin.set_delivery(args.name, args.lease, args.max_deliveries)
+        s = topic.settings
+        limit = s.max_deliveries or "unlimited"
+        print(f"topic {topic.name}: lease {s.lease_ms} ms, max deliveries {limit}")
     if args.max_rate is not None:
         rate = None if args.max_rate.strip().lower() == "none" else rate_per_s(args.max_rate)
         topic = await admin.set_max_rate(args.name, rate)

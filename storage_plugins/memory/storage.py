@@ -31,7 +31,7 @@ from dejaq.storage_plugins.base import (
     SettleItem,
     Storage,
 )
-from dejaq.storage_plugins.memory import forecast, scan
+from dejaq.storage_plugins.memory import by_due, forecast, scan
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.timeline import MAX_PRIORITY, Timeline
 from dejaq.storage_plugins.memory.types import I64
@@ -389,6 +389,9 @@ class MemoryStorage(Storage):
 
     async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
         return scan.scan(self._tl(topic), bucket, after_id, limit)
+
+    async def _by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+        return by_due.by_due(self._tl(topic), after, limit)
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         tl = self._tl(topic)

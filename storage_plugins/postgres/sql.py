@@ -62,11 +62,14 @@ from __future__ import annotations
 from dejaq.core.model import DEFAULT_DEDUP_WINDOW_MS
 
 SCHEMA_TABLE = "dejaq_schema"
-DATA_TABLES = ("dejaq_topics", "dejaq_messages", "dejaq_payloads", "dejaq_tombstones")
+DATA_TABLES = (
+    "dejaq_topics", "dejaq_messages", "dejaq_payloads", "dejaq_tombstones", "dejaq_counts",
+)  # fmt: skip
 
 # Advisory lock keys (two int4 keys: a class of our own, then an object).
 _LOCK_CLASS_SCHEMA = 0x646A7100
 _LOCK_CLASS_TOPIC = 0x646A7101
+_LOCK_CLASS_COUNTS = 0x646A7102
 
 # Taken by open(): brokers starting together migrate one after the other.
 LOCK_SCHEMA = f"SELECT pg_advisory_xact_lock({_LOCK_CLASS_SCHEMA:d}, 0)"
@@ -77,6 +80,17 @@ CREATE_SCHEMA_TABLE = f"""CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (
 SCHEMA_VERSION = f"SELECT coalesce(max(version), 0) FROM {SCHEMA_TABLE}"
 # (version)
 RECORD_MIGRATION = f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (%s)"
+
+# A statement trigger's function: a dejaq_counts row per topic of what the
+# statement changed (``rows``: topic, live, dead, one per row changed), none
+# for a topic it left as it was (an update that killed or redrove nothing).
+_COUNT_FUNCTION = """CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO dejaq_counts (topic, live, dead)
+            SELECT topic, sum(live), sum(dead) FROM ({rows}) AS changed
+            GROUP BY topic HAVING sum(live) <> 0 OR sum(dead) <> 0;
+        RETURN NULL;
+    END $$"""
 
 # Migration N (1-based) is MIGRATIONS[N - 1]; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -135,6 +149,49 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # pattern operator class, so that only this index serves the scan.
         """CREATE INDEX dejaq_messages_bucket
             ON dejaq_messages (topic, bucket, id text_pattern_ops)""",
+    ),
+    (
+        # Live and dead messages counted per topic (COUNTS, CENSUS), so that
+        # no count reads every message of a topic. Each write statement adds
+        # a row of what it changed (statement triggers over its transition
+        # tables), in its own transaction: added rows never wait on one
+        # another, where one row per topic would queue every writer of the
+        # topic behind the last one's commit. FOLD_COUNTS sums them up now
+        # and then.
+        """CREATE TABLE dejaq_counts (
+            topic text COLLATE "C" NOT NULL,
+            live bigint NOT NULL,
+            dead bigint NOT NULL
+        )""",
+        "CREATE INDEX dejaq_counts_topic ON dejaq_counts (topic)",
+        _COUNT_FUNCTION.format(
+            name="dejaq_count_inserted",
+            rows="SELECT topic, (NOT dead)::int AS live, dead::int AS dead FROM dejaq_new",
+        ),
+        _COUNT_FUNCTION.format(
+            name="dejaq_count_deleted",
+            rows="SELECT topic, -(NOT dead)::int AS live, -dead::int AS dead FROM dejaq_old",
+        ),
+        _COUNT_FUNCTION.format(
+            name="dejaq_count_updated",
+            rows="""SELECT topic, (NOT dead)::int AS live, dead::int AS dead FROM dejaq_new
+                UNION ALL
+                SELECT topic, -(NOT dead)::int, -dead::int FROM dejaq_old""",
+        ),
+        """CREATE TRIGGER dejaq_counted_in AFTER INSERT ON dejaq_messages
+            REFERENCING NEW TABLE AS dejaq_new
+            FOR EACH STATEMENT EXECUTE FUNCTION dejaq_count_inserted()""",
+        """CREATE TRIGGER dejaq_counted_out AFTER DELETE ON dejaq_messages
+            REFERENCING OLD TABLE AS dejaq_old
+            FOR EACH STATEMENT EXECUTE FUNCTION dejaq_count_deleted()""",
+        """CREATE TRIGGER dejaq_counted_change AFTER UPDATE ON dejaq_messages
+            REFERENCING OLD TABLE AS dejaq_old NEW TABLE AS dejaq_new
+            FOR EACH STATEMENT EXECUTE FUNCTION dejaq_count_updated()""",
+        # What the table holds already, counted under the triggers' table
+        # lock (taken above, held to the commit): no write falls in between.
+        """INSERT INTO dejaq_counts (topic, live, dead)
+            SELECT topic, count(*) FILTER (WHERE NOT dead), count(*) FILTER (WHERE dead)
+            FROM dejaq_messages GROUP BY topic""",
     ),
 )
 
@@ -483,6 +540,13 @@ GET_MESSAGE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
 LIST_DEAD = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
     WHERE m.topic = %(topic)s AND m.dead AND m.id > %(after_id)s
     ORDER BY m.id LIMIT %(limit)s"""
+# (topic, ts, id, limit): live rows in (ts, id) order after the cursor: an
+# ordered scan of dejaq_messages_time from the cursor's time, the rows of one
+# time put in id order as they come (an incremental sort), stopped at the LIMIT.
+BY_DUE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
+    WHERE m.topic = %(topic)s AND NOT m.dead AND m.ts >= %(ts)s
+        AND (m.ts, m.id) > (%(ts)s, %(id)s)
+    ORDER BY m.ts, m.id LIMIT %(limit)s"""
 
 # (priority, topic, id): a move's new priority
 SET_PRIORITY = "UPDATE dejaq_messages SET priority = %s WHERE topic = %s AND id = %s"
@@ -490,13 +554,34 @@ SET_PRIORITY = "UPDATE dejaq_messages SET priority = %s WHERE topic = %s AND id 
 # (topic, owner, now)
 RELEASE_OWNER = """UPDATE dejaq_messages SET ts = %(now)s, owner = NULL, version = version + 1
     WHERE topic = %(topic)s AND owner = %(owner)s AND NOT dead"""
-# (topic, now): whether the topic exists, then the counts
-COUNTS = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
-        count(*) FILTER (WHERE dead),
-        count(*) FILTER (WHERE NOT dead AND ts <= %(now)s),
-        count(*) FILTER (WHERE NOT dead AND ts > %(now)s AND owner IS NOT NULL),
-        count(*) FILTER (WHERE NOT dead AND ts > %(now)s AND owner IS NULL)
-    FROM dejaq_messages WHERE topic = %(topic)s"""
+# The live and dead rows of a topic %(topic)s (dejaq_counts) and, at %(now)s,
+# the live ones due, a range count on dejaq_messages_time (as long as what is
+# due), and those with a lease owner not run out, through dejaq_messages_owner
+# (what consumers hold). Waiting is live less the two. Each count reads its
+# rows in the order of its index: with sorts disabled (SESSION_SETUP) only
+# that index qualifies, where a plan made without the topic's statistics
+# would read the whole topic through dejaq_messages_bucket.
+_COUNTED = """coalesce((SELECT sum(live) FROM dejaq_counts WHERE topic = {topic}), 0) AS live,
+        coalesce((SELECT sum(dead) FROM dejaq_counts WHERE topic = {topic}), 0) AS dead,
+        (SELECT count(*) FROM (SELECT FROM dejaq_messages
+            WHERE topic = {topic} AND NOT dead AND ts <= %(now)s ORDER BY ts) AS d) AS due,
+        (SELECT count(*) FROM (SELECT FROM dejaq_messages
+            WHERE topic = {topic} AND owner IS NOT NULL AND NOT dead AND ts > %(now)s
+            ORDER BY owner) AS o) AS leased"""
+# (topic, now): whether the topic exists, then live, dead, due, leased
+COUNTS = f"""SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
+        {_COUNTED.format(topic="%(topic)s")}"""
+# The rows of dejaq_counts summed up, a row per topic (none for a topic whose
+# sums are 0: a deleted one). Deleting and adding them back in one statement
+# keeps every sum; rows added meanwhile by other transactions are not seen
+# (not committed) and stay. One folder at a time (the others skip): two
+# deleting the same rows in different orders could deadlock.
+FOLD_COUNTS = f"""WITH folder AS (
+        SELECT pg_try_advisory_xact_lock({_LOCK_CLASS_COUNTS:d}, 0) AS got),
+    gone AS (DELETE FROM dejaq_counts WHERE (SELECT got FROM folder) RETURNING topic, live, dead)
+    INSERT INTO dejaq_counts (topic, live, dead)
+        SELECT topic, sum(live), sum(dead) FROM gone
+        GROUP BY topic HAVING sum(live) <> 0 OR sum(dead) <> 0"""
 # (topic, now, step, bins): whether the topic exists (a row with a null bin),
 # then waiting rows by due-time bin as (bin, count). Each bin is a range count
 # on dejaq_messages_time (an index-only scan where the visibility map allows;
@@ -516,23 +601,18 @@ FORECAST = """SELECT NULL::bigint, 0::bigint
             AND ts >= %(now)s::bigint + i * %(step)s::bigint
             AND ts < %(now)s::bigint + (i + 1) * %(step)s::bigint
     ) FROM generate_series(0, %(bins)s - 1) AS i"""
-# (now): every topic (from dejaq_topics, empty ones too) with its counts and
-# oldest live timestamp and, when that is a rank, the priority of a message
-# there and the oldest live timestamp due by now that is not a rank: one
-# statement for the gauges, whatever the topic count. The two are seeks on
-# (topic, ts), made only for a topic whose oldest is a rank.
-CENSUS = """SELECT c.name, c.buckets, c.dead, c.due, c.leased, c.waiting, c.oldest,
+# (now): every topic (from dejaq_topics, empty ones too) with its live, dead,
+# due and leased counts (as COUNTS) and oldest live timestamp and, when that is
+# a rank, the priority of a message there and the oldest live timestamp due by
+# now that is not a rank: one statement for the gauges, whatever the topic
+# count, a few index reads a topic. The last two are seeks on (topic, ts),
+# made only for a topic whose oldest is a rank.
+CENSUS = f"""SELECT c.name, c.buckets, c.live, c.dead, c.due, c.leased, c.oldest,
         h.priority, w.ts
     FROM (SELECT t.name, (t.settings->>'buckets')::integer AS buckets,
-            count(m.topic) FILTER (WHERE m.dead) AS dead,
-            count(m.topic) FILTER (WHERE NOT m.dead AND m.ts <= %(now)s) AS due,
-            count(m.topic) FILTER (WHERE NOT m.dead AND m.ts > %(now)s
-                AND m.owner IS NOT NULL) AS leased,
-            count(m.topic) FILTER (WHERE NOT m.dead AND m.ts > %(now)s
-                AND m.owner IS NULL) AS waiting,
-            min(m.ts) FILTER (WHERE NOT m.dead) AS oldest
-        FROM dejaq_topics AS t LEFT JOIN dejaq_messages AS m ON m.topic = t.name
-        GROUP BY t.name, t.settings) AS c
+            {_COUNTED.format(topic="t.name")},
+            (SELECT min(ts) FROM dejaq_messages WHERE topic = t.name AND NOT dead) AS oldest
+        FROM dejaq_topics AS t) AS c
     LEFT JOIN LATERAL (SELECT priority FROM dejaq_messages
         WHERE c.oldest < 0 AND topic = c.name AND NOT dead AND ts = c.oldest
         LIMIT 1) AS h ON true

@@ -68,6 +68,11 @@ async def _require_topic(conn: Conn, topic: str) -> None:
         raise NotFound(f"topic {topic!r} does not exist")
 
 
+def _counted(live: int, dead: int, due: int, leased: int) -> Counts:
+    """Counts by state from a topic's live and dead rows and those due and leased."""
+    return Counts(waiting=int(live) - due - leased, due=due, leased=leased, dead=int(dead))
+
+
 def _missing(topic: str) -> NotFound:
     return NotFound(f"topic {topic!r} does not exist")
 
@@ -474,12 +479,12 @@ class PostgresStorage(Storage):
 
     async def _counts(self, topic: str, now: int) -> Counts:
         async with self._pool.connection() as conn:
-            exists, dead, due, leased, waiting = await _one(
+            exists, live, dead, due, leased = await _one(
                 conn, sql.COUNTS, {"topic": topic, "now": now}
             )
         if not exists:
             raise _missing(topic)
-        return Counts(waiting=waiting, due=due, leased=leased, dead=dead)
+        return _counted(live, dead, due, leased)
 
     async def _forecast(self, topic: str, request: Forecast) -> list[int]:
         params = {"topic": topic, "now": request.now, "step": request.step_ms, "bins": request.bins}
@@ -491,16 +496,17 @@ class PostgresStorage(Storage):
 
     async def _census(self, now: int) -> dict[str, TopicCensus]:
         async with self._pool.connection() as conn:
+            await conn.execute(sql.FOLD_COUNTS)  # the gauges ask every few seconds
             cur = await conn.execute(sql.CENSUS, {"now": now})
             rows = await cur.fetchall()
         return {
             name: TopicCensus(
                 buckets,
-                Counts(waiting=w, due=d, leased=le, dead=dd),
+                _counted(live, dead, due, leased),
                 oldest,
                 None if priority is None else Head(priority, due_unranked),
             )
-            for name, buckets, dd, d, le, w, oldest, priority, due_unranked in rows
+            for name, buckets, live, dead, due, leased, oldest, priority, due_unranked in rows
         }
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
@@ -508,6 +514,15 @@ class PostgresStorage(Storage):
             params = {"topic": topic, "after_id": after_id, "limit": limit}
             rows = await _all(conn, sql.LIST_DEAD, params)
             if not rows:
+                await _require_topic(conn, topic)
+        return [base.message_from_row(row) for row in rows]
+
+    async def _by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+        ts, id = base.FIRST if after is None else after
+        async with self._pool.connection() as conn:
+            params = {"topic": topic, "ts": ts, "id": id, "limit": limit}
+            rows = await _all(conn, sql.BY_DUE, params)
+            if len(rows) < limit:
                 await _require_topic(conn, topic)
         return [base.message_from_row(row) for row in rows]
 

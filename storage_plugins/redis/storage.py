@@ -32,7 +32,7 @@ from dejaq.storage_plugins.base import (
     SettleItem,
     Storage,
 )
-from dejaq.storage_plugins.redis import columns, dead, keys, leasing, reads, scan
+from dejaq.storage_plugins.redis import by_due, columns, dead, keys, leasing, reads, scan
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.options import parse_url
 from dejaq.storage_plugins.redis.registry import Registry, TopicEntry, per_slot
@@ -420,6 +420,11 @@ class RedisStorage(Storage):
     async def _oldest(self, topic: Topic, now: int) -> tuple[int | None, Head | None]:
         return await self._registry.on_topic(
             topic.name, lambda i: reads.oldest(self._runner, i, now)
+        )
+
+    async def _by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+        return await self._registry.on_topic(
+            topic, lambda i: by_due.by_due(self._runner, i, after, limit)
         )
 
     async def _forecast(self, topic: str, request: Forecast) -> list[int]:

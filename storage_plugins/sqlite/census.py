@@ -1,12 +1,13 @@
-"""Every topic's counts (and oldest message, and a priority topic's head) in
-one statement, on a reader connection of its own.
+"""Every topic's counts (and oldest message, and a priority topic's head),
+on a reader connection of its own.
 
 The broker's gauges ask for this every few seconds. Asked topic by topic
 through the writer (``ops.counts``), 10,000 topics would queue 20,000 jobs
 ahead of every lease and insert; a large topic's count would hold the write
-thread for as long as it scans. Here one ``GROUP BY`` reads the metadata once,
-on a read-only connection run in a worker thread: in WAL mode a reader never
-blocks the writer, and sqlite3 lets go of the GIL while SQLite works.
+thread for as long as it reads. Here the topics are read on a read-only
+connection run in a worker thread: in WAL mode a reader never blocks the
+writer, and sqlite3 lets go of the GIL while SQLite works. Each topic costs a
+few index reads (``counting``), however many messages it holds.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from dejaq.core.model import Counts
 from dejaq.storage_plugins.base import Head, TopicCensus
 from dejaq.storage_plugins.sqlite import sql
+from dejaq.storage_plugins.sqlite.counting import all_buckets, counted
 
 
 class CensusReader:
@@ -33,22 +34,14 @@ class CensusReader:
         """Blocking: run it in a worker thread."""
         with self._lock:
             conn = self._connect()
-            empty = Counts(0, 0, 0, 0)
             conn.execute(sql.BEGIN_READ)  # topics and counts from one snapshot
             try:
-                out = {
-                    name: TopicCensus(buckets, empty, None)
-                    for name, buckets in conn.execute(sql.TOPIC_NAMES)
+                return {
+                    name: _entry(conn, name, buckets, live, dead, now)
+                    for name, buckets, live, dead in conn.execute(sql.TOPIC_NAMES).fetchall()
                 }
-                for name, dead, due, leased, waiting, ranked, unranked in conn.execute(
-                    sql.CENSUS, (now,)
-                ):
-                    if name in out:
-                        counts = Counts(waiting, due, leased, dead)
-                        out[name] = _entry(out[name].buckets, counts, ranked, unranked, now)
             finally:
                 conn.execute(sql.COMMIT)
-            return out
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -69,11 +62,16 @@ class CensusReader:
 
 
 def _entry(
-    buckets: int, counts: Counts, ranked: int | None, unranked: int | None, now: int
+    conn: sqlite3.Connection, topic: str, buckets: int, live: int, dead: int, now: int
 ) -> TopicCensus:
-    """A census row: ``ranked`` is the packed lowest rank (sql.CENSUS), if
-    any; ``unranked`` the oldest live timestamp that is not a rank."""
-    if ranked is None:
-        return TopicCensus(buckets, counts, unranked)
-    rank, priority = divmod(ranked, sql.PRIORITY_SPAN)
-    return TopicCensus(buckets, counts, rank, Head.at(priority, unranked, now))
+    """A topic's census from its live and dead counts: a few index reads."""
+    every = all_buckets(buckets)
+    counts = counted(conn, topic, every, live, dead, now)
+    oldest = conn.execute(sql.OLDEST, (topic, every)).fetchone()
+    if oldest is None or oldest[0] >= 0:
+        return TopicCensus(buckets, counts, None if oldest is None else oldest[0])
+    rank, priority = oldest
+    unranked = conn.execute(sql.OLDEST_UNRANKED, (topic, every)).fetchone()
+    return TopicCensus(
+        buckets, counts, rank, Head.at(priority, None if unranked is None else unranked[0], now)
+    )

@@ -8,7 +8,6 @@ write, with no locking of their own.
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from dejaq.storage_plugins import sql_base as base
 from dejaq.storage_plugins.base import Forecast, HandBack, LeaseRequest, Outcome, SettleItem
 from dejaq.storage_plugins.sql_base import RowState
 from dejaq.storage_plugins.sqlite import sql
+from dejaq.storage_plugins.sqlite.counting import all_buckets, counted, live_dead
 
 Conn = sqlite3.Connection
 
@@ -54,14 +54,9 @@ def _topic_buckets(conn: Conn, topic: str) -> int:
     return int(row[0])
 
 
-@functools.lru_cache(maxsize=64)
-def _all_buckets(count: int) -> str:
-    return json.dumps(list(range(count)))
-
-
 def _buckets_json(buckets: Buckets, count: int) -> str:
     if buckets is None:
-        return _all_buckets(count)
+        return all_buckets(count)
     return json.dumps([int(b) for b in buckets])
 
 
@@ -74,12 +69,18 @@ def _states(conn: Conn, topic: str, ids: Iterable[str]) -> dict[str, RowState]:
     return {row[0]: RowState(*row[1:]) for row in conn.execute(sql.STATES, (topic, _ids(ids)))}
 
 
+def _count(conn: Conn, topic: str, live: int, dead: int) -> None:
+    """Add what a write changed to the topic's live and dead counts, in its transaction."""
+    if live or dead:
+        conn.execute(sql.ADD_COUNTS, (topic, live, dead))
+
+
 def _delete(conn: Conn, topic: str, ids: Collection[str], now: int) -> None:
     """Delete live messages (ack, cancel, at-most-once delivery); with the topic's
     dedup window, their tombstones, deleted at ``now``, in the same transaction."""
     if ids:
         keys = (topic, _ids(ids))
-        conn.execute(sql.DELETE_MESSAGES, keys)
+        _count(conn, topic, -conn.execute(sql.DELETE_MESSAGES, keys).rowcount, 0)
         conn.execute(sql.DELETE_PAYLOADS, keys)
         window = conn.execute(sql.TOPIC_DEDUP_WINDOW, (topic,)).fetchone()
         if window is not None and window[0]:
@@ -87,11 +88,14 @@ def _delete(conn: Conn, topic: str, ids: Collection[str], now: int) -> None:
 
 
 def _store(conn: Conn, topic: str, states: Mapping[str, RowState]) -> None:
+    """Write the planned states of live messages (a dead one is killed by it)."""
     rows = [
         (st.ts, st.version, st.deliveries, st.owner, int(st.dead), topic, id)
         for id, st in states.items()
     ]
     conn.executemany(sql.SET_STATE, rows)
+    killed = sum(1 for st in states.values() if st.dead)
+    _count(conn, topic, -killed, killed)
 
 
 def _apply(conn: Conn, topic: str, plan: base.SettlePlan, now: int = 0) -> list[Outcome]:
@@ -117,6 +121,7 @@ def delete_topic(conn: Conn, name: str) -> None:
     conn.execute(sql.DELETE_TOPIC_MESSAGES, (name,))
     conn.execute(sql.DELETE_TOPIC_PAYLOADS, (name,))
     conn.execute(sql.DELETE_TOPIC_TOMBSTONES, (name,))
+    conn.execute(sql.DELETE_TOPIC_COUNTS, (name,))
 
 
 def update_topic(conn: Conn, topic: Topic) -> bool:
@@ -149,6 +154,7 @@ def insert(conn: Conn, topic: str, messages: Sequence[NewMessage]) -> list[Inser
         ],
     )
     conn.executemany(sql.INSERT_PAYLOAD, [(topic, m.id, m.payload) for m in fresh])
+    _count(conn, topic, len(fresh), 0)
     return out
 
 
@@ -166,6 +172,7 @@ def lease(conn: Conn, request: LeaseRequest) -> Leases:
         payloads = {row[0]: row[7] for row in rows}
         out += [base.delivery(row, payloads[row.id]) for row in plan.deliver]
         conn.executemany(sql.KILL, [(now, topic, id) for id in plan.kill])
+        _count(conn, topic, -len(plan.kill), len(plan.kill))
         until, owner = request.until, request.owner
         conn.executemany(sql.TAKE, [(until, owner, topic, id) for id in plan.keep])
         _delete(conn, topic, plan.drop, now)
@@ -273,13 +280,12 @@ def release(conn: Conn, topic: str, owner: str, now: int) -> int:
 
 
 def counts(conn: Conn, topic: str, now: int) -> Counts:
-    _topic_buckets(conn, topic)
-    dead, due, leased, waiting = conn.execute(sql.COUNTS, (now, topic)).fetchone()
-    return Counts(waiting=waiting, due=due, leased=leased, dead=dead)
+    buckets = all_buckets(_topic_buckets(conn, topic))
+    return counted(conn, topic, buckets, *live_dead(conn, topic), now)
 
 
 def forecast(conn: Conn, topic: str, request: Forecast) -> list[int]:
-    buckets = _all_buckets(_topic_buckets(conn, topic))
+    buckets = all_buckets(_topic_buckets(conn, topic))
     params = (request.now, request.step_ms, topic, buckets, request.bins)
     return base.binned(conn.execute(sql.FORECAST, params).fetchall(), request.bins)
 
@@ -291,17 +297,29 @@ def list_dead(conn: Conn, topic: str, after_id: str, limit: int) -> list[Message
     ]
 
 
+def by_due(conn: Conn, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+    buckets = all_buckets(_topic_buckets(conn, topic))
+    at, id = base.FIRST if after is None else after
+    rows = conn.execute(sql.BY_DUE, (topic, buckets, at, id, limit))
+    return [base.message_from_row(row) for row in rows]
+
+
 def redrive(conn: Conn, topic: str, ids: Sequence[str] | None, at: int) -> int:
     _topic_buckets(conn, topic)
     if ids is None:
-        return conn.execute(sql.REDRIVE_ALL, (at, topic)).rowcount
-    return conn.execute(sql.REDRIVE_IDS, (at, topic, _ids(ids))).rowcount
+        redriven = conn.execute(sql.REDRIVE_ALL, (at, topic)).rowcount
+    else:
+        redriven = conn.execute(sql.REDRIVE_IDS, (at, topic, _ids(ids))).rowcount
+    _count(conn, topic, redriven, -redriven)
+    return redriven
 
 
 def purge_dead(conn: Conn, topic: str, died_before: int) -> int:
     _topic_buckets(conn, topic)
     conn.execute(sql.PURGE_DEAD_PAYLOADS, (topic, died_before))
-    return conn.execute(sql.PURGE_DEAD_MESSAGES, (topic, died_before)).rowcount
+    purged = conn.execute(sql.PURGE_DEAD_MESSAGES, (topic, died_before)).rowcount
+    _count(conn, topic, 0, -purged)
+    return purged
 
 
 def forget_tombstones(conn: Conn, topic: str, ids: Sequence[str]) -> int:

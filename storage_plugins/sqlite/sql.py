@@ -26,8 +26,9 @@ from dejaq.core.model import DEFAULT_DEDUP_WINDOW_MS
 
 # PRAGMA user_version: bump with a migration step in sqlite.py. 2: tombstones
 # (created by SCHEMA's IF NOT EXISTS in a version 1 file). 3: messages.priority
-# (added to an older file by ADD_PRIORITY).
-SCHEMA_VERSION = 3
+# (added to an older file by ADD_PRIORITY). 4: topic_counts (filled from the
+# messages of an older file by FILL_COUNTS).
+SCHEMA_VERSION = 4
 
 JOURNAL_WAL = "PRAGMA journal_mode = WAL"
 # The checkpointer's own connection checkpoints (checkpoint.py); the writer's
@@ -96,12 +97,30 @@ SCHEMA = (
         PRIMARY KEY (topic, id)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS tombstones_age ON tombstones (topic, deleted_at)",
+    # Live and dead messages counted per topic (ADD_COUNTS, in the transaction
+    # of every write that changes them): the counts by state read these two
+    # numbers and range counts of what is due or leased now, never every
+    # message of the topic.
+    """CREATE TABLE IF NOT EXISTS topic_counts (
+        topic TEXT NOT NULL PRIMARY KEY,
+        live INTEGER NOT NULL,
+        dead INTEGER NOT NULL
+    ) WITHOUT ROWID""",
 )
 
 # Upgrading a file made before priority topics (schema version < 3): its
 # messages are a timeline's, priority 0.
 MESSAGE_COLUMNS = "SELECT name FROM pragma_table_info('messages')"
 ADD_PRIORITY = "ALTER TABLE messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 0"
+
+# (topic, live, dead): what a write changed, added to the topic's counts (a
+# row made when missing). Once a statement, not once a row: a row trigger
+# cost 1-2 us an insert and 4-6 us a delete (measured), this one call.
+ADD_COUNTS = """INSERT INTO topic_counts (topic, live, dead) VALUES (?, ?, ?)
+    ON CONFLICT (topic) DO UPDATE SET live = live + excluded.live, dead = dead + excluded.dead"""
+# A file from before topic_counts (schema version < 4): count what it holds.
+FILL_COUNTS = """INSERT OR REPLACE INTO topic_counts (topic, live, dead)
+    SELECT topic, sum(dead = 0), sum(dead = 1) FROM messages GROUP BY topic"""
 
 # (a random id): kept when the database already has one
 INSERT_IDENTITY = "INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT DO NOTHING"
@@ -119,6 +138,7 @@ DELETE_TOPIC = "DELETE FROM topics WHERE name = ?"
 DELETE_TOPIC_MESSAGES = "DELETE FROM messages WHERE topic = ?"
 DELETE_TOPIC_PAYLOADS = "DELETE FROM payloads WHERE topic = ?"
 DELETE_TOPIC_TOMBSTONES = "DELETE FROM tombstones WHERE topic = ?"
+DELETE_TOPIC_COUNTS = "DELETE FROM topic_counts WHERE topic = ?"
 # (topic): the dedup window (a topic stored before it existed has the default)
 TOPIC_DEDUP_WINDOW = f"""SELECT coalesce(json_extract(settings, '$.dedup_window_ms'),
     {DEFAULT_DEDUP_WINDOW_MS:d}) FROM topics WHERE name = ?"""
@@ -196,6 +216,19 @@ LIST_DEAD = f"""SELECT {_MESSAGE_COLUMNS}
     FROM messages AS m INDEXED BY messages_dead {_WITH_PAYLOAD}
     WHERE m.topic = ? AND m.dead = 1 AND m.id > ? ORDER BY m.id LIMIT ?"""
 
+# (topic, buckets JSON, after ts, after id, limit): live rows in (ts, id)
+# order after the cursor, with their payloads. messages_due ends with the
+# primary key, so it is (topic, dead, bucket, ts, id): a seek per bucket to
+# the cursor that stops after the LIMIT, the payloads joined to the page only.
+BY_DUE = f"""SELECT {_MESSAGE_COLUMNS} FROM (
+        SELECT id, ts FROM messages INDEXED BY messages_due
+        WHERE topic = ?1 AND dead = 0 AND bucket IN (SELECT value FROM json_each(?2))
+            AND (ts, id) > (?3, ?4)
+        ORDER BY ts, id LIMIT ?5) AS d
+    CROSS JOIN messages AS m ON m.topic = ?1 AND m.id = d.id
+    CROSS JOIN payloads AS p ON p.topic = m.topic AND p.id = m.id
+    ORDER BY d.ts, d.id"""
+
 # Row updates run one row per execution (``executemany``: one prepared
 # statement, looped in C): SQLite updates a row found by its full key in one
 # pass, while one UPDATE of many keys (``id IN json_each``) first collects
@@ -214,13 +247,16 @@ SET_STATE = """UPDATE messages SET ts = ?, version = ?, deliveries = ?, owner = 
 RELEASE_OWNER = """UPDATE messages INDEXED BY messages_owner
     SET ts = ?, owner = NULL, version = version + 1
     WHERE topic = ? AND owner = ? AND dead = 0"""
-# (now, topic)
-COUNTS = """SELECT
-        coalesce(sum(dead = 1), 0),
-        coalesce(sum(dead = 0 AND ts <= ?1), 0),
-        coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NOT NULL), 0),
-        coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0)
-    FROM messages WHERE topic = ?2"""
+# Counts by state: (topic) the topic's live and dead messages (topic_counts);
+# (topic, now, buckets JSON) the live ones due by now, a range count on
+# messages_due (one seek per bucket, no table row read: as long as what is
+# due); (topic, now) those with a lease owner not run out yet, through
+# messages_owner (what consumers hold). Waiting is live less the two.
+LIVE_DEAD = "SELECT live, dead FROM topic_counts WHERE topic = ?"
+DUE_COUNT = """SELECT count(*) FROM messages INDEXED BY messages_due
+    WHERE topic = ?1 AND dead = 0 AND bucket IN (SELECT value FROM json_each(?3)) AND ts <= ?2"""
+LEASED_COUNT = """SELECT count(*) FROM messages INDEXED BY messages_owner
+    WHERE topic = ?1 AND owner IS NOT NULL AND dead = 0 AND ts > ?2"""
 # (now, step, topic, buckets JSON, bins): waiting rows by due-time bin, as
 # (bin, count). Each bin is a range count on messages_due (one seek per
 # bucket, no table row read, no grouping of the rows), less the rows with a
@@ -235,25 +271,20 @@ FORECAST = """WITH RECURSIVE bins(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM bi
         WHERE topic = ?3 AND owner IS NOT NULL AND dead = 0
             AND ts >= ?1 + i * ?2 AND ts < ?1 + (i + 1) * ?2
     ) FROM bins"""
-# The census (census.py), on its read-only connection: the topic names, then
-# (now) every topic's counts, its lowest rank packed with the priority of a
-# message there (rank * PRIORITY_SPAN + priority: the smallest packed value is
-# at the lowest rank), and its oldest live timestamp that is not a rank, in one
-# pass. The pass reads every row for the counts anyway; a seek for the head
-# would be one per bucket (the index leads with the bucket).
-# Priorities stay below 2^16 (the broker allows 999) and ranks above about
-# -2^46 (core.priority.RANK_BASE): packed, they stay within 64 bits.
-PRIORITY_SPAN = 1 << 16
+# The census (census.py), on its read-only connection: every topic with its
+# bucket count and live and dead counts; then, topic by topic, the counts of
+# what is due and leased (above) and (topic, buckets JSON) its oldest live
+# timestamp with the priority of a message there, and the oldest that is not
+# a rank (>= 0): each an ordered seek per bucket that stops at its first row.
 BEGIN_READ = "BEGIN DEFERRED"
-TOPIC_NAMES = "SELECT name, json_extract(settings, '$.buckets') FROM topics"
-CENSUS = f"""SELECT topic,
-        coalesce(sum(dead = 1), 0),
-        coalesce(sum(dead = 0 AND ts <= ?1), 0),
-        coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NOT NULL), 0),
-        coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0),
-        min(CASE WHEN dead = 0 AND ts < 0 THEN ts * {PRIORITY_SPAN:d} + priority END),
-        min(CASE WHEN dead = 0 AND ts >= 0 THEN ts END)
-    FROM messages GROUP BY topic"""
+TOPIC_NAMES = """SELECT t.name, json_extract(t.settings, '$.buckets'),
+        coalesce(c.live, 0), coalesce(c.dead, 0)
+    FROM topics AS t LEFT JOIN topic_counts AS c ON c.topic = t.name"""
+_OLDEST = """SELECT ts, priority FROM messages INDEXED BY messages_due
+    WHERE topic = ?1 AND dead = 0 AND bucket IN (SELECT value FROM json_each(?2)){}
+    ORDER BY ts LIMIT 1"""
+OLDEST = _OLDEST.format("")
+OLDEST_UNRANKED = _OLDEST.format(" AND ts >= 0")
 # (at, topic)
 REDRIVE_ALL = """UPDATE messages SET dead = 0, deliveries = 0, expires_at = 0, ts = ?,
     version = version + 1

@@ -121,6 +121,8 @@ def _connect(options: SqliteOptions) -> sqlite3.Connection:
             conn.execute(statement)
         if "priority" not in {row[0] for row in conn.execute(sql.MESSAGE_COLUMNS)}:
             conn.execute(sql.ADD_PRIORITY)  # a file from before version 3
+        if version < sql.SCHEMA_VERSION:
+            conn.execute(sql.FILL_COUNTS)  # a file from before version 4 (or a new one: no rows)
         conn.execute(sql.INSERT_IDENTITY, (uuid.uuid4().hex,))
         conn.execute(sql.SET_USER_VERSION)
         conn.execute(sql.COMMIT)
@@ -307,6 +309,9 @@ class SqliteStorage(Storage):
             return await self._scan_reader.scan(topic, bucket, after_id, limit)
         except sqlite3.Error as exc:
             raise storage_error(exc) from exc
+
+    async def _by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
+        return await self._run(ops.by_due, topic, after, limit)
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         return await self._run(ops.redrive, topic, ids, at)

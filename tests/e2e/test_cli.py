@@ -352,6 +352,18 @@ def test_a_bad_max_rate_is_refused_readably(cli: Cli, topic_name: str, rate: str
     assert cli.json("topic", "describe", topic_name, "--json")["settings"]["max_rate"] == 0
 
 
+def test_the_lease_and_max_deliveries_of_a_running_topic_are_set(cli: Cli, topic_name: str) -> None:
+    cli.ok("topic", "create", topic_name, "--lease", "30s")
+    assert cli.ok(
+        "topic", "set", topic_name, "--lease", "45s", "--max-deliveries", "3"
+    ).strip() == (f"topic {topic_name}: lease 45000 ms, max deliveries 3")
+    settings = cli.json("topic", "describe", topic_name, "--json")["settings"]
+    assert (settings["lease_ms"], settings["max_deliveries"]) == (45_000, 3)
+    assert "lease" in cli.fails("topic", "set", topic_name, "--lease", "1ms")
+    assert "negative" in cli.fails("topic", "set", topic_name, "--max-deliveries", "-1")
+    assert cli.json("topic", "describe", topic_name, "--json")["settings"]["lease_ms"] == 45_000
+
+
 def test_setting_the_rate_of_an_unknown_topic_fails_readably(cli: Cli) -> None:
     assert "does not exist" in cli.fails("topic", "set", "no-such-topic", "--max-rate", "none")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -96,6 +97,15 @@ def stored(broker: BrokerProcess, id: str) -> Any:
     return driver_call(broker, get)
 
 
+def settings(broker: BrokerProcess) -> Any:
+    """The topic's settings as the broker has them."""
+
+    async def describe(client: Client) -> Any:
+        return (await Admin(client).describe_topic(TOPIC)).topic.settings
+
+    return driver_call(broker, describe)
+
+
 def seed(broker: BrokerProcess) -> None:
     assert api(broker, "POST", "/v1/topics", {"name": TOPIC, "settings": {"buckets": 2}})[0] == 201
     for i in range(1, 6):
@@ -104,13 +114,15 @@ def seed(broker: BrokerProcess) -> None:
     entry = {"id": "nightly", "schedule": "0 3 * * *", "payload": "sweep"}
     assert api(broker, "POST", f"/v1/topics/{TOPIC}/cron", entry)[0] == 201
 
-    async def poison(client: Client) -> None:
+    async def deliver_and_poison(client: Client) -> None:
         t = now_ms()
+        await produce(client, TOPIC, [Outgoing(b"now", t, id="due-now")])
         await produce(client, TOPIC, [Outgoing(b"bad", t, id="poison", expires_at_ms=t + 1)])
-        async with consuming(client, TOPIC):
+        async with consuming(client, TOPIC) as inbox:
+            await (await inbox.next()).ack()  # one delivery: the topic's activity
             await wait_until(dead_includes(client, TOPIC, "poison"), 10, "expiry")
 
-    driver_call(broker, poison)
+    driver_call(broker, deliver_and_poison)
 
 
 def sign_in(browser: Browser, broker: BrokerProcess, who: str) -> Page:
@@ -152,16 +164,20 @@ def test_an_admin_signs_in_browses_moves_cancels_redrives_and_pauses(
     assert cookie["secure"] is False  # plain HTTP here; under TLS it is Secure (the API test)
     assert TOKENS["admin"] not in page.content() + page.url + cookie["value"]
 
-    # Topics: real counts
+    # Topics: real counts, and this broker's recent deliveries
     row = page.get_by_role("row").filter(has_text=TOPIC)
     expect(row).to_contain_text("5")  # waiting
     expect(row.get_by_role("cell").nth(6)).to_have_text("1")  # dead
+    expect(row.get_by_role("cell").nth(8)).to_have_text(re.compile(r"^(?!0/s)[0-9.]+/s$"))
+    expect(row.get_by_role("cell").nth(9)).to_have_text(re.compile(r"^[0-9.]+ ms$"))
     check_accessible(page)
     page.screenshot(path=str(tmp_path / "topics.png"), full_page=True)
 
-    # Topic: browse, then find by id and move it
+    # Topic: browse by due time, then find by id and move it
     page.get_by_role("link", name=TOPIC).click()
-    expect(page.get_by_role("link", name="m-1")).to_be_visible()
+    browse = page.locator("table").filter(has=page.get_by_role("link", name="m-1"))
+    expect(browse.get_by_role("row").nth(1)).to_contain_text("m-1")  # the earliest first
+    expect(browse.get_by_role("row").nth(5)).to_contain_text("m-5")
     find(page, "m-2")
     new_due = FAR + 3_600_000
     page.get_by_label("New due time (UTC)").fill(
@@ -196,6 +212,26 @@ def test_an_admin_signs_in_browses_moves_cancels_redrives_and_pauses(
     check_accessible(page)
     page.screenshot(path=str(tmp_path / "topic.png"), full_page=True)
 
+    # Settings: the rate cap, then the lease and max deliveries, each read back from the broker
+    page.get_by_label("Rate cap (deliveries/s)").fill("250")
+    page.get_by_role("button", name="Set cap").click()
+    expect(page.get_by_text("Rate cap set to 250/s.")).to_be_visible()
+    assert settings(guarded).max_rate == 250.0
+    page.get_by_label("Lease (ms)").fill("45000")
+    page.get_by_label("Max deliveries (0: no limit)").fill("4")
+    page.get_by_role("button", name="Set lease and max deliveries").click()
+    expect(page.get_by_text("Lease set to 45000 ms; max deliveries 4.")).to_be_visible()
+    applied = settings(guarded)
+    assert (applied.lease_ms, applied.max_deliveries) == (45_000, 4)
+    # A lease the broker refuses is shown, and changes nothing
+    page.get_by_label("Lease (ms)").fill("1")
+    page.get_by_role("button", name="Set lease and max deliveries").click()
+    expect(page.get_by_text(re.compile("^Not changed: lease must be"))).to_be_visible()
+    assert settings(guarded).lease_ms == 45_000
+    page.get_by_role("button", name="Lift cap").click()
+    expect(page.get_by_text("Rate cap lifted.")).to_be_visible()
+    assert settings(guarded).max_rate == 0
+
     # Cron: pause the entry
     page.get_by_role("link", name="Cron").click()
     entry = page.get_by_role("row").filter(has_text="nightly")
@@ -227,6 +263,7 @@ def test_a_read_only_principal_sees_no_controls_and_a_forged_call_is_refused(
     assert page.get_by_role("button", name="Move", exact=False).count() == 0
     assert page.get_by_role("button", name="Cancel", exact=False).count() == 0
     assert page.get_by_label("Rate cap (deliveries/s)").count() == 0
+    assert page.get_by_label("Lease (ms)").count() == 0
     assert page.get_by_role("button", name="Redrive all").count() == 0
     page.screenshot(path=str(tmp_path / "topic-read-only.png"), full_page=True)
 

@@ -92,3 +92,17 @@ def test_generated_requests_get_answers_inside_the_document(
     assert http_broker.alive
     log = (tmp_path / "broker.log").read_text()
     assert "unexpected error" not in log, log[-4000:]
+
+
+def test_the_document_describes_the_recent_deliveries_and_the_timeline(
+    http_broker: BrokerProcess,
+) -> None:
+    paths = _document(http_broker.http_url)["paths"]
+    assert isinstance(paths, dict)
+    for path in ("/v1/topics/{name}", "/v1/topics"):
+        answer = json.dumps(paths[path]["get"]["responses"])
+        assert all(f in answer for f in ("delivery_rate", "lateness_p99_ms", "over_ms")), path
+    update = json.dumps(paths["/v1/topics/{name}"]["patch"])
+    assert '"lease_ms"' in update and '"max_deliveries"' in update
+    timeline = json.dumps(paths["/v1/topics/{topic}/timeline"]["get"])
+    assert "after_timestamp_ms" in timeline and "next_after_id" in timeline

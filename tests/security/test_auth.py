@@ -70,6 +70,7 @@ CALLS: dict[str, tuple[str, Call]] = {
     ),
     "ListDead": ("describe", _unary("ListDead", lambda t, m, v: pb.ListDeadRequest(topic=t))),
     "ScanBucket": ("describe", _unary("ScanBucket", lambda t, m, v: pb.ScanBucketRequest(topic=t))),
+    "ListByDue": ("describe", _unary("ListByDue", lambda t, m, v: pb.ListByDueRequest(topic=t))),
     "Produce": ("produce", _produce),
     "Move": (
         "produce",

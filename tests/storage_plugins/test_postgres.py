@@ -331,6 +331,12 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
         {"topic": T, "bucket": 3, "after_id": "m100", "limit": 1001},
         "dejaq_messages_bucket",
     ),
+    "counts": (sql.COUNTS, {"topic": T, "now": NOW}, "dejaq_messages_time"),
+    "by_due": (
+        sql.BY_DUE,
+        {"topic": T, "ts": NOW, "id": "m100", "limit": 50},
+        "dejaq_messages_time",
+    ),
 }
 MESSAGE_TABLES = ("dejaq_messages", "dejaq_payloads")
 

@@ -235,6 +235,12 @@ async def test_a_closed_storage_is_unavailable(db: Path) -> None:
         (sql.DELETE_MESSAGES, "PRIMARY KEY", (T, '["m"]')),
         (sql.DELETE_PAYLOADS, "sqlite_autoindex_payloads_1", (T, '["m"]')),
         (sql.SET_STATE, "PRIMARY KEY", (NOW, 2, 1, None, 0, T, "m")),
+        (sql.DUE_COUNT, "messages_due", (T, NOW, "[0, 1]")),
+        (sql.LEASED_COUNT, "messages_owner", (T, NOW)),
+        (sql.LIVE_DEAD, "PRIMARY KEY", (T,)),
+        (sql.OLDEST, "messages_due", (T, "[0, 1]")),
+        (sql.OLDEST_UNRANKED, "messages_due", (T, "[0, 1]")),
+        (sql.BY_DUE, "messages_due", (T, "[0, 1]", NOW, "m", 10)),
     ],
     ids=[
         "due",
@@ -248,6 +254,12 @@ async def test_a_closed_storage_is_unavailable(db: Path) -> None:
         "delete_messages",
         "delete_payloads",
         "set_state",
+        "due_count",
+        "leased_count",
+        "live_dead",
+        "oldest",
+        "oldest_unranked",
+        "by_due",
     ],
 )
 async def test_hot_statements_search_their_index(

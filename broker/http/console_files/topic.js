@@ -1,9 +1,10 @@
-// One topic: counts, settings (the rate cap editable by an admin), the load due
-// over the next hour, a paged browse, find by id with move and cancel (each
-// quoting the version shown), and the dead timeline with redrive.
+// One topic: counts and recent deliveries, settings (rate cap, lease and max
+// deliveries editable by an admin), the load due over the next hour, a paged
+// browse by due time, find by id with move and cancel (each quoting the
+// version shown), and the dead timeline with redrive.
 import { call, enc, permissions } from './api.js';
 import { chart, dueNextHour } from './forecast.js';
-import { h, problemText, say, table, time } from './ui.js';
+import { activityCells, h, problemText, say, table, time } from './ui.js';
 
 const PAGE = 50;
 const CHART_EVERY = 6; // polls between chart updates: the chart reads many pages
@@ -22,7 +23,6 @@ export function mount(view, name) {
   const base = `/v1/topics/${enc(name)}`;
   let may = null;
   let polls = 0;
-  let buckets = 1;
   const summary = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   const settings = h('div');
   const settingsForm = h('div');
@@ -31,7 +31,7 @@ export function mount(view, name) {
   const browse = h('div');
   const dead = h('div');
   const deadStatus = h('p', { role: 'status' });
-  const browseAt = { stack: [], cursor: { bucket: 0, after: '' }, next: null };
+  const browseAt = { stack: [], cursor: null, next: null }; // cursor: after {ts, id}; null: the first
   const deadAt = { stack: [], after: '', next: null, selected: new Set() };
 
   const idInput = h('input', { id: 'find-id', name: 'id', required: true });
@@ -97,18 +97,13 @@ export function mount(view, name) {
     await page.refresh();
   }
 
-  // -- a page of messages, a bucket at a time in id order (the scan's), shown by due time
+  // -- a page of live messages by due time (the timeline API's order: ties by id)
   async function readBrowse() {
-    const rows = [];
-    let { bucket, after } = browseAt.cursor;
-    while (rows.length < PAGE && bucket < buckets) {
-      const p = await call('GET', `${base}/buckets/${bucket}/messages?limit=${PAGE - rows.length}`
-        + `&states=waiting&states=due&states=leased&without_payloads=true&after_id=${enc(after)}`);
-      rows.push(...(p.messages || []));
-      if (p.done) { bucket += 1; after = ''; } else after = p.next_after_id;
-    }
-    browseAt.next = bucket < buckets ? { bucket, after } : null;
-    rows.sort((a, b) => Number(a.timestamp_ms) - Number(b.timestamp_ms));
+    const after = browseAt.cursor
+      ? `&after_timestamp_ms=${browseAt.cursor.ts}&after_id=${enc(browseAt.cursor.id)}` : '';
+    const p = await call('GET', `${base}/timeline?limit=${PAGE}&without_payloads=true${after}`);
+    const rows = p.messages || [];
+    browseAt.next = p.done ? null : { ts: p.next_after_timestamp_ms, id: p.next_after_id };
     const pager = h('div', { class: 'row' },
       h('button', { type: 'button', disabled: !browseAt.stack.length, onclick: () => { browseAt.cursor = browseAt.stack.pop(); readBrowse(); } }, 'Previous'),
       h('button', { type: 'button', disabled: !browseAt.next, onclick: () => { browseAt.stack.push(browseAt.cursor); browseAt.cursor = browseAt.next; readBrowse(); } }, 'Next'));
@@ -116,7 +111,7 @@ export function mount(view, name) {
       h('td', {}, h('a', { href: '#', onclick: (e) => { e.preventDefault(); show(m.id); } }, m.id)),
       h('td', {}, m.state), h('td', {}, time(m.timestamp_ms)), h('td', { class: 'n' }, String(m.version)),
       h('td', { class: 'n' }, String(m.deliveries))))) : h('p', { class: 'muted' }, 'No live messages.'),
-    h('p', { class: 'muted' }, 'A page reads the buckets in turn, in id order (the paged scan); each page is sorted by due time.'),
+    h('p', { class: 'muted' }, `Live messages by due time (a leased one at its lease expiry), ${PAGE} a page.`),
     pager);
   }
 
@@ -152,28 +147,47 @@ export function mount(view, name) {
         admin && rows.length ? h('button', { type: 'button', onclick: () => redrive([]) }, 'Redrive all') : null));
   }
 
-  // -- settings: the rate cap is the one the API changes; an admin gets the form
+  // -- settings an admin may change: the rate cap, the lease, the max deliveries
   function renderSettingsForm(topic) {
     if (!may || !may.admin) { settingsForm.replaceChildren(); return; }
     if (settingsForm.childElementCount) return; // keep what is being typed
     const status = h('p', { role: 'status' });
-    const rate = h('input', { id: 'rate-cap', name: 'max_rate', inputmode: 'decimal', value: topic.settings.max_rate || '' });
-    const save = async (body) => {
+    const s = topic.settings;
+    const rate = h('input', { id: 'rate-cap', name: 'max_rate', inputmode: 'decimal', value: s.max_rate || '' });
+    const lease = h('input', { id: 'lease-ms', name: 'lease_ms', inputmode: 'numeric', value: s.lease_ms });
+    const md = h('input', { id: 'max-deliveries', name: 'max_deliveries', inputmode: 'numeric', value: s.max_deliveries || 0 });
+    const save = async (body, done) => {
       try {
-        const t = await call('PATCH', base, body);
-        say(status, t.settings.max_rate ? `Rate cap set to ${t.settings.max_rate}/s.` : 'Rate cap lifted.');
+        say(status, done((await call('PATCH', base, body)).settings));
       } catch (err) { say(status, `Not changed: ${problemText(err)}`, 'error'); }
       await page.refresh();
     };
-    settingsForm.replaceChildren(h('form', { class: 'row', onsubmit: (e) => {
-      e.preventDefault();
-      const value = Number(rate.value);
-      if (!(value > 0)) { say(status, 'The rate cap is a number of deliveries a second, above 0.', 'error'); return; }
-      save({ max_rate: value });
-    } },
-    h('label', { for: 'rate-cap' }, 'Rate cap (deliveries/s)'), rate,
-    h('button', { type: 'submit' }, 'Set cap'),
-    h('button', { type: 'button', onclick: () => save({ no_max_rate: true }) }, 'Lift cap')), status);
+    const capText = (t) => (t.max_rate ? `Rate cap set to ${t.max_rate}/s.` : 'Rate cap lifted.');
+    const whole = (text) => (/^[0-9]+$/.test(text.trim()) ? Number(text) : NaN);
+    settingsForm.replaceChildren(
+      h('form', { class: 'row', onsubmit: (e) => {
+        e.preventDefault();
+        const value = Number(rate.value);
+        if (!(value > 0)) { say(status, 'The rate cap is a number of deliveries a second, above 0.', 'error'); return; }
+        save({ max_rate: value }, capText);
+      } },
+      h('label', { for: 'rate-cap' }, 'Rate cap (deliveries/s)'), rate,
+      h('button', { type: 'submit' }, 'Set cap'),
+      h('button', { type: 'button', onclick: () => save({ no_max_rate: true }, capText) }, 'Lift cap')),
+      h('form', { class: 'row', onsubmit: (e) => {
+        e.preventDefault();
+        const ms = whole(lease.value);
+        const limit = whole(md.value);
+        if (!(ms > 0)) { say(status, 'The lease is a whole number of milliseconds, above 0.', 'error'); return; }
+        if (Number.isNaN(limit)) { say(status, 'Max deliveries is a whole number: 0 for no limit, 1 for at most once.', 'error'); return; }
+        save({ lease_ms: ms, max_deliveries: limit },
+          (t) => `Lease set to ${t.lease_ms} ms; max deliveries ${t.max_deliveries ? t.max_deliveries : 'no limit'}.`);
+      } },
+      h('label', { for: 'lease-ms' }, 'Lease (ms)'), lease,
+      h('label', { for: 'max-deliveries' }, 'Max deliveries (0: no limit)'), md,
+      h('button', { type: 'submit' }, 'Set lease and max deliveries')),
+      h('p', { class: 'muted' }, 'A new lease applies to consumers that connect from now on; max deliveries to each delivery from now on.'),
+      status);
   }
 
   const page = {
@@ -182,11 +196,10 @@ export function mount(view, name) {
       const d = await call('GET', base);
       const s = d.topic.settings;
       const c = d.counts || {};
-      buckets = s.buckets || 1;
-      summary.replaceChildren(table(['Waiting', 'Due', 'Leased', 'Dead', 'Consumers', 'Next due'], [h('tr', {},
+      summary.replaceChildren(table(['Waiting', 'Due', 'Leased', 'Dead', 'Consumers', 'Delivery rate', 'Lateness p99', 'Next due'], [h('tr', {},
         h('td', { class: 'n' }, String(c.waiting ?? 0)), h('td', { class: 'n' }, String(c.due ?? 0)),
         h('td', { class: 'n' }, String(c.leased ?? 0)), h('td', { class: 'n' }, String(c.dead ?? 0)),
-        h('td', { class: 'n' }, String(d.consumers ?? 0)), h('td', {}, time(d.next_due_ms)))]));
+        h('td', { class: 'n' }, String(d.consumers ?? 0)), activityCells(d.activity), h('td', {}, time(d.next_due_ms)))]));
       settings.replaceChildren(table(['Kind', 'Buckets', 'Lease', 'Max deliveries', 'Rate cap', 'Dedup window', 'Expiry'], [h('tr', {},
         h('td', {}, s.kind), h('td', { class: 'n' }, String(s.buckets)), h('td', { class: 'n' }, `${s.lease_ms} ms`),
         h('td', { class: 'n' }, s.max_deliveries ? String(s.max_deliveries) : 'no limit'),

@@ -1,8 +1,10 @@
-// Every topic the caller may describe, with its counts by state.
+// Every topic the caller may describe, with its counts by state and what this
+// broker delivered of it lately (the list's activity: rate and lateness p99).
 import { call, enc } from './api.js';
-import { h, table, time } from './ui.js';
+import { activityCells, h, table, time } from './ui.js';
 
-const HEADERS = ['Topic', 'Kind', 'Buckets', 'Waiting', 'Due', 'Leased', 'Dead', 'Consumers', 'Next due', 'Rate cap'];
+const HEADERS = ['Topic', 'Kind', 'Buckets', 'Waiting', 'Due', 'Leased', 'Dead', 'Consumers',
+  'Delivery rate', 'Lateness p99', 'Next due', 'Rate cap'];
 
 export function mount(view) {
   const body = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
@@ -10,12 +12,12 @@ export function mount(view) {
     h('h1', {}, 'Topics'),
     body,
     h('p', { class: 'muted' },
-      'Consumers: those attached to the broker serving this console. Delivery rate and lateness p99 ',
-      'are not in the HTTP API: they are on the Grafana dashboard.'),
+      'Consumers, delivery rate and lateness p99: those of the broker serving this console, ',
+      'over the last minute (its metrics). Counts: the storage\'s, for the whole cluster.'),
   );
   return {
     async refresh() {
-      const { topics = [] } = await call('GET', '/v1/topics');
+      const { topics = [], activity = [] } = await call('GET', '/v1/topics');
       const described = await Promise.all(
         topics.map((t) => call('GET', `/v1/topics/${enc(t.name)}`).catch(() => null)));
       const rows = topics.map((t, i) => {
@@ -28,6 +30,7 @@ export function mount(view) {
           h('td', {}, s.kind || 'timeline'),
           h('td', { class: 'n' }, String(s.buckets ?? '')),
           n(c.waiting), n(c.due), n(c.leased), n(c.dead), n(d && d.consumers),
+          activityCells(activity[i]),
           h('td', {}, d ? time(d.next_due_ms) : '?'),
           h('td', { class: 'n' }, s.max_rate ? `${s.max_rate}/s` : 'none'));
       });

@@ -33,3 +33,14 @@ export function say(node, text, kind = 'ok') {
 export function problemText(err) {
   return err && err.problem && err.problem.detail ? err.problem.detail : String(err && err.message || err);
 }
+
+// A topic's recent deliveries (the API's activity) as two cells: rate, lateness p99.
+export function activityCells(a) {
+  const rate = a ? Number(a.delivery_rate || 0) : null;
+  const p99 = a && rate ? `${Number(a.lateness_p99_ms || 0).toFixed(1)} ms` : '—';
+  const shown = (r) => (r >= 10 ? r.toFixed(0) : r >= 1 ? r.toFixed(1) : r ? r.toPrecision(2) : '0');
+  return [
+    h('td', { class: 'n' }, rate === null ? '?' : `${shown(rate)}/s`),
+    h('td', { class: 'n' }, p99),
+  ];
+}

@@ -7,7 +7,9 @@ deleted, then each answer is the gRPC call's, as JSON.
 
 from __future__ import annotations
 
+from dejaq.driver import Admin, Client
 from tests.broker.http.conftest import Api
+from tests.e2e.support import consuming
 
 FAR = 2_000_000_000_000
 
@@ -104,3 +106,55 @@ async def test_a_topic_forecast_counts_its_waiting_messages_in_bins_ahead(api: A
     assert (too_fine.status, too_fine.body["code"]) == (400, "INVALID_ARGUMENT")
     missing = await api.call("GET", "/v1/topics/nope/forecast")
     assert (missing.status, missing.body["code"]) == (404, "NOT_FOUND")
+
+
+async def test_an_admin_sets_the_lease_and_max_deliveries(api: Api) -> None:
+    await api.call("POST", "/v1/topics", {"name": "s", "settings": {"lease_ms": 30_000}})
+    changed = await api.call("PATCH", "/v1/topics/s", {"lease_ms": 5_000, "max_deliveries": 3})
+    assert changed.status == 200
+    settings = changed.body["settings"]
+    assert (settings["lease_ms"], settings["max_deliveries"]) == (5_000, 3)
+    async with Client(api.grpc_address) as client:
+        stored = (await Admin(client).describe_topic("s")).topic.settings
+    assert (stored.lease_ms, stored.max_deliveries) == (5_000, 3)
+    # A lease out of range is refused and changes nothing, the rest of the call included
+    bad = await api.call("PATCH", "/v1/topics/s", {"lease_ms": 0, "max_deliveries": 1})
+    assert (bad.status, bad.body["code"]) == (400, "INVALID_ARGUMENT")
+    assert "lease" in bad.body["detail"]
+    kept = (await api.call("GET", "/v1/topics/s")).body["topic"]["settings"]
+    assert (kept["lease_ms"], kept["max_deliveries"]) == (5_000, 3)
+    unlimited = await api.call("PATCH", "/v1/topics/s", {"max_deliveries": 0})
+    assert unlimited.body["settings"].get("max_deliveries", 0) == 0
+
+
+async def test_the_timeline_pages_by_due_time(api: Api) -> None:
+    await api.call("POST", "/v1/topics", {"name": "b", "settings": {"buckets": 4}})
+    for n, at in enumerate((FAR + 30, FAR + 10, FAR + 20, FAR + 10)):
+        await api.call("POST", "/v1/topics/b/messages", {"id": f"m{n}", "timestamp_ms": at})
+    first = await api.call("GET", "/v1/topics/b/timeline?limit=3&without_payloads=true")
+    assert [m["id"] for m in first.body["messages"]] == ["m1", "m3", "m2"]
+    assert first.body["done"] is False
+    cursor = first.body["next_after_timestamp_ms"], first.body["next_after_id"]
+    assert cursor == (FAR + 20, "m2")
+    rest = await api.call(
+        "GET", f"/v1/topics/b/timeline?after_timestamp_ms={cursor[0]}&after_id={cursor[1]}"
+    )
+    assert [m["id"] for m in rest.body["messages"]] == ["m0"] and rest.body["done"] is True
+    missing = await api.call("GET", "/v1/topics/nowhere/timeline")
+    assert missing.status == 404
+
+
+async def test_describe_and_list_tell_the_recent_deliveries(api: Api) -> None:
+    # Given a topic whose due message a consumer received and acked
+    await api.call("POST", "/v1/topics", {"name": "a"})
+    await api.call("POST", "/v1/topics/a/messages", {"id": "now", "timestamp_ms": 1})
+    async with Client(api.grpc_address) as client, consuming(client, "a") as inbox:
+        delivery = await inbox.next()
+        await delivery.ack()
+    # Then the topic's description and the list say it delivered, and how late
+    activity = (await api.call("GET", "/v1/topics/a")).body["activity"]
+    assert activity["topic"] == "a" and activity["delivery_rate"] > 0
+    assert activity["lateness_p99_ms"] > 0 and activity["over_ms"] > 0
+    listed = (await api.call("GET", "/v1/topics")).body
+    assert [a["topic"] for a in listed["activity"]] == ["a"]
+    assert listed["activity"][0]["delivery_rate"] > 0
