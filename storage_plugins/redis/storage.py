@@ -27,6 +27,7 @@ from dejaq.storage_plugins.base import (
     HandBack,
     Head,
     LeaseRequest,
+    Migration,
     Outcome,
     ScanPage,
     SettleItem,
@@ -34,6 +35,7 @@ from dejaq.storage_plugins.base import (
 )
 from dejaq.storage_plugins.redis import columns, dead, keys, leasing, reads, scan
 from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.migrate import upgrade
 from dejaq.storage_plugins.redis.options import parse_url
 from dejaq.storage_plugins.redis.registry import Registry, TopicEntry, per_slot
 from dejaq.storage_plugins.redis.replies import body, groups, text
@@ -105,10 +107,12 @@ class RedisStorage(Storage):
     ``cluster.RedisClusterStorage`` (``redis+cluster://``) runs the same layout
     and scripts on a Redis Cluster.
 
-    Stored format: ``keys.FORMAT`` holds the version of the layout (1), written
+    Stored format: ``keys.FORMAT`` holds the version of the layout (2), written
     by the first broker that opens the store; a broker opening a store of
     another version fails at ``open`` with a ``StorageError`` naming both
-    versions, before it reads or writes anything else.
+    versions (and, for an older one, ``dejaq storage migrate``), before it reads
+    or writes anything else. ``migrate`` upgrades version 1 in place (``migrate``
+    module).
 
     Costs per call: insert, settle, move, get — one script per slot touched,
     O(log n) per message (plus, per bucket touched, keeping the heads index).
@@ -145,6 +149,15 @@ class RedisStorage(Storage):
         self._id_orders = scan.IdOrders()  # buckets' ids in order, kept between scan pages
 
     async def open(self) -> None:
+        await self._start()
+        try:
+            await self._check_format()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
+        """Connect and load the scripts."""
         o = self.options
         timeout_ms = o.socket_timeout_ms
         if self._wait is not None:  # WAIT blocks the connection for up to its timeout
@@ -153,7 +166,6 @@ class RedisStorage(Storage):
         self._registry_ = Registry(self._runner_)
         try:
             await self._runner_.load()
-            await self._check_format()
         except BaseException:
             await self.close()
             raise
@@ -163,11 +175,26 @@ class RedisStorage(Storage):
         mine = str(keys.FORMAT_VERSION)
         await self._runner.command("SET", keys.FORMAT, mine, "NX")
         stored = text(await self._runner.command("GET", keys.FORMAT))
-        if stored not in (mine, None):  # None: deleted meanwhile, marked again next open
+        if stored in (mine, None):  # None: deleted meanwhile, marked again next open
+            return
+        if stored.isdigit() and int(stored) < keys.FORMAT_VERSION:
             raise StorageError(
                 f"redis: the store holds dejaq's stored format version {stored!r}, and this"
-                f" dejaq reads version {mine} only: run a dejaq that reads it"
+                f" dejaq reads version {mine} only: stop the brokers of the older dejaq and"
+                f" upgrade the store with `dejaq storage migrate URL` (the README's upgrade steps)"
             )
+        raise StorageError(
+            f"redis: the store holds dejaq's stored format version {stored!r}, and this"
+            f" dejaq reads version {mine} only: run a dejaq that reads it"
+        )
+
+    async def migrate(self) -> Migration:
+        await self._start()
+        try:
+            before, moved = await upgrade(self._runner, self._registry)
+        finally:
+            await self.close()
+        return Migration(before, keys.FORMAT_VERSION, moved)
 
     def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:
         """The client (not connected yet) and the runner that sends its calls."""

@@ -17,13 +17,19 @@ local lease_until, owner, topic_max = ARGV[6], ARGV[7], tonumber(ARGV[8])
 local extra = optional(7)
 local now = tonumber(now_s)
 local numbers, blob, leased, owned, changed, buried = {}, {}, {}, {}, {}, {}
--- Per delivery its id and payload (false until one MGET after the walk reads
--- those still to read), and the payload keys to read.
+local changes, recs = {ids = {}, recs = {}}, {}
+-- Per delivery its id and payload (false until one HMGET after the walk reads
+-- those still to read), and the ids whose payloads to read.
 local sent, payloads, unread = {}, {}, {}
 local dead = 0
+local until_n = tonumber(lease_until)
+
+local function fetch(ids)
+  load_all(prefix, ids, recs)
+end
 
 local function visit(bucket, id)
-  local rec = load(prefix, id)
+  local rec = recs[id]
   if not rec then
     redis.call('ZREM', timeline(prefix, bucket), id)  -- an index entry without a record
     left(changed, bucket, 0)
@@ -32,7 +38,7 @@ local function visit(bucket, id)
   left(changed, bucket, rec.ts)
   local fate = lease_fate(rec.n, rec.md, topic_max, rec.ex, math.max(now, rec.ts))  -- at delivery
   if fate == 'kill' then
-    kill(prefix, id, rec, now_s, KEYS[3], KEYS[4], KEYS[5], changed)
+    kill(prefix, id, rec, now_s, KEYS[3], KEYS[4], KEYS[5], changed, changes)
     dead = dead + 1
     return false, false
   end
@@ -40,18 +46,18 @@ local function visit(bucket, id)
   sent[#sent + 1] = id
   -- The delivery's numbers but its payload's length, as one text: integers
   -- through %d cost half what table.concat's number formatting does.
-  numbers[#sent] = string.format('%d,%s,%d,%d,%d,%d,', bucket, rec.ts_text, version,
-                                 deliveries, rec.p, #id)
+  numbers[#sent] = string.format('%d,%d,%d,%d,%d,%d,', bucket, rec.ts, version, deliveries,
+                                 rec.p, #id)
   if fate == 'drop' then
-    payloads[#sent] = redis.call('GET', prefix .. K_PAYLOAD .. id) or ''  -- drop deletes it
+    payloads[#sent] = redis.call('HGET', prefix .. K_PAYLOADS, id) or ''  -- drop deletes it
     drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
     push(buried, now_s, id)
     return false, true
   end
   payloads[#sent] = false
-  unread[#unread + 1] = prefix .. K_PAYLOAD .. id
-  redis.call('HSET', prefix .. K_RECORD .. id, 'ts', lease_until, 'o', owner,
-             'v', version, 'n', deliveries)
+  unread[#unread + 1] = id
+  rec.ts, rec.o, rec.v, rec.n = until_n, owner, version, deliveries
+  dirty(changes, id, rec)
   -- Moved to the lease expiry at the end (one ZADD per timeline); until then
   -- it stays in range, skipped by the walk's offset.
   local entries = leased[bucket]
@@ -64,14 +70,37 @@ local function visit(bucket, id)
   return true, true
 end
 
-local heap = due_heads(KEYS[2], asked(ARGV[10]), bound)
-walk(prefix, heap, '-inf', bound, quota, visit)
+-- When all that is due fits the quota (the steady case), each due timeline is
+-- read once and its members visited as read: the pass takes them all, so the
+-- merge in time order (walk) would only cost a heap step a message. Otherwise
+-- the reads stop one past the quota (nothing written yet) and the walk runs.
+local heap, buckets = due_heads(KEYS[2], asked(ARGV[10]), bound)
+local due, room = {}, quota + 1
+for i = 1, #buckets do
+  local r = redis.call('ZRANGE', timeline(prefix, buckets[i]), '-inf', bound, 'BYSCORE',
+                       'LIMIT', 0, room)
+  due[i] = r
+  room = room - #r
+  if room <= 0 then break end
+end
+if room > 0 then
+  for i = 1, #buckets do
+    local ids = due[i]
+    if #ids > 0 then
+      load_all(prefix, ids, recs)
+      for j = 1, #ids do visit(buckets[i], ids[j]) end
+    end
+  end
+else
+  walk(prefix, heap, '-inf', bound, quota, visit, nil, fetch)
+end
 for bucket, entries in pairs(leased) do
   bulk('ZADD', timeline(prefix, bucket), entries)
   waiting(extra.waits, bucket, lease_until)
 end
 bulk('ZADD', KEYS[3], owned)
-local read, next_read = collect('MGET', nil, unread), 1
+flush(prefix, changes)
+local read, next_read = collect('HMGET', prefix .. K_PAYLOADS, unread), 1
 for i, id in ipairs(sent) do
   local payload = payloads[i]
   if payload == false then
