@@ -65,12 +65,16 @@ NOT_FOUND, NOT_HOLDER, STALE, LEASED = 1, 2, 3, 4
 # Widths of the per-item groups in replies.
 # numbers: bucket, due timestamp, version, deliveries, priority, id length, payload length
 LEASED_ITEM = 7
+# A lease reply's numbers: LEASED_ITEM little-endian doubles a delivery (the
+# first six packed as one, the payload's length appended).
+LEASED_NUMBERS = "<dddddd"
 SETTLED_ITEM = 3  # numbers: code, version, timestamp
 READ_ITEM = 11  # elements: found, ts, v, n, o, b, md, ex, dead, p, payload
 
 CONSTANTS = f"""
 local K_TIMELINE, K_RECORDS, K_PAYLOADS = '{keys.TIMELINE}', '{keys.RECORDS}', '{keys.PAYLOADS}'
 local K_ENTERED, K_RECORD = '{keys.ENTERED}', '{record.LAYOUT}'
+local K_NUMBERS, K_RECORD_SIZE = '{LEASED_NUMBERS}', {record.SIZE}
 local K_V1_RECORD, K_V1_PAYLOAD = '{keys.V1_RECORD}', '{keys.V1_PAYLOAD}'
 local OK, GONE, STRAYS = {OK}, {GONE}, {STRAYS}
 local NOT_FOUND, NOT_HOLDER, STALE, LEASED = {NOT_FOUND}, {NOT_HOLDER}, {STALE}, {LEASED}

@@ -33,7 +33,7 @@ from dejaq.storage_plugins.base import (
     SettleItem,
     Storage,
 )
-from dejaq.storage_plugins.redis import columns, dead, keys, leasing, reads, scan
+from dejaq.storage_plugins.redis import columns, dead, keys, leasing, reads, record, scan
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.migrate import upgrade
 from dejaq.storage_plugins.redis.options import parse_url
@@ -272,7 +272,6 @@ class RedisStorage(Storage):
         groups_ = info.by_home([m.id for m in messages])
         strays: set[tuple[int, int]] = set()  # (home slot, the bucket's own slot)
         inserts = []
-        any_priority = any(m.priority for m in messages)
         for home, indexes in groups_.items():
             s = info.slot(home)
             batch = [messages[i] for i in indexes]
@@ -287,11 +286,8 @@ class RedisStorage(Storage):
                 *columns.texts(m.id for m in batch),
                 columns.decimals(m.timestamp for m in batch),
                 columns.decimals(m.bucket for m in batch),
-                columns.decimals(m.max_deliveries for m in batch),
-                columns.decimals(m.expires_at for m in batch),
+                record.new_records(batch),
                 *columns.strings(m.payload for m in batch),
-                # Timelines (every priority 0) send none: the records then have no ``p``.
-                columns.decimals(m.priority for m in batch) if any_priority else "",
             )
             inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.optional(s)), args))
         # Make strays findable from their bucket's slot before they exist.

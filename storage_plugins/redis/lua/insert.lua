@@ -1,15 +1,14 @@
 -- KEYS: alive, heads[, waits][, tombs] (helpers: optional). ARGV: gen, prefix,
--- then the batch as columns (columns.py): ids, their lengths, timestamps,
--- buckets, max deliveries, expiries (comma-separated decimals), payloads, their
--- lengths, priorities ('' when all are 0).
+-- then the batch as columns (columns.py): ids, their lengths, timestamps and
+-- buckets (comma-separated decimals), the records (record.new_records: fixed
+-- size, end to end), payloads, their lengths.
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- a tombstoned one, or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
 local prefix, extra = ARGV[2], optional(3)
 local tombs, waits = extra.tombs, extra.waits
 local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
-local mds, exs, bodies = decimals(ARGV[7]), decimals(ARGV[8]), cut(ARGV[9], ARGV[10])
-local priorities = decimals(ARGV[11])
+local packed, bodies, size = ARGV[7], cut(ARGV[8], ARGV[9]), K_RECORD_SIZE
 local out = {OK}
 local records, payloads, timelines, earliest, pending = {}, {}, {}, {}, {}
 -- Duplicates are looked for in one call each: HMGET over the records and
@@ -24,9 +23,7 @@ for i = 1, #ids do
   else
     seen[id] = true
     local n = tonumber(ts)
-    push(records, id, encode({ts = n, v = 1, n = 0, b = tonumber(bucket), md = tonumber(mds[i]),
-                              ex = tonumber(exs[i]), dead = false,
-                              p = tonumber(priorities[i] or 0)}))
+    push(records, id, string.sub(packed, (i - 1) * size + 1, i * size))
     push(payloads, id, bodies[i])
     local entries = timelines[bucket]
     if not entries then
