@@ -280,14 +280,16 @@ class RedisStorage(Storage):
                     raise InvalidArgument(f"message {m.id!r}: bucket {m.bucket} is out of range")
                 if info.slot_of(m.bucket) != home:
                     strays.add((home, info.slot_of(m.bucket)))
+            records, apart = record.new_records(batch)
             args = (
                 info.gen,
                 s.prefix,
                 *columns.texts(m.id for m in batch),
                 columns.decimals(m.timestamp for m in batch),
                 columns.decimals(m.bucket for m in batch),
-                record.new_records(batch),
-                *columns.strings(m.payload for m in batch),
+                *columns.strings(records),
+                *columns.strings(batch[i].payload for i in apart),
+                columns.decimals(i + 1 for i in apart),
             )
             inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.optional(s)), args))
         # Make strays findable from their bucket's slot before they exist.

@@ -77,7 +77,8 @@ def _to_version_1(store: Store, topic: str, slots: int) -> int:
                 if r.priority:
                     fields["p"] = r.priority
                 client.hset(s.v1_record(id), mapping=fields)  # type: ignore[arg-type]
-                client.set(s.v1_payload(id), payloads[raw_id])
+                payload = r.payload if r.payload is not None else payloads[raw_id]
+                client.set(s.v1_payload(id), payload)
                 count += 1
             client.delete(s.records, s.payloads)
     return count
@@ -147,6 +148,7 @@ async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
         await storage.insert("t", [msg(id, now + 60_000) for id in ids[:10]])  # waiting
         await storage.insert("t", [msg(id, now - 10) for id in ids[10:]])  # due
         await storage.insert("t", [NewMessage("stray", now + 5, b"s", 7)])
+        await storage.insert("t", [msg("large", now + 5)._replace(payload=b"L" * 5000)])
         await storage.insert("t", [msg("dies", now - 100, expires_at=1)])
         await storage.insert(CRON, [msg("entry-1", now + 3_600_000, priority=0)])
         leases = await storage.lease(LeaseRequest("t", None, now, 20, 30_000, "c1"))
@@ -154,7 +156,7 @@ async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
         assert (len(held), leases.dead_lettered) == (20, 1)
         acked = sorted(held)[:5]
         await storage.ack("t", [(id, held[id]) for id in acked], "c1", now)
-    names = {"t": [*ids, "stray", "dies"], CRON: ["entry-1"]}
+    names = {"t": [*ids, "stray", "large", "dies"], CRON: ["entry-1"]}
     names["t"] = [id for id in names["t"] if id not in acked]
     before = await _state(url4, names, now)
     # And the store rewritten in the version 1 layout, as a version 1 broker left it

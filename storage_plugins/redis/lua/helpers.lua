@@ -86,18 +86,37 @@ local function collect(cmd, key, args)
   return out
 end
 
--- A record as stored (record.py: K_RECORD then the owner's bytes) as a table,
--- numbers as numbers; no owner is an empty tail, `o` nil here.
+-- A record as stored (record.py: K_RECORD, the owner's bytes, the payload when
+-- it is kept inline) as a table, numbers as numbers; `o` nil for no owner,
+-- `apart` when the payload is in the slot's `payloads` hash (`body` then '').
 local function decode(packed)
-  local ts, v, n, b, md, ex, dead, p, at = struct.unpack(K_RECORD, packed)
-  local o = string.sub(packed, at)
-  if o == '' then o = nil end
-  return {ts = ts, v = v, n = n, b = b, md = md, ex = ex, dead = dead == 1, p = p, o = o}
+  local ts, v, n, b, md, ex, flags, p, olen, at = struct.unpack(K_RECORD, packed)
+  local o
+  if olen > 0 then o = string.sub(packed, at, at + olen - 1) end
+  return {ts = ts, v = v, n = n, b = b, md = md, ex = ex, dead = flags % 2 == 1, p = p, o = o,
+          apart = flags >= 2, body = string.sub(packed, at + olen)}
 end
 
 local function encode(rec)
+  local o = rec.o or ''
   return struct.pack(K_RECORD, rec.ts, rec.v, rec.n, rec.b, rec.md, rec.ex,
-                     rec.dead and 1 or 0, rec.p) .. (rec.o or '')
+                     (rec.dead and 1 or 0) + (rec.apart and 2 or 0), rec.p, #o) .. o .. rec.body
+end
+
+-- Set a record's payload: inline up to K_INLINE_MAX bytes, else apart.
+local function set_payload(prefix, id, rec, payload)
+  if #payload <= K_INLINE_MAX then
+    if rec.apart then redis.call('HDEL', prefix .. K_PAYLOADS, id) end
+    rec.apart, rec.body = false, payload
+  else
+    redis.call('HSET', prefix .. K_PAYLOADS, id, payload)
+    rec.apart, rec.body = true, ''
+  end
+end
+
+local function payload_of(prefix, id, rec)
+  if rec.apart then return redis.call('HGET', prefix .. K_PAYLOADS, id) or '' end
+  return rec.body
 end
 
 local function load(prefix, id)
@@ -186,7 +205,7 @@ end
 -- Delete a live message (ack, cancel, at-most-once delivery).
 local function drop(prefix, id, rec, owned, changed)
   redis.call('HDEL', prefix .. K_RECORDS, id)
-  redis.call('HDEL', prefix .. K_PAYLOADS, id)
+  if rec.apart then redis.call('HDEL', prefix .. K_PAYLOADS, id) end
   redis.call('ZREM', timeline(prefix, rec.b), id)
   redis.call('ZREM', owned, id)
   left(changed, rec.b, rec.ts)

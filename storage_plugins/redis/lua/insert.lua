@@ -1,14 +1,17 @@
 -- KEYS: alive, heads[, waits][, tombs] (helpers: optional). ARGV: gen, prefix,
 -- then the batch as columns (columns.py): ids, their lengths, timestamps and
--- buckets (comma-separated decimals), the records (record.new_records: fixed
--- size, end to end), payloads, their lengths.
+-- buckets (comma-separated decimals), the records (record.new_records: each
+-- with its payload inline, or marked apart), their lengths, and the payloads
+-- kept apart, their lengths and their indexes in the batch (1-based).
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- a tombstoned one, or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
 local prefix, extra = ARGV[2], optional(3)
 local tombs, waits = extra.tombs, extra.waits
 local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
-local packed, bodies, size = ARGV[7], cut(ARGV[8], ARGV[9]), K_RECORD_SIZE
+local packed = cut(ARGV[7], ARGV[8])
+local apart, bodies = {}, cut(ARGV[9], ARGV[10])
+for i, at in ipairs(decimals(ARGV[11])) do apart[tonumber(at)] = bodies[i] end
 local out = {OK}
 local records, payloads, timelines, earliest, pending = {}, {}, {}, {}, {}
 -- Duplicates are looked for in one call each: HMGET over the records and
@@ -23,8 +26,8 @@ for i = 1, #ids do
   else
     seen[id] = true
     local n = tonumber(ts)
-    push(records, id, string.sub(packed, (i - 1) * size + 1, i * size))
-    push(payloads, id, bodies[i])
+    push(records, id, packed[i])
+    if apart[i] then push(payloads, id, apart[i]) end
     local entries = timelines[bucket]
     if not entries then
       entries = {}

@@ -21,8 +21,8 @@ local numbers, blob, leased, owned, changed, buried = {}, {}, {}, {}, {}, {}
 -- Records as stored (packed: unpacked where visited, with no table on the
 -- common path), and the records rewritten, (id, record) pairs for one HSET.
 local recs, written, changes = {}, {}, {ids = {}, recs = {}}
--- Per delivery its id and payload (false until one HMGET after the walk reads
--- those still to read), and the ids whose payloads to read.
+-- Per delivery its id and payload (false for one kept apart, until one HMGET
+-- after the walk reads them), and the ids whose payloads to read.
 local sent, payloads, unread = {}, {}, {}
 local dead = 0
 
@@ -38,7 +38,7 @@ local function visit(bucket, id)
     left(changed, bucket, 0)
     return false, false
   end
-  local ts, v, n, b, md, ex, _, p, at = struct.unpack(K_RECORD, packed)
+  local ts, v, n, b, md, ex, flags, p, olen, at = struct.unpack(K_RECORD, packed)
   left(changed, bucket, ts)
   local fate = lease_fate(n, md, topic_max, ex, math.max(now, ts))  -- at delivery
   if fate == 'kill' then
@@ -50,14 +50,21 @@ local function visit(bucket, id)
   sent[#sent + 1] = id
   numbers[#sent] = struct.pack(K_NUMBERS, bucket, ts, v, n, p, #id)
   if fate == 'drop' then
-    payloads[#sent] = redis.call('HGET', prefix .. K_PAYLOADS, id) or ''  -- drop deletes it
-    drop(prefix, id, decode(packed), KEYS[3], changed)  -- at-most-once: gone once delivered
+    local rec = decode(packed)
+    payloads[#sent] = payload_of(prefix, id, rec)  -- drop deletes it
+    drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
     push(buried, now_s, id)
     return false, true
   end
-  payloads[#sent] = false
-  unread[#unread + 1] = id
-  push(written, id, struct.pack(K_RECORD, until_n, v, n, b, md, ex, 0, p) .. owner)
+  local body = string.sub(packed, at + olen)
+  if flags >= 2 then  -- apart: read after the walk
+    payloads[#sent] = false
+    unread[#unread + 1] = id
+  else
+    payloads[#sent] = body
+  end
+  push(written, id, struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
+                    .. body)
   -- Moved to the lease expiry at the end (one ZADD per timeline); until then
   -- it stays in range, skipped by the walk's offset.
   local entries = leased[bucket]

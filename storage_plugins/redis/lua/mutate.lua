@@ -21,9 +21,7 @@ else
   rec.o = nil
   redis.call('ZREM', KEYS[3], id)
   if ARGV[9] ~= '' then rec.p = tonumber(ARGV[9]) end
-  if mode == 'rewrite' then
-    redis.call('HSET', prefix .. K_PAYLOADS, id, ARGV[8])
-  end
+  if mode == 'rewrite' then set_payload(prefix, id, rec, ARGV[8]) end
   push(numbers, '0', int(rec.v), at)
 end
 flush(prefix, changes)

@@ -8,7 +8,7 @@ for i = 3, #ARGV do
   local r = load(prefix, id)
   if r then
     push(out, 1, int(r.ts), int(r.v), int(r.n), r.o or false, int(r.b), int(r.md), int(r.ex),
-         r.dead and '1' or '0', int(r.p), redis.call('HGET', prefix .. K_PAYLOADS, id))
+         r.dead and '1' or '0', int(r.p), payload_of(prefix, id, r))
   else
     push(out, 0, false, false, false, false, false, false, false, false, false, false)
   end

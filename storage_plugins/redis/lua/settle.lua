@@ -17,7 +17,7 @@ local dues = mode == 'back' and decimals(ARGV[10]) or {}
 -- fields, per timeline, from owned); an id acked earlier in the batch is not
 -- found again, one changed earlier is seen changed.
 local recs, changes = load_all(prefix, ids, {}), {ids = {}, recs = {}}
-local acked, removed, disowned = {}, {}, {}
+local acked, removed, disowned, apart = {}, {}, {}, {}
 for i = 1, #ids do
   local id = ids[i]
   local rec = not acked[id] and recs[id] or nil
@@ -33,6 +33,7 @@ for i = 1, #ids do
     end
     members[#members + 1] = id
     disowned[#disowned + 1] = id
+    if rec.apart then apart[#apart + 1] = id end
     left(changed, rec.b, rec.ts)
     push(buried, time, id)
     push(numbers, '0', '0', int(rec.ts))
@@ -58,7 +59,7 @@ for i = 1, #ids do
 end
 flush(prefix, changes)
 bulk('HDEL', prefix .. K_RECORDS, disowned)
-bulk('HDEL', prefix .. K_PAYLOADS, disowned)
+bulk('HDEL', prefix .. K_PAYLOADS, apart)
 for bucket, members in pairs(removed) do bulk('ZREM', timeline(prefix, bucket), members) end
 bulk('ZREM', KEYS[3], disowned)
 fix_heads(prefix, KEYS[2], changed)
