@@ -33,9 +33,10 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        this count stands still (``scan``).
 - ``records``          hash: message id -> its metadata record, packed in one
                        value (``record``: timestamp, version, deliveries,
-                       bucket, max deliveries, expiry, dead, priority, owner).
-- ``payloads``         hash: message id -> its payload, apart from the record,
-                       so no mutation ever rewrites it.
+                       bucket, max deliveries, expiry, dead, priority, owner),
+                       the payload inline when at most ``record.INLINE_MAX``.
+- ``payloads``         hash: message id -> a larger payload, apart from the
+                       record, so no lease or move ever copies it.
 - ``waits``            sorted set, priority topics only: member = a bucket, score =
                        a lower bound of the earliest timestamp >= 0 on its
                        timeline (not ranked yet: ranks are negative). Every
@@ -62,10 +63,10 @@ Lua scripts receive a slot's fixed keys in KEYS and build the per-timeline keys
 and the two message hashes from the slot prefix and the suffixes below
 (``RECORDS``, ...), all under the same hash tag — the form Redis Cluster accepts.
 
-A message costs no key of its own: its record and payload are fields of the
-slot's two hashes, so a script reads or writes a whole batch of them in one
-``HMGET`` / ``HSET`` / ``HDEL`` instead of one command (and one key created and
-deleted) per message. Version 1 of the layout (``FORMAT_VERSION``) kept a hash
+A message costs no key of its own: its record (and a small payload with it) is
+a field of the slot's ``records`` hash, so a script reads or writes a whole
+batch of them in one ``HMGET`` / ``HSET`` / ``HDEL`` instead of commands (and
+two keys created and deleted) per message. Version 1 of the layout (``FORMAT_VERSION``) kept a hash
 ``m:<id>`` and a string ``p:<id>`` per message; ``migrate`` upgrades it.
 """
 

@@ -22,10 +22,11 @@ CPU instead of 1.05 ms (measured).
 
 A message's record is one packed value in the slot's ``records`` hash
 (``record``: timestamp, version, deliveries, bucket, max deliveries, expiry,
-dead, priority, lease owner), its payload a value of the ``payloads`` hash. A
-script reads the records of a batch in one HMGET and writes those it changed in
-one HSET at its end (``load_all``, ``dirty`` and ``flush`` in ``helpers.lua``):
-no command a message on the hot paths (insert, lease, settle).
+dead, priority, lease owner, then the payload up to 1 KiB; a larger one is a
+value of the ``payloads`` hash). A script reads the records of a batch in one
+HMGET and writes those it changed in one HSET at its end (``load_all``,
+``dirty`` and ``flush`` in ``helpers.lua``): no command a message on the hot
+paths (insert, lease, settle).
 
 A priority topic's ranks (``core.priority``: negative timestamps down to
 ``-RANK_BASE``, 14 digits) live in the same scores and records: a double holds
