@@ -88,19 +88,27 @@ end
 
 -- A record as stored (record.py: K_RECORD, the owner's bytes, the payload when
 -- it is kept inline) as a table, numbers as numbers; `o` nil for no owner,
--- `apart` when the payload is in the slot's `payloads` hash (`body` then '').
+-- `apart` when the payload is in the slot's `payloads` hash. The inline
+-- payload is cut out only when asked (`inline_payload`): an ack never needs it.
 local function decode(packed)
   local ts, v, n, b, md, ex, flags, p, olen, at = struct.unpack(K_RECORD, packed)
   local o
   if olen > 0 then o = string.sub(packed, at, at + olen - 1) end
   return {ts = ts, v = v, n = n, b = b, md = md, ex = ex, dead = flags % 2 == 1, p = p, o = o,
-          apart = flags >= 2, body = string.sub(packed, at + olen)}
+          apart = flags >= 2, packed = packed, from = at + olen}
+end
+
+-- The inline payload ('' when apart).
+local function inline_payload(rec)
+  if not rec.body then rec.body = string.sub(rec.packed, rec.from) end
+  return rec.body
 end
 
 local function encode(rec)
   local o = rec.o or ''
-  return struct.pack(K_RECORD, rec.ts, rec.v, rec.n, rec.b, rec.md, rec.ex,
-                     (rec.dead and 1 or 0) + (rec.apart and 2 or 0), rec.p, #o) .. o .. rec.body
+  local flags = (rec.dead and 1 or 0) + (rec.apart and 2 or 0)
+  return struct.pack(K_RECORD, rec.ts, rec.v, rec.n, rec.b, rec.md, rec.ex, flags, rec.p, #o)
+         .. o .. inline_payload(rec)
 end
 
 -- Set a record's payload: inline up to K_INLINE_MAX bytes, else apart.
@@ -116,7 +124,7 @@ end
 
 local function payload_of(prefix, id, rec)
   if rec.apart then return redis.call('HGET', prefix .. K_PAYLOADS, id) or '' end
-  return rec.body
+  return inline_payload(rec)
 end
 
 local function load(prefix, id)
