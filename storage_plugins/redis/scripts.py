@@ -66,9 +66,8 @@ NOT_FOUND, NOT_HOLDER, STALE, LEASED = 1, 2, 3, 4
 # Widths of the per-item groups in replies.
 # numbers: bucket, due timestamp, version, deliveries, priority, id length, payload length
 LEASED_ITEM = 7
-# A lease reply's numbers: LEASED_ITEM little-endian doubles a delivery (the
-# first six packed as one, the payload's length appended).
-LEASED_NUMBERS = "<dddddd"
+# A lease reply's numbers: LEASED_ITEM little-endian doubles a delivery.
+LEASED_NUMBERS = "<" + "d" * LEASED_ITEM
 SETTLED_ITEM = 3  # numbers: code, version, timestamp
 READ_ITEM = 11  # elements: found, ts, v, n, o, b, md, ex, dead, p, payload
 

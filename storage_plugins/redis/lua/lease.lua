@@ -48,20 +48,23 @@ local function visit(bucket, id)
   end
   v, n = v + 1, n + 1
   sent[#sent + 1] = id
-  numbers[#sent] = struct.pack(K_NUMBERS, bucket, ts, v, n, p, #id)
   if fate == 'drop' then
     local rec = decode(packed)
-    payloads[#sent] = payload_of(prefix, id, rec)  -- drop deletes it
+    local payload = payload_of(prefix, id, rec)  -- drop deletes it
+    payloads[#sent] = payload
+    numbers[#sent] = struct.pack(K_NUMBERS, bucket, ts, v, n, p, #id, #payload)
     drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
     push(buried, now_s, id)
     return false, true
   end
   local body = string.sub(packed, at + olen)
-  if flags >= 2 then  -- apart: read after the walk
+  if flags >= 2 then  -- apart: read after the walk, its numbers packed then
     payloads[#sent] = false
+    numbers[#sent] = {bucket, ts, v, n, p, #id}
     unread[#unread + 1] = id
   else
     payloads[#sent] = body
+    numbers[#sent] = struct.pack(K_NUMBERS, bucket, ts, v, n, p, #id, #body)
   end
   push(written, id, struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
                     .. body)
@@ -114,8 +117,9 @@ for i, id in ipairs(sent) do
   if payload == false then
     payload = read[next_read] or ''
     next_read = next_read + 1
+    local k = numbers[i]
+    numbers[i] = struct.pack(K_NUMBERS, k[1], k[2], k[3], k[4], k[5], k[6], #payload)
   end
-  numbers[i] = numbers[i] .. struct.pack('<d', #payload)
   push(blob, id, payload)
 end
 fix_heads(prefix, KEYS[2], changed)
