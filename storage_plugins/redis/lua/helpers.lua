@@ -143,11 +143,6 @@ local function load_all(prefix, ids, into)
   return into
 end
 
--- Write one record now.
-local function save(prefix, id, rec)
-  redis.call('HSET', prefix .. K_RECORDS, id, encode(rec))
-end
-
 -- Records a script changed, written together at its end (`flush`): one HSET
 -- per 500 records instead of one per message. `changes` is {ids = {}, recs = {}}.
 local function dirty(changes, id, rec)
