@@ -224,6 +224,16 @@ class ScanPage:
         return cls(list(ascending), None)
 
 
+class Migration(NamedTuple):
+    """What ``Storage.migrate`` did: the stored format version before (None: a
+    new store) and after (None: the backend keeps no format), and how many
+    messages it rewrote."""
+
+    before: int | None
+    after: int | None
+    moved: int
+
+
 class Storage(abc.ABC):
     """Base of every backend: public methods time each call (the ``on_operation``
     hook) and apply what every backend shares (``NotFound`` for a missing topic
@@ -288,6 +298,16 @@ class Storage(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Flush and release connections."""
+
+    async def migrate(self) -> Migration:
+        """Upgrade the store in place to the stored format this dejaq writes
+        (``dejaq storage migrate``), opening and closing it itself: a store that
+        keeps data (SQLite, PostgreSQL, Redis) carries its format version, and
+        ``open`` refuses a version it cannot read. Idempotent: a store at this
+        version, or new, is only marked with it. No broker may write the store
+        meanwhile. ``StorageError`` for a store newer than this dejaq. Memory
+        storage keeps nothing: nothing to do."""
+        return Migration(None, None, 0)
 
     async def healthy(self) -> bool:
         """True when the backend answers."""

@@ -39,6 +39,10 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("dejaq.driver.cli.broker_cmd", "dejaq.broker"): (
         "`dejaq broker` is a command of the one CLI: it runs the broker in-process"
     ),
+    ("dejaq.driver.cli.storage_cmd", "dejaq.storage_plugins"): (
+        "`dejaq storage migrate` upgrades a store in place while no broker runs on it;"
+        " it imports the storage inside the function"
+    ),
     ("dejaq.driver.embedded", "dejaq.broker"): (
         "`embedded()` runs a broker in the caller's event loop; it imports the broker"
         " inside the function, so `import dejaq.driver` loads no broker code"

@@ -18,6 +18,7 @@ from dejaq.driver.cli import (
     message_cmd,
     produce_cmd,
     spark_cmd,
+    storage_cmd,
     topic_cmd,
 )
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         cron_cmd,
         cluster_cmd,
         spark_cmd,
+        storage_cmd,
     )
     for command in commands:
         command.register(sub)

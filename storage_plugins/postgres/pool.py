@@ -45,6 +45,7 @@ class Pool:
         self.options = options
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._checking: asyncio.Task[None] | None = None
+        self.migrated_from = 0  # the stored format version ``open`` found (0: new)
 
     async def open(self) -> None:
         # One plain connection first: it migrates, and its failure reads better
@@ -53,7 +54,7 @@ class Pool:
         try:
             conn = await psycopg.AsyncConnection.connect(options.conninfo, autocommit=True)
             async with conn:
-                await migrate(conn)
+                self.migrated_from = await migrate(conn)
         except psycopg.Error as exc:
             raise storage_error(exc) from exc
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(

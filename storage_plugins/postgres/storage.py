@@ -37,6 +37,7 @@ from dejaq.storage_plugins.base import (
     HandBack,
     Head,
     LeaseRequest,
+    Migration,
     Outcome,
     ScanPage,
     SettleItem,
@@ -198,6 +199,13 @@ class PostgresStorage(Storage):
 
     async def close(self) -> None:
         await self._pool.close()
+
+    async def migrate(self) -> Migration:
+        """``open`` runs the schema's migrations (``schema``); this reports them."""
+        await self.open()
+        await self.close()
+        before = self._pool.migrated_from
+        return Migration(before or None, len(sql.MIGRATIONS), 0)
 
     async def healthy(self) -> bool:
         try:

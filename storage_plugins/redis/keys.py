@@ -31,10 +31,12 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        redrive), bumped by the script that adds them. A scan
                        keeps a bucket's ids in order between its pages while
                        this count stands still (``scan``).
-- ``m:<id>``           hash: the message's metadata record (ts, v, n, o, b, md,
-                       ex, dead — see ``scripts``).
-- ``p:<id>``           string: the payload, apart from the record, so no
-                       mutation ever rewrites it.
+- ``records``          hash: message id -> its metadata record, packed in one
+                       value (``record``: timestamp, version, deliveries,
+                       bucket, max deliveries, expiry, dead, priority, owner),
+                       the payload inline when at most ``record.INLINE_MAX``.
+- ``payloads``         hash: message id -> a larger payload, apart from the
+                       record, so no lease or move ever copies it.
 - ``waits``            sorted set, priority topics only: member = a bucket, score =
                        a lower bound of the earliest timestamp >= 0 on its
                        timeline (not ranked yet: ranks are negative). Every
@@ -57,9 +59,15 @@ home slot, on ``tl:<bucket>`` there (listed in that slot's ``heads``), and
 this slot's buckets) makes it findable for lease and next_due. With one slot
 there are no strays.
 
-Lua scripts receive a slot's fixed keys in KEYS and build the per-message and
-per-timeline keys from the slot prefix and the suffixes below (``RECORD``, ...),
-all under the same hash tag — the form Redis Cluster accepts.
+Lua scripts receive a slot's fixed keys in KEYS and build the per-timeline keys
+and the two message hashes from the slot prefix and the suffixes below
+(``RECORDS``, ...), all under the same hash tag — the form Redis Cluster accepts.
+
+A message costs no key of its own: its record (and a small payload with it) is
+a field of the slot's ``records`` hash, so a script reads or writes a whole
+batch of them in one ``HMGET`` / ``HSET`` / ``HDEL`` instead of commands (and
+two keys created and deleted) per message. Version 1 of the layout (``FORMAT_VERSION``) kept a hash
+``m:<id>`` and a string ``p:<id>`` per message; ``migrate`` upgrades it.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ IDENTITY = f"{NAMESPACE}:identity"
 # string: the version of this layout, set by the first broker that opens the
 # store; a broker refuses a store of another version (``FORMAT_VERSION``)
 FORMAT = f"{NAMESPACE}:format"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 # Suffixes after a slot prefix. The Lua scripts get them from here too.
 ALIVE = "alive"
@@ -84,8 +92,11 @@ DEAD = "dead"
 DEAD_IDS = "dead-ids"
 STRAY_HOMES = "stray-homes"
 ENTERED = "entered"
-RECORD = "m:"
-PAYLOAD = "p:"
+RECORDS = "records"
+PAYLOADS = "payloads"
+# Version 1's per-message keys, read only by ``migrate``.
+V1_RECORD = "m:"
+V1_PAYLOAD = "p:"
 TOMBS = "tombs"
 WAITS = "waits"
 
@@ -141,8 +152,16 @@ class Slot:
     def waits(self) -> str:
         return self.prefix + WAITS
 
-    def record(self, id: str) -> str:
-        return self.prefix + RECORD + id
+    @property
+    def records(self) -> str:
+        return self.prefix + RECORDS
 
-    def payload(self, id: str) -> str:
-        return self.prefix + PAYLOAD + id
+    @property
+    def payloads(self) -> str:
+        return self.prefix + PAYLOADS
+
+    def v1_record(self, id: str) -> str:
+        return self.prefix + V1_RECORD + id
+
+    def v1_payload(self, id: str) -> str:
+        return self.prefix + V1_PAYLOAD + id

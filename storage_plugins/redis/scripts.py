@@ -20,15 +20,18 @@ numbers. redis-py's pure-Python parser pays ~2 us per reply element: a lease
 of 100 messages is 4 elements instead of 500, and costs the client 0.13 ms of
 CPU instead of 1.05 ms (measured).
 
-The message record is a hash (small: a listpack in Redis) with fields
-``ts`` (timestamp), ``v`` (version), ``n`` (deliveries), ``o`` (lease owner,
-absent when none), ``b`` (bucket), ``md`` (max deliveries), ``ex`` (expires
-at), ``dead`` (0 / 1), ``p`` (priority; absent when 0, as on every timeline).
+A message's record is one packed value in the slot's ``records`` hash
+(``record``: timestamp, version, deliveries, bucket, max deliveries, expiry,
+dead, priority, lease owner, then the payload up to 1 KiB; a larger one is a
+value of the ``payloads`` hash). A script reads the records of a batch in one
+HMGET and writes those it changed in one HSET at its end (``load_all``,
+``dirty`` and ``flush`` in ``helpers.lua``): no command a message on the hot
+paths (insert, lease, settle).
 
 A priority topic's ranks (``core.priority``: negative timestamps down to
-``-RANK_BASE``, 14 digits) live in the same scores and fields: a double holds
-them exactly, and they travel and are written as decimal text like any
-timestamp (``rank`` in ``helpers.lua`` formats with ``int``).
+``-RANK_BASE``, 14 digits) live in the same scores and records: a double holds
+them exactly, and they travel as decimal text like any timestamp (``rank`` in
+``helpers.lua`` formats with ``int``).
 
 The rules of ``rules.py`` that must run next to the data (who may settle or
 move, the effective max deliveries, a lease pass's fate for a message, when a
@@ -52,7 +55,7 @@ from redis import exceptions as rex
 from redis.asyncio import Redis
 
 from dejaq.core.errors import StorageError, StorageUnavailable
-from dejaq.storage_plugins.redis import keys
+from dejaq.storage_plugins.redis import keys, record
 
 # Reply status and refusal codes, shared with the Lua constants below.
 OK = 0
@@ -63,12 +66,16 @@ NOT_FOUND, NOT_HOLDER, STALE, LEASED = 1, 2, 3, 4
 # Widths of the per-item groups in replies.
 # numbers: bucket, due timestamp, version, deliveries, priority, id length, payload length
 LEASED_ITEM = 7
+# A lease reply's numbers: LEASED_ITEM little-endian doubles a delivery.
+LEASED_NUMBERS = "<" + "d" * LEASED_ITEM
 SETTLED_ITEM = 3  # numbers: code, version, timestamp
 READ_ITEM = 11  # elements: found, ts, v, n, o, b, md, ex, dead, p, payload
 
 CONSTANTS = f"""
-local K_TIMELINE, K_RECORD, K_PAYLOAD = '{keys.TIMELINE}', '{keys.RECORD}', '{keys.PAYLOAD}'
-local K_ENTERED = '{keys.ENTERED}'
+local K_TIMELINE, K_RECORDS, K_PAYLOADS = '{keys.TIMELINE}', '{keys.RECORDS}', '{keys.PAYLOADS}'
+local K_ENTERED, K_RECORD = '{keys.ENTERED}', '{record.LAYOUT}'
+local K_NUMBERS, K_INLINE_MAX = '{LEASED_NUMBERS}', {record.INLINE_MAX}
+local K_V1_RECORD, K_V1_PAYLOAD = '{keys.V1_RECORD}', '{keys.V1_PAYLOAD}'
 local OK, GONE, STRAYS = {OK}, {GONE}, {STRAYS}
 local NOT_FOUND, NOT_HOLDER, STALE, LEASED = {NOT_FOUND}, {NOT_HOLDER}, {STALE}, {LEASED}
 """
@@ -153,11 +160,12 @@ FORGET = Script("forget")
 PURGE_TOMBS = Script("purge_tombs")
 FORGET_TOMBS = Script("forget_tombs")
 REPLACE = Script("replace")
+UPGRADE = Script("upgrade")
 
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
 ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE, PROMOTE)
-ALL += (OLDEST, FORECAST)
+ALL += (OLDEST, FORECAST, UPGRADE)
 
 # As a Redis Cluster runs them: guarded, except the registry's (their one key is
 # declared, so the cluster itself redirects them while it moves).

@@ -27,13 +27,15 @@ from dejaq.storage_plugins.base import (
     HandBack,
     Head,
     LeaseRequest,
+    Migration,
     Outcome,
     ScanPage,
     SettleItem,
     Storage,
 )
-from dejaq.storage_plugins.redis import by_due, columns, dead, keys, leasing, reads, scan
+from dejaq.storage_plugins.redis import by_due, columns, dead, keys, leasing, reads, record, scan
 from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.migrate import upgrade
 from dejaq.storage_plugins.redis.options import parse_url
 from dejaq.storage_plugins.redis.registry import Registry, TopicEntry, per_slot
 from dejaq.storage_plugins.redis.replies import body, groups, text
@@ -105,10 +107,12 @@ class RedisStorage(Storage):
     ``cluster.RedisClusterStorage`` (``redis+cluster://``) runs the same layout
     and scripts on a Redis Cluster.
 
-    Stored format: ``keys.FORMAT`` holds the version of the layout (1), written
+    Stored format: ``keys.FORMAT`` holds the version of the layout (2), written
     by the first broker that opens the store; a broker opening a store of
     another version fails at ``open`` with a ``StorageError`` naming both
-    versions, before it reads or writes anything else.
+    versions (and, for an older one, ``dejaq storage migrate``), before it reads
+    or writes anything else. ``migrate`` upgrades version 1 in place (``migrate``
+    module).
 
     Costs per call: insert, settle, move, get — one script per slot touched,
     O(log n) per message (plus, per bucket touched, keeping the heads index).
@@ -145,6 +149,15 @@ class RedisStorage(Storage):
         self._id_orders = scan.IdOrders()  # buckets' ids in order, kept between scan pages
 
     async def open(self) -> None:
+        await self._start()
+        try:
+            await self._check_format()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
+        """Connect and load the scripts."""
         o = self.options
         timeout_ms = o.socket_timeout_ms
         if self._wait is not None:  # WAIT blocks the connection for up to its timeout
@@ -153,7 +166,6 @@ class RedisStorage(Storage):
         self._registry_ = Registry(self._runner_)
         try:
             await self._runner_.load()
-            await self._check_format()
         except BaseException:
             await self.close()
             raise
@@ -163,11 +175,26 @@ class RedisStorage(Storage):
         mine = str(keys.FORMAT_VERSION)
         await self._runner.command("SET", keys.FORMAT, mine, "NX")
         stored = text(await self._runner.command("GET", keys.FORMAT))
-        if stored not in (mine, None):  # None: deleted meanwhile, marked again next open
+        if stored in (mine, None):  # None: deleted meanwhile, marked again next open
+            return
+        if stored.isdigit() and int(stored) < keys.FORMAT_VERSION:
             raise StorageError(
                 f"redis: the store holds dejaq's stored format version {stored!r}, and this"
-                f" dejaq reads version {mine} only: run a dejaq that reads it"
+                f" dejaq reads version {mine} only: stop the brokers of the older dejaq and"
+                f" upgrade the store with `dejaq storage migrate URL` (the README's upgrade steps)"
             )
+        raise StorageError(
+            f"redis: the store holds dejaq's stored format version {stored!r}, and this"
+            f" dejaq reads version {mine} only: run a dejaq that reads it"
+        )
+
+    async def migrate(self) -> Migration:
+        await self._start()
+        try:
+            before, moved = await upgrade(self._runner, self._registry)
+        finally:
+            await self.close()
+        return Migration(before, keys.FORMAT_VERSION, moved)
 
     def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:
         """The client (not connected yet) and the runner that sends its calls."""
@@ -245,7 +272,6 @@ class RedisStorage(Storage):
         groups_ = info.by_home([m.id for m in messages])
         strays: set[tuple[int, int]] = set()  # (home slot, the bucket's own slot)
         inserts = []
-        any_priority = any(m.priority for m in messages)
         for home, indexes in groups_.items():
             s = info.slot(home)
             batch = [messages[i] for i in indexes]
@@ -254,17 +280,16 @@ class RedisStorage(Storage):
                     raise InvalidArgument(f"message {m.id!r}: bucket {m.bucket} is out of range")
                 if info.slot_of(m.bucket) != home:
                     strays.add((home, info.slot_of(m.bucket)))
+            records, apart = record.new_records(batch)
             args = (
                 info.gen,
                 s.prefix,
                 *columns.texts(m.id for m in batch),
                 columns.decimals(m.timestamp for m in batch),
                 columns.decimals(m.bucket for m in batch),
-                columns.decimals(m.max_deliveries for m in batch),
-                columns.decimals(m.expires_at for m in batch),
-                *columns.strings(m.payload for m in batch),
-                # Timelines (every priority 0) send none: the records then have no ``p``.
-                columns.decimals(m.priority for m in batch) if any_priority else "",
+                *columns.strings(records),
+                *columns.strings(batch[i].payload for i in apart),
+                columns.decimals(i + 1 for i in apart),
             )
             inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.optional(s)), args))
         # Make strays findable from their bucket's slot before they exist.

@@ -28,6 +28,7 @@ from dejaq.storage_plugins.base import (
     Forecast,
     HandBack,
     LeaseRequest,
+    Migration,
     Outcome,
     ScanPage,
     SettleItem,
@@ -94,6 +95,18 @@ def connect(options: SqliteOptions) -> sqlite3.Connection:
             time.sleep(_OPEN_RETRY_S)
 
 
+def stored_version(path: Path) -> int | None:
+    """The file's stored format version (``PRAGMA user_version``); None: no file yet."""
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        version: int = conn.execute(sql.GET_USER_VERSION).fetchone()[0]
+    finally:
+        conn.close()
+    return version or None
+
+
 def _connect(options: SqliteOptions) -> sqlite3.Connection:
     options.path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(
@@ -113,8 +126,9 @@ def _connect(options: SqliteOptions) -> sqlite3.Connection:
         version = conn.execute(sql.GET_USER_VERSION).fetchone()[0]
         if version > sql.SCHEMA_VERSION:
             raise StorageError(
-                f"sqlite: {options.path} has schema version {version}, newer than"
-                f" {sql.SCHEMA_VERSION}: upgrade dejaq"
+                f"sqlite: {options.path} holds dejaq's stored format version {version},"
+                f" newer than {sql.SCHEMA_VERSION}, the newest this dejaq reads:"
+                " run a dejaq that reads it"
             )
         # Migrations from an older version go here, one step per version.
         for statement in sql.SCHEMA:
@@ -185,6 +199,16 @@ class SqliteStorage(Storage):
         )
         self._writer.start()
         self._scan_reader = ScanReader(options.path, options.busy_timeout_ms)
+
+    async def migrate(self) -> Migration:
+        """``open`` upgrades an older file (``connect``); this reports it."""
+        try:
+            before = await asyncio.to_thread(stored_version, self.options.path)
+        except sqlite3.Error as exc:
+            raise storage_error(exc) from exc
+        await self.open()
+        await self.close()
+        return Migration(before, sql.SCHEMA_VERSION, 0)
 
     async def close(self) -> None:
         # The checkpointer first: the writer's connection, closed last, then

@@ -144,6 +144,16 @@ async def test_a_schema_from_a_newer_version_is_refused(fresh_url: str) -> None:
         conn.execute(sql.RECORD_MIGRATION, (len(sql.MIGRATIONS) + 1,))
     with pytest.raises(StorageError, match="newer"):
         await storage_from_url(fresh_url).open()
+    newer = len(sql.MIGRATIONS) + 1
+    with pytest.raises(StorageError, match=f"stored format version {newer}"):
+        await storage_from_url(fresh_url).migrate()
+
+
+async def test_migrate_reports_the_format_versions(fresh_url: str) -> None:
+    newest = len(sql.MIGRATIONS)
+    assert await storage_from_url(fresh_url).migrate() == (None, newest, 0)
+    assert await storage_from_url(fresh_url).migrate() == (newest, newest, 0)
+    assert applied_migrations(fresh_url) == list(range(1, newest + 1))
 
 
 # -- URL options ----------------------------------------------------------------

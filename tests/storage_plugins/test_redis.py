@@ -22,6 +22,7 @@ from dejaq.core.errors import (
 from dejaq.core.model import Counts, InsertStatus
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import keys as redis_keys
+from dejaq.storage_plugins.redis import record as redis_record
 from dejaq.storage_plugins.redis import scripts as redis_scripts
 from dejaq.storage_plugins.redis.options import parse_url
 from tests.redis_server import RedisServer
@@ -75,10 +76,11 @@ async def test_every_key_of_a_topic_is_in_one_of_its_cluster_slots(
     tagged = [k for k in names if k not in (redis_keys.TOPICS, redis_keys.FORMAT)]
     assert {k[k.index("{") : k.index("}") + 1] for k in tagged} == set(tags)
     assert all(key_slot(k.encode()) == tags[k[k.index("{") : k.index("}") + 1]] for k in tagged)
-    # and a message's record and payload are in the slot of its bucket's range
+    # and a message's record (its small payload inline) is in the slot of its bucket's range
     for id in ids:
         slot = redis_keys.Slot(T, bucket_of(id, 8) * slots // 8)
-        assert {slot.record(id), slot.payload(id)} <= set(names)
+        with server.client() as client:
+            assert client.hexists(slot.records, id)
         assert slot.timeline(bucket_of(id, 8)) in names
     assert redis_keys.Slot(T, bucket_of("dies", 8) * slots // 8).dead in names
 
@@ -261,3 +263,34 @@ def test_max_tombstones_may_be_zero_for_no_bound() -> None:
     assert parse_url("redis://h/0?max_tombstones=0").max_tombstones == 0
     with pytest.raises(InvalidArgument):
         parse_url("redis://h/0?max_tombstones=-1")
+
+
+async def test_a_payload_too_large_to_keep_inline_is_kept_apart_and_read_whole(
+    server: RedisServer,
+) -> None:
+    large, small = b"L" * (redis_record.INLINE_MAX + 1), b"s" * redis_record.INLINE_MAX
+    slot = redis_keys.Slot(T, 0)
+    async with opened(server.url) as storage:
+        # given a topic with a large and a small payload, and one delivered at most once
+        await given_topic(storage)
+        await storage.insert(T, [msg("big", NOW - 2)._replace(payload=large)])
+        await storage.insert(T, [msg("small", NOW + 50)._replace(payload=small)])
+        await storage.insert(T, [msg("once", NOW - 1, max_deliveries=1)._replace(payload=large)])
+        # then only the large ones are in the payloads hash
+        with server.client() as client:
+            assert set(client.hkeys(slot.payloads)) == {b"big", b"once"}
+        # and a lease reads them whole, and an at-most-once delivery deletes its own
+        leases = await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1", 0))
+        assert {m.id: m.payload for m in leases.delivered} == {"big": large, "once": large}
+        # and a move that rewrites payloads moves them between the record and the hash
+        moved = await storage.move(T, "small", 1, NOW + 60, NOW, payload=large)
+        assert (await storage.get(T, "small")).payload == large
+        await storage.move(T, "small", moved.version, NOW + 70, NOW, payload=b"tiny")
+        assert (await storage.get(T, "small")).payload == b"tiny"
+        with server.client() as client:
+            assert set(client.hkeys(slot.payloads)) == {b"big"}
+        # and an ack deletes the last one
+        big = next(m for m in leases.delivered if m.id == "big")
+        await storage.ack(T, [("big", big.version)], "c1", NOW)
+        with server.client() as client:
+            assert client.hlen(slot.payloads) == 0

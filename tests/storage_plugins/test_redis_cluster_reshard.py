@@ -106,9 +106,9 @@ async def test_a_call_on_a_half_moved_slot_waits_and_changes_nothing(
         await storage.nack(topic, [("d", held["d"])], "c", 20, 1)
         await storage.ack(topic, [("t", held["t"])], "c", 20)
         assert (await storage.counts(topic, 20)).dead == 1
-        # And the slot is being moved, a1's keys already on the other master
+        # And the slot is being moved, its records already on the other master
         redis_cluster.begin_move(slot, source, target)
-        redis_cluster.migrate(source, target, [s.record("a1"), s.payload("a1")])
+        redis_cluster.migrate(source, target, [s.records, s.payloads])
         # When the leases of a0 and a1 are extended on the half-moved slot
         items = [("a0", held["a0"]), ("a1", held["a1"])]
         # Then the call is refused as unavailable (the caller retries)

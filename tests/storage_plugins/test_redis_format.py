@@ -1,20 +1,33 @@
 """The stored format's version on ``redis://`` and ``redis+cluster://``: a new
-store is marked with this layout's version, and a broker refuses a store of a
-version it cannot read, before touching anything."""
+store is marked with this layout's version, a broker refuses a store of a
+version it cannot read, before touching anything, and ``dejaq storage
+migrate`` upgrades a version 1 store in place with nothing lost."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from dejaq.broker.cron.entries import companion
 from dejaq.core.errors import StorageError
+from dejaq.core.model import Message, NewMessage, Topic, TopicSettings
+from dejaq.driver.cli.main import main
 from dejaq.storage_plugins import storage_from_url
+from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import keys as redis_keys
+from dejaq.storage_plugins.redis import record as redis_record
+from dejaq.storage_plugins.redis.keys import Slot
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import RedisServer
+from tests.storage_plugins.redis_support import msg, opened
+
+Store = RedisServer | RedisCluster
+CRON = companion("orders")
 
 
 @pytest.fixture(params=["redis", "redis-cluster"])
-def store(request: pytest.FixtureRequest) -> tuple[str, RedisServer | RedisCluster]:
+def store(request: pytest.FixtureRequest) -> tuple[str, Store]:
     """An empty store's URL, and its server (or cluster)."""
     if request.param == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
@@ -25,21 +38,54 @@ def store(request: pytest.FixtureRequest) -> tuple[str, RedisServer | RedisClust
     return cluster.url, cluster
 
 
-def _format(store: RedisServer | RedisCluster) -> bytes | None:
-    node = store if isinstance(store, RedisServer) else store.master_of(redis_keys.FORMAT)
-    with node.client() as client:
+async def migrate(url: str) -> int:
+    """``dejaq storage migrate URL`` (the CLI runs its own event loop: in a thread)."""
+    return await asyncio.to_thread(main, ["storage", "migrate", url])
+
+
+def _node(store: Store, key: str) -> RedisServer | object:
+    return store if isinstance(store, RedisServer) else store.master_of(key)
+
+
+def _format(store: Store) -> bytes | None:
+    with _node(store, redis_keys.FORMAT).client() as client:  # type: ignore[attr-defined]
         value: bytes | None = client.get(redis_keys.FORMAT)
         return value
 
 
-def _set_format(store: RedisServer | RedisCluster, version: str) -> None:
-    node = store if isinstance(store, RedisServer) else store.master_of(redis_keys.FORMAT)
-    with node.client() as client:
+def _set_format(store: Store, version: str) -> None:
+    with _node(store, redis_keys.FORMAT).client() as client:  # type: ignore[attr-defined]
         client.set(redis_keys.FORMAT, version)
 
 
+def _to_version_1(store: Store, topic: str, slots: int) -> int:
+    """Rewrite a topic's records and payloads in the version 1 layout (a hash
+    ``m:<id>`` and a string ``p:<id>`` a message; the sorted sets are the same
+    in both): the raw keys a version 1 broker wrote. The count of messages."""
+    count = 0
+    for index in range(slots):
+        s = Slot(topic, index)
+        with _node(store, s.records).client() as client:  # type: ignore[attr-defined]
+            records = client.hgetall(s.records)
+            payloads = client.hgetall(s.payloads)
+            for raw_id, packed in records.items():
+                id, r = raw_id.decode(), redis_record.decode(packed)
+                fields = {"ts": r.ts, "v": r.version, "n": r.deliveries, "b": r.bucket}
+                fields |= {"md": r.max_deliveries, "ex": r.expires_at, "dead": int(r.dead)}
+                if r.owner is not None:
+                    fields["o"] = r.owner
+                if r.priority:
+                    fields["p"] = r.priority
+                client.hset(s.v1_record(id), mapping=fields)  # type: ignore[arg-type]
+                payload = r.payload if r.payload is not None else payloads[raw_id]
+                client.set(s.v1_payload(id), payload)
+                count += 1
+            client.delete(s.records, s.payloads)
+    return count
+
+
 async def test_a_new_store_is_marked_with_this_layout_s_version(
-    store: tuple[str, RedisServer | RedisCluster],
+    store: tuple[str, Store],
 ) -> None:
     url, server = store
     storage = storage_from_url(url)
@@ -48,15 +94,92 @@ async def test_a_new_store_is_marked_with_this_layout_s_version(
     assert _format(server) == str(redis_keys.FORMAT_VERSION).encode()
 
 
-async def test_a_store_of_another_version_is_refused_at_open(
-    store: tuple[str, RedisServer | RedisCluster],
+async def test_a_store_of_a_newer_version_is_refused_at_open_and_by_migrate(
+    store: tuple[str, Store],
 ) -> None:
-    # Given a store written by a dejaq of another stored format
+    # Given a store written by a dejaq of a newer stored format
     url, server = store
-    _set_format(server, "2")
+    _set_format(server, "3")
     # When a broker opens it, then it refuses, naming both versions
     storage = storage_from_url(url)
-    with pytest.raises(StorageError, match=r"format version '2'.*reads version 1"):
+    with pytest.raises(StorageError, match=r"format version '3'.*reads version 2"):
         await storage.open()
-    # And the store was left as it was
+    # And a migrate refuses too, and the store was left as it was
+    assert await migrate(url) == 1
+    assert _format(server) == b"3"
+
+
+async def test_a_version_1_store_is_refused_with_the_upgrade_command(
+    store: tuple[str, Store],
+) -> None:
+    url, server = store
+    _set_format(server, "1")
+    with pytest.raises(StorageError, match=r"version '1'.*dejaq storage migrate URL"):
+        await storage_from_url(url).open()
+    assert _format(server) == b"1"
+
+
+async def _state(url: str, ids: dict[str, list[str]], now: int) -> dict[str, object]:
+    """Everything a broker reads of the given messages and their topics."""
+    async with opened(url) as storage:
+        out: dict[str, object] = {}
+        for topic, names in ids.items():
+            got: list[Message] = [await storage.get(topic, id) for id in names]
+            out[topic] = (
+                got,
+                await storage.counts(topic, now),
+                await storage.list_dead(topic, "", 100),
+            )
+        return out
+
+
+async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
+    store: tuple[str, Store], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, server = store
+    now = 1_000_000
+    url4 = url + "?topic_slots=4"
+    # Given a store with messages in every state: waiting, leased, dead, a
+    # tombstone, a priority, a stray, over 4 slots, and a cron entries' timeline
+    async with opened(url4) as storage:
+        await storage.create_topic(Topic("t", TopicSettings(buckets=8, lease_ms=30_000)))
+        await storage.create_topic(Topic(CRON, TopicSettings(buckets=8)))
+        ids = [f"m{i}" for i in range(40)]
+        await storage.insert("t", [msg(id, now + 60_000) for id in ids[:10]])  # waiting
+        await storage.insert("t", [msg(id, now - 10) for id in ids[10:]])  # due
+        await storage.insert("t", [NewMessage("stray", now + 5, b"s", 7)])
+        await storage.insert("t", [msg("large", now + 5)._replace(payload=b"L" * 5000)])
+        await storage.insert("t", [msg("dies", now - 100, expires_at=1)])
+        await storage.insert(CRON, [msg("entry-1", now + 3_600_000, priority=0)])
+        leases = await storage.lease(LeaseRequest("t", None, now, 20, 30_000, "c1"))
+        held = {m.id: m.version for m in leases.delivered}
+        assert (len(held), leases.dead_lettered) == (20, 1)
+        acked = sorted(held)[:5]
+        await storage.ack("t", [(id, held[id]) for id in acked], "c1", now)
+    names = {"t": [*ids, "stray", "large", "dies"], CRON: ["entry-1"]}
+    names["t"] = [id for id in names["t"] if id not in acked]
+    before = await _state(url4, names, now)
+    # And the store rewritten in the version 1 layout, as a version 1 broker left it
+    moved = _to_version_1(store[1], "t", 4) + _to_version_1(store[1], CRON, 1)
+    _set_format(server, "1")
+    # When `dejaq storage migrate` runs on it
+    assert await migrate(url) == 0
+    assert f"from stored format version 1 to 2 ({moved} messages rewritten)" in (
+        capsys.readouterr().out
+    )
+    # Then the store is at version 2, and a broker reads every message as before
     assert _format(server) == b"2"
+    assert await _state(url4, names, now) == before
+    async with opened(url4) as storage:
+        # And leases, tombstones and the due messages work on
+        assert await storage.insert("t", [msg(acked[0], now)]) == [1]  # still a duplicate
+        outcomes = await storage.ack("t", [(id, held[id]) for id in sorted(held)[5:]], "c1", now)
+        assert all(type(o).__name__ == "Settled" for o in outcomes)
+        rest = await storage.lease(LeaseRequest("t", None, now, 100, 30_000, "c2"))
+        assert sorted(m.id for m in rest.delivered) == sorted(
+            id for id in ids[10:] if id not in held
+        )
+        assert await storage.redrive("t", None, now) == 1
+    # And a second run finds nothing to do
+    assert await migrate(url) == 0
+    assert "at stored format version 2 already" in capsys.readouterr().out

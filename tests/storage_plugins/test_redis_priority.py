@@ -17,6 +17,7 @@ from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
 from dejaq.core.model import KIND_PRIORITY, Counts, NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins.base import Head, LeaseRequest
 from dejaq.storage_plugins.redis import keys as redis_keys
+from dejaq.storage_plugins.redis import record as redis_record
 from dejaq.storage_plugins.redis import scripts as redis_scripts
 from tests.redis_server import RedisServer
 from tests.storage_plugins.redis_support import (
@@ -62,12 +63,12 @@ def mixed_backlog(
 
 
 def raw(server: RedisServer, id: str, buckets: int = 8) -> tuple[str, float, str | None]:
-    """A record's ``ts`` and ``p`` fields and its score, as Redis holds them."""
+    """A record's timestamp and priority (None for 0) and its score, as Redis holds them."""
     slot = redis_keys.Slot(T, 0)
     with server.client() as client:
-        ts, p = client.hmget(slot.record(id), "ts", "p")
+        rec = redis_record.decode(client.hget(slot.records, id))
         score = client.zscore(slot.timeline(bucket_of(id, buckets)), id)
-    return ts.decode(), score, p.decode() if p is not None else None
+    return str(rec.ts), score, str(rec.priority) if rec.priority else None
 
 
 # -- ranks, exactly ---------------------------------------------------------------
@@ -190,13 +191,15 @@ async def test_a_promote_over_many_buckets_takes_exactly_the_oldest(
 
 
 def recorded(server: RedisServer, ids: list[str], slots: int, buckets: int) -> dict[str, int]:
-    """The ``ts`` field of each record, read raw in one round trip."""
+    """The timestamp of each record, read raw in one round trip."""
     with server.client() as client:
         pipe = client.pipeline(transaction=False)
         for id in ids:
             home = redis_keys.Slot(T, bucket_of(id, buckets) * slots // buckets)
-            pipe.hget(home.record(id), "ts")
-        return {id: int(ts) for id, ts in zip(ids, pipe.execute(), strict=True)}
+            pipe.hget(home.records, id)
+        return {
+            id: redis_record.decode(rec).ts for id, rec in zip(ids, pipe.execute(), strict=True)
+        }
 
 
 def waits_and_timelines(

@@ -108,6 +108,28 @@ async def test_a_file_from_a_newer_version_is_refused(db: Path) -> None:
     storage = storage_from_url(url_of(db))
     with pytest.raises(StorageError, match="newer"):
         await storage.open()
+    # and a migrate refuses it too, naming the version, and leaves it as it was
+    with pytest.raises(StorageError, match=f"stored format version {sql.SCHEMA_VERSION + 1}"):
+        await storage_from_url(url_of(db)).migrate()
+    with closing(sqlite3.connect(db)) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone() == (sql.SCHEMA_VERSION + 1,)
+
+
+async def test_migrate_marks_a_new_file_and_upgrades_an_older_one(db: Path) -> None:
+    # given no file, when migrated, then it is made at this format version
+    assert await storage_from_url(url_of(db)).migrate() == (None, sql.SCHEMA_VERSION, 0)
+    # given a file of an older format (before the priority column), with a message
+    async with opened(url_of(db)) as storage:
+        await storage.create_topic(Topic(T))
+        await storage.insert(T, [NewMessage("a", 5, b"x", 0)])
+    with closing(sqlite3.connect(db)) as raw:
+        raw.execute("ALTER TABLE messages DROP COLUMN priority")
+        raw.execute("PRAGMA user_version = 2")
+    # when migrated, then it is at this version, and the message is kept
+    assert await storage_from_url(url_of(db)).migrate() == (2, sql.SCHEMA_VERSION, 0)
+    async with opened(url_of(db)) as storage:
+        assert (await storage.get(T, "a")).payload == b"x"
+    assert await storage_from_url(url_of(db)).migrate() == (3, 3, 0)
 
 
 async def test_concurrent_calls_share_commits(db: Path) -> None:

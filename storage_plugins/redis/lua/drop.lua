@@ -9,12 +9,9 @@ for _, bucket in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
 end
 local dropped = 0
 for _, set in ipairs(sets) do
-  for _, id in ipairs(redis.call('ZRANGE', set, 0, -1)) do
-    redis.call('UNLINK', prefix .. K_RECORD .. id, prefix .. K_PAYLOAD .. id)
-    dropped = dropped + 1
-  end
+  dropped = dropped + redis.call('ZCARD', set)
   redis.call('UNLINK', set)
 end
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
-redis.call('UNLINK', prefix .. K_ENTERED)
+redis.call('UNLINK', prefix .. K_ENTERED, prefix .. K_RECORDS, prefix .. K_PAYLOADS)
 return {OK, dropped}

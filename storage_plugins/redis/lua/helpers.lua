@@ -86,36 +86,76 @@ local function collect(cmd, key, args)
   return out
 end
 
--- The record's fields, in the order of READ replies.
-local function fields(prefix, id)
-  return redis.call('HMGET', prefix .. K_RECORD .. id, 'ts', 'v', 'n', 'o', 'b', 'md', 'ex',
-                    'dead', 'p')
+-- A record as stored (record.py: K_RECORD, the owner's bytes, the payload when
+-- it is kept inline) as a table, numbers as numbers; `o` nil for no owner,
+-- `apart` when the payload is in the slot's `payloads` hash. The inline
+-- payload is cut out only when asked (`inline_payload`): an ack never needs it.
+local function decode(packed)
+  local ts, v, n, b, md, ex, flags, p, olen, at = struct.unpack(K_RECORD, packed)
+  local o
+  if olen > 0 then o = string.sub(packed, at, at + olen - 1) end
+  return {ts = ts, v = v, n = n, b = b, md = md, ex = ex, dead = flags % 2 == 1, p = p, o = o,
+          apart = flags >= 2, packed = packed, from = at + olen}
 end
 
--- A decimal field as a number; '0', the usual value of most fields, without
--- tonumber (a string to double conversion costs ~4 times the comparison).
-local function num(text)
-  if text == '0' then return 0 end
-  return tonumber(text)
+-- The inline payload ('' when apart).
+local function inline_payload(rec)
+  if not rec.body then rec.body = string.sub(rec.packed, rec.from) end
+  return rec.body
 end
 
--- The record, numbers as numbers; `ts_text` is its timestamp as stored (exact
--- decimal text, for replies: formatting the number again costs as much).
-local function load(prefix, id)
-  local r = fields(prefix, id)
-  if not r[1] then return nil end
-  return {ts = tonumber(r[1]), ts_text = r[1], v = num(r[2]), n = num(r[3]), o = r[4],
-          b = r[5], md = num(r[6]), ex = num(r[7]), dead = r[8] == '1',
-          p = r[9] and num(r[9]) or 0}
+local function encode(rec)
+  local o = rec.o or ''
+  local flags = (rec.dead and 1 or 0) + (rec.apart and 2 or 0)
+  return struct.pack(K_RECORD, rec.ts, rec.v, rec.n, rec.b, rec.md, rec.ex, flags, rec.p, #o)
+         .. o .. inline_payload(rec)
 end
 
--- Set a record's priority (a decimal string): the field `p`, absent for 0.
-local function set_priority(key, priority)
-  if priority == '0' then
-    redis.call('HDEL', key, 'p')
+-- Set a record's payload: inline up to K_INLINE_MAX bytes, else apart.
+local function set_payload(prefix, id, rec, payload)
+  if #payload <= K_INLINE_MAX then
+    if rec.apart then redis.call('HDEL', prefix .. K_PAYLOADS, id) end
+    rec.apart, rec.body = false, payload
   else
-    redis.call('HSET', key, 'p', priority)
+    redis.call('HSET', prefix .. K_PAYLOADS, id, payload)
+    rec.apart, rec.body = true, ''
   end
+end
+
+local function payload_of(prefix, id, rec)
+  if rec.apart then return redis.call('HGET', prefix .. K_PAYLOADS, id) or '' end
+  return inline_payload(rec)
+end
+
+local function load(prefix, id)
+  local packed = redis.call('HGET', prefix .. K_RECORDS, id)
+  if not packed then return nil end
+  return decode(packed)
+end
+
+-- The records of `ids` into `into` (id -> record; none: absent), one HMGET
+-- per 1000 ids.
+local function load_all(prefix, ids, into)
+  local packed = collect('HMGET', prefix .. K_RECORDS, ids)
+  for i = 1, #ids do
+    if packed[i] then into[ids[i]] = decode(packed[i]) end
+  end
+  return into
+end
+
+-- Records a script changed, written together at its end (`flush`): one HSET
+-- per 500 records instead of one per message. `changes` is {ids = {}, recs = {}}.
+local function dirty(changes, id, rec)
+  if not changes.recs[id] then changes.ids[#changes.ids + 1] = id end
+  changes.recs[id] = rec
+end
+
+local function flush(prefix, changes)
+  local args, recs = {}, changes.recs
+  for i, id in ipairs(changes.ids) do
+    args[2 * i - 1], args[2 * i] = id, encode(recs[id])
+  end
+  bulk('HSET', prefix .. K_RECORDS, args)
 end
 
 -- core.priority.rank, with its step, the topic's creation time and the base
@@ -167,7 +207,8 @@ end
 
 -- Delete a live message (ack, cancel, at-most-once delivery).
 local function drop(prefix, id, rec, owned, changed)
-  redis.call('UNLINK', prefix .. K_RECORD .. id, prefix .. K_PAYLOAD .. id)
+  redis.call('HDEL', prefix .. K_RECORDS, id)
+  if rec.apart then redis.call('HDEL', prefix .. K_PAYLOADS, id) end
   redis.call('ZREM', timeline(prefix, rec.b), id)
   redis.call('ZREM', owned, id)
   left(changed, rec.b, rec.ts)
@@ -179,16 +220,16 @@ local function bury(tombs, buried)
   if tombs and #buried > 0 then bulk('ZADD', tombs, buried) end
 end
 
--- Move a live message to the dead timeline at `at` (a decimal string).
-local function kill(prefix, id, rec, at, owned, dead, dead_ids, changed)
-  local key = prefix .. K_RECORD .. id
-  redis.call('HSET', key, 'dead', 1, 'ts', at, 'v', rec.v + 1)
-  redis.call('HDEL', key, 'o')
+-- Move a live message to the dead timeline at `at` (a decimal string); the
+-- record is changed in `changes` (helpers: dirty).
+local function kill(prefix, id, rec, at, owned, dead, dead_ids, changed, changes)
   redis.call('ZREM', timeline(prefix, rec.b), id)
   redis.call('ZREM', owned, id)
   redis.call('ZADD', dead, at, id)
   redis.call('ZADD', dead_ids, 0, id)
   left(changed, rec.b, rec.ts)
+  rec.dead, rec.ts, rec.v, rec.o = true, tonumber(at), rec.v + 1, nil
+  dirty(changes, id, rec)
 end
 
 -- A priority topic's `waits` index (keys.WAITS): per bucket, a lower bound of
@@ -201,13 +242,15 @@ local function waiting(waits, bucket, score)
   if waits and tonumber(score) >= 0 then redis.call('ZADD', waits, 'LT', score, bucket) end
 end
 
--- Put a live message at `at` (a decimal string) on its timeline, version + 1.
-local function reschedule(prefix, heads, waits, id, rec, at, changed)
-  redis.call('HSET', prefix .. K_RECORD .. id, 'ts', at, 'v', rec.v + 1)
+-- Put a live message at `at` (a decimal string) on its timeline, version + 1;
+-- the record is changed in `changes` (helpers: dirty).
+local function reschedule(prefix, heads, waits, id, rec, at, changed, changes)
   redis.call('ZADD', timeline(prefix, rec.b), at, id)
   left(changed, rec.b, rec.ts)
   lowered(heads, rec.b, at)
   waiting(waits, rec.b, at)
+  rec.ts, rec.v = tonumber(at), rec.v + 1
+  dirty(changes, id, rec)
 end
 
 -- rules.check_holder (over a record: rules.settle_refusal)
@@ -338,11 +381,13 @@ end
 -- until `visit(bucket, id, score)` has counted `want`; it returns (stays,
 -- counts): whether the member stays in range on its timeline (later reads skip
 -- it by offset) and whether it counts towards `want`. `done(bucket)`, when
--- given, hears of each timeline read to the end of the range. Each timeline is
+-- given, hears of each timeline read to the end of the range; `fetch(ids)`,
+-- when given, hears of the ids of each chunk read, before they are visited (to
+-- read their records in one call). Each timeline is
 -- read in chunks, the first about its fair share and each next one twice the
 -- last, so a merge of many interleaved timelines costs a ZRANGE per chunk, not
 -- per member, and a timeline holding most of the due members a few.
-local function walk(prefix, heap, low, bound, want, visit, done)
+local function walk(prefix, heap, low, bound, want, visit, done, fetch)
   local cursors, got = {}, 0
   local chunk = math.ceil(want / math.max(#heap, 1)) + 1
   while got < want and #heap > 0 do
@@ -359,6 +404,11 @@ local function walk(prefix, heap, low, bound, want, visit, done)
       c.reply = redis.call('ZRANGE', c.tl, low, bound, 'BYSCORE', 'LIMIT', c.kept, count,
                            'WITHSCORES')
       c.at, c.full = 1, #c.reply == 2 * count
+      if fetch and #c.reply > 0 then
+        local ids = {}
+        for i = 1, #c.reply, 2 do ids[#ids + 1] = c.reply[i] end
+        fetch(ids)
+      end
     end
     if c.at <= #c.reply then
       local score = tonumber(c.reply[c.at + 1])

@@ -1,45 +1,39 @@
 -- KEYS: alive, heads[, waits][, tombs] (helpers: optional). ARGV: gen, prefix,
--- then the batch as columns (columns.py): ids, their lengths, timestamps,
--- buckets, max deliveries, expiries (comma-separated decimals), payloads, their
--- lengths, priorities ('' when all are 0).
+-- then the batch as columns (columns.py): ids, their lengths, timestamps and
+-- buckets (comma-separated decimals), the records (record.new_records: each
+-- with its payload inline, or marked apart), their lengths, and the payloads
+-- kept apart, their lengths and their indexes in the batch (1-based).
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- a tombstoned one, or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
 local prefix, extra = ARGV[2], optional(3)
 local tombs, waits = extra.tombs, extra.waits
 local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
-local mds, exs, bodies = decimals(ARGV[7]), decimals(ARGV[8]), cut(ARGV[9], ARGV[10])
-local priorities = decimals(ARGV[11])
+local packed = cut(ARGV[7], ARGV[8])
+local apart, bodies = {}, cut(ARGV[9], ARGV[10])
+for i, at in ipairs(decimals(ARGV[11])) do apart[tonumber(at)] = bodies[i] end
 local out = {OK}
-local payloads, timelines, earliest, pending = {}, {}, {}, {}
--- Duplicates are looked for in one call each: EXISTS over all the record keys
--- (a count: only when it is not 0 does each id ask again) and ZMSCORE over the
--- tombstones; a repeat within the batch is found in `seen`.
-local records, seen = {}, {}
-for i = 1, #ids do records[i] = prefix .. K_RECORD .. ids[i] end
-local existing = 0
-for i = 1, #records, 1000 do
-  existing = existing + redis.call('EXISTS', unpack(records, i, math.min(i + 999, #records)))
-end
+local records, payloads, timelines, earliest, pending = {}, {}, {}, {}, {}
+-- Duplicates are looked for in one call each: HMGET over the records and
+-- ZMSCORE over the tombstones; a repeat within the batch is found in `seen`.
+local existing = collect('HMGET', prefix .. K_RECORDS, ids)
 local buried = tombs and collect('ZMSCORE', tombs, ids) or {}
+local seen = {}
 for i = 1, #ids do
-  local id, ts, bucket, key = ids[i], stamps[i], buckets[i], records[i]
-  if seen[id] or buried[i] or (existing > 0 and redis.call('EXISTS', key) == 1) then
+  local id, ts, bucket = ids[i], stamps[i], buckets[i]
+  if seen[id] or buried[i] or existing[i] then
     out[#out + 1] = 1
   else
     seen[id] = true
-    -- Text, not numbers: Redis would format each number as a double.
-    redis.call('HSET', key, 'ts', ts, 'v', '1', 'n', '0', 'b', bucket,
-               'md', mds[i], 'ex', exs[i], 'dead', '0')
-    if priorities[i] and priorities[i] ~= '0' then redis.call('HSET', key, 'p', priorities[i]) end
-    push(payloads, prefix .. K_PAYLOAD .. id, bodies[i])
+    local n = tonumber(ts)
+    push(records, id, packed[i])
+    if apart[i] then push(payloads, id, apart[i]) end
     local entries = timelines[bucket]
     if not entries then
       entries = {}
       timelines[bucket] = entries
     end
     push(entries, ts, id)
-    local n = tonumber(ts)
     local low = earliest[bucket]  -- {number, text}
     if not low then
       earliest[bucket] = {n, ts}
@@ -57,7 +51,8 @@ for i = 1, #ids do
     out[#out + 1] = 0
   end
 end
-bulk('MSET', nil, payloads)
+bulk('HSET', prefix .. K_RECORDS, records)
+bulk('HSET', prefix .. K_PAYLOADS, payloads)
 local heads, unranked = {}, {}
 for bucket, entries in pairs(timelines) do
   bulk('ZADD', timeline(prefix, bucket), entries)

@@ -7,6 +7,7 @@ if not alive() then return {GONE} end
 local prefix, mode, id, at = ARGV[2], ARGV[3], ARGV[4], ARGV[6]
 local rec = load(prefix, id)
 local numbers, owners, changed, buried = {}, {}, {}, {}
+local changes = {ids = {}, recs = {}}
 local extra = optional(4)
 local code = check_movable(rec, tonumber(ARGV[5]), tonumber(ARGV[7]))
 if code ~= OK then
@@ -14,17 +15,16 @@ if code ~= OK then
 elseif mode == 'cancel' then
   drop(prefix, id, rec, KEYS[3], changed)
   push(buried, ARGV[7], id)
-  push(numbers, '0', '0', rec.ts_text)
+  push(numbers, '0', '0', int(rec.ts))
 else
-  reschedule(prefix, KEYS[2], extra.waits, id, rec, at, changed)
-  redis.call('HDEL', prefix .. K_RECORD .. id, 'o')
+  reschedule(prefix, KEYS[2], extra.waits, id, rec, at, changed, changes)
+  rec.o = nil
   redis.call('ZREM', KEYS[3], id)
-  if ARGV[9] ~= '' then set_priority(prefix .. K_RECORD .. id, ARGV[9]) end
-  if mode == 'rewrite' then
-    redis.call('SET', prefix .. K_PAYLOAD .. id, ARGV[8])
-  end
-  push(numbers, '0', int(rec.v + 1), at)
+  if ARGV[9] ~= '' then rec.p = tonumber(ARGV[9]) end
+  if mode == 'rewrite' then set_payload(prefix, id, rec, ARGV[8]) end
+  push(numbers, '0', int(rec.v), at)
 end
+flush(prefix, changes)
 fix_heads(prefix, KEYS[2], changed)
 bury(extra.tombs, buried)
 return {OK, table.concat(numbers, ','), owners}

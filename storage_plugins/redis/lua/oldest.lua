@@ -13,7 +13,8 @@ if not first[1] then return {OK, '', 0, ''} end
 local oldest = tonumber(first[2])
 if oldest >= 0 or not waits then return {OK, int(oldest), 0, ''} end
 local id = redis.call('ZRANGE', timeline(prefix, first[1]), 0, 0)[1]
-local priority = tonumber(redis.call('HGET', prefix .. K_RECORD .. id, 'p')) or 0
+local rec = load(prefix, id)
+local priority = rec and rec.p or 0
 local due
 local bounds = redis.call('ZRANGE', waits, '0', ARGV[3], 'BYSCORE', 'WITHSCORES')
 for i = 1, #bounds, 2 do

@@ -14,21 +14,24 @@ local prefix, quota, bound = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local step, created_at, base = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local ranked, unowned, changed, read = {}, {}, {}, {}
 local promoted = 0
+local changes, recs = {ids = {}, recs = {}}, {}
+
+local function fetch(ids)
+  load_all(prefix, ids, recs)
+end
 
 local function visit(bucket, id)
-  local rec = load(prefix, id)
+  local rec = recs[id]
   if not rec then
     redis.call('ZREM', timeline(prefix, bucket), id)  -- an index entry without a record
     left(changed, bucket, 0)
     return false, false
   end
   local at = rank(rec.p, rec.ts, step, created_at, base)
-  local key = prefix .. K_RECORD .. id
-  redis.call('HSET', key, 'ts', at, 'v', rec.v + 1)
-  if rec.o then
-    redis.call('HDEL', key, 'o')
-    unowned[#unowned + 1] = id
-  end
+  local old = rec.ts
+  if rec.o then unowned[#unowned + 1] = id end
+  rec.ts, rec.v, rec.o = tonumber(at), rec.v + 1, nil
+  dirty(changes, id, rec)
   -- Moved to its rank at the end (one ZADD per timeline); until then it
   -- stays in range, skipped by the walk's offset.
   local entries = ranked[bucket]
@@ -37,7 +40,7 @@ local function visit(bucket, id)
     ranked[bucket] = entries
   end
   push(entries, at, id)
-  left(changed, bucket, rec.ts)
+  left(changed, bucket, old)
   lowered(KEYS[2], bucket, at)
   read[bucket] = true
   promoted = promoted + 1
@@ -45,7 +48,8 @@ local function visit(bucket, id)
 end
 
 local heap = due_heads(KEYS[5], asked(ARGV[6]), bound)
-walk(prefix, heap, '0', bound, quota, visit, function(bucket) read[bucket] = true end)
+walk(prefix, heap, '0', bound, quota, visit, function(bucket) read[bucket] = true end, fetch)
+flush(prefix, changes)
 for bucket, entries in pairs(ranked) do bulk('ZADD', timeline(prefix, bucket), entries) end
 bulk('ZREM', KEYS[3], unowned)
 fix_heads(prefix, KEYS[2], changed)

@@ -3,9 +3,8 @@
 if not alive() then return {GONE} end
 local prefix = ARGV[2]
 local ids = redis.call('ZRANGE', KEYS[2], '-inf', '(' .. ARGV[3], 'BYSCORE')
-for _, id in ipairs(ids) do
-  redis.call('UNLINK', prefix .. K_RECORD .. id, prefix .. K_PAYLOAD .. id)
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('ZREM', KEYS[3], id)
-end
+bulk('HDEL', prefix .. K_RECORDS, ids)
+bulk('HDEL', prefix .. K_PAYLOADS, ids)
+bulk('ZREM', KEYS[2], ids)
+bulk('ZREM', KEYS[3], ids)
 return {OK, #ids}

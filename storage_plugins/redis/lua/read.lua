@@ -5,10 +5,10 @@ local prefix = ARGV[2]
 local out = {OK}
 for i = 3, #ARGV do
   local id = ARGV[i]
-  local r = fields(prefix, id)
-  if r[1] then
-    push(out, 1, r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
-         redis.call('GET', prefix .. K_PAYLOAD .. id))
+  local r = load(prefix, id)
+  if r then
+    push(out, 1, int(r.ts), int(r.v), int(r.n), r.o or false, int(r.b), int(r.md), int(r.ex),
+         r.dead and '1' or '0', int(r.p), payload_of(prefix, id, r))
   else
     push(out, 0, false, false, false, false, false, false, false, false, false, false)
   end

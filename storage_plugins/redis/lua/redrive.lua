@@ -11,11 +11,12 @@ else
   for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
 end
 local redriven = 0
+local recs, changes = load_all(prefix, ids, {}), {ids = {}, recs = {}}
 for _, id in ipairs(ids) do
-  local rec = load(prefix, id)
+  local rec = recs[id]
   if rec and rec.dead then
-    redis.call('HSET', prefix .. K_RECORD .. id,
-               'dead', 0, 'n', 0, 'ex', 0, 'ts', at, 'v', rec.v + 1)
+    rec.dead, rec.n, rec.ex, rec.ts, rec.v = false, 0, 0, tonumber(at), rec.v + 1
+    dirty(changes, id, rec)
     redis.call('ZREM', KEYS[3], id)
     redis.call('ZREM', KEYS[4], id)
     redis.call('ZADD', timeline(prefix, rec.b), at, id)
@@ -25,4 +26,5 @@ for _, id in ipairs(ids) do
     redriven = redriven + 1
   end
 end
+flush(prefix, changes)
 return {OK, redriven}

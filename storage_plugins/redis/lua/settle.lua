@@ -12,18 +12,20 @@ local numbers, owners, changed, buried = {}, {}, {}, {}
 local extra = optional(6)
 local ids, versions = cut(ARGV[7], ARGV[8]), decimals(ARGV[9])
 local dues = mode == 'back' and decimals(ARGV[10]) or {}
--- Acks delete in a few calls after the loop (their keys, per timeline, from
--- owned); an id acked earlier in the batch is not found again.
-local acked, unlinks, removed, disowned = {}, {}, {}, {}
+-- The records are read in one call first, and those changed written in one at
+-- the end (helpers: dirty); acks delete in a few calls after the loop (their
+-- fields, per timeline, from owned); an id acked earlier in the batch is not
+-- found again, one changed earlier is seen changed.
+local recs, changes = load_all(prefix, ids, {}), {ids = {}, recs = {}}
+local acked, removed, disowned, apart = {}, {}, {}, {}
 for i = 1, #ids do
   local id = ids[i]
-  local rec = not acked[id] and load(prefix, id) or nil
+  local rec = not acked[id] and recs[id] or nil
   local code = check_holder(rec, owner, tonumber(versions[i]))
   if code ~= OK then
     refusal(numbers, owners, code, rec)
   elseif mode == 'ack' then
     acked[id] = true
-    push(unlinks, prefix .. K_RECORD .. id, prefix .. K_PAYLOAD .. id)
     local members = removed[rec.b]
     if not members then
       members = {}
@@ -31,31 +33,33 @@ for i = 1, #ids do
     end
     members[#members + 1] = id
     disowned[#disowned + 1] = id
+    if rec.apart then apart[#apart + 1] = id end
     left(changed, rec.b, rec.ts)
     push(buried, time, id)
-    push(numbers, '0', '0', rec.ts_text)
+    push(numbers, '0', '0', int(rec.ts))
   elseif mode == 'back' then
-    local due, key = dues[i], prefix .. K_RECORD .. id
-    reschedule(prefix, KEYS[2], extra.waits, id, rec, due, changed)
-    redis.call('HSET', key, 'n', rec.n - 1)
-    redis.call('HDEL', key, 'o')
+    local due = dues[i]
+    reschedule(prefix, KEYS[2], extra.waits, id, rec, due, changed, changes)
+    rec.n, rec.o = rec.n - 1, nil
     redis.call('ZREM', KEYS[3], id)
-    push(numbers, '0', int(rec.v + 1), due)
+    push(numbers, '0', int(rec.v), due)
   elseif mode == 'nack' and dies_on_nack(rec.n, effective_max_deliveries(rec.md, topic_max)) then
-    kill(prefix, id, rec, time, KEYS[3], KEYS[4], KEYS[5], changed)
+    kill(prefix, id, rec, time, KEYS[3], KEYS[4], KEYS[5], changed, changes)
     push(numbers, '0', '0', time)
   else
-    reschedule(prefix, KEYS[2], extra.waits, id, rec, time, changed)
+    reschedule(prefix, KEYS[2], extra.waits, id, rec, time, changed, changes)
     if mode == 'extend' then
       redis.call('ZADD', KEYS[3], time, id)
     else
-      redis.call('HDEL', prefix .. K_RECORD .. id, 'o')
+      rec.o = nil
       redis.call('ZREM', KEYS[3], id)
     end
-    push(numbers, '0', int(rec.v + 1), time)
+    push(numbers, '0', int(rec.v), time)
   end
 end
-bulk('UNLINK', nil, unlinks)
+flush(prefix, changes)
+bulk('HDEL', prefix .. K_RECORDS, disowned)
+bulk('HDEL', prefix .. K_PAYLOADS, apart)
 for bucket, members in pairs(removed) do bulk('ZREM', timeline(prefix, bucket), members) end
 bulk('ZREM', KEYS[3], disowned)
 fix_heads(prefix, KEYS[2], changed)

@@ -1,0 +1,114 @@
+"""redis-server CPU a message of the Redis scripts alone, STORAGE LEVEL (no broker).
+
+    python benchmarks/redis_cpu.py                  # 90,000 messages
+    python benchmarks/redis_cpu.py --messages 30000 --buckets 8
+
+A fresh ``redis-server`` and the ``redis://`` storage in this process, on a
+topic of ``--buckets`` buckets with the default dedup window (every ack leaves
+a tombstone): batches of 300 messages due now are inserted, leased 600 at a
+time and acked 300 at a time, in the steady scenario's batch sizes, and the
+server's CPU (``/proc``) is split by phase. It measures the stored layout and
+its scripts, not the product (``run.py --scenarios steady`` does, through the
+broker); run it with an older release installed to compare two layouts.
+
+Figures print and go to benchmarks/results/redis_cpu.json (``--name``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from suite.backends import redis_store
+from suite.procstat import cpu_s, load_average, machine
+
+from dejaq.core.buckets import bucket_of
+from dejaq.core.model import NewMessage, Topic, TopicSettings
+from dejaq.storage_plugins import storage_from_url
+from dejaq.storage_plugins.base import LeaseRequest, Storage
+
+INSERT, LEASE, WARM_UP = 300, 600, 6_000
+PAYLOAD = bytes(i % 256 for i in range(100))
+PHASES = ("insert", "lease", "ack")
+
+
+async def cycle(
+    storage: Storage, pid: int, count: int, buckets: int, start: int, spent: dict[str, float]
+) -> int:
+    """Insert, lease and ack ``count`` messages from id number ``start``; the next number."""
+    done, seq = 0, start
+    while done < count:
+        now = int(time.time() * 1000)
+        for _ in range(LEASE // INSERT):
+            ids = [f"msg-{seq + i:020d}" for i in range(INSERT)]
+            batch = [NewMessage(id, now - 5, PAYLOAD, bucket_of(id, buckets)) for id in ids]
+            seq += INSERT
+            before = cpu_s(pid)
+            await storage.insert("t", batch)
+            spent["insert"] += cpu_s(pid) - before
+        before = cpu_s(pid)
+        leases = await storage.lease(LeaseRequest("t", None, now, LEASE, 30_000, "owner-1"))
+        spent["lease"] += cpu_s(pid) - before
+        items = [(m.id, m.version) for m in leases.delivered]
+        before = cpu_s(pid)
+        for i in range(0, len(items), INSERT):
+            await storage.ack("t", items[i : i + INSERT], "owner-1", now)
+        spent["ack"] += cpu_s(pid) - before
+        done += len(items)
+    return seq
+
+
+async def measure(messages: int, buckets: int) -> dict[str, float]:
+    async with redis_store() as store:
+        assert store.pid is not None
+        storage = storage_from_url(store.url)
+        await storage.open()
+        try:
+            await storage.create_topic(Topic("t", TopicSettings(buckets=buckets)))
+            spent = dict.fromkeys(PHASES, 0.0)
+            seq = await cycle(storage, store.pid, WARM_UP, buckets, 0, spent)
+            spent = dict.fromkeys(PHASES, 0.0)
+            before, started = cpu_s(store.pid), time.monotonic()
+            await cycle(storage, store.pid, messages, buckets, seq, spent)
+            total, wall = cpu_s(store.pid) - before, time.monotonic() - started
+        finally:
+            await storage.close()
+    out = {f"{k}_us_per_message": round(v / messages * 1e6, 2) for k, v in spent.items()}
+    out["us_per_message"] = round(total / messages * 1e6, 2)
+    out["wall_s"] = round(wall, 2)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=90_000)
+    parser.add_argument("--buckets", type=int, default=64)
+    parser.add_argument("--name", default="redis_cpu")
+    args = parser.parse_args()
+    load_before = load_average()
+    figures = asyncio.run(measure(args.messages, args.buckets))
+    phases = ", ".join(f"{p} {figures[p + '_us_per_message']}" for p in PHASES)
+    print(
+        f"redis-server CPU a message (insert -> lease -> ack, storage level):"
+        f" {figures['us_per_message']} us ({phases}); load average {load_before}"
+        f" -> {load_average()}"
+    )
+    record = {
+        "benchmark": args.name,
+        "machine": machine(),
+        "config": {"messages": args.messages, "buckets": args.buckets},
+        "load_average_1min_before": load_before,
+        "load_average_1min_after": load_average(),
+        "results": figures,
+    }
+    path = Path(__file__).parent / "results" / f"{args.name}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Upgrading a ``redis://`` store in place to this dejaq's layout (``keys``).
+
+Version 1 kept a hash ``m:<id>`` and a string ``p:<id>`` a message; version 2
+keeps them as fields of the slot's ``records`` and ``payloads`` hashes. The
+upgrade walks every topic's slots: the ids on the slot's timelines (its
+``heads`` name them, strays included) and on its dead timeline, in chunks of
+``CHUNK``, each chunk one script (``upgrade.lua``) that moves what it finds and
+skips what was moved already. Sorted sets, tombstones, the registry and the
+topics' other keys are the same in both versions. ``keys.FORMAT`` is set to the
+new version last: an upgrade cut short leaves the store at version 1, and is
+run again. No broker may write the store meanwhile (the README's upgrade steps).
+"""
+
+from __future__ import annotations
+
+from dejaq.core.errors import StorageError
+from dejaq.storage_plugins.redis import keys
+from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.registry import Registry, TopicEntry
+from dejaq.storage_plugins.redis.replies import body, text
+from dejaq.storage_plugins.redis.scripts import Call, Runner
+
+CHUNK = 500  # ids a script: bounds how long one blocks the server
+
+
+async def stored_version(runner: Runner) -> int | None:
+    """The store's format version; None for a store no broker has opened."""
+    stored = text(await runner.command("GET", keys.FORMAT))
+    if stored is None:
+        return None
+    try:
+        return int(stored)
+    except ValueError:
+        raise StorageError(
+            f"redis: the stored format version is {stored!r}, not a number"
+        ) from None
+
+
+async def upgrade(runner: Runner, registry: Registry) -> tuple[int | None, int]:
+    """Bring the store to ``keys.FORMAT_VERSION``: (the version before, messages moved)."""
+    before = await stored_version(runner)
+    if before is not None and before > keys.FORMAT_VERSION:
+        raise StorageError(
+            f"redis: the store holds dejaq's stored format version {before}, newer than"
+            f" {keys.FORMAT_VERSION}: run a dejaq that reads it"
+        )
+    moved = 0
+    if before == 1:
+        for topic in await registry.all():
+            info = await registry.load(topic.name)
+            if info is not None:
+                moved += await _upgrade_topic(runner, info)
+    await runner.command("SET", keys.FORMAT, str(keys.FORMAT_VERSION))
+    return before, moved
+
+
+async def _upgrade_topic(runner: Runner, info: TopicEntry) -> int:
+    moved = 0
+    for index in range(info.slots):
+        s = info.slot(index)
+        buckets = await runner.command("ZRANGE", s.heads, 0, -1)
+        sets = [s.timeline(int(b)) for b in buckets] + [s.dead]
+        ids: list[str] = []
+        for members in await runner.run([Call(None, (), ("ZRANGE", k, 0, -1)) for k in sets]):
+            ids += [m.decode() for m in members]
+        for at in range(0, len(ids), CHUNK):
+            args = (info.gen, s.prefix, *ids[at : at + CHUNK])
+            [reply] = await runner.run([Call(lua.UPGRADE, (s.alive,), args)])
+            (count,) = body(reply)
+            moved += int(count)
+    return moved
