@@ -111,6 +111,10 @@ class Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def expire(self) -> None:
+        """The request's time ran out: it fails with a ``TimeoutError``."""
+        self._fail(TimeoutError("the webhook endpoint did not answer in time"))
+
     def _fail(self, exc: Exception) -> None:
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():

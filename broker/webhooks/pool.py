@@ -34,14 +34,30 @@ class Pool:
         self._idle: list[Connection] = []
         self._open: set[Connection] = set()
 
+    def idle(self) -> Connection | None:
+        """An open idle connection, taken out of the pool; None when there is none."""
+        while self._idle:
+            conn = self._idle.pop()  # the most recent: the least likely closed by its peer
+            if not conn.closed:
+                return conn
+            self._open.discard(conn)
+        return None
+
+    def done(self, conn: Connection) -> None:
+        """``conn``'s request was answered: it goes back to the pool if it may."""
+        if conn.reusable and not conn.closed:
+            self._idle.append(conn)
+        else:
+            self._open.discard(conn)
+
+    def drop(self, conn: Connection) -> None:
+        conn.abort()
+        self._open.discard(conn)
+
     async def post(self, request: bytes) -> Answer:
         """Send ``request`` and read its answer. The caller bounds the time
         (a cancelled request drops its connection)."""
-        while self._idle:
-            conn = self._idle.pop()  # the most recent: the least likely closed by its peer
-            if conn.closed:
-                self._open.discard(conn)
-                continue
+        while (conn := self.idle()) is not None:
             try:
                 return await self._exchange(conn, request)
             except ConnectionError:
@@ -55,13 +71,9 @@ class Pool:
         try:
             answer = await conn.send(request)
         except BaseException:
-            conn.abort()
-            self._open.discard(conn)
+            self.drop(conn)
             raise
-        if conn.reusable and not conn.closed:
-            self._idle.append(conn)
-        else:
-            self._open.discard(conn)
+        self.done(conn)
         return answer
 
     async def _dial(self) -> Connection:

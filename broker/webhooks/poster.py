@@ -21,6 +21,7 @@ written whole in one write (``request.py``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from yarl import URL
 
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.webhooks import retry
-from dejaq.broker.webhooks.connection import Answer
+from dejaq.broker.webhooks.connection import Answer, Connection
 from dejaq.broker.webhooks.metrics import WebhookMetrics
 from dejaq.broker.webhooks.pool import Pool
 from dejaq.broker.webhooks.request import RequestHead
@@ -102,6 +103,7 @@ class Poster:
         self._resolver = AllowedResolver(allow)
         self._pools: dict[tuple[str, str, int], Pool] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: set[Connection] = set()  # requests sent without a task
         # Settles waiting for the flush: by kind and delay, one storage call each.
         self._settles: dict[tuple[Kind, int], list[tuple[str, int]]] = {}
         self._flush: asyncio.Task[None] | None = None
@@ -111,9 +113,8 @@ class Poster:
 
     def deliver(self, leases: Leases) -> None:
         for m in leases.delivered:
-            task = asyncio.create_task(self._post(m))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            if not self._send(m):
+                self._spawn(m)
 
     def fail(self, exc: Exception) -> None:
         log.info("webhook topic %s closed: %s", self.topic.name, exc)
@@ -149,6 +150,8 @@ class Poster:
             await d.hand_back(self.consumer_id, d.remove(self))
         for task in list(self._tasks):
             task.cancel()
+        for conn in list(self._in_flight):
+            conn.abort()  # its answer is not read: the message stays leased
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._flush is not None:
             await asyncio.gather(self._flush, return_exceptions=True)
@@ -158,16 +161,79 @@ class Poster:
 
     # -- posting -----------------------------------------------------------------
 
+    def _send(self, m: LeasedMessage) -> bool:
+        """Post ``m`` at once on an idle connection, with no task: its answer
+        comes to ``_answered``. False when no connection is idle."""
+        plan = self._plan
+        pool = self._pools.get(plan.origin)
+        conn = pool.idle() if pool is not None and not plan.refused else None
+        if pool is None or conn is None:
+            return False
+        started = time.monotonic()
+        answer = conn.send(plan.head.request(m, int(time.time() * 1000)))
+        timer = asyncio.get_running_loop().call_later(plan.timeout_s, conn.expire)
+        self._in_flight.add(conn)
+        answer.add_done_callback(
+            functools.partial(self._answered, m, self.hook, pool, conn, timer, started)
+        )
+        return True
+
+    def _answered(
+        self,
+        m: LeasedMessage,
+        hook: Webhook,
+        pool: Pool,
+        conn: Connection,
+        timer: asyncio.TimerHandle,
+        started: float,
+        answer: asyncio.Future[Answer],
+    ) -> None:
+        timer.cancel()
+        self._in_flight.discard(conn)
+        if self._dispatcher is None:  # stopped: the message stays leased, posted again later
+            return
+        exc = answer.exception()
+        if exc is None:
+            pool.done(conn)
+            self._finish(m, hook, started, *answer.result())
+            return
+        pool.drop(conn)
+        if isinstance(exc, ConnectionError) and not conn.received:
+            # The peer closed an idle connection as we wrote (its keep-alive ran
+            # out): nothing was answered, so the request goes on a new connection.
+            self._spawn(m)
+            return
+        self._failed_request(m, exc)
+        self._finish(m, hook, started, None, None)
+
+    def _spawn(self, m: LeasedMessage) -> None:
+        task = asyncio.create_task(self._post(m))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def _post(self, m: LeasedMessage) -> None:
+        """Post ``m`` when a connection must be dialled first."""
         hook, plan = self.hook, self._plan
         started = time.monotonic()
         try:
             status, retry_after = await self._request(hook, plan, m)
-            self._metrics.observe(self.topic.name, status, time.monotonic() - started)
-        finally:
+        except BaseException:
             self.credit += 1
-            if self._dispatcher is not None:
-                self._dispatcher.poke()
+            raise
+        self._finish(m, hook, started, status, retry_after)
+
+    def _finish(
+        self,
+        m: LeasedMessage,
+        hook: Webhook,
+        started: float,
+        status: int | None,
+        retry_after: str | None,
+    ) -> None:
+        self._metrics.observe(self.topic.name, status, time.monotonic() - started)
+        self.credit += 1
+        if self._dispatcher is not None:
+            self._dispatcher.poke()
         if status is not None and 200 <= status < 300:
             self._queue(Kind.ACK, 0, m)
             return
@@ -187,17 +253,20 @@ class Poster:
             async with asyncio.timeout(plan.timeout_s):
                 answer: Answer = await pool.post(plan.head.request(m, int(time.time() * 1000)))
             return answer
-        except (TimeoutError, OSError) as exc:  # ConnectionError, ssl errors, Refused
+        except Exception as exc:
+            self._failed_request(m, exc)
+            return None, None
+
+    def _failed_request(self, m: LeasedMessage, exc: BaseException) -> None:
+        if isinstance(exc, OSError):  # timeouts, ConnectionError, ssl errors, Refused
             log.warning(
                 "webhook %s: message %r not delivered (%s)",
                 self.topic.name,
                 m.id,
                 str(exc) or type(exc).__name__,
             )
-            return None, None
-        except Exception:  # a failure of ours: retried later like any failed attempt
-            log.exception("webhook %s: message %r not delivered", self.topic.name, m.id)
-            return None, None
+        else:  # a failure of ours: retried later like any failed attempt
+            log.error("webhook %s: message %r not delivered", self.topic.name, m.id, exc_info=exc)
 
     def _queue(self, kind: Kind, ms: int, m: LeasedMessage) -> None:
         """Settles of one moment go to storage together: one call per kind and delay."""
