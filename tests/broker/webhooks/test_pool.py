@@ -127,3 +127,20 @@ async def test_a_broken_answer_fails_the_request(serve: Serve) -> None:
     with pytest.raises(ConnectionError, match="not HTTP"):
         await pool.post(REQUEST)
     pool.close()
+
+
+async def test_a_request_whose_time_ran_out_fails_and_leaves_the_pool(serve: Serve) -> None:
+    # Given a kept-alive connection to an endpoint that answers once, then never again
+    endpoint = await serve(lambda n: OK if n == 0 else b"")
+    pool = pool_for(endpoint)
+    await pool.post(REQUEST)
+    conn = pool.idle()
+    assert conn is not None
+    # When a request on it gets no answer before its time runs out
+    answer = conn.send(REQUEST)
+    conn.expire()
+    # Then it fails as a timeout and the connection is not reused
+    with pytest.raises(TimeoutError):
+        await answer
+    assert conn.closed and pool.idle() is None
+    pool.close()
