@@ -9,31 +9,34 @@ the lease outlasts the request's timeout, so a broker that dies mid-request
 leaves the message leased until the lease runs out, and another broker posts
 it again: redelivered, never lost.
 
-A 2xx answer acks the message (acks of one moment go to storage together). A
-429, a 5xx, any other answer, a timeout or a connection error nacks it, due
-again after ``retry.delay_ms``; past the topic's max deliveries the nack puts
-it on the dead timeline. Requests in flight are bounded by the webhook's
-``concurrency``: it is the session's credit.
+A 2xx answer acks the message. A 429, a 5xx, any other answer, a timeout or
+a connection error nacks it, due again after ``retry.delay_ms``; past the
+topic's max deliveries the nack puts it on the dead timeline. The settles of
+one moment go to storage together, one call per kind and delay. Requests in
+flight are bounded by the webhook's ``concurrency``: it is the session's
+credit. Requests go out over the keep-alive connections of ``pool.py``, each
+written whole in one write (``request.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
-import aiohttp
 from yarl import URL
 
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.webhooks import retry
+from dejaq.broker.webhooks.connection import Answer, Connection
 from dejaq.broker.webhooks.metrics import WebhookMetrics
+from dejaq.broker.webhooks.pool import Pool
+from dejaq.broker.webhooks.request import RequestHead
 from dejaq.broker.webhooks.resolver import AllowedResolver, Refused
 from dejaq.broker.webhooks.targets import Allowlist, literal_refused
-from dejaq.core import signature
 from dejaq.core.errors import DejaqError
 from dejaq.core.model import LeasedMessage, Leases, Topic, Webhook
 
@@ -47,12 +50,6 @@ log = logging.getLogger(__name__)
 LEASE_MARGIN_MS = 2_000
 
 
-def header_id(mid: str) -> str:
-    """A message id as a header value: percent-encoded UTF-8 (RFC 3986), so
-    any id travels; ids of letters, digits and ``-._~:@/!$&'()*+,;=`` read as they are."""
-    return quote(mid, safe="-._~:@/!$&'()*+,;=")
-
-
 def lease_for(topic: Topic) -> int:
     hook = topic.settings.webhook
     timeout = hook.timeout_ms if hook is not None else 0
@@ -63,20 +60,20 @@ def lease_for(topic: Topic) -> int:
 class _Plan:
     """What every request of a webhook shares, made once per setting."""
 
-    url: URL
-    headers: tuple[tuple[str, str], ...]
-    timeout: aiohttp.ClientTimeout
+    origin: tuple[str, str, int]  # scheme, host, port: the pool its requests use
+    head: RequestHead
+    timeout_s: float
     refused: bool  # a literal address the allowlist does not admit (now)
 
     @classmethod
     def of(cls, hook: Webhook, allow: Allowlist) -> _Plan:
         url = URL(hook.url)
-        headers = {"Content-Type": "application/octet-stream", **dict(hook.headers)}
+        host = url.raw_host or ""
         return cls(
-            url,
-            tuple(headers.items()),
-            aiohttp.ClientTimeout(total=hook.timeout_ms / 1000),
-            literal_refused(url.host or "", allow),
+            (url.scheme, host, url.port or 0),
+            RequestHead(hook),
+            hook.timeout_ms / 1000,
+            literal_refused(host, allow),
         )
 
 
@@ -103,9 +100,12 @@ class Poster:
         self._allow = allow
         self._metrics = metrics
         self._dispatcher: Dispatcher | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._resolver = AllowedResolver(allow)
+        self._pools: dict[tuple[str, str, int], Pool] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._acks: list[tuple[str, int]] = []
+        self._in_flight: set[Connection] = set()  # requests sent without a task
+        # Settles waiting for the flush: by kind and delay, one storage call each.
+        self._settles: dict[tuple[Kind, int], list[tuple[str, int]]] = {}
         self._flush: asyncio.Task[None] | None = None
         self._failed = False
 
@@ -113,9 +113,8 @@ class Poster:
 
     def deliver(self, leases: Leases) -> None:
         for m in leases.delivered:
-            task = asyncio.create_task(self._post(m))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            if not self._send(m):
+                self._spawn(m)
 
     def fail(self, exc: Exception) -> None:
         log.info("webhook topic %s closed: %s", self.topic.name, exc)
@@ -128,8 +127,6 @@ class Poster:
         return self._dispatcher is not None and not self._failed
 
     def start(self, dispatcher: Dispatcher) -> None:
-        connector = aiohttp.TCPConnector(limit=0, resolver=AllowedResolver(self._allow))
-        self._session = aiohttp.ClientSession(connector=connector)
         self._dispatcher = dispatcher
         dispatcher.add(self)
 
@@ -140,6 +137,8 @@ class Poster:
         self.credit += hook.concurrency - self.hook.concurrency
         self.topic, self.hook, self.lease_ms = topic, hook, lease_for(topic)
         self._plan = _Plan.of(hook, self._allow)
+        for origin in [o for o in self._pools if o != self._plan.origin]:
+            self._pools.pop(origin).close()  # its requests in flight fail: nacked, posted again
         if self._dispatcher is not None:
             self._dispatcher.poke()
 
@@ -151,78 +150,139 @@ class Poster:
             await d.hand_back(self.consumer_id, d.remove(self))
         for task in list(self._tasks):
             task.cancel()
+        for conn in list(self._in_flight):
+            conn.abort()  # its answer is not read: the message stays leased
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._flush is not None:
             await asyncio.gather(self._flush, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
 
     # -- posting -----------------------------------------------------------------
 
+    def _send(self, m: LeasedMessage) -> bool:
+        """Post ``m`` at once on an idle connection, with no task: its answer
+        comes to ``_answered``. False when no connection is idle."""
+        plan = self._plan
+        pool = self._pools.get(plan.origin)
+        conn = pool.idle() if pool is not None and not plan.refused else None
+        if pool is None or conn is None:
+            return False
+        started = time.monotonic()
+        answer = conn.send(plan.head.request(m, int(time.time() * 1000)))
+        timer = asyncio.get_running_loop().call_later(plan.timeout_s, conn.expire)
+        self._in_flight.add(conn)
+        answer.add_done_callback(
+            functools.partial(self._answered, m, self.hook, pool, conn, timer, started)
+        )
+        return True
+
+    def _answered(
+        self,
+        m: LeasedMessage,
+        hook: Webhook,
+        pool: Pool,
+        conn: Connection,
+        timer: asyncio.TimerHandle,
+        started: float,
+        answer: asyncio.Future[Answer],
+    ) -> None:
+        timer.cancel()
+        self._in_flight.discard(conn)
+        if self._dispatcher is None:  # stopped: the message stays leased, posted again later
+            return
+        exc = answer.exception()
+        if exc is None:
+            pool.done(conn)
+            self._finish(m, hook, started, *answer.result())
+            return
+        pool.drop(conn)
+        if isinstance(exc, ConnectionError) and not conn.received:
+            # The peer closed an idle connection as we wrote (its keep-alive ran
+            # out): nothing was answered, so the request goes on a new connection.
+            self._spawn(m)
+            return
+        self._failed_request(m, exc)
+        self._finish(m, hook, started, None, None)
+
+    def _spawn(self, m: LeasedMessage) -> None:
+        task = asyncio.create_task(self._post(m))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def _post(self, m: LeasedMessage) -> None:
+        """Post ``m`` when a connection must be dialled first."""
         hook, plan = self.hook, self._plan
         started = time.monotonic()
         try:
             status, retry_after = await self._request(hook, plan, m)
-            self._metrics.observe(self.topic.name, status, time.monotonic() - started)
-        finally:
+        except BaseException:
             self.credit += 1
-            if self._dispatcher is not None:
-                self._dispatcher.poke()
+            raise
+        self._finish(m, hook, started, status, retry_after)
+
+    def _finish(
+        self,
+        m: LeasedMessage,
+        hook: Webhook,
+        started: float,
+        status: int | None,
+        retry_after: str | None,
+    ) -> None:
+        self._metrics.observe(self.topic.name, status, time.monotonic() - started)
+        self.credit += 1
+        if self._dispatcher is not None:
+            self._dispatcher.poke()
         if status is not None and 200 <= status < 300:
-            self._ack(m)
+            self._queue(Kind.ACK, 0, m)
             return
         now = self._broker.clock.now_ms()
-        delay = retry.delay_ms(hook.backoff_ms, m.deliveries, retry_after, now)
-        await self._settle(Kind.NACK, [(m.id, m.version)], delay)
+        self._queue(Kind.NACK, retry.delay_ms(hook.backoff_ms, m.deliveries, retry_after, now), m)
 
     async def _request(
         self, hook: Webhook, plan: _Plan, m: LeasedMessage
     ) -> tuple[int | None, str | None]:
         """The answer's status and ``Retry-After``; no status when none came."""
-        assert self._session is not None
-        headers = dict(plan.headers)
-        headers["Dejaq-Id"] = header_id(m.id)
-        headers["Dejaq-Timestamp-Ms"] = str(m.timestamp)
-        headers["Dejaq-Delivery"] = str(m.deliveries)
-        headers["Dejaq-Signature"] = signature.sign(hook.secret, int(time.time() * 1000), m.payload)
         try:
             if plan.refused:
                 raise Refused(f"webhook target {hook.url!r} is not allowed")
-            async with self._session.post(
-                plan.url,
-                data=m.payload,
-                headers=headers,
-                timeout=plan.timeout,
-                allow_redirects=False,
-            ) as resp:
-                return resp.status, resp.headers.get("Retry-After")
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            pool = self._pools.get(plan.origin)
+            if pool is None:
+                pool = self._pools[plan.origin] = Pool(*plan.origin, self._resolver)
+            async with asyncio.timeout(plan.timeout_s):
+                answer: Answer = await pool.post(plan.head.request(m, int(time.time() * 1000)))
+            return answer
+        except Exception as exc:
+            self._failed_request(m, exc)
+            return None, None
+
+    def _failed_request(self, m: LeasedMessage, exc: BaseException) -> None:
+        if isinstance(exc, OSError):  # timeouts, ConnectionError, ssl errors, Refused
             log.warning(
                 "webhook %s: message %r not delivered (%s)",
                 self.topic.name,
                 m.id,
                 str(exc) or type(exc).__name__,
             )
-            return None, None
-        except Exception:  # a failure of ours: retried later like any failed attempt
-            log.exception("webhook %s: message %r not delivered", self.topic.name, m.id)
-            return None, None
+        else:  # a failure of ours: retried later like any failed attempt
+            log.error("webhook %s: message %r not delivered", self.topic.name, m.id, exc_info=exc)
 
-    def _ack(self, m: LeasedMessage) -> None:
-        """Acks of one moment go to storage in one call."""
-        self._acks.append((m.id, m.version))
+    def _queue(self, kind: Kind, ms: int, m: LeasedMessage) -> None:
+        """Settles of one moment go to storage together: one call per kind and delay."""
+        self._settles.setdefault((kind, ms), []).append((m.id, m.version))
         if self._flush is None:
-            self._flush = asyncio.create_task(self._flush_acks())
+            self._flush = asyncio.create_task(self._flush_settles())
 
-    async def _flush_acks(self) -> None:
+    async def _flush_settles(self) -> None:
         try:
             await asyncio.sleep(0)  # let the answers of this moment join
-            while self._acks:
-                items, self._acks = self._acks, []
-                await self._settle(Kind.ACK, items, 0)
+            while self._settles:
+                batches, self._settles = self._settles, {}
+                for (kind, ms), items in batches.items():
+                    await self._settle(kind, items, ms)
         finally:
-            self._flush = None  # whatever happened, the next ack starts a flush
+            self._flush = None  # whatever happened, the next settle starts a flush
 
     async def _settle(self, kind: Kind, items: list[tuple[str, int]], ms: int) -> None:
         try:

@@ -7,10 +7,8 @@ nothing by it.
 
 from __future__ import annotations
 
+import asyncio
 import socket
-
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 
 from dejaq.broker.webhooks.targets import Allowlist
 
@@ -19,26 +17,22 @@ class Refused(OSError):
     """A target resolved to no address the allowlist admits."""
 
 
-class AllowedResolver(AbstractResolver):
+class AllowedResolver:
     """Resolves a target and keeps only the addresses the allowlist admits."""
 
     def __init__(self, allow: Allowlist) -> None:
         self._allow = allow
-        self._inner = DefaultResolver()
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        found = await self._inner.resolve(host, port, family)
+    async def resolve(self, host: str, port: int) -> list[str]:
+        """The addresses to dial for ``host``, in the resolver's order."""
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        found = list(dict.fromkeys(str(info[4][0]) for info in infos))
         if self._allow.admits_host(host):
             return found
-        kept = [r for r in found if self._allow.admits(r["host"])]
+        kept = [a for a in found if self._allow.admits(a)]
         if not kept:
             raise Refused(
                 f"webhook target {host!r} resolves only to addresses the broker may not"
                 " reach (loopback, link-local, private or reserved); see --webhook-allow"
             )
         return kept
-
-    async def close(self) -> None:
-        await self._inner.close()

@@ -44,3 +44,11 @@ def test_a_webhook_survives_its_stored_form_and_hides_its_secret_from_repr() -> 
     settings = TopicSettings(webhook=hook)
     assert TopicSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
     assert SECRET not in repr(settings)
+
+
+def test_a_signer_signs_as_sign_does() -> None:
+    # Given a secret made into a signer once
+    signer = signature.Signer("whsec_0123456789abcdef")
+    # Then each body it signs carries the digest sign gives
+    for t_ms, body in ((1, b""), (1_700_000_000_000, b"payload"), (5, bytes(range(256)))):
+        assert signer.digest(t_ms, body) == signature.digest("whsec_0123456789abcdef", t_ms, body)
