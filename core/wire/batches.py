@@ -16,7 +16,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -120,34 +120,35 @@ def _column(value: Any, count: int, what: str) -> list[int] | None:
     return list(value.tolist())
 
 
-# Slots: each field's position in its table in fbs/batch.fbs.
+# Slots: each field's position in its table in fbs/batch.fbs (Final: class-level
+# constants, which is also how mypyc compiles them).
 class _Message:
-    TIMESTAMPS = 0
-    ID_OFFSETS = 1
-    IDS = 2
-    PAYLOAD_OFFSETS = 3
-    PAYLOADS = 4
-    MAX_DELIVERIES = 5
-    EXPIRES_AT = 6
-    PRIORITIES = 7
+    TIMESTAMPS: Final = 0
+    ID_OFFSETS: Final = 1
+    IDS: Final = 2
+    PAYLOAD_OFFSETS: Final = 3
+    PAYLOADS: Final = 4
+    MAX_DELIVERIES: Final = 5
+    EXPIRES_AT: Final = 6
+    PRIORITIES: Final = 7
 
 
 class _Results:
-    STATUS = 0
-    ID_OFFSETS = 1
-    IDS = 2
+    STATUS: Final = 0
+    ID_OFFSETS: Final = 1
+    IDS: Final = 2
 
 
 class _Delivery:
-    TIMESTAMPS = 0
-    VERSIONS = 1
-    DELIVERIES = 2
-    ID_OFFSETS = 3
-    IDS = 4
-    PAYLOAD_OFFSETS = 5
-    PAYLOADS = 6
-    LEASE_UNTIL = 7
-    PRIORITIES = 8
+    TIMESTAMPS: Final = 0
+    VERSIONS: Final = 1
+    DELIVERIES: Final = 2
+    ID_OFFSETS: Final = 3
+    IDS: Final = 4
+    PAYLOAD_OFFSETS: Final = 5
+    PAYLOADS: Final = 6
+    LEASE_UNTIL: Final = 7
+    PRIORITIES: Final = 8
 
 
 def encode_messages(

@@ -19,6 +19,7 @@ from dejaq.driver.cli import (
     produce_cmd,
     spark_cmd,
     topic_cmd,
+    version,
 )
 
 
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dejaq", description="dejaq: messages delivered at their millisecond."
     )
+    version.register(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = (
         broker_cmd,

@@ -1,0 +1,125 @@
+"""The build: pyproject.toml says everything else; this adds the compiled hot path.
+
+The modules named by ``COMPILED`` in core/hotpath.py are compiled with mypyc
+(a build dependency from PyPI) and the system C compiler into extension
+modules beside their ``.py``. With no working compiler, or with
+``DEJAQ_PURE_PYTHON=1`` at build time, the package installs as pure Python
+and this script says so in one line. Either way the ``.py`` files ship, so
+``DEJAQ_PURE_PYTHON=1`` can choose them at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+HOTPATH = runpy.run_path(str(ROOT / "core" / "hotpath.py"), run_name="dejaq_hotpath_build")
+COMPILED: tuple[str, ...] = HOTPATH["COMPILED"]
+# The source folders install as dejaq.* through package-dir, which mypy cannot
+# follow: it reads them through a symlinked dejaq/ tree (as scripts/lint.sh does).
+TOP = ("core", "proto", "fbs", "broker", "driver", "storage_plugins")
+TREE = ROOT / "build" / "mypyc-src"
+GROUP = "dejaq.core.hotpath_native"  # the one shared library the modules compile into
+
+
+def say(line: str) -> None:
+    print(f"dejaq: {line}", file=sys.stderr, flush=True)
+
+
+def compiler_works() -> bool:
+    """Whether the C compiler setuptools would use compiles and links a trivial file."""
+    from setuptools._distutils import ccompiler, sysconfig
+    from setuptools._distutils.errors import CCompilerError, DistutilsError
+
+    cc: Any = ccompiler.new_compiler()
+    sysconfig.customize_compiler(cc)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp, "probe.c")
+        src.write_text("int main(void) { return 0; }\n")
+        try:
+            objects = cc.compile([str(src)], output_dir=tmp)
+            cc.link_executable(objects, "probe", output_dir=tmp)
+        except (CCompilerError, DistutilsError, OSError):
+            return False
+    return True
+
+
+def source_tree() -> list[str]:
+    TREE.joinpath("dejaq").mkdir(parents=True, exist_ok=True)
+    for pkg in TOP:
+        link = TREE / "dejaq" / pkg
+        if not link.is_symlink():
+            link.symlink_to(ROOT / pkg, target_is_directory=True)
+    return [str(Path("dejaq", *m.split(".")[1:]).with_suffix(".py")) for m in COMPILED]
+
+
+def compiled_extensions() -> list[Any]:
+    if os.environ.get(HOTPATH["PURE_ENV"], "") not in ("", "0"):
+        say(f"{HOTPATH['PURE_ENV']} is set: installing the pure-Python modules, nothing compiled")
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        say("mypyc is not installed: installing the pure-Python modules, nothing compiled")
+        return []
+    if not compiler_works():
+        say("no working C compiler: installing the pure-Python modules, nothing compiled")
+        return []
+    files = source_tree()
+    cwd = Path.cwd()
+    os.chdir(TREE)  # mypy names each module from the folders under the current one
+    try:
+        extensions = mypycify(
+            ["--config-file", str(ROOT / "pyproject.toml"), "--explicit-package-bases", *files],
+            group_name=GROUP,
+            target_dir=str(ROOT / "build" / "mypyc"),
+            opt_level="3",
+        )
+    finally:
+        os.chdir(cwd)
+    for ext in extensions:
+        ext.sources = [s if os.path.isabs(s) else str(TREE / s) for s in ext.sources]
+    say(f"compiling the hot path with mypyc: {len(COMPILED)} modules")
+    return extensions
+
+
+class BuildHotPath(build_ext):
+    """Builds the extensions, then records the digest of each compiled source,
+    so the import finder in core/hotpath.py can tell a stale build from a fresh one."""
+
+    def run(self) -> None:
+        super().run()
+        if not self.extensions:
+            return
+        digests = {
+            m: HOTPATH["source_digest"](ROOT / Path(*m.split(".")[1:]).with_suffix(".py"))
+            for m in COMPILED
+        }
+        build_py = self.get_finalized_command("build_py")
+        core = Path(build_py.get_package_dir("dejaq.core"))
+        out = core if self.inplace else Path(self.build_lib, "dejaq", "core")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / HOTPATH["MANIFEST"]).write_text(json.dumps(digests, indent=1) + "\n")
+
+    def get_outputs(self) -> list[str]:
+        outputs: list[str] = super().get_outputs()
+        if self.extensions and not self.inplace:
+            outputs.append(str(Path(self.build_lib, "dejaq", "core", HOTPATH["MANIFEST"])))
+        return outputs
+
+
+# Only the commands that build code compile (pip also runs this for metadata).
+BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop"}
+setup(
+    ext_modules=compiled_extensions() if BUILDS & set(sys.argv[1:]) else [],
+    cmdclass={"build_ext": BuildHotPath},
+)
