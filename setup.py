@@ -38,7 +38,6 @@ def say(line: str) -> None:
 def compiler_works() -> bool:
     """Whether the C compiler setuptools would use compiles and links a trivial file."""
     from setuptools._distutils import ccompiler, sysconfig
-    from setuptools._distutils.errors import CCompilerError, DistutilsError
 
     cc: Any = ccompiler.new_compiler()
     sysconfig.customize_compiler(cc)
@@ -48,7 +47,7 @@ def compiler_works() -> bool:
         try:
             objects = cc.compile([str(src)], output_dir=tmp)
             cc.link_executable(objects, "probe", output_dir=tmp)
-        except (CCompilerError, DistutilsError, OSError):
+        except Exception:  # each setuptools release raises its own error classes here
             return False
     return True
 
@@ -100,10 +99,7 @@ class BuildHotPath(build_ext):
         super().run()
         if not self.extensions:
             return
-        digests = {
-            m: HOTPATH["source_digest"](ROOT / Path(*m.split(".")[1:]).with_suffix(".py"))
-            for m in COMPILED
-        }
+        digests = {m: HOTPATH["source_digest"](HOTPATH["source_of"](m, ROOT)) for m in COMPILED}
         build_py = self.get_finalized_command("build_py")
         core = Path(build_py.get_package_dir("dejaq.core"))
         out = core if self.inplace else Path(self.build_lib, "dejaq", "core")

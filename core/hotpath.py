@@ -8,9 +8,10 @@ in front of the import system that loads the ``.py`` instead of the compiled
 one when
 
 - ``DEJAQ_PURE_PYTHON=1`` is set (to compare the two flavours), or
-- the ``.py`` no longer matches the source the extension was built from
-  (an edited checkout before ``pip install -e .`` ran again): stale machine
-  code must never run in place of the rule as written.
+- any compiled module's ``.py`` no longer matches the source it was built
+  from (an edited checkout before ``pip install -e .`` ran again): stale
+  machine code must never run in place of the rule as written. All of them
+  then load as ``.py``, since compiled modules call each other natively.
 
 Every package holding a module of ``COMPILED`` imports this module first, so
 the finder is in place before any of them loads. The variable is read here,
@@ -64,35 +65,42 @@ def _built() -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
+def source_of(module: str, top: Path) -> Path:
+    """A compiled module's ``.py``; ``top`` holds the folders dejaq.* installs
+    from (each is named as its package: core/, storage_plugins/, ...)."""
+    return top.joinpath(*module.split(".")[1:]).with_suffix(".py")
+
+
+def _fresh(built: dict[str, str]) -> bool:
+    """Whether every compiled module was built from the source beside it. All or
+    none: the compiled modules call each other natively, so a compiled module
+    must never meet the Python version of another."""
+    top = Path(__file__).resolve().parent.parent
+    try:
+        return all(built.get(m) == source_digest(source_of(m, top)) for m in COMPILED)
+    except OSError:
+        return False
+
+
 class _PreferSource(importlib.abc.MetaPathFinder):
-    """Loads a compiled module's ``.py`` when the compiled one must not run."""
+    """Loads the ``.py`` of every compiled module when the compiled ones must not run."""
 
     def __init__(self, pure: bool, built: dict[str, str]) -> None:
         self.pure = pure
         self.built = built
-        self.stale: list[str] = []
+        self.stale = bool(built) and not _fresh(built)
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if fullname not in COMPILED or not path:
+        if fullname not in COMPILED or not path or not (self.pure or self.stale):
             return None
         leaf = fullname.rpartition(".")[2]
         for entry in path:
             source = Path(entry) / f"{leaf}.py"
-            if not source.is_file():
-                continue
-            if not self.pure:
-                if self.built.get(fullname) == source_digest(source):
-                    return None  # the compiled module matches its source: let it load
-                if _has_extension(Path(entry), leaf):
-                    self.stale.append(fullname)
-            return importlib.util.spec_from_file_location(fullname, source)
+            if source.is_file():
+                return importlib.util.spec_from_file_location(fullname, source)
         return None
-
-
-def _has_extension(directory: Path, leaf: str) -> bool:
-    return any((directory / f"{leaf}{s}").is_file() for s in importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def _install() -> _PreferSource:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Quick start, command 2: the whole test suite, as CI runs it.
-# Checks generated code is fresh, lints (ruff, mypy), runs pytest, then the
-# benchmark smoke run (benchmarks/run.py --smoke, about a minute).
+# Checks generated code is fresh, lints (ruff, mypy), runs pytest on the
+# compiled hot path, then the conformance, wire, driver and end-to-end tests
+# again on pure Python, then the benchmark smoke run (benchmarks/run.py --smoke,
+# about a minute).
 #
 # scripts/test.sh --fast [PYTEST ARGS]: the in-process tier only, for the edit
 # loop (under two minutes): the core, the broker in-process, the driver, and the
@@ -20,7 +22,13 @@ echo "== lint"
 scripts/lint.sh
 echo "== docs (a broken link or a missing page fails)"
 scripts/docs.sh
-echo "== tests"
+echo "== tests ($(dejaq --version | tail -1))"
 python -m pytest "$@"
+# The Python modules stay the reference: the conformance suite, the wire and
+# the driver also run on them, so neither flavour rots (docs/compiled.md).
+echo "== tests on pure Python (DEJAQ_PURE_PYTHON=1): conformance, wire, driver"
+DEJAQ_PURE_PYTHON=1 python -m pytest -q tests/storage_plugins/conformance \
+  tests/storage_plugins/test_memory.py tests/storage_plugins/test_memory_parts.py \
+  tests/core/test_wire_batches.py tests/core/test_wire_flat.py tests/driver tests/e2e
 echo "== benchmark smoke (figures come out, nothing lost or early; speed not judged)"
 python benchmarks/run.py --smoke
