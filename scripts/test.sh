@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, command 2: the whole test suite, as CI runs it.
 # Checks generated code is fresh, lints (ruff, mypy), runs pytest on the
-# compiled hot path, then the conformance, wire, driver and end-to-end tests
-# again on pure Python, then the benchmark smoke run (benchmarks/run.py --smoke,
+# compiled hot path, then the conformance, wire and driver tests again on
+# pure Python, then the benchmark smoke run (benchmarks/run.py --smoke,
 # about a minute).
 #
 # scripts/test.sh --fast [PYTEST ARGS]: the in-process tier only, for the edit
@@ -29,6 +29,7 @@ python -m pytest "$@"
 echo "== tests on pure Python (DEJAQ_PURE_PYTHON=1): conformance, wire, driver"
 DEJAQ_PURE_PYTHON=1 python -m pytest -q tests/storage_plugins/conformance \
   tests/storage_plugins/test_memory.py tests/storage_plugins/test_memory_parts.py \
-  tests/core/test_wire_batches.py tests/core/test_wire_flat.py tests/driver tests/e2e
+  tests/core/test_wire_batches.py tests/core/test_wire_flat.py tests/fuzz/test_batch_decoders.py \
+  tests/driver
 echo "== benchmark smoke (figures come out, nothing lost or early; speed not judged)"
 python benchmarks/run.py --smoke
