@@ -17,16 +17,23 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - bulk      produce -> deliver -> ack, all due now (memory only)
 - burst     100k due at one ms, drained with a 20k/s rate cap (drain time,
             per-100 ms spread) and without one (msgs/s) (memory only)
-- produce   msgs/s by batch size through ``Producer.send_batch``
+- produce   msgs/s by batch size through ``Producer.send_batch``; batches of
+            1,000 over the HTTP/JSON API beside it
 - priority  priority topics: one message at a time at 200/s, mixed priorities,
             idle consumer processes: produce-to-receive p50 / p99 / max, beside
             two floors (a unary round trip; a bare grpc.aio relay); a
             backlog produced with no consumer, received in priority order
             (inversions counted)
+- scan      a topic of 20k, then 1M messages read back a bucket at a time
+            through ``Admin.scan_bucket`` (msgs/s, µs a message), the
+            broker's health and a produce probed meanwhile
 - wire      WIRE LIMIT, a private client, reported apart (memory only)
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
 - cluster   etcd and 3 brokers on one SQLite file: cross-broker lateness,
             rebalance time after kill -9 of a broker with a consumer
+- forecast  Admin.forecast (60 bins) over 1M waiting (10M on memory): the
+            call's time, the broker's storage time and the storage server's
+            CPU; the dejaq_due_ahead refresh's CPU with 100 topics (memory)
 - spark     1M rows from Parquet through the Spark data source on local[2]
             (dejaq spark schedule), rows/s, against dejaq produce --jsonl
 
@@ -53,7 +60,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from scenarios import cluster, poller, scale, spark
+from scenarios import cluster, forecast, poller, scale, spark
 from scenarios.per_backend import SCENARIOS, run_backend, unavailable
 from suite import profile, report
 from suite.backends import BACKENDS, RIVAL, Unavailable
@@ -69,10 +76,12 @@ ALL_SCENARIOS = (
     "burst",
     "priority",
     "produce",
+    "scan",
     "wire",
     "scale",
     "cluster",
     "spark",
+    "forecast",
 )
 ALL_BACKENDS = (*BACKENDS, RIVAL)
 
@@ -107,6 +116,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--drain-s", type=_positive(float), help="how long stragglers may take after a step"
     )
     p.add_argument("--cli-rates", help="cli: rates one `dejaq consume` is stepped through")
+    p.add_argument(
+        "--scan-messages", help="scan: topic sizes read back, comma-separated (20000,1000000)"
+    )
     p.add_argument("--cli-step-s", type=_positive(float), help="cli: seconds each step is held")
     p.add_argument("--bulk-messages", type=_positive(int), help="bulk: messages (full: 200,000)")
     p.add_argument("--burst-messages", type=_positive(int), help="burst: messages (full: 100,000)")
@@ -147,14 +159,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if any(not k.startswith("DEJAQ_") or not sep for k, sep, _ in pairs):
         p.error("--broker-env takes DEJAQ_NAME=VALUE")
     a.broker_env = {k: v for k, _, v in pairs}
-    for flag in ("rates", "cli_rates"):
+    for flag, what in (("rates", "rates"), ("cli_rates", "rates"), ("scan_messages", "sizes")):
         text = getattr(a, flag)
         try:
             ok = text is None or (bool(_ints(text)) and min(_ints(text)) > 0)
         except ValueError:
             ok = False
         if not ok:
-            p.error(f"--{flag.replace('_', '-')} takes rates above 0, comma-separated: {text!r}")
+            p.error(f"--{flag.replace('_', '-')} takes {what} above 0, comma-separated: {text!r}")
     return a
 
 
@@ -210,6 +222,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
         changes["rates"] = _ints(args.rates)
     if args.cli_rates:
         changes["cli_rates"] = _ints(args.cli_rates)
+    if args.scan_messages:
+        changes["scan_counts"] = _ints(args.scan_messages)
     return replace(plan, **changes)
 
 
@@ -246,6 +260,17 @@ async def main(argv: Sequence[str] | None = None) -> int:
         results["poller"] = await rival(plan)
     if "scale" in args.scenarios and "memory" in args.backends:
         results["scale"] = await bounded(scale.run(plan, profile_dir), scale.bound_s(plan))
+    if "forecast" in args.scenarios:
+        counts = {b: list(plan.forecast_counts) for b in args.backends if b in BACKENDS}
+        if "memory" in counts:
+            counts["memory"] = list(plan.forecast_counts_memory)
+        refresh = (
+            (plan.forecast_counts[0], plan.forecast_topics, 500 if plan.smoke else 5000)
+            if "memory" in args.backends
+            else None
+        )
+        results["forecast"] = await forecast.run(list(counts), counts, refresh)
+        print(forecast.render(results["forecast"]), flush=True)
     if "cluster" in args.scenarios:
         print("[cluster] etcd and 3 brokers on one SQLite file", flush=True)
         results["cluster"] = await run_cluster(plan)

@@ -30,12 +30,15 @@ from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import Coordinator, LocalCoordinator
 from dejaq.broker.cron.firers import CronFirers
-from dejaq.broker.observability import health
+from dejaq.broker.http.app import HttpEndpoint, serve_http
+from dejaq.broker.http.route import Surface
+from dejaq.broker.observability import due_ahead, health
 from dejaq.broker.observability.gauges import refresh_forever
 from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_metrics, tls_context
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
+from dejaq.broker.webhooks.hooks import WebhookPosters
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
@@ -57,15 +60,20 @@ class RunningBroker:
     guard: Guard
     tls: ServerTls | None
     metrics_endpoint: MetricsEndpoint | None
+    http_endpoint: HttpEndpoint | None
     _server: grpc.aio.Server
     _health: HealthServicer
     _cron: CronFirers
+    _posters: WebhookPosters
     _background: list[asyncio.Task[None]]
 
     async def stop(self) -> None:
         """Stop serving (streams get ``grace_s`` to finish), then the cron
-        firers, the coordinator, the dispatchers and storage, in that order."""
+        firers, the webhook posters, the coordinator, the dispatchers and storage,
+        in that order."""
         await self._health.enter_graceful_shutdown()
+        if self.http_endpoint is not None:
+            await self.http_endpoint.stop()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -73,6 +81,7 @@ class RunningBroker:
             self.metrics_endpoint.stop()
         await self._server.stop(self.config.grace_s)
         await self._cron.stop()
+        await self._posters.stop()
         await self.context.coordinator.stop()
         for d in list(self.context.dispatchers.values()):
             await d.stop()
@@ -125,8 +134,11 @@ async def _start_over(
     storage.on_operation = broker.metrics.storage_op
     cron = CronFirers(broker)
     broker.cron = cron
+    posters = WebhookPosters(broker)
+    broker.webhooks = posters
     server = grpc.aio.server(options=server_options(config))
-    add_to_server(TimelineService(broker, guard), server)
+    service = TimelineService(broker, guard)
+    add_to_server(service, server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -142,6 +154,15 @@ async def _start_over(
     # Join the cluster (etcd) before serving: a broker that cannot, does not start.
     await broker.coordinator.start(advertised_address(config, port), BrokerEvents(broker))
     await server.start()
+    http = None
+    if config.http:
+        http_tls = tls.ssl_context() if tls is not None else None
+        try:
+            http = await serve_http(Surface(broker, guard), config.http, http_tls)
+        except BaseException:
+            await server.stop(None)
+            await broker.coordinator.stop()
+            raise
     if broker.guard is not None:
         # Judged at once: a lone broker serves now; one that joins others waits
         # until it has heard their clocks, and is not ready until then.
@@ -161,7 +182,9 @@ async def _start_over(
             )
         ),
         asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
+        asyncio.create_task(due_ahead.refresh_forever(broker, config.metrics_refresh_ms)),
         asyncio.create_task(cron.run_forever()),
+        asyncio.create_task(posters.run_forever()),
     ]
     if clock is not None:
         background.append(asyncio.create_task(clock.run_forever()))
@@ -172,7 +195,18 @@ async def _start_over(
     if config.metrics:
         endpoint = serve_metrics(config, broker.metrics.registry, metrics_tls)
     return RunningBroker(
-        config, broker, port, guard, tls, endpoint, server, health_servicer, cron, background
+        config,
+        broker,
+        port,
+        guard,
+        tls,
+        endpoint,
+        http,
+        server,
+        health_servicer,
+        cron,
+        posters,
+        background,
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dejaq.broker.cluster.endpoints import parse_endpoints
+from dejaq.broker.webhooks.targets import Allowlist
 from dejaq.core import hotpath
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
@@ -46,6 +47,10 @@ class BrokerConfig:
     max_produce_bytes: int = 4 * PRODUCE_FRAME_BYTES  # a produce frame over it is refused
     max_streams: int = 10_000  # open Produce + Consume streams; more are refused
     max_outbox_frames: int = 256  # frames a consumer leaves unread before it is cut off
+    # Bytes of delivery frames waiting for all consumers together; past it the
+    # consumer holding the most is cut off (broker/held.py). A consumer's
+    # credit window of payloads must fit well within it.
+    max_held_bytes: int = 256 << 20
     keepalive_ms: int = 5_000  # ping each client connection this often when idle
     keepalive_timeout_ms: int = 5_000  # close a connection whose ping is unanswered this long
     rescan_ms: int = 1000  # re-check storage this often even without a hint
@@ -60,6 +65,9 @@ class BrokerConfig:
     retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
+    # HOST:PORT for the HTTP/JSON API (broker/http/); empty = off. It serves with the
+    # gRPC port's TLS settings and --auth principals.
+    http: str = ""
     metrics_refresh_ms: int = 5000  # how often storage-backed gauges are refreshed
     # /metrics over HTTPS with this certificate and key (PEM files); with a client CA,
     # scrapers must show a certificate it signed.
@@ -92,6 +100,9 @@ class BrokerConfig:
     # Embedded storage in a cluster: stop dispatching while this broker's clock is
     # further than this from the cluster's (broker/clock/guard.py); 0 = never stop.
     skew_max_ms: int = 100
+    # Webhook targets the broker may reach beyond public addresses: host names
+    # and CIDRs, comma-separated (broker/webhooks/targets.py); empty = public only.
+    webhook_allow: str = ""
 
     @classmethod
     def from_sources(
@@ -128,6 +139,7 @@ class BrokerConfig:
             "max_produce_messages",
             "max_streams",
             "max_outbox_frames",
+            "max_held_bytes",
             "keepalive_ms",
             "keepalive_timeout_ms",
         ):
@@ -151,11 +163,14 @@ class BrokerConfig:
             )
         if self.metrics and not _is_host_port(self.metrics):
             raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
+        if self.http and not _is_host_port(self.http):
+            raise InvalidArgument(f"http address {self.http!r} is not HOST:PORT")
         if self.log_format not in ("text", "json"):
             raise InvalidArgument(f"log format must be text or json, not {self.log_format!r}")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise InvalidArgument(f"log level {self.log_level!r} is not DEBUG/INFO/WARNING/ERROR")
         self._validate_cluster()
+        Allowlist.parse(self.webhook_allow)  # a bad entry stops the broker, named
         self._validate_security()
         self._validate_links()
 
@@ -164,12 +179,15 @@ class BrokerConfig:
             raise InvalidArgument("TLS needs both --tls-cert and --tls-key (a cert and its key)")
         if self.tls_client_ca and not self.tls_cert:
             raise InvalidArgument("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
-        if not self.auth and not self.insecure_allow_anonymous and not is_loopback(self.listen):
-            raise InvalidArgument(
-                f"refusing to serve {self.listen} without --auth: anyone who reaches it could"
-                " read, change and delete every topic. Give --auth FILE, listen on loopback,"
-                " or accept that with --insecure-allow-anonymous"
-            )
+        for address in (self.listen, self.http):
+            if not address or self.auth or self.insecure_allow_anonymous:
+                continue
+            if not is_loopback(address):
+                raise InvalidArgument(
+                    f"refusing to serve {address} without --auth: anyone who reaches it could"
+                    " read, change and delete every topic. Give --auth FILE, listen on"
+                    " loopback, or accept that with --insecure-allow-anonymous"
+                )
 
     def _validate_cluster(self) -> None:
         if self.etcd:

@@ -12,7 +12,9 @@ from dejaq.broker.clock.guard import ClockGuard
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.coordination import Coordinator
 from dejaq.broker.dispatch.dispatcher import Dispatcher
+from dejaq.broker.dispatch.held import HeldBytes
 from dejaq.broker.observability.metrics import Metrics
+from dejaq.broker.webhooks.targets import Allowlist
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic
@@ -28,6 +30,15 @@ class CronHook(Protocol):
 
     async def forget(self, target: str) -> None:
         """``target`` was deleted: stop firing its entries."""
+
+
+class WebhookHook(Protocol):
+    """What the handlers tell the broker's webhook posters (``broker/webhooks/hooks.py``)."""
+
+    allow: Allowlist  # the targets the operator allows beyond public addresses
+
+    async def changed(self, topic: str) -> None:
+        """``topic`` was created, set or deleted: post its messages here, or stop."""
 
 
 @dataclass
@@ -48,10 +59,13 @@ class BrokerContext:
     # for every broker (a storage server's) or there is no cluster.
     guard: ClockGuard | None = None
     cron: CronHook | None = None  # fires cron entries (set by the server)
+    webhooks: WebhookHook | None = None  # posts webhook topics (set by the server)
     streams: StreamSlots = field(init=False)  # open Produce + Consume streams, bounded
+    held: HeldBytes = field(init=False)  # delivery bytes waiting for consumers, bounded
 
     def __post_init__(self) -> None:
         self.streams = StreamSlots(self.config.max_streams)
+        self.held = HeldBytes(self.config.max_held_bytes)
         self.topics.on_load = self.metrics.topic_known  # series labelled by topic kind
 
     def dispatcher(self, topic: Topic) -> Dispatcher:

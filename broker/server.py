@@ -31,6 +31,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         loop.add_signal_handler(signal.SIGHUP, _reload, broker.guard, broker.tls)
     if broker.metrics_endpoint is not None:
         print(f"dejaq metrics on {broker.metrics_endpoint.url}", flush=True)
+    if broker.http_endpoint is not None:
+        print(f"dejaq http on {broker.http_endpoint.url}", flush=True)
     # Everything built so far lives as long as the broker: keep it out of the
     # collector's full passes, which otherwise walk it every few seconds under
     # load and stall dispatch for milliseconds each time.

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 DEFAULT_BUCKETS = 64
 DEFAULT_LEASE_MS = 30_000
@@ -28,6 +29,30 @@ class State(enum.Enum):
     DEAD = "dead"
 
 
+DEFAULT_DELIVER_TIMEOUT_MS = 10_000
+DEFAULT_DELIVER_CONCURRENCY = 64
+DEFAULT_DELIVER_BACKOFF_MS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """Where a webhook topic's broker POSTs each due message (``docs/webhooks.md``).
+
+    ``secret`` signs every request; it is never shown in a repr (logs) and only
+    answers to admin calls carry it (``broker/api/control.py``)."""
+
+    url: str
+    timeout_ms: int = DEFAULT_DELIVER_TIMEOUT_MS
+    concurrency: int = DEFAULT_DELIVER_CONCURRENCY  # requests in flight per broker
+    headers: tuple[tuple[str, str], ...] = ()
+    secret: str = field(default="", repr=False)
+    backoff_ms: int = DEFAULT_DELIVER_BACKOFF_MS  # first retry delay, doubled each time
+
+    def __post_init__(self) -> None:
+        # Stored as JSON lists: made tuples again, so equal settings compare equal.
+        object.__setattr__(self, "headers", tuple((str(k), str(v)) for k, v in self.headers))
+
+
 @dataclass(frozen=True, slots=True)
 class TopicSettings:
     buckets: int = DEFAULT_BUCKETS
@@ -46,6 +71,22 @@ class TopicSettings:
     # aging step in ms (0 = no aging; see core/priority.py).
     priorities: int = 0
     aging_ms: int = 0
+    webhook: Webhook | None = None  # None: consumers read the topic over gRPC
+
+    def to_dict(self) -> dict[str, object]:
+        """The stored form: a plain dict (JSON). A topic without a webhook stores
+        no ``webhook`` key, exactly as before webhooks existed."""
+        d = dataclasses.asdict(self)
+        if self.webhook is None:
+            del d["webhook"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TopicSettings:
+        """Settings from their stored form (absent keys take their defaults)."""
+        d = dict(d)
+        hook = d.pop("webhook", None)
+        return cls(**d, webhook=None if hook is None else Webhook(**hook))
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,8 @@ from dejaq.core.errors import (
     Unauthenticated,
     WrongKind,
 )
-from dejaq.core.model import TopicSettings
+from dejaq.core.model import TopicSettings, Webhook
+from dejaq.core.signature import verify as verify_webhook_signature
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer
@@ -72,6 +73,8 @@ __all__ = [
     "SyncClient",
     "TopicSettings",
     "Unauthenticated",
+    "Webhook",
     "WrongKind",
     "embedded",
+    "verify_webhook_signature",
 ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dejaq.core.model import Counts, Message, Topic, TopicSettings
-from dejaq.core.wire.convert import settings_to_pb, topic_from_pb
+from dejaq.core.model import Counts, Message, Topic, TopicSettings, Webhook
+from dejaq.core.wire.convert import settings_to_pb, topic_from_pb, webhook_to_pb
 from dejaq.driver.client import Client
 from dejaq.proto import dejaq_pb2 as pb
 
@@ -17,6 +17,25 @@ class TopicInfo:
     counts: Counts
     consumers: int
     next_due_ms: int | None
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Waiting messages by due time: ``counts[i]`` are due in ``[start_ms + i *
+    step_ms, start_ms + (i + 1) * step_ms)`` (leased messages not counted)."""
+
+    start_ms: int
+    step_ms: int
+    counts: list[int]
+
+    @property
+    def bins(self) -> list[tuple[int, int]]:
+        """(start of the bin in epoch ms, count) for each bin, earliest first."""
+        return [(self.start_ms + i * self.step_ms, n) for i, n in enumerate(self.counts)]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
 
 
 @dataclass(frozen=True)
@@ -75,7 +94,7 @@ class Admin:
         self.client = client
 
     async def create_topic(self, name: str, settings: TopicSettings | None = None) -> Topic:
-        s = settings_to_pb(settings or TopicSettings())
+        s = settings_to_pb(settings or TopicSettings(), secret=True)  # a secret given is kept
         return topic_from_pb(
             await self.client.call("CreateTopic", pb.CreateTopicRequest(name=name, settings=s))
         )
@@ -89,6 +108,30 @@ class Admin:
             else pb.UpdateTopicRequest(name=name, max_rate=rate)
         )
         return topic_from_pb(await self.client.call("UpdateTopic", req))
+
+    async def set_webhook(
+        self, name: str, webhook: Webhook | None, rotate_secret: bool = False
+    ) -> Topic:
+        """Replace a topic's webhook (None: stop webhook delivery). A webhook
+        without a secret keeps the current one; ``rotate_secret`` has the broker
+        make a new one. The answer's webhook carries the secret (admin only)."""
+        req = pb.UpdateTopicRequest(name=name, rotate_secret=rotate_secret)
+        if webhook is None:
+            req.no_webhook = True
+        else:
+            req.webhook.CopyFrom(webhook_to_pb(webhook, secret=True))
+        return topic_from_pb(await self.client.call("UpdateTopic", req))
+
+    async def rotate_webhook_secret(self, name: str) -> Topic:
+        """A new signing secret for the topic's webhook, made by the broker."""
+        req = pb.UpdateTopicRequest(name=name, rotate_secret=True)
+        return topic_from_pb(await self.client.call("UpdateTopic", req))
+
+    async def webhook_secret(self, name: str) -> str:
+        """The signing secret of a topic's webhook (an admin call); "" without one."""
+        req = pb.UpdateTopicRequest(name=name, show_secret=True)
+        topic = topic_from_pb(await self.client.call("UpdateTopic", req))
+        return topic.settings.webhook.secret if topic.settings.webhook else ""
 
     async def delete_topic(self, name: str) -> None:
         await self.client.call("DeleteTopic", pb.DeleteTopicRequest(name=name))
@@ -106,6 +149,16 @@ class Admin:
             d.consumers,
             d.next_due_ms or None,
         )
+
+    async def forecast(
+        self, topic: str, horizon_ms: int = 3_600_000, step_ms: int = 60_000
+    ) -> Forecast:
+        """How many waiting messages of ``topic`` fall due in each ``step_ms``
+        from now up to ``horizon_ms`` (rounded up to whole steps; at most
+        1,000 bins, else ``InvalidArgument``)."""
+        req = pb.ForecastRequest(topic=topic, horizon_ms=horizon_ms, step_ms=step_ms)
+        resp = await self.client.call("Forecast", req)
+        return Forecast(resp.start_ms, resp.step_ms, list(resp.counts))
 
     async def get(self, topic: str, id: str) -> MessageInfo:
         return _message(

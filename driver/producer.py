@@ -115,6 +115,7 @@ class Producer:
         self._reader: asyncio.Task[None] | None = None
         self._pending: list[tuple[Outgoing, asyncio.Future[ProduceResult]]] = []
         self._flushes: set[asyncio.Task[None]] = set()
+        self._sending: set[asyncio.Task[list[ProduceResult]]] = set()  # frames, until answered
         self._lock = asyncio.Lock()
         self._id_prefix = secrets.token_hex(6)
         self._id_counter = 0
@@ -229,21 +230,40 @@ class Producer:
         expires_at_ms: Sequence[int] | None,
         priorities: Sequence[int] | None,
     ) -> list[ProduceResult]:
-        async with self._slots:  # encoded only when it may go: in flight is bounded
+        await self._slots.acquire()  # encoded only when it may go: in flight is bounded
+        try:
             batch = encode_messages(
                 timestamps_ms, payloads, ids, max_deliveries, expires_at_ms, priorities
             )
             frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), ids)
+        except BaseException:
+            self._slots.release()
+            raise
+        # From here the frame is the stream's: it is written whole and answered
+        # whatever its caller does. A caller that is cancelled (its wait_for ran
+        # out) only stops waiting: a write cut short would leave the frame in
+        # flight unsent (close would wait for it for good, and the answers after
+        # it would go to the wrong frames), and a cancelled answer would raise
+        # in close.
+        task = asyncio.ensure_future(self._send(frame))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+        task.add_done_callback(_sent)
+        return await asyncio.shield(task)
+
+    async def _send(self, frame: _Frame) -> list[ProduceResult]:
+        try:
             await self._submit(frame)
             return await frame.future
+        finally:
+            self._slots.release()
 
     async def close(self) -> None:
         """Wait for frames in flight, then end the stream."""
         if self._flushes:
             await asyncio.wait(list(self._flushes))
-        while self._inflight:
-            with contextlib.suppress(DejaqError):
-                await asyncio.shield(self._inflight[-1].future)
+        if self._sending:
+            await asyncio.wait(list(self._sending))
         if self._call is not None:
             with contextlib.suppress(grpc.RpcError):
                 await self._call.done_writing()
@@ -390,6 +410,12 @@ async def _ended(call: grpc.aio.StreamStreamCall) -> DejaqError:
     if code in RETRYABLE:
         return BrokerUnavailable(f"broker unavailable: {detail}")
     return error_for(code, detail, "")
+
+
+def _sent(task: asyncio.Task[list[ProduceResult]]) -> None:
+    """Done with a frame: its error is its caller's, who may have stopped waiting."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _results(frame: _Frame, response: pb.ProduceResponse) -> list[ProduceResult]:

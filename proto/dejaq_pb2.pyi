@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TopicSettings(_message.Message):
-    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate", "kind", "priorities", "aging_ms")
+    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate", "kind", "priorities", "aging_ms", "webhook")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class TopicSettings(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     PRIORITIES_FIELD_NUMBER: _ClassVar[int]
     AGING_MS_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_FIELD_NUMBER: _ClassVar[int]
     buckets: int
     lease_ms: int
     max_deliveries: int
@@ -31,7 +32,32 @@ class TopicSettings(_message.Message):
     kind: str
     priorities: int
     aging_ms: int
-    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., dedup_window_ms: _Optional[int] = ..., max_rate: _Optional[float] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ...) -> None: ...
+    webhook: Webhook
+    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., dedup_window_ms: _Optional[int] = ..., max_rate: _Optional[float] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ...) -> None: ...
+
+class Webhook(_message.Message):
+    __slots__ = ("url", "timeout_ms", "concurrency", "headers", "secret", "backoff_ms")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MS_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    timeout_ms: int
+    concurrency: int
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    secret: str
+    backoff_ms: int
+    def __init__(self, url: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., concurrency: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., secret: _Optional[str] = ..., backoff_ms: _Optional[int] = ...) -> None: ...
+
+class Header(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class Topic(_message.Message):
     __slots__ = ("name", "settings", "created_at_ms")
@@ -70,20 +96,28 @@ class DeleteTopicRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class UpdateTopicRequest(_message.Message):
-    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms")
+    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms", "webhook", "no_webhook", "rotate_secret", "show_secret")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_RATE_FIELD_NUMBER: _ClassVar[int]
     NO_MAX_RATE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PRIORITIES_FIELD_NUMBER: _ClassVar[int]
     AGING_MS_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_FIELD_NUMBER: _ClassVar[int]
+    NO_WEBHOOK_FIELD_NUMBER: _ClassVar[int]
+    ROTATE_SECRET_FIELD_NUMBER: _ClassVar[int]
+    SHOW_SECRET_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_rate: float
     no_max_rate: bool
     kind: str
     priorities: int
     aging_ms: int
-    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ...) -> None: ...
+    webhook: Webhook
+    no_webhook: bool
+    rotate_secret: bool
+    show_secret: bool
+    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., no_webhook: _Optional[bool] = ..., rotate_secret: _Optional[bool] = ..., show_secret: _Optional[bool] = ...) -> None: ...
 
 class DeleteTopicResponse(_message.Message):
     __slots__ = ()
@@ -398,6 +432,26 @@ class ConsumeResponse(_message.Message):
     settled: SettleResult
     sent_at: int
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., deliveries: _Optional[bytes] = ..., settled: _Optional[_Union[SettleResult, _Mapping]] = ..., sent_at: _Optional[int] = ...) -> None: ...
+
+class ForecastRequest(_message.Message):
+    __slots__ = ("topic", "horizon_ms", "step_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_MS_FIELD_NUMBER: _ClassVar[int]
+    STEP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    horizon_ms: int
+    step_ms: int
+    def __init__(self, topic: _Optional[str] = ..., horizon_ms: _Optional[int] = ..., step_ms: _Optional[int] = ...) -> None: ...
+
+class ForecastResponse(_message.Message):
+    __slots__ = ("start_ms", "step_ms", "counts")
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    STEP_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    start_ms: int
+    step_ms: int
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, start_ms: _Optional[int] = ..., step_ms: _Optional[int] = ..., counts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ClusterStatusRequest(_message.Message):
     __slots__ = ()

@@ -129,6 +129,11 @@ class TimelineStub:
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.SerializeToString,
                 response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.FromString,
                 _registered_method=True)
+        self.Forecast = channel.unary_unary(
+                '/dejaq.v1.Timeline/Forecast',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastResponse.FromString,
+                _registered_method=True)
         self.Produce = channel.stream_stream(
                 '/dejaq.v1.Timeline/Produce',
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ProduceRequest.SerializeToString,
@@ -269,6 +274,13 @@ class TimelineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Forecast(self, request, context):
+        """The due load ahead: waiting messages counted in due-time bins from now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Produce(self, request_iterator, context):
         """Hot path. Produce: one response per request frame, in order.
         """
@@ -387,6 +399,11 @@ def add_TimelineServicer_to_server(servicer, server):
                     servicer.ScanBucket,
                     request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.FromString,
                     response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.SerializeToString,
+            ),
+            'Forecast': grpc.unary_unary_rpc_method_handler(
+                    servicer.Forecast,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastResponse.SerializeToString,
             ),
             'Produce': grpc.stream_stream_rpc_method_handler(
                     servicer.Produce,
@@ -917,6 +934,33 @@ class Timeline:
             '/dejaq.v1.Timeline/ScanBucket',
             dejaq_dot_proto_dot_dejaq__pb2.ScanBucketRequest.SerializeToString,
             dejaq_dot_proto_dot_dejaq__pb2.ScanBucketResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Forecast(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/Forecast',
+            dejaq_dot_proto_dot_dejaq__pb2.ForecastRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.ForecastResponse.FromString,
             options,
             channel_credentials,
             insecure,

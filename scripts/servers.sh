@@ -8,6 +8,8 @@ command -v promtool >/dev/null && command -v prometheus >/dev/null || need+=(pro
 command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)  # Spark (tests/spark, benchmarks)
 command -v faketime >/dev/null || need+=(faketime)  # a broker with a shifted clock (tests/cluster)
+command -v node >/dev/null || need+=(nodejs)  # the Node.js client of the HTTP API (tests/e2e)
+command -v chromium >/dev/null || need+=(chromium)  # the web console in a real browser (tests/e2e)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing ${need[*]}"

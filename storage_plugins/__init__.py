@@ -19,6 +19,8 @@ BACKENDS: dict[str, tuple[str, str, str | None]] = {
     "sqlite": ("dejaq.storage_plugins.sqlite.storage", "SqliteStorage", None),
     "redis": ("dejaq.storage_plugins.redis.storage", "RedisStorage", "redis"),
     "rediss": ("dejaq.storage_plugins.redis.storage", "RedisStorage", "redis"),
+    "redis+cluster": ("dejaq.storage_plugins.redis.cluster", "RedisClusterStorage", "redis"),
+    "rediss+cluster": ("dejaq.storage_plugins.redis.cluster", "RedisClusterStorage", "redis"),
     "postgresql": ("dejaq.storage_plugins.postgres.storage", "PostgresStorage", "postgres"),
     "postgres": ("dejaq.storage_plugins.postgres.storage", "PostgresStorage", "postgres"),
 }

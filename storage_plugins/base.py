@@ -56,6 +56,17 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   timestamp is a rank, ``census`` adds its ``Head``: the priority of a
   message at that rank and the oldest live timestamp due by ``now`` that is
   not a rank.
+- **Forecast.** ``forecast`` counts the *waiting* messages of a topic due in
+  each of ``bins`` bins of ``step_ms`` from ``now``: bin ``i`` holds those
+  with ``now + i * step_ms <= timestamp < now + (i + 1) * step_ms``. Waiting
+  means live (not dead) and without a lease owner: a nacked or moved message
+  counts at its new time; a leased message does not count at all (its lease
+  expiry is when a redelivery would happen if its consumer failed, not new
+  load). On a priority topic a message counts at the time it becomes
+  available (its not-before time or nack delay); one already ranked is
+  available now, before the first bin. Read from the time index at bounded
+  cost (range counts, never a read of every message of the topic); exact when
+  nothing changes during the call.
 - **Dead messages** keep their payload; their timestamp is the time they died.
   ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
   no expiry (a re-driven message gets a fresh start).
@@ -165,6 +176,26 @@ class TopicCensus:
     counts: Counts
     oldest: int | None
     head: Head | None = None
+
+
+class Forecast(NamedTuple):
+    """A ``forecast`` request: ``bins`` bins of ``step_ms`` from ``now``."""
+
+    now: int
+    step_ms: int
+    bins: int
+
+    @property
+    def end(self) -> int:
+        """The first timestamp past the last bin."""
+        return self.now + self.step_ms * self.bins
+
+    def bin_of(self, timestamp: int) -> int:
+        return (timestamp - self.now) // self.step_ms
+
+
+# The most bins one forecast counts: its cost grows with them.
+MAX_FORECAST_BINS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +416,17 @@ class Storage(abc.ABC):
         read). A topic created or deleted meanwhile may be missing or present."""
         return await self._timed("census", self._census(now))
 
+    async def forecast(self, topic: str, now: int, step_ms: int, bins: int) -> list[int]:
+        """How many waiting messages fall due in each of ``bins`` bins of
+        ``step_ms`` from ``now`` (see the contract): ``bins`` counts, earliest
+        first. ``InvalidArgument`` unless ``step_ms > 0`` and ``1 <= bins <=
+        MAX_FORECAST_BINS``; ``NotFound`` for a missing topic."""
+        if step_ms <= 0:
+            raise InvalidArgument(f"forecast step must be positive, not {step_ms} ms")
+        if not 1 <= bins <= MAX_FORECAST_BINS:
+            raise InvalidArgument(f"forecast bins must be 1 to {MAX_FORECAST_BINS}, not {bins}")
+        return await self._timed("forecast", self._forecast(topic, Forecast(now, step_ms, bins)))
+
     async def list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         """Dead messages with ``id > after_id``, ascending by id."""
         return await self._timed("list_dead", self._list_dead(topic, after_id, limit))
@@ -478,6 +520,8 @@ class Storage(abc.ABC):
     async def _release(self, topic: str, owner: str, now: int) -> int: ...
     @abc.abstractmethod
     async def _counts(self, topic: str, now: int) -> Counts: ...
+    @abc.abstractmethod
+    async def _forecast(self, topic: str, forecast: Forecast) -> list[int]: ...
     @abc.abstractmethod
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]: ...
     @abc.abstractmethod

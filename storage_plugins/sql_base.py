@@ -20,7 +20,6 @@ row's final state, so it can be written in one batch.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,13 +49,13 @@ from dejaq.storage_plugins.rules import (
 
 def settings_json(topic: Topic) -> str:
     """A topic's settings as the JSON text both backends store."""
-    return json.dumps(dataclasses.asdict(topic.settings))
+    return json.dumps(topic.settings.to_dict())
 
 
 def topic_from_row(row: Sequence[Any]) -> Topic:
     """A ``(name, settings JSON, created_at_ms)`` row."""
     name, settings, created_at_ms = row
-    return Topic(name, TopicSettings(**json.loads(settings)), created_at_ms)
+    return Topic(name, TopicSettings.from_dict(json.loads(settings)), created_at_ms)
 
 
 def message_from_row(row: Sequence[Any]) -> Message:
@@ -280,3 +279,12 @@ def plan_cancel(id: str, st: RowState | None, version: int, now: int) -> Settled
     """Delete a message not under a live lease; raises the refusal."""
     st = _check_movable(id, st, version, now)
     return Settled(id, 0, st.ts)
+
+
+def binned(rows: Iterable[Sequence[Any]], bins: int) -> list[int]:
+    """The counts of a forecast query's (bin, count) rows, ``bins`` of them
+    (a bin with no row holds 0)."""
+    counts = [0] * bins
+    for index, count in rows:
+        counts[int(index)] += int(count)
+    return counts

@@ -20,6 +20,7 @@ RUN = Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
         (["--consumers", "three"], "--consumers: not a number"),
         (["--rates", "0,5000"], "--rates takes rates above 0"),
         (["--cli-rates", "1000,x"], "--cli-rates takes rates above 0"),
+        (["--scan-messages", "20000,0"], "--scan-messages takes sizes above 0"),
     ],
 )
 def test_a_bad_number_is_refused_with_its_flag(flags: list[str], says: str) -> None:

@@ -21,3 +21,13 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
                 continue
             found.add(".".join([name, *rel.parts]) if rel.parts else name)
     assert found - listed == set(), "add these to [tool.setuptools] packages"
+
+
+def test_the_console_files_are_package_data() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "dejaq.broker.http.console_files" in config["packages"]
+    patterns = config["package-data"]["dejaq.broker.http.console_files"]
+    folder = ROOT / "broker" / "http" / "console_files"
+    shipped = {p for pattern in patterns for p in folder.glob(pattern)}
+    files = set(folder.iterdir())
+    assert files and files <= shipped, "add the console's files to package-data"

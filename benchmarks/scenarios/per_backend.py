@@ -15,7 +15,7 @@ from suite.procstat import rss_bytes
 
 from dejaq.driver.client import Client
 
-from . import bulk, burst, cli, priority, produce, steady, wire_limit
+from . import bulk, burst, cli, priority, produce, scan, steady, wire_limit
 
 # name -> (scenario, its time bound from the plan, the backends it runs on (None: all))
 SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | None]] = {
@@ -26,6 +26,7 @@ SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | 
     "produce": (produce.run, produce.bound_s, None),
     "wire": (wire_limit.run, wire_limit.bound_s, ("memory",)),
     "priority": (priority.run, priority.bound_s, None),
+    "scan": (scan.run, scan.bound_s, None),
 }
 
 
@@ -51,7 +52,10 @@ async def run_backend(
                 Client(proc.address) as client,
             ):
                 print(f"[{name}] broker pid {proc.pid} on {proc.address}, storage {served.url}")
-                ctx = Ctx(name, client, proc, plan, Path(workdir), profile_dir, served.pid)
+                ctx = Ctx(
+                    name, client, proc, plan, Path(workdir), profile_dir, served.pid, served.url
+                )
+                ctx.store_nodes = served.nodes
                 results["storage"] = served.url
                 try:
                     for scenario in scenarios:

@@ -1,4 +1,5 @@
-"""Produce throughput by batch size (1, 10, 100, 1000 messages a frame), through the driver.
+"""Produce throughput by batch size (1, 10, 100, 1000 messages a frame), through the driver,
+then batches of 1,000 over the HTTP API (``http_produce.py``) in the same run.
 
 100-byte payloads, 26-character ids, due a day ahead (nothing is delivered):
 ``Producer.send_batch`` from this process (not the broker's), ``in_flight``
@@ -20,6 +21,8 @@ from suite.stats import cpu, rate
 
 from dejaq.core.clock import now_ms
 from dejaq.driver.producer import Outgoing, Producer
+
+from . import http_produce
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -72,4 +75,9 @@ async def run(ctx: Ctx) -> dict[str, Any]:
     for batch in BATCH_SIZES:
         p = out[str(batch)] = await point(ctx, batch)
         ctx.log(f"  produce batch {batch:>4}: {p['msgs_per_s']:>9,} msgs/s")
+    grpc = out.get(str(http_produce.BATCH), {}).get("msgs_per_s")
+    h = out["http"] = await http_produce.point(ctx, grpc)
+    ctx.log(
+        f"  produce batch 1000, HTTP: {h['msgs_per_s']:>9,} msgs/s, {h['ratio_to_grpc']} of gRPC"
+    )
     return out

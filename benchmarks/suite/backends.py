@@ -1,8 +1,9 @@
 """Storage backends for the broker under test: a URL per name, servers started here.
 
-``memory`` and ``sqlite`` need nothing; ``redis`` and ``postgres`` start a
-throwaway server from the local binaries with the helpers in ``tests/``
-(``redis_server.py``, ``postgres_server.py``: loopback only, temporary folders,
+``memory`` and ``sqlite`` need nothing; ``redis``, ``redis-cluster`` (3
+masters, 3 replicas) and ``postgres`` start throwaway servers from the local
+binaries with the helpers in ``tests/`` (``redis_server.py``,
+``redis_cluster.py``, ``postgres_server.py``: loopback only, temporary folders,
 PostgreSQL as an unprivileged user). A backend that cannot run raises
 ``Unavailable`` with the reason, which the run prints and records: skipped
 on a developer's machine, a failure under ``CI=true`` (as in the tests).
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BACKENDS = ("memory", "sqlite", "redis", "postgres")
+BACKENDS = ("memory", "sqlite", "redis", "redis-cluster", "postgres")
 RIVAL = "poller"  # the hand-rolled Redis sorted-set queue, run as a backend of its own
 
 
@@ -40,6 +41,9 @@ class Store:
 
     url: str
     pid: int | None = None
+    # A cluster's nodes, each (name, pid, port): their CPU, commands and keys
+    # are reported per node, masters' apart (``probes.ClusterNodes``).
+    nodes: tuple[tuple[str, int, int], ...] = ()
 
 
 def _tests_helpers() -> None:
@@ -77,6 +81,35 @@ async def redis_store() -> AsyncIterator[Store]:
     finally:
         await asyncio.to_thread(server.kill)
         shutil.rmtree(server.root, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def redis_cluster_store() -> AsyncIterator[Store]:
+    """A fresh Redis Cluster (3 masters, 3 replicas, no persistence) on loopback."""
+    binary, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if binary is None or cli is None:
+        raise Unavailable("redis-server or redis-cli is not installed (not on PATH)")
+    try:
+        _tests_helpers()
+        from tests.redis_cluster import RedisCluster  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise Unavailable(f"cannot import the Redis Cluster helpers: {exc}") from exc
+    cluster = RedisCluster(binary, cli, Path(tempfile.mkdtemp(prefix="dejaq-bench-rcluster-")))
+    try:
+        await asyncio.to_thread(cluster.start)
+    except RuntimeError as exc:
+        await asyncio.to_thread(cluster.destroy)
+        raise Unavailable(str(exc).splitlines()[0]) from exc
+    try:
+        masters = {n.port for n in cluster.masters()}
+        nodes = tuple(
+            (f"{'master' if n.port in masters else 'replica'}:{n.port}", n.process.pid, n.port)
+            for n in cluster.nodes
+            if n.process is not None
+        )
+        yield Store(cluster.url, None, nodes)
+    finally:
+        await asyncio.to_thread(cluster.destroy)
 
 
 @contextlib.asynccontextmanager
@@ -119,6 +152,9 @@ async def store(name: str, workdir: str) -> AsyncIterator[Store]:
         yield Store(f"sqlite:///{workdir}/bench.db")  # workdir is absolute: sqlite:////tmp/...
     elif name == "redis":
         async with redis_store() as served:
+            yield served
+    elif name == "redis-cluster":
+        async with redis_cluster_store() as served:
             yield served
     elif name == "postgres":
         async with postgres_store() as served:

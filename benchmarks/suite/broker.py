@@ -1,9 +1,10 @@
 """The broker under test: ``dejaq broker`` as a subprocess, as a user starts it.
 
-``dejaq broker --listen 127.0.0.1:0 --storage URL --metrics 127.0.0.1:PORT``:
-the gRPC address is read from the line it prints when it listens, the
-Prometheus endpoint is on a free loopback port. Stopped with SIGTERM (a
-graceful shutdown), killed when that takes too long.
+``dejaq broker --listen 127.0.0.1:0 --storage URL --metrics 127.0.0.1:PORT
+--http 127.0.0.1:PORT``: the gRPC address is read from the line it prints when
+it listens, the Prometheus endpoint and the HTTP API are on free loopback
+ports. Stopped with SIGTERM (a graceful shutdown), killed when that takes too
+long.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class BrokerProcess:
     address: str  # HOST:PORT of the gRPC server
     metrics: str  # HOST:PORT of /metrics
     pid: int
+    http: str = ""  # base URL of the HTTP/JSON API
 
 
 def free_port() -> int:
@@ -61,11 +63,13 @@ async def broker(
     broker settings to this process's environment.
     """
     metrics = f"127.0.0.1:{free_port()}"
+    http = f"127.0.0.1:{free_port()}"
     with tempfile.TemporaryFile("w+b") as errors:
         proc = await asyncio.create_subprocess_exec(
             *dejaq_command(),
             "broker",
             *("--listen", "127.0.0.1:0", "--storage", storage_url, "--metrics", metrics),
+            *("--http", http),
             *("--log-level", "WARNING"),
             stdout=asyncio.subprocess.PIPE,
             stderr=errors,
@@ -74,7 +78,7 @@ async def broker(
         )
         try:
             address = await _address(proc, storage_url, errors)
-            yield BrokerProcess(address, metrics, proc.pid)
+            yield BrokerProcess(address, metrics, proc.pid, f"http://{http}")
         finally:
             await stop(proc)
 

@@ -34,6 +34,8 @@ class Ctx:
     workdir: Path
     profile_dir: Path | None = None
     store_pid: int | None = None  # the storage server's process, if it has one
+    store_url: str = "memory://"  # the broker's storage, for a scenario that fills it directly
+    store_nodes: tuple[tuple[str, int, int], ...] = ()  # a cluster's (name, pid, port)
     profiles: dict[str, Any] = field(default_factory=dict)
     _producer: Worker | None = None
 
@@ -41,7 +43,7 @@ class Ctx:
         print(f"[{self.backend}] {text}", flush=True)
 
     def probe(self) -> BrokerProbe:
-        return BrokerProbe(self.broker.metrics, self.broker.pid, self.store_pid)
+        return BrokerProbe(self.broker.metrics, self.broker.pid, self.store_pid, self.store_nodes)
 
     async def producer(self) -> Worker:
         """The producer process for this broker (started on first use)."""

@@ -47,10 +47,18 @@ class Plan:
     # priority: one message at a time at priority_rate/s for priority_s seconds
     # (produce-to-receive latency, idle consumers); a backlog of priority_backlog
     # received in priority order; priorities 0 .. priority_levels - 1
+    # forecast: waiting messages per backend (memory apart), topics of the refresh figure
+    forecast_counts: tuple[int, ...] = (1_000_000,)
+    forecast_counts_memory: tuple[int, ...] = (1_000_000, 10_000_000)
+    forecast_topics: int = 100
     priority_rate: int = 200
     priority_s: float = 20.0
     priority_backlog: int = 10_000
     priority_levels: int = 10
+    # scan: topics of these sizes read back bucket by bucket through
+    # Admin.scan_bucket, pages of scan_page
+    scan_counts: tuple[int, ...] = (20_000, 1_000_000)
+    scan_page: int = 1_000
     poll_ms: float = 1.0  # the Redis poller's period
     credits: int = 10_000  # the private client's window
     broker_env: dict[str, str] = field(default_factory=dict)  # DEJAQ_* settings for brokers
@@ -110,4 +118,8 @@ SMOKE = Plan(
     priority_rate=200,
     priority_s=1.0,
     priority_backlog=500,
+    scan_counts=(2_000,),
+    forecast_counts=(5_000,),
+    forecast_counts_memory=(5_000,),
+    forecast_topics=5,
 )

@@ -50,10 +50,17 @@ def _key(name: str, labels: dict[str, str], keep: tuple[str, ...]) -> str:
 
 
 class BrokerProbe:
-    def __init__(self, metrics: str, pid: int, store_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        metrics: str,
+        pid: int,
+        store_pid: int | None = None,
+        store_nodes: tuple[tuple[str, int, int], ...] = (),
+    ) -> None:
         self.url = f"http://{metrics}/metrics"
         self.pid = pid
         self.store_pid = store_pid
+        self.nodes = ClusterNodes(store_nodes) if store_nodes else None
 
     def _scrape(self) -> str:
         with urllib.request.urlopen(self.url, timeout=SCRAPE_TIMEOUT_S) as response:
@@ -72,6 +79,9 @@ class BrokerProbe:
                 elif s.name in (GRPC_CALLS, DELIVERED):
                     counters[s.name] += s.value
         store = None if self.store_pid is None else procstat.tree_cpu_s(self.store_pid)
+        if self.nodes is not None:
+            counters.update(await self.nodes.sample())
+            store = sum(v for k, v in counters.items() if k.startswith(NODE_CPU))
         return Sample(time.monotonic(), procstat.cpu_s(self.pid), dict(counters), store)
 
     def rates(self, a: Sample, b: Sample) -> dict[str, Any]:
@@ -90,7 +100,7 @@ class BrokerProbe:
         store = None
         if a.store_cpu_s is not None and b.store_cpu_s is not None:
             store = round(100 * (b.store_cpu_s - a.store_cpu_s) / span, 1)
-        return {
+        out: dict[str, Any] = {
             "cpu_percent": round(100 * (b.cpu_s - a.cpu_s) / span, 1),
             "store_cpu_percent": store,  # None: the storage runs in the broker
             # None when the broker exports no frame counter (see the README)
@@ -101,6 +111,49 @@ class BrokerProbe:
             "grpc_calls_per_s": per_s(GRPC_CALLS).get("all"),
             "delivered_per_s": per_s(DELIVERED).get("all"),
         }
+        if self.nodes is not None:
+            out["store_nodes"] = self.nodes.rates(a, b, float(out["delivered_per_s"] or 0))
+        return out
+
+
+NODE_CPU, NODE_COMMANDS, NODE_KEYS = "node_cpu_s:", "node_commands:", "node_keys:"
+
+
+class ClusterNodes:
+    """A Redis Cluster's nodes: CPU (from /proc), commands processed and keys, each."""
+
+    def __init__(self, nodes: tuple[tuple[str, int, int], ...]) -> None:
+        self.nodes = nodes
+
+    async def sample(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, pid, port in self.nodes:
+            out[NODE_CPU + name] = procstat.cpu_s(pid)
+            r = Redis(port=port)
+            try:
+                stats = await r.info("stats")
+                out[NODE_COMMANDS + name] = float(stats["total_commands_processed"])
+                out[NODE_KEYS + name] = float(await r.dbsize())
+            finally:
+                await r.aclose()
+        return out
+
+    def rates(self, a: Sample, b: Sample, delivered_per_s: float) -> dict[str, dict[str, Any]]:
+        """Per node: CPU %, CPU us a delivered message, commands/s, keys at the end."""
+        span = max(b.at - a.at, 1e-9)
+        out: dict[str, dict[str, Any]] = {}
+        for name, _, _ in self.nodes:
+            cpu_s = b.counters[NODE_CPU + name] - a.counters[NODE_CPU + name]
+            commands = b.counters[NODE_COMMANDS + name] - a.counters[NODE_COMMANDS + name]
+            out[name] = {
+                "cpu_percent": round(100 * cpu_s / span, 1),
+                "cpu_us_per_message": (
+                    round(cpu_s * 1e6 / (delivered_per_s * span), 2) if delivered_per_s else None
+                ),
+                "commands_per_s": round(commands / span),
+                "keys": int(b.counters[NODE_KEYS + name]),
+            }
+        return out
 
 
 class RedisProbe:

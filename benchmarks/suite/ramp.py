@@ -183,6 +183,12 @@ def line(name: str, s: dict[str, Any]) -> str:
     verdict = "holds" if s.get("holds") else f"FAILS: {s.get('why')}"
     stored = server.get("store_cpu_percent")
     store = "" if stored is None else f", storage server {stored}"
+    masters = {k: v for k, v in (server.get("store_nodes") or {}).items() if "master" in k}
+    if masters:
+        each = "/".join(
+            f"{v['cpu_percent']}% {v['cpu_us_per_message']} us" for v in masters.values()
+        )
+        store += f" (masters {each} a message)"
     return (
         f"[{name}] {s['rate']:>7,}/s asked, {s['delivered_per_s']:>7,}/s delivered;"
         f" lateness p50 {late.get('p50_ms')} p99 {late.get('p99_ms')} max {late.get('max_ms')} ms;"

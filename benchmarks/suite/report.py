@@ -265,13 +265,52 @@ def priority_table(results: dict[str, Any]) -> str:
 
 def produce_table(results: dict[str, Any]) -> str:
     rows = [
-        [name, *(dig(r, "produce", str(b), "msgs_per_s") for b in BATCH_SIZES)]
+        [
+            name,
+            *(dig(r, "produce", str(b), "msgs_per_s") for b in BATCH_SIZES),
+            dig(r, "produce", "http", "msgs_per_s"),
+            dig(r, "produce", "http", "ratio_to_grpc"),
+        ]
         for name, r in _ran(results)
         if isinstance(r.get("produce"), dict) and "error" not in r["produce"]
     ]
     return table(
-        "produce msgs/s by batch size (Producer.send_batch, 100-byte payloads)",
-        ["", *(f"batch {b}" for b in BATCH_SIZES)],
+        "produce msgs/s by batch size (Producer.send_batch, 100-byte payloads);"
+        " HTTP/JSON batches of 1000, and their share of gRPC's",
+        ["", *(f"batch {b}" for b in BATCH_SIZES), "HTTP 1000", "HTTP/gRPC"],
+        rows,
+    )
+
+
+def scan_table(results: dict[str, Any]) -> str:
+    rows = [
+        [
+            name,
+            p["messages"],
+            p["seconds"],
+            p["msgs_per_s"],
+            p["us_per_message"],
+            p["pages"],
+            p["health_not_serving"],
+            p["health_check_max_ms"],
+            p["probe_produce_max_ms"],
+        ]
+        for name, r in _ran(results)
+        for p in dig(r, "scan", "points") or []
+    ]
+    return table(
+        "scan: a topic of 64 buckets read back through Admin.scan_bucket, bucket by bucket",
+        [
+            "",
+            "messages",
+            "seconds",
+            "msgs/s",
+            "µs/msg",
+            "pages",
+            "not serving",
+            "health max ms",
+            "produce max ms",
+        ],
         rows,
     )
 
@@ -409,6 +448,7 @@ def render(results: dict[str, Any], plan: Plan) -> str:
         burst_table(results),
         priority_table(results),
         produce_table(results),
+        scan_table(results),
         wire_table(results),
         scale_table(results),
         cluster_table(results),
@@ -474,6 +514,7 @@ FIGURES: dict[str, tuple[str | int, ...]] = {
     "priority backlog": ("priority", "backlog", "inversions"),
     "priority relay floor": ("priority", "relay_floor", "latency", "p99_ms"),
     "produce": ("produce", "1000", "msgs_per_s"),
+    "scan": ("scan", "points", -1, "msgs_per_s"),
     "wire": ("wire", "msgs_per_s"),
 }
 CLUSTER_FIGURES: dict[str, tuple[str, ...]] = {

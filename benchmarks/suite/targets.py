@@ -182,6 +182,15 @@ TARGETS: tuple[Target, ...] = (
         only="memory",
     ),
     Target(
+        "HTTP batch produce >= 50% of the gRPC driver's (batch 1000, same run)",
+        0.5,
+        True,
+        "x",
+        "produce",
+        lambda r: dig(r, "produce", "http", "ratio_to_grpc"),
+        only="memory",
+    ),
+    Target(
         "<= 250 B broker memory / waiting message",
         250,
         False,

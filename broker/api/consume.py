@@ -25,6 +25,7 @@ from dejaq.broker.api import validation
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch.dispatcher import Dispatcher
+from dejaq.broker.dispatch.held import HeldBytes
 from dejaq.broker.dispatch.outbox import Outbox
 from dejaq.broker.security.identity import consumer_id_of, lease_owner
 from dejaq.broker.tasks import Background
@@ -61,13 +62,14 @@ class Session:
         max_frame_bytes: int,
         max_outbox_frames: int,
         ahead_ms: int = 0,
+        held: HeldBytes | None = None,
     ) -> None:
         self.topic = topic
         self.consumer_id = consumer_id
         self.lease_ms = lease_ms
         self.credit = credit
         self.max_frame_bytes = max_frame_bytes
-        self.outbox = Outbox(consumer_id, max_outbox_frames)
+        self.outbox = Outbox(consumer_id, max_outbox_frames, held)
         self.ahead_ms = ahead_ms
 
     def deliver(self, leases: Leases) -> None:
@@ -75,7 +77,10 @@ class Session:
         for frame, carries in delivery_frames(
             leases.delivered, leases.lease_until, self.max_frame_bytes, self.topic
         ):
-            self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries, leases.lease_until)
+            # Held until sent: the frame, and the messages it carries (kept to
+            # hand back), whose payloads storage may have copied.
+            size = len(frame) + sum(len(m.payload) for m in carries)
+            self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries, leases.lease_until, size)
 
     def fail(self, exc: Exception) -> None:
         self.outbox.fail(exc)
@@ -167,6 +172,7 @@ async def _open(broker: BrokerContext, hello: pb.Hello) -> Session:
         config.max_frame_bytes,
         config.max_outbox_frames,
         min(hello.hold_ms, broker.send_ahead_ms),
+        broker.held,
     )
 
 

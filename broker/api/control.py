@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 
-from dejaq.broker.api import validation
+from dejaq.broker.api import validation, webhook_settings
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import entries as cron_entries
 from dejaq.broker.dispatch import ranks
 from dejaq.broker.observability.metrics import Event
 from dejaq.broker.security.identity import lease_owner
-from dejaq.core import priority
+from dejaq.core import priority, signature
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, WrongKind
-from dejaq.core.model import Settled, Topic
+from dejaq.core.model import KIND_TIMELINE, Settled, Topic, Webhook
 from dejaq.core.wire.convert import (
     counts_to_pb,
     message_to_pb,
     settings_from_pb,
     topic_to_pb,
+    webhook_from_pb,
 )
 from dejaq.proto import dejaq_pb2 as pb
 
@@ -28,10 +29,28 @@ MAX_DEAD_PAGE = 1000
 async def create_topic(broker: BrokerContext, req: pb.CreateTopicRequest) -> pb.Topic:
     name = validation.topic_name(req.name)
     settings = validation.settings(settings_from_pb(req.settings), broker.config.max_produce_bytes)
+    if settings.webhook is not None:
+        hook = await _checked_webhook(broker, settings.webhook, settings.kind)
+        settings = dataclasses.replace(settings, webhook=webhook_settings.with_secret(hook))
     topic = Topic(name, settings, broker.clock.now_ms())
     await broker.storage.create_topic(topic)
     await broker.coordinator.topic_created(topic)  # other brokers drop cached copies
-    return topic_to_pb(topic)
+    if broker.webhooks is not None:
+        await broker.webhooks.changed(name)
+    return topic_to_pb(topic, secret=True)  # an admin call: the secret is shown
+
+
+async def _checked_webhook(
+    broker: BrokerContext, hook: Webhook, kind: str = KIND_TIMELINE
+) -> Webhook:
+    if kind != KIND_TIMELINE:
+        raise WrongKind(
+            f"webhooks post timelines, each message at its time: a {kind} topic cannot have one"
+        )
+    webhook_settings.webhook(hook)
+    if broker.webhooks is not None:
+        await webhook_settings.allowed(hook, broker.webhooks.allow)
+    return hook
 
 
 async def delete_topic(broker: BrokerContext, req: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
@@ -44,6 +63,8 @@ async def delete_topic(broker: BrokerContext, req: pb.DeleteTopicRequest) -> pb.
     await broker.drop_dispatcher(name, NotFound(f"topic {name!r} was deleted"))
     broker.metrics.forget_topic(name)
     await _delete_cron_timeline(broker, name)
+    if broker.webhooks is not None:
+        await broker.webhooks.changed(name)
     return pb.DeleteTopicResponse()
 
 
@@ -60,19 +81,27 @@ async def _delete_cron_timeline(broker: BrokerContext, name: str) -> None:
 
 
 async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.Topic:
-    """Change what a running topic may change: its delivery rate cap."""
+    """Change what a running topic may change: its delivery rate cap and its
+    webhook. The answer carries the webhook's signing secret (an admin call)."""
     name = validation.topic_name(req.name)
     rate_given = req.no_max_rate or req.HasField("max_rate")
     if req.no_max_rate and req.HasField("max_rate"):
         raise InvalidArgument("say what to change: a max rate, or no max rate (not both)")
-    if not rate_given and not any(req.HasField(f) for f in _FIXED):
-        raise InvalidArgument("say what to change: a max rate, or no max rate")
+    hook_given = req.HasField("webhook") or req.no_webhook or req.rotate_secret
+    asked = rate_given or hook_given or req.show_secret or any(req.HasField(f) for f in _FIXED)
+    if not asked:
+        raise InvalidArgument("say what to change: a max rate, or no max rate, or a webhook")
     rate = 0.0 if req.no_max_rate or not rate_given else validation.max_rate(req.max_rate)
     current = await broker.storage.get_topic(name)
+    hook = await _new_webhook(broker, req, current) if req.HasField("webhook") else None
     _fixed_settings(current, req)
-    if not rate_given:
-        return topic_to_pb(current)  # the fixed settings as they are: nothing to change
-    settings = dataclasses.replace(current.settings, max_rate=rate)
+    if not rate_given and not hook_given:
+        return topic_to_pb(current, secret=True)  # the fixed settings as they are
+    settings = current.settings
+    if rate_given:
+        settings = dataclasses.replace(settings, max_rate=rate)
+    if hook_given:
+        settings = dataclasses.replace(settings, webhook=_webhook_of(current, req, hook))
     topic = dataclasses.replace(current, settings=settings)
     await broker.storage.update_topic(topic)
     broker.topics.forget(name)
@@ -80,7 +109,37 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
     if d is not None and d.topic.created_at_ms == topic.created_at_ms:
         d.retune(topic)
     await broker.coordinator.topic_created(topic)  # other brokers read it again
-    return topic_to_pb(topic)
+    if broker.webhooks is not None:
+        await broker.webhooks.changed(name)
+    return topic_to_pb(topic, secret=True)
+
+
+async def _new_webhook(
+    broker: BrokerContext, req: pb.UpdateTopicRequest, current: Topic
+) -> Webhook | None:
+    """The webhook a set asks for (checked); None for one with an empty URL (off)."""
+    if req.no_webhook:
+        raise InvalidArgument("say what to change: a webhook, or no webhook (not both)")
+    if not req.webhook.url:
+        return None
+    return await _checked_webhook(broker, webhook_from_pb(req.webhook), current.settings.kind)
+
+
+def _webhook_of(current: Topic, req: pb.UpdateTopicRequest, hook: Webhook | None) -> Webhook | None:
+    """The topic's webhook after a set: the one given (keeping the current
+    secret unless it gives one), none, or the current one with a new secret."""
+    old = current.settings.webhook
+    if req.no_webhook or (req.HasField("webhook") and hook is None):
+        if req.rotate_secret:
+            raise InvalidArgument("a topic without a webhook has no secret to rotate")
+        return None
+    if hook is None:
+        hook = old
+    if hook is None:
+        raise InvalidArgument(f"topic {current.name!r} has no webhook: give one (a URL)")
+    if req.rotate_secret:
+        return dataclasses.replace(hook, secret=signature.new_secret())
+    return webhook_settings.with_secret(hook, old.secret if old is not None else "")
 
 
 _FIXED = ("kind", "priorities", "aging_ms")

@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from dejaq.broker.api import control
+from dejaq.broker.api import control, forecast
+from dejaq.broker.api.calls import serve_unary
 from dejaq.broker.api.consume import consume_stream
 from dejaq.broker.api.produce import produce_stream
 from dejaq.broker.api.scan import scan_bucket
@@ -30,7 +31,7 @@ from dejaq.broker.cron import control as cron
 from dejaq.broker.security.guard import Guard, Refusal
 from dejaq.broker.security.identity import CALLER, Caller
 from dejaq.core.errors import DejaqError, Unauthenticated
-from dejaq.core.wire.status import code_for, trailing_metadata_for
+from dejaq.core.wire.status import code_for, details_for, trailing_metadata_for
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
@@ -49,7 +50,7 @@ async def _abort(
 ) -> None:
     if isinstance(exc, DejaqError):
         broker.metrics.request(method, code_for(exc))
-        await context.abort(code_for(exc), str(exc), trailing_metadata_for(exc))
+        await context.abort(code_for(exc), details_for(exc), trailing_metadata_for(exc))
     if isinstance(exc, asyncio.CancelledError):
         broker.metrics.request(method, grpc.StatusCode.CANCELLED)
         raise exc
@@ -64,14 +65,7 @@ def _unary(
     async def rpc(self: TimelineService, request: Req, context: Any) -> Resp:
         try:
             caller = self.guard.authenticate(context)
-            self.guard.admit(method, caller, request)
-            bound = CALLER.set(caller)
-            try:
-                response: Resp = self.guard.trim(
-                    method, caller, await handler(self.broker, request)
-                )
-            finally:
-                CALLER.reset(bound)
+            response = await serve_unary(self.broker, self.guard, method, caller, handler, request)
         except Exception as exc:
             await _abort(self.broker, method, context, exc)
             raise  # unreachable: abort raises
@@ -176,6 +170,7 @@ class TimelineService(pb_grpc.TimelineServicer):
     ListDead = _unary("ListDead", control.list_dead)
     Redrive = _unary("Redrive", control.redrive)
     ScanBucket = _unary("ScanBucket", scan_bucket)
+    Forecast = _unary("Forecast", forecast.forecast)
     Produce = _stream("Produce", produce_stream)
     Consume = _consume
     ClusterStatus = _unary("ClusterStatus", cluster_status)

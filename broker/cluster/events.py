@@ -53,6 +53,8 @@ class BrokerEvents:
         target = entries.target_of(topic)
         if target is not None and broker.cron is not None:
             await broker.cron.ensure(target)
+        if broker.webhooks is not None:
+            await broker.webhooks.changed(topic)
         d = broker.dispatchers.get(topic)
         if d is None:
             return

@@ -100,6 +100,8 @@ MESSAGE_EVENTS = {
     Event.CANCELLED: "Messages cancelled by a producer",
 }
 STATES = ("waiting", "due", "leased", "dead")
+# The windows of dejaq_due_ahead, nearest first (broker/observability/due_ahead.py).
+DUE_AHEAD_WITHIN = ("10s", "1m", "5m", "10m", "15m", "1h")
 TOPIC_LABELS = ("topic", "kind")
 
 
@@ -149,6 +151,14 @@ class Metrics:
             TOPIC_LABELS,
             registry=r,
         )
+        self.due_ahead = Gauge(
+            "dejaq_due_ahead",
+            "Waiting messages due from now to within ahead (leased ones not counted);"
+            " one broker of a cluster reports each topic",
+            [*TOPIC_LABELS, "within"],
+            registry=r,
+        )
+        self._due_ahead: dict[str, tuple[str, list[Any]]] = {}  # topic -> kind, children
         self.consumers = Gauge(
             "dejaq_consumers", "Consumers connected to this broker", TOPIC_LABELS, registry=r
         )
@@ -157,7 +167,8 @@ class Metrics:
         )
         self.consumers_cut_off = Counter(
             "dejaq_consumers_cut_off",
-            "Consumer streams ended because the consumer stopped reading (outbox full)",
+            "Consumer streams ended because the consumer stopped reading"
+            " (its outbox full, or the most held when all held too much)",
             registry=r,
         )
         self.buckets = Gauge(
@@ -200,6 +211,12 @@ class Metrics:
         self.requests = Counter(
             "dejaq_grpc_requests",
             "gRPC calls by method and status code",
+            ["method", "code"],
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "dejaq_http_requests",
+            "HTTP/JSON API calls by the Timeline method they serve and the gRPC code",
             ["method", "code"],
             registry=r,
         )
@@ -283,6 +300,11 @@ class Metrics:
     def request(self, method: str, code: Any) -> None:
         self.requests.labels(method, code.name if hasattr(code, "name") else str(code)).inc()
 
+    def http_request(self, method: str, code: Any) -> None:
+        """An HTTP call served (``code`` as the same gRPC call would have got)."""
+        name = code.name if hasattr(code, "name") else str(code)
+        self.http_requests.labels(method, name).inc()
+
     def topic_gauges(self, topic: str) -> TopicGauges:
         """A topic's storage-backed gauges, resolved once (its series created at
         zero on first use): a refresh over many topics sets values, it does not
@@ -299,6 +321,30 @@ class Metrics:
             )
         return gauges
 
+    def set_due_ahead(self, topic: str, counts: list[int]) -> None:
+        """A topic's due load within each window of ``due_ahead.WITHIN``."""
+        from_here = self._due_ahead.get(topic)
+        kind = self._kind(topic)
+        if from_here is None or from_here[0] != kind:
+            self.forget_due_ahead(topic)
+            children = [self.due_ahead.labels(topic, kind, w) for w in DUE_AHEAD_WITHIN]
+            from_here = self._due_ahead[topic] = (kind, children)
+        for child, count in zip(from_here[1], counts, strict=True):
+            child.set(count)
+
+    def due_ahead_topics(self) -> set[str]:
+        """The topics whose due load this broker reports."""
+        return set(self._due_ahead)
+
+    def forget_due_ahead(self, topic: str) -> None:
+        """Drop a topic's due-ahead series (deleted, or reported by another broker)."""
+        entry = self._due_ahead.pop(topic, None)
+        if entry is None:
+            return
+        for within in DUE_AHEAD_WITHIN:
+            with contextlib.suppress(KeyError):
+                self.due_ahead.remove(topic, entry[0], within)
+
     def touch_topic(self, topic: str) -> None:
         """Create a topic's series at zero, so a rate over them exists before the
         first event (a missing series reads as "no data", not as 0)."""
@@ -313,6 +359,7 @@ class Metrics:
     def forget_topic(self, topic: str) -> None:
         """Drop a topic's series (deleted, or its kind changed) so label sets do
         not pile up."""
+        self.forget_due_ahead(topic)
         kind = self._kinds.pop(topic, None)
         self._topic_gauges.pop(topic, None)
         self._counters.pop(topic, None)

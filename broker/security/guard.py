@@ -55,21 +55,30 @@ class Guard:
     # -- who ------------------------------------------------------------------
 
     def authenticate(self, context: Any) -> Caller:
-        """The caller of a served call, from its metadata and TLS peer."""
+        """The caller of a served gRPC call, from its metadata and TLS peer."""
+        if self.policy is None:
+            return ANONYMOUS
+        return self.identify(
+            _bearer_token(context.invocation_metadata() or ()), _certificate_cn(context)
+        )
+
+    def identify(self, token: str | None, certificate_cn: str | None) -> Caller:
+        """The caller who sent ``token`` (a bearer token, None: none sent) over a
+        connection whose client certificate has ``certificate_cn`` (None: none)."""
         policy = self.policy
         if policy is None:
             return ANONYMOUS
-        token = _bearer_token(context.invocation_metadata() or ())
         if token is not None:
             principal = policy.by_token(token)
             if principal is None:
                 raise Unauthenticated("unknown token")
             return Caller(principal.name)
-        cn = _certificate_cn(context)
-        if cn is not None:
-            principal = policy.by_cert_cn(cn)
+        if certificate_cn is not None:
+            principal = policy.by_cert_cn(certificate_cn)
             if principal is None:
-                raise Unauthenticated(f"client certificate CN={cn!r} is not a known principal")
+                raise Unauthenticated(
+                    f"client certificate CN={certificate_cn!r} is not a known principal"
+                )
             return Caller(principal.name)
         raise Unauthenticated(
             "no credentials: send a token (authorization: Bearer TOKEN) or a client certificate"
@@ -149,13 +158,16 @@ class Refusal:
 
 def _bearer_token(metadata: Any) -> str | None:
     for key, value in metadata:
-        if key != "authorization":
-            continue
-        text = value.decode() if isinstance(value, bytes) else str(value)
-        if not text.lower().startswith(_BEARER) or not text[len(_BEARER) :].strip():
-            raise Unauthenticated("authorization metadata must be 'Bearer TOKEN'")
-        return text[len(_BEARER) :].strip()
+        if key == "authorization":
+            return bearer_token(value.decode() if isinstance(value, bytes) else str(value))
     return None
+
+
+def bearer_token(authorization: str) -> str:
+    """The token of an ``authorization`` value, which must read ``Bearer TOKEN``."""
+    if not authorization.lower().startswith(_BEARER) or not authorization[len(_BEARER) :].strip():
+        raise Unauthenticated("authorization must be 'Bearer TOKEN'")
+    return authorization[len(_BEARER) :].strip()
 
 
 def _certificate_cn(context: Any) -> str | None:

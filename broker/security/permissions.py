@@ -19,6 +19,7 @@ DescribeTopic           describe    name
 GetMessage              describe    topic
 ListDead                describe    topic
 ScanBucket              describe    topic
+Forecast                describe    topic
 ClusterStatus           (any)       answer lists only topics it may describe
 Produce (stream)        produce     every frame's topic
 Move                    produce     topic
@@ -92,6 +93,7 @@ RULES: dict[str, Rule] = {
     "GetMessage": Rule(_DESCRIBE, _topic),
     "ListDead": Rule(_DESCRIBE, _topic),
     "ScanBucket": Rule(_DESCRIBE, _topic),
+    "Forecast": Rule(_DESCRIBE, _topic),
     "ClusterStatus": Rule(_DESCRIBE, None, _trim_cluster),
     "Produce": Rule(_PRODUCE, _topic),
     "Move": Rule(_PRODUCE, _topic),

@@ -32,6 +32,7 @@ class ServerTls:
         self.config = config
         self._initial = self._load()
         self._renewed: grpc.ServerCertificateConfiguration | None = None
+        self._http: ssl.SSLContext | None = None
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ServerTls | None:
@@ -45,10 +46,26 @@ class ServerTls:
             require_client_authentication=bool(self.config.tls_client_ca),
         )
 
+    def ssl_context(self) -> ssl.SSLContext:
+        """The same certificate, key and client CA for the HTTP surface's port."""
+        if self._http is None:
+            self._http = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            self._load_into(self._http)
+        return self._http
+
+    def _load_into(self, context: ssl.SSLContext) -> None:
+        c = self.config
+        context.load_cert_chain(c.tls_cert, c.tls_key)
+        if c.tls_client_ca:
+            context.load_verify_locations(c.tls_client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+
     def reload(self) -> bool:
         """Read the files again for the next handshakes; on failure keep the old ones."""
         try:
             self._renewed = self._load()
+            if self._http is not None:
+                self._load_into(self._http)  # checked by _load just now
         except DejaqError as exc:
             log.error("TLS files not reloaded, the previous ones stay in force: %s", exc)
             return False

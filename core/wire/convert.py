@@ -5,11 +5,46 @@ from __future__ import annotations
 from dejaq.core import priority
 from dejaq.core.cron import CronEntry, Misfire
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, Counts, Message, Topic, TopicSettings
+from dejaq.core.model import (
+    DEFAULT_DELIVER_BACKOFF_MS,
+    DEFAULT_DELIVER_CONCURRENCY,
+    DEFAULT_DELIVER_TIMEOUT_MS,
+    KIND_PRIORITY,
+    KIND_TIMELINE,
+    Counts,
+    Message,
+    Topic,
+    TopicSettings,
+    Webhook,
+)
 from dejaq.proto import dejaq_pb2 as pb
 
 
-def settings_to_pb(s: TopicSettings) -> pb.TopicSettings:
+def webhook_to_pb(w: Webhook, secret: bool = False) -> pb.Webhook:
+    """``secret``: carry the signing secret (the answers of admin calls only)."""
+    return pb.Webhook(
+        url=w.url,
+        timeout_ms=w.timeout_ms,
+        concurrency=w.concurrency,
+        headers=[pb.Header(name=k, value=v) for k, v in w.headers],
+        secret=w.secret if secret else "",
+        backoff_ms=w.backoff_ms,
+    )
+
+
+def webhook_from_pb(p: pb.Webhook) -> Webhook:
+    """Zero fields take the defaults; nothing is checked here."""
+    return Webhook(
+        url=p.url,
+        timeout_ms=p.timeout_ms or DEFAULT_DELIVER_TIMEOUT_MS,
+        concurrency=p.concurrency or DEFAULT_DELIVER_CONCURRENCY,
+        headers=tuple((h.name, h.value) for h in p.headers),
+        secret=p.secret,
+        backoff_ms=p.backoff_ms or DEFAULT_DELIVER_BACKOFF_MS,
+    )
+
+
+def settings_to_pb(s: TopicSettings, secret: bool = False) -> pb.TopicSettings:
     return pb.TopicSettings(
         buckets=s.buckets,
         lease_ms=s.lease_ms,
@@ -22,6 +57,7 @@ def settings_to_pb(s: TopicSettings) -> pb.TopicSettings:
         kind=s.kind,
         priorities=s.priorities,
         aging_ms=s.aging_ms,
+        webhook=None if s.webhook is None else webhook_to_pb(s.webhook, secret),
     )
 
 
@@ -46,11 +82,14 @@ def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
         kind=kind,
         priorities=priorities,
         aging_ms=p.aging_ms,
+        webhook=webhook_from_pb(p.webhook) if p.HasField("webhook") and p.webhook.url else None,
     )
 
 
-def topic_to_pb(t: Topic) -> pb.Topic:
-    return pb.Topic(name=t.name, settings=settings_to_pb(t.settings), created_at_ms=t.created_at_ms)
+def topic_to_pb(t: Topic, secret: bool = False) -> pb.Topic:
+    """``secret``: carry the webhook's signing secret (admin answers only)."""
+    settings = settings_to_pb(t.settings, secret)
+    return pb.Topic(name=t.name, settings=settings, created_at_ms=t.created_at_ms)
 
 
 def topic_from_pb(p: pb.Topic) -> Topic:

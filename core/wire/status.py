@@ -18,6 +18,10 @@ from dejaq.core import errors
 
 # The trailing metadata key that carries an error's kind on a failed call.
 KIND_KEY = "dejaq-error-kind"
+# The most a status message carries, in UTF-8 bytes. It travels as a header
+# (grpc-message, percent-encoded past printable ASCII), and a stock client refuses
+# headers over 8 KiB in all: it would see RESOURCE_EXHAUSTED, not the error.
+MAX_DETAILS_BYTES = 1024
 
 _CODES: dict[type[errors.DejaqError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -72,6 +76,20 @@ def kind_of(exc: errors.DejaqError) -> str:
         if KINDS.get(cls.__name__) is cls:
             return cls.__name__
     return errors.DejaqError.__name__
+
+
+def details_for(exc: BaseException) -> str:
+    """The status message of a call failed with ``exc``: its text, with the
+    middle cut out past ``MAX_DETAILS_BYTES`` (where echoed input runs long: the
+    start and the end, which says what is wrong, stay)."""
+    text = str(exc)
+    raw = text.encode()
+    if len(raw) <= MAX_DETAILS_BYTES:
+        return text
+    half = MAX_DETAILS_BYTES // 2 - 32
+    head = raw[:half].decode(errors="ignore")
+    tail = raw[-half:].decode(errors="ignore")
+    return f"{head}...[{len(text) - len(head) - len(tail)} characters cut]...{tail}"
 
 
 def trailing_metadata_for(exc: errors.DejaqError) -> tuple[tuple[str, str], ...]:

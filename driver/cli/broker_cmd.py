@@ -23,6 +23,11 @@ def register(sub: Any) -> None:
         "--storage", help=f"storage URL: memory://, sqlite:///PATH (default {DEFAULT_STORAGE})"
     )
     p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (default: off)")
+    p.add_argument(
+        "--http",
+        help="HOST:PORT to serve the HTTP/JSON API on, with the gRPC port's TLS and --auth"
+        " (default: off)",
+    )
     p.add_argument("--log-format", choices=("text", "json"), help="log lines (default text)")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.add_argument(
@@ -58,6 +63,12 @@ def register(sub: Any) -> None:
         default=None,
         help="serve a non-loopback address without --auth: anyone reaching it may do anything",
     )
+    g.add_argument(
+        "--webhook-allow",
+        metavar="HOSTS_OR_CIDRS",
+        help="webhook targets allowed beyond public addresses, comma-separated host names"
+        " and CIDRs, e.g. 10.0.0.0/8,hooks.internal (default: public addresses only)",
+    )
     broker_link_flags.add(p)
     _add_limits(p)
     p.set_defaults(run=run)
@@ -72,6 +83,11 @@ _LIMITS = (
     (
         "--max-outbox-frames",
         "frames a consumer may leave unread; past it it is cut off (RESOURCE_EXHAUSTED)",
+    ),
+    (
+        "--max-held-bytes",
+        "bytes of deliveries waiting for all consumers together; past it the one"
+        " holding the most is cut off (RESOURCE_EXHAUSTED)",
     ),
     ("--keepalive-ms", "ping each client connection this often"),
     ("--keepalive-timeout-ms", "close a connection whose ping goes unanswered this long"),
@@ -102,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             "listen": args.listen,
             "storage": args.storage,
             "metrics": args.metrics,
+            "http": args.http,
             "log_format": args.log_format,
             "log_level": args.log_level,
             "etcd": args.etcd,
@@ -114,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             "tls_client_ca": args.tls_client_ca,
             "auth": args.auth,
             "insecure_allow_anonymous": args.insecure_allow_anonymous,
+            "webhook_allow": args.webhook_allow,
             **broker_link_flags.values(args),
             **_limits(args),
         },

@@ -1,4 +1,4 @@
-"""``dejaq topic create|set|list|describe|delete``."""
+"""``dejaq topic create|set|list|describe|forecast|delete``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, KINDS, TopicSettings
+from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, KINDS, TopicSettings, Webhook
 from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import (
     add_broker,
@@ -18,6 +18,7 @@ from dejaq.driver.cli.common import (
     rate_text,
 )
 from dejaq.driver.cli.durations import duration, milliseconds
+from dejaq.driver.cli.forecast_view import histogram
 from dejaq.driver.client import Client
 
 _KIND_FIELDS = ("kind", "priorities", "aging_ms")  # shown on the kind line
@@ -78,12 +79,31 @@ def register(sub: Any) -> None:
     aging.add_argument(
         "--aging-ms", dest="aging", type=milliseconds, metavar="MS", help="--aging in ms"
     )
+    p.add_argument(
+        "--deliver-to",
+        metavar="URL",
+        help="POST each due message to this URL (a webhook topic, see docs/webhooks.md)",
+    )
+    _webhook_flags(p)
+    p.add_argument(
+        "--deliver-secret",
+        metavar="SECRET",
+        help="the webhook's signing secret (default: the broker makes one, printed once)",
+    )
     add_broker(p)
     p.set_defaults(run=client_command(create))
 
-    p = tsub.add_parser("set", help="change a running topic's delivery rate cap")
+    p = tsub.add_parser("set", help="change a running topic's rate cap or webhook")
     p.add_argument("name")
-    p.add_argument("--max-rate", required=True, help=_MAX_RATE_HELP + "; none lifts it")
+    p.add_argument("--max-rate", help=_MAX_RATE_HELP + "; none lifts it")
+    p.add_argument(
+        "--deliver-to", metavar="URL", help="POST due messages to this URL; none stops it"
+    )
+    _webhook_flags(p)
+    p.add_argument(
+        "--rotate-secret", action="store_true", help="a new webhook signing secret (printed)"
+    )
+    p.add_argument("--show-secret", action="store_true", help="print the webhook's signing secret")
     add_broker(p)
     p.set_defaults(run=client_command(set_))
 
@@ -98,10 +118,94 @@ def register(sub: Any) -> None:
     add_broker(p)
     p.set_defaults(run=client_command(describe))
 
+    p = tsub.add_parser("forecast", help="how many messages fall due ahead, as a histogram")
+    p.add_argument("name")
+    p.add_argument(
+        "--horizon",
+        type=duration,
+        default=3_600_000,
+        metavar="DURATION",
+        help="how far ahead, rounded up to whole steps (default 1h)",
+    )
+    p.add_argument(
+        "--step", type=duration, default=60_000, metavar="DURATION", help="bin width (default 1m)"
+    )
+    p.add_argument("--json", action="store_true", help="print the bins as JSON")
+    add_broker(p)
+    p.set_defaults(run=client_command(forecast))
+
     p = tsub.add_parser("delete", help="delete a topic and all its messages")
     p.add_argument("name")
     add_broker(p)
     p.set_defaults(run=client_command(delete))
+
+
+def _webhook_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--deliver-timeout",
+        type=duration,
+        metavar="DURATION",
+        help="a webhook request's whole time, e.g. 10s (default 10s)",
+    )
+    p.add_argument(
+        "--deliver-concurrency",
+        type=int,
+        metavar="N",
+        help="webhook requests in flight per broker (default 64)",
+    )
+    p.add_argument(
+        "--deliver-header",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a header added to every webhook request (repeat for more)",
+    )
+    p.add_argument(
+        "--deliver-backoff",
+        type=duration,
+        metavar="DURATION",
+        help="first retry delay after a failed request, doubled each time (default 1s)",
+    )
+
+
+def _headers(items: list[str] | None) -> tuple[tuple[str, str], ...] | None:
+    if items is None:
+        return None
+    pairs = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidArgument(f"--deliver-header {item!r}: expected NAME=VALUE")
+        pairs.append((name.strip(), value))
+    return tuple(pairs)
+
+
+def _webhook(args: argparse.Namespace, current: Webhook | None) -> Webhook | None:
+    """The webhook the flags ask for, over ``current``; None when they name none."""
+    changes: dict[str, Any] = {}
+    if args.deliver_timeout is not None:
+        changes["timeout_ms"] = args.deliver_timeout
+    if args.deliver_concurrency is not None:
+        changes["concurrency"] = args.deliver_concurrency
+    headers = _headers(args.deliver_header)
+    if headers is not None:
+        changes["headers"] = headers
+    if args.deliver_backoff is not None:
+        changes["backoff_ms"] = args.deliver_backoff
+    if getattr(args, "deliver_secret", None):
+        changes["secret"] = args.deliver_secret
+    if args.deliver_to:
+        current = Webhook(args.deliver_to) if current is None else current
+        changes["url"] = args.deliver_to
+    if current is None:
+        if changes:
+            raise InvalidArgument("the --deliver-* flags need --deliver-to URL")
+        return None
+    return dataclasses.replace(current, secret="", **changes) if changes else None
+
+
+def _webhook_wanted(args: argparse.Namespace) -> bool:
+    names = ("deliver_to", "deliver_timeout", "deliver_concurrency", "deliver_header")
+    return any(getattr(args, n) is not None for n in (*names, "deliver_backoff"))
 
 
 def _kind_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -114,6 +218,14 @@ def _kind_settings(args: argparse.Namespace) -> dict[str, Any]:
     if kind != KIND_PRIORITY and (args.priorities or args.aging is not None):
         raise InvalidArgument("--priorities and --aging are for priority topics (--kind priority)")
     return {"kind": kind, "priorities": args.priorities, "aging_ms": aging_ms}
+
+
+def _settings_dict(settings: TopicSettings) -> dict[str, Any]:
+    """Settings for display: a webhook without its secret (never shown here)."""
+    d = dataclasses.asdict(settings)
+    if d.get("webhook") is not None:
+        d["webhook"].pop("secret", None)
+    return d
 
 
 def _kind_text(settings: TopicSettings) -> str:
@@ -136,18 +248,47 @@ async def create(client: Client, args: argparse.Namespace) -> int:
         expiry_ms=args.expiry or 0,
         dedup_window_ms=d.dedup_window_ms if args.dedup_window is None else args.dedup_window,
         max_rate=rate_per_s(args.max_rate) if args.max_rate else 0.0,
+        webhook=_webhook(args, None),
         **kind,
     )
     topic = await Admin(client).create_topic(args.name, settings)
     kind_note = f" ({_kind_text(topic.settings)})" if topic.settings.kind != KIND_TIMELINE else ""
     print(f"created topic {topic.name}{kind_note}")
+    hook = topic.settings.webhook
+    if hook is not None:
+        print(f"delivering to {hook.url}")
+        if not args.deliver_secret:  # made by the broker: shown now, kept by the operator
+            print(f"signing secret {hook.secret}")
     return 0
 
 
 async def set_(client: Client, args: argparse.Namespace) -> int:
-    rate = None if args.max_rate.strip().lower() == "none" else rate_per_s(args.max_rate)
-    topic = await Admin(client).set_max_rate(args.name, rate)
-    print(f"topic {topic.name}: max rate {rate_text(topic.settings.max_rate)}")
+    admin = Admin(client)
+    none = args.deliver_to is not None and args.deliver_to.strip().lower() == "none"
+    wanted = _webhook_wanted(args) or args.rotate_secret or args.show_secret
+    if args.max_rate is None and not wanted:
+        raise InvalidArgument("say what to change: --max-rate, --deliver-to or a --deliver-* flag")
+    if args.max_rate is not None:
+        rate = None if args.max_rate.strip().lower() == "none" else rate_per_s(args.max_rate)
+        topic = await admin.set_max_rate(args.name, rate)
+        print(f"topic {topic.name}: max rate {rate_text(topic.settings.max_rate)}")
+    if none:
+        topic = await admin.set_webhook(args.name, None)
+        print(f"topic {topic.name}: no webhook")
+    elif _webhook_wanted(args):
+        current = (await admin.describe_topic(args.name)).topic.settings.webhook
+        hook = _webhook(args, current)
+        assert hook is not None
+        topic = await admin.set_webhook(args.name, hook, args.rotate_secret)
+        print(f"topic {topic.name}: delivering to {hook.url}")
+        if args.rotate_secret and topic.settings.webhook is not None:
+            print(f"signing secret {topic.settings.webhook.secret}")
+    elif args.rotate_secret:
+        topic = await admin.rotate_webhook_secret(args.name)
+        assert topic.settings.webhook is not None
+        print(f"signing secret {topic.settings.webhook.secret}")
+    if args.show_secret and not args.rotate_secret:
+        print(f"signing secret {await admin.webhook_secret(args.name)}")
     return 0
 
 
@@ -156,7 +297,7 @@ async def list_(client: Client, args: argparse.Namespace) -> int:
     width = max((len(t.name) for t in topics), default=0)
     for t in topics:
         if args.json:
-            emit({"name": t.name, **dataclasses.asdict(t.settings)})
+            emit({"name": t.name, **_settings_dict(t.settings)})
         else:
             print(f"{t.name:<{width}}  {_kind_text(t.settings)}")
     return 0
@@ -164,7 +305,7 @@ async def list_(client: Client, args: argparse.Namespace) -> int:
 
 async def describe(client: Client, args: argparse.Namespace) -> int:
     info = await Admin(client).describe_topic(args.name)
-    settings = dataclasses.asdict(info.topic.settings)
+    settings = _settings_dict(info.topic.settings)
     counts = dataclasses.asdict(info.counts)
     out = {
         "name": info.topic.name,
@@ -178,12 +319,38 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
         emit(out)
         return 0
     print(f"topic      {info.topic.name}  (created {iso(info.topic.created_at_ms)})")
-    shown = {k: v for k, v in settings.items() if k not in _KIND_FIELDS}
+    shown = {k: v for k, v in settings.items() if k not in (*_KIND_FIELDS, "webhook")}
     print(f"kind       {_kind_text(info.topic.settings)}")
     print("settings   " + "  ".join(f"{k}={v}" for k, v in shown.items()))
+    hook = info.topic.settings.webhook
+    if hook is not None:
+        print(
+            f"webhook    {hook.url}  timeout_ms={hook.timeout_ms}"
+            f"  concurrency={hook.concurrency}  backoff_ms={hook.backoff_ms}"
+            f"  headers={','.join(k for k, _ in hook.headers) or '-'}"
+        )
     print("messages   " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     print(f"consumers  {info.consumers}")
     print(f"next due   {_next_due(info.topic.settings, info.next_due_ms)}")
+    return 0
+
+
+async def forecast(client: Client, args: argparse.Namespace) -> int:
+    if args.horizon <= 0 or args.step <= 0:
+        raise InvalidArgument("--horizon and --step must be positive durations")
+    result = await Admin(client).forecast(args.name, args.horizon, args.step)
+    if args.json:
+        bins = [{"start_ms": start, "count": n} for start, n in result.bins]
+        emit(
+            {
+                "topic": args.name,
+                "start_ms": result.start_ms,
+                "step_ms": result.step_ms,
+                "bins": bins,
+            }
+        )
+        return 0
+    print("\n".join(histogram(args.name, result)))
     return 0
 
 

@@ -22,6 +22,7 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins.base import (
+    Forecast,
     HandBack,
     Head,
     LeaseRequest,
@@ -30,7 +31,7 @@ from dejaq.storage_plugins.base import (
     SettleItem,
     Storage,
 )
-from dejaq.storage_plugins.memory import scan
+from dejaq.storage_plugins.memory import forecast, scan
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.timeline import MAX_PRIORITY, Timeline
 from dejaq.storage_plugins.memory.types import I64
@@ -372,6 +373,11 @@ class MemoryStorage(Storage):
             return unranked, None
         rank, priority = head
         return rank, Head.at(priority, unranked, now)
+
+    async def _forecast(self, topic: str, request: Forecast) -> list[int]:
+        tl = self._tl(topic)
+        # The time lanes only: a priority topic's ranks are available already.
+        return forecast.forecast(tl.lanes, tl.cols, request)
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         tl = self._tl(topic)

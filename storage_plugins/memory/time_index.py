@@ -288,6 +288,65 @@ class TimeIndex:
             return out, None, None
         return out, np.concatenate(times), np.concatenate(slots)
 
+    def between(self, start: int, end: int) -> tuple[I64, I64]:
+        """The entries with ``start <= timestamp < end``, stale ones too, as
+        (timestamps, slots), unordered; the index is left as it is. Reads the
+        heap near the horizon, the pulled windows by binary search, and only
+        the windows that overlap the range: the cost follows the entries in
+        the range, not the bucket's size."""
+        times: list[I64] = []
+        slots: list[I64] = []
+        if self.near and start < self.horizon:
+            lo, hi = start << SLOT_BITS, end << SLOT_BITS  # keys pass 64 bits: Python ints
+            inside = [k for k in self.near if lo <= k < hi]
+            times.append(np.array([k >> SLOT_BITS for k in inside], np.int64))
+            slots.append(np.array([k & SLOT_MASK for k in inside], np.int64))
+        for run, lo_at, hi_at in self._pending_between(start, end):
+            part = run.keys[lo_at:hi_at]
+            times.append((run.base >> SLOT_BITS) + (part >> SLOT_BITS))
+            slots.append(part & SLOT_MASK)
+        for level, index, win in self._windows_between(start, end):
+            keys = np.frombuffer(win, np.int64)
+            ts = (index << level.bits) + (keys >> SLOT_BITS)
+            if index << level.bits < start or (index + 1) << level.bits > end:
+                keep = (ts >= start) & (ts < end)  # a window the range cuts
+                ts, keys = ts[keep], keys[keep]
+            times.append(ts)
+            slots.append(keys & SLOT_MASK)
+        if not times:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(times), np.concatenate(slots)
+
+    def entries_between(self, start: int, end: int) -> int:
+        """How many entries ``between`` would read at most (stale ones too),
+        from the sizes of the heap, the pulled runs and the windows alone."""
+        count = len(self.near) if start < self.horizon else 0
+        count += sum(hi_at - lo_at for _, lo_at, hi_at in self._pending_between(start, end))
+        return count + sum(len(win) for _, _, win in self._windows_between(start, end))
+
+    def _pending_between(self, start: int, end: int) -> list[tuple[_Pulled, int, int]]:
+        """Each pulled run with the range of its keys due in ``[start, end)``."""
+        out = []
+        for run in self.pending:
+            # Keys are relative to the run's base, within one window: bounds clamped to it.
+            bounds = [min(max((t << SLOT_BITS) - run.base, 0), 1 << 62) for t in (start, end)]
+            lo_at, hi_at = np.searchsorted(run.keys[run.at :], bounds).tolist()
+            out.append((run, run.at + lo_at, run.at + hi_at))
+        return out
+
+    def _windows_between(self, start: int, end: int) -> list[tuple[_Level, int, array[int]]]:
+        """Each window (level, index, entries) that overlaps ``[start, end)``."""
+        out = []
+        for level in self._levels:
+            first, last = start >> level.bits, (end - 1) >> level.bits
+            windows = level.windows
+            if last - first + 1 <= len(windows):
+                indexes = [i for i in range(first, last + 1) if i in windows]
+            else:
+                indexes = [i for i in windows if first <= i <= last]
+            out += [(level, i, windows[i]) for i in indexes]
+        return out
+
     # -- windows --------------------------------------------------------------
 
     def _level_of(self, timestamp: int) -> _Level:

@@ -35,6 +35,7 @@ from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, InsertStatus, Message, NewMessage, Topic
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.graves import Graves
+from dejaq.storage_plugins.memory.id_order import IdOrder
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
 from dejaq.storage_plugins.memory.owners import Owners
 from dejaq.storage_plugins.memory.time_index import (
@@ -79,6 +80,7 @@ class Timeline:
         self.graves = Graves()  # their slots, oldest first
         # id -> slot of each live message with a lease owner (the lease may have run out)
         self.held: dict[str, int] = {}
+        self.id_order = IdOrder()  # of the buckets scanned lately (scan.py)
 
     # -- finding --------------------------------------------------------------
 
@@ -330,6 +332,7 @@ class Timeline:
         c.store(slots, keys, payloads)
         self.ids.add(hashes[pick], slots, spots[pick])
         self._push(bucket_col, ts_col, slots)
+        self.id_order.entered(bucket_col)
         self.live += len(keys)
         return status
 

@@ -33,6 +33,7 @@ from dejaq.core.model import (
 )
 from dejaq.storage_plugins import sql_base as base
 from dejaq.storage_plugins.base import (
+    Forecast,
     HandBack,
     Head,
     LeaseRequest,
@@ -479,6 +480,14 @@ class PostgresStorage(Storage):
         if not exists:
             raise _missing(topic)
         return Counts(waiting=waiting, due=due, leased=leased, dead=dead)
+
+    async def _forecast(self, topic: str, request: Forecast) -> list[int]:
+        params = {"topic": topic, "now": request.now, "step": request.step_ms, "bins": request.bins}
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(sql.FORECAST, params)).fetchall()
+        if not any(index is None for index, _ in rows):
+            raise _missing(topic)
+        return base.binned((row for row in rows if row[0] is not None), request.bins)
 
     async def _census(self, now: int) -> dict[str, TopicCensus]:
         async with self._pool.connection() as conn:

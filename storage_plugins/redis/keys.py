@@ -26,6 +26,11 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
 - ``dead``             sorted set: dead messages scored by time of death (purge).
 - ``dead-ids``         sorted set, every score 0: the same ids in byte order,
                        for ``list_dead`` paging with ZRANGE ... BYLEX.
+- ``entered``          hash: bucket -> how many times messages entered the
+                       bucket's timeline in this slot from outside it (insert,
+                       redrive), bumped by the script that adds them. A scan
+                       keeps a bucket's ids in order between its pages while
+                       this count stands still (``scan``).
 - ``m:<id>``           hash: the message's metadata record (ts, v, n, o, b, md,
                        ex, dead — see ``scripts``).
 - ``p:<id>``           string: the payload, apart from the record, so no
@@ -65,6 +70,10 @@ NAMESPACE = "dejaq"
 TOPICS = f"{NAMESPACE}:topics"
 # string: a random id set once, when the first broker asks (the storage's identity)
 IDENTITY = f"{NAMESPACE}:identity"
+# string: the version of this layout, set by the first broker that opens the
+# store; a broker refuses a store of another version (``FORMAT_VERSION``)
+FORMAT = f"{NAMESPACE}:format"
+FORMAT_VERSION = 1
 
 # Suffixes after a slot prefix. The Lua scripts get them from here too.
 ALIVE = "alive"
@@ -74,6 +83,7 @@ OWNED = "owned"
 DEAD = "dead"
 DEAD_IDS = "dead-ids"
 STRAY_HOMES = "stray-homes"
+ENTERED = "entered"
 RECORD = "m:"
 PAYLOAD = "p:"
 TOMBS = "tombs"
@@ -118,6 +128,10 @@ class Slot:
     @property
     def stray_homes(self) -> str:
         return self.prefix + STRAY_HOMES
+
+    @property
+    def entered(self) -> str:
+        return self.prefix + ENTERED
 
     @property
     def tombs(self) -> str:

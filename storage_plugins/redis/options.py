@@ -2,9 +2,13 @@
 
 ``redis://[[user]:password@]host[:port][/db]?option=value&...``; each option is
 described on ``RedisStorage``. ``rediss://`` is the same over TLS, with the
-``ssl_*`` options below. An unknown option or a bad value is refused with
-``InvalidArgument`` naming it, when the backend is built; the URL is quoted
-with its password masked.
+``ssl_*`` options below. ``redis+cluster://[[user]:password@]host:port[,host:port...]/0``
+(and ``rediss+cluster://``) names a Redis Cluster by one or more seed nodes,
+with the same options; a cluster has only database 0, and a topic created
+through it spreads over ``CLUSTER_TOPIC_SLOTS`` hash slots unless
+``topic_slots`` says otherwise. An unknown option or a bad value is refused
+with ``InvalidArgument`` naming it, when the backend is built; the URL is
+quoted with its password masked.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.redact import redact
@@ -24,6 +28,10 @@ class RedisOptions:
     """A parsed ``redis://`` or ``rediss://`` URL."""
 
     url: str  # the server URL without dejaq's options
+    # redis+cluster:// only: the seed nodes (host, port) and the credentials
+    seeds: tuple[tuple[str, int], ...] = ()
+    username: str = ""
+    password: str = ""
     wait_replicas: int = 0
     wait_timeout_ms: int = 1000
     socket_timeout_ms: int = 5000
@@ -37,9 +45,13 @@ class RedisOptions:
     ssl_keyfile: str = ""
     ssl_check_hostname: bool = True
 
+    @property
+    def cluster(self) -> bool:
+        return bool(self.seeds)
+
     def tls_arguments(self) -> dict[str, Any]:
         """Keyword arguments of redis-py's TLS connection (empty for redis://)."""
-        if not self.url.startswith("rediss:"):
+        if not self.url.startswith("rediss"):
             return {}
         given = {
             "ssl_ca_certs": self.ssl_ca_certs,
@@ -53,8 +65,16 @@ class RedisOptions:
         }
 
 
+# A topic's hash slots on a cluster unless ``topic_slots`` says otherwise: with
+# 3 masters, 16 slots put 5 or 6 of them on each (an even split within ~15%)
+# and let a topic use up to 16 masters, while a pass over all of a topic's
+# buckets stays one round trip of 16 small scripts (sent to each master at once).
+CLUSTER_TOPIC_SLOTS = 16
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
 FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
-OPTIONS = tuple(f.name for f in dataclasses.fields(RedisOptions) if f.name != "url")
+_NOT_OPTIONS = ("url", "seeds", "username", "password")
+OPTIONS = tuple(f.name for f in dataclasses.fields(RedisOptions) if f.name not in _NOT_OPTIONS)
 _MAY_BE_ZERO = ("wait_replicas", "max_tombstones")
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
@@ -62,6 +82,8 @@ _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 def parse_url(url: str) -> RedisOptions:
     """Read a ``redis(s)://host:port/db?option=value`` URL; ``InvalidArgument`` names the fault."""
     parts = urlsplit(url)
+    if parts.scheme in CLUSTER_SCHEMES:
+        return _cluster_url(url)
     db = parts.path.lstrip("/")
     if (
         parts.scheme not in ("redis", "rediss")
@@ -73,17 +95,43 @@ def parse_url(url: str) -> RedisOptions:
         parts.port  # noqa: B018 - checked now, not when the client connects
     except ValueError as exc:
         raise InvalidArgument(f"bad port in redis URL {redact(url)!r}: {exc}") from None
+    values = _options(parts.scheme, parts.query)
+    return RedisOptions(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), **values)
+
+
+def _cluster_url(url: str) -> RedisOptions:
+    """``redis+cluster://[[user]:password@]host:port[,host:port...]/0?option=value``."""
+    parts = urlsplit(url)
+    expected = f"expected {parts.scheme}://host:port[,host:port...]/0, got {redact(url)!r}"
+    if parts.path.lstrip("/") not in ("", "0"):
+        raise InvalidArgument(f"a Redis Cluster has only database 0: {expected}")
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = credentials.partition(":")
+    seeds = []
+    for seed in hosts.split(","):
+        host, _, port = seed.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidArgument(f"bad seed node {seed!r}: {expected}")
+        seeds.append((host.strip("[]"), int(port)))
+    values = _options(parts.scheme, parts.query)
+    values.setdefault("topic_slots", CLUSTER_TOPIC_SLOTS)
+    bare = urlunsplit((parts.scheme, hosts, parts.path, "", ""))
+    return RedisOptions(bare, tuple(seeds), unquote(username), unquote(password), **values)
+
+
+def _options(scheme: str, query: str) -> dict[str, Any]:
+    """dejaq's options of a URL, checked."""
     values: dict[str, Any] = {}
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+    for key, value in parse_qsl(query, keep_blank_values=True):
         if key not in OPTIONS:
             raise InvalidArgument(f"unknown redis option {key!r}: expected one of {OPTIONS}")
         values[key] = _value(key, value)
     tls = [key for key in values if key.startswith("ssl_")]
-    if tls and parts.scheme != "rediss":
+    if tls and not scheme.startswith("rediss"):
         raise InvalidArgument(f"redis option {tls[0]!r} needs a rediss:// (TLS) URL")
     if bool(values.get("ssl_certfile")) != bool(values.get("ssl_keyfile")):
         raise InvalidArgument("redis options ssl_certfile and ssl_keyfile go together")
-    return RedisOptions(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), **values)
+    return values
 
 
 def _value(key: str, value: str) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dejaq.core.model import Counts, Message
-from dejaq.storage_plugins.base import Head
+from dejaq.storage_plugins.base import Forecast, Head
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.registry import TopicEntry, per_slot
 from dejaq.storage_plugins.redis.replies import body, text
@@ -78,3 +78,16 @@ async def oldest(runner: Runner, info: TopicEntry, now: int) -> tuple[int | None
     dues = [int(due) for *_, due in replies if due]
     dues += [first for first, _ in firsts if 0 <= first <= now]
     return at, Head(priority, min(dues, default=None))
+
+
+async def forecast(runner: Runner, info: TopicEntry, request: Forecast) -> list[int]:
+    """Waiting messages by due-time bin: one script per slot, each a ZCOUNT per
+    bin on the slot's timelines and its ``owned`` set (see lua/forecast.lua),
+    summed over the slots."""
+    args = (request.now, request.step_ms, request.bins)
+    replies = await per_slot(
+        runner,
+        info,
+        lambda s: Call(lua.FORECAST, (s.alive, s.heads, s.owned), (info.gen, s.prefix, *args)),
+    )
+    return [sum(int(n) for n in column) for column in zip(*replies, strict=True)]

@@ -8,7 +8,6 @@ the call tried once more (``on_topic``).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
@@ -92,7 +91,7 @@ class TopicEntry:
 
 
 def encode(topic: Topic, gen: str, slots: int) -> bytes:
-    settings = dataclasses.asdict(topic.settings)
+    settings = topic.settings.to_dict()
     entry = {"settings": settings, "created_at_ms": topic.created_at_ms, "gen": gen}
     return json.dumps({**entry, "slots": slots}).encode()
 
@@ -104,7 +103,7 @@ def decode(name: str, entry: bytes) -> TopicEntry:
             f"redis: topic {name!r} was stored by an older dejaq (one slot per bucket,"
             " no heads index): delete and create it again"
         )
-    topic = Topic(name, TopicSettings(**data["settings"]), data["created_at_ms"])
+    topic = Topic(name, TopicSettings.from_dict(data["settings"]), data["created_at_ms"])
     return TopicEntry(topic, data["gen"], data["slots"], entry)
 
 

@@ -68,6 +68,7 @@ READ_ITEM = 11  # elements: found, ts, v, n, o, b, md, ex, dead, p, payload
 
 CONSTANTS = f"""
 local K_TIMELINE, K_RECORD, K_PAYLOAD = '{keys.TIMELINE}', '{keys.RECORD}', '{keys.PAYLOAD}'
+local K_ENTERED = '{keys.ENTERED}'
 local OK, GONE, STRAYS = {OK}, {GONE}, {STRAYS}
 local NOT_FOUND, NOT_HOLDER, STALE, LEASED = {NOT_FOUND}, {NOT_HOLDER}, {STALE}, {LEASED}
 """
@@ -107,16 +108,27 @@ def _prelude(body: str) -> str:
     return CONSTANTS + "".join(HELPERS[name] for name in HELPERS if name in needed)
 
 
+# A Redis Cluster moving a slot lets a script read a key of it only while the
+# slot has no key elsewhere; it fails any command on a key missing there (moved
+# already, or never written) with "non local key", and a script's earlier writes
+# stay. So on a cluster every script first reads a key that never exists: it
+# fails before writing anything whenever its slot is moving, and the client
+# sends it again once the move is over (``cluster``).
+MOVE_GUARD = "redis.call('EXISTS', KEYS[1] .. ':~')\n"
+
+
 @dataclass(frozen=True, slots=True)
 class Script:
-    """``lua/<name>.lua`` with the helpers it needs, called by SHA1 (EVALSHA)."""
+    """``lua/<name>.lua`` with the helpers it needs, called by SHA1 (EVALSHA);
+    ``guarded``: with ``MOVE_GUARD`` first, as a Redis Cluster runs it."""
 
     name: str
+    guarded: bool = False
     source: str = field(init=False)
     sha: str = field(init=False)
 
     def __post_init__(self) -> None:
-        source = program(_source(self.name))
+        source = (MOVE_GUARD if self.guarded else "") + program(_source(self.name))
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "sha", hashlib.sha1(source.encode()).hexdigest())
 
@@ -132,6 +144,7 @@ READ = Script("read")
 RELEASE = Script("release")
 COUNTS = Script("counts")
 OLDEST = Script("oldest")
+FORECAST = Script("forecast")
 DEAD_PAGE = Script("dead_page")
 REDRIVE = Script("redrive")
 PURGE = Script("purge")
@@ -144,7 +157,13 @@ REPLACE = Script("replace")
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
 ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE, PROMOTE)
-ALL += (OLDEST,)
+ALL += (OLDEST, FORECAST)
+
+# As a Redis Cluster runs them: guarded, except the registry's (their one key is
+# declared, so the cluster itself redirects them while it moves).
+CLUSTER: dict[Script, Script] = {
+    s: s if s in (REPLACE, FORGET) else Script(s.name, guarded=True) for s in ALL
+}
 
 
 # -- calling them ------------------------------------------------------------
@@ -193,8 +212,9 @@ class Runner:
     calls sent once more: a refused call did nothing, so this is safe.
     """
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis, wait: tuple[int, int] | None = None) -> None:
         self._client = client
+        self._wait = wait  # every call's, besides those asked by ``run``
 
     async def load(self) -> None:
         """SCRIPT LOAD every script (the server checks our SHA1 matches)."""
@@ -233,10 +253,13 @@ class Runner:
         """
         if not calls:
             return []
+        wait = wait or self._wait
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
+        least = wait[0] if wait is not None else 0  # the fewest replicas any attempt reached
         for attempt in (1, 2):
             sent, acked = await self._send([calls[i] for i in todo], atomic, wait)
+            least = min(least, acked)
             again = []
             for i, reply in zip(todo, sent, strict=True):
                 if isinstance(reply, rex.NoScriptError) and attempt == 1:
@@ -246,9 +269,9 @@ class Runner:
                 else:
                     replies[i] = reply
             if not again:
-                if wait is not None and acked < wait[0]:
+                if wait is not None and least < wait[0]:
                     raise StorageUnavailable(
-                        f"redis: {acked} of {wait[0]} replicas acknowledged the write"
+                        f"redis: {least} of {wait[0]} replicas acknowledged the write"
                         f" within {wait[1]} ms"
                     )
                 break

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -23,6 +23,7 @@ from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
 from dejaq.storage_plugins.base import (
+    Forecast,
     HandBack,
     Head,
     LeaseRequest,
@@ -59,7 +60,8 @@ class RedisStorage(Storage):
       replicas have it, and raises ``StorageUnavailable`` when fewer acknowledge
       within ``wait_timeout_ms`` (default 1000). The write may still be on the
       primary: a retried produce then finds those ids as duplicates (produce is
-      idempotent by id).
+      idempotent by id). On ``redis+cluster://`` every call waits, leases and
+      settles included (``cluster``).
     - ``socket_timeout_ms=5000``, ``connect_timeout_ms=2000``: a dead or hung
       server fails a call with ``StorageUnavailable`` instead of hanging it.
       Calls are never retried by the client: a lease or insert sent twice is not
@@ -67,9 +69,9 @@ class RedisStorage(Storage):
     - ``topic_slots=1``: how many Redis Cluster hash slots a topic created by
       this instance spreads over (at most its bucket count). It is recorded
       with the topic, so every broker agrees whatever its own URL says. With
-      one slot (the default) every call on a topic is one atomic script and a
-      lease pass or next_due is one script whatever the bucket count; a Redis
-      Cluster places whole topics on its shards. With N slots a topic's buckets
+      one slot (the default here; 16 on ``redis+cluster://``) every call on a
+      topic is one atomic script and a lease pass or next_due is one script
+      whatever the bucket count. With N slots a topic's buckets
       are split into N contiguous ranges (one per hash slot, so per shard); a
       pass costs a script per slot its buckets touch — two round trips when
       that is more than one — and the throughput of one topic can use N shards.
@@ -99,8 +101,14 @@ class RedisStorage(Storage):
     slot it touches (``scripts``), atomic in that slot; a message lives in one
     slot, so two leasers never get one message. ``insert`` over several slots
     sends its scripts in one MULTI / EXEC: a batch is stored whole or (connection
-    lost) not at all. The client speaks to a single server (``redis.asyncio.Redis``):
-    the layout is cluster-ready, the client is not yet.
+    lost) not at all. This class speaks to a single server (``redis.asyncio.Redis``);
+    ``cluster.RedisClusterStorage`` (``redis+cluster://``) runs the same layout
+    and scripts on a Redis Cluster.
+
+    Stored format: ``keys.FORMAT`` holds the version of the layout (1), written
+    by the first broker that opens the store; a broker opening a store of
+    another version fails at ``open`` with a ``StorageError`` naming both
+    versions, before it reads or writes anything else.
 
     Costs per call: insert, settle, move, get — one script per slot touched,
     O(log n) per message (plus, per bucket touched, keeping the heads index).
@@ -128,32 +136,50 @@ class RedisStorage(Storage):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.options = parse_url(url)
-        self._client: Redis | None = None
+        self._client: Redis | RedisCluster | None = None
         self._runner_: Runner | None = None
         self._registry_: Registry | None = None
         o = self.options
         self._wait = (o.wait_replicas, o.wait_timeout_ms) if o.wait_replicas else None
         self._bound_warned: dict[str, float] = {}  # topic -> when (monotonic s) last told
+        self._id_orders = scan.IdOrders()  # buckets' ids in order, kept between scan pages
 
     async def open(self) -> None:
         o = self.options
         timeout_ms = o.socket_timeout_ms
         if self._wait is not None:  # WAIT blocks the connection for up to its timeout
             timeout_ms = max(timeout_ms, o.wait_timeout_ms + 1000)
-        self._client = Redis.from_url(
+        self._client, self._runner_ = self._connect(timeout_ms / 1000)
+        self._registry_ = Registry(self._runner_)
+        try:
+            await self._runner_.load()
+            await self._check_format()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _check_format(self) -> None:
+        """Mark a new store with this layout's version; refuse a store of another."""
+        mine = str(keys.FORMAT_VERSION)
+        await self._runner.command("SET", keys.FORMAT, mine, "NX")
+        stored = text(await self._runner.command("GET", keys.FORMAT))
+        if stored not in (mine, None):  # None: deleted meanwhile, marked again next open
+            raise StorageError(
+                f"redis: the store holds dejaq's stored format version {stored!r}, and this"
+                f" dejaq reads version {mine} only: run a dejaq that reads it"
+            )
+
+    def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:
+        """The client (not connected yet) and the runner that sends its calls."""
+        o = self.options
+        client = Redis.from_url(
             o.url,
-            socket_timeout=timeout_ms / 1000,
+            socket_timeout=timeout_s,
             socket_connect_timeout=o.connect_timeout_ms / 1000,
             retry=Retry(NoBackoff(), 0),
             **o.tls_arguments(),
         )
-        self._runner_ = Runner(self._client)
-        self._registry_ = Registry(self._runner_)
-        try:
-            await self._runner_.load()
-        except BaseException:
-            await self.close()
-            raise
+        return client, Runner(client)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -396,6 +422,11 @@ class RedisStorage(Storage):
             topic.name, lambda i: reads.oldest(self._runner, i, now)
         )
 
+    async def _forecast(self, topic: str, request: Forecast) -> list[int]:
+        return await self._registry.on_topic(
+            topic, lambda i: reads.forecast(self._runner, i, request)
+        )
+
     # -- release --------------------------------------------------------------
 
     async def _release(self, topic: str, owner: str, now: int) -> int:
@@ -427,7 +458,8 @@ class RedisStorage(Storage):
 
     async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
         return await self._registry.on_topic(
-            topic, lambda info: scan.scan(self._runner, info, bucket, after_id, limit)
+            topic,
+            lambda info: scan.scan(self._runner, info, bucket, after_id, limit, self._id_orders),
         )
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:

@@ -28,7 +28,7 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins import sql_base as base
-from dejaq.storage_plugins.base import HandBack, LeaseRequest, Outcome, SettleItem
+from dejaq.storage_plugins.base import Forecast, HandBack, LeaseRequest, Outcome, SettleItem
 from dejaq.storage_plugins.sql_base import RowState
 from dejaq.storage_plugins.sqlite import sql
 
@@ -276,6 +276,12 @@ def counts(conn: Conn, topic: str, now: int) -> Counts:
     _topic_buckets(conn, topic)
     dead, due, leased, waiting = conn.execute(sql.COUNTS, (now, topic)).fetchone()
     return Counts(waiting=waiting, due=due, leased=leased, dead=dead)
+
+
+def forecast(conn: Conn, topic: str, request: Forecast) -> list[int]:
+    buckets = _all_buckets(_topic_buckets(conn, topic))
+    params = (request.now, request.step_ms, topic, buckets, request.bins)
+    return base.binned(conn.execute(sql.FORECAST, params).fetchall(), request.bins)
 
 
 def list_dead(conn: Conn, topic: str, after_id: str, limit: int) -> list[Message]:

@@ -77,6 +77,10 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS messages_due ON messages (topic, dead, bucket, ts)",
     "CREATE INDEX IF NOT EXISTS messages_dead ON messages (topic, id) WHERE dead = 1",
     "CREATE INDEX IF NOT EXISTS messages_owner ON messages (topic, owner) WHERE owner IS NOT NULL",
+    # Scans (SCAN_BUCKET): a WITHOUT ROWID index ends with the primary key, so
+    # this is (topic, bucket, id). Written on insert and delete only: nothing
+    # changes a message's bucket. Made on open in a file from before it.
+    "CREATE INDEX IF NOT EXISTS messages_bucket ON messages (topic, bucket)",
     # Payloads may be large: a rowid table keeps them out of the key b-tree.
     """CREATE TABLE IF NOT EXISTS payloads (
         topic TEXT NOT NULL,
@@ -217,6 +221,20 @@ COUNTS = """SELECT
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NOT NULL), 0),
         coalesce(sum(dead = 0 AND ts > ?1 AND owner IS NULL), 0)
     FROM messages WHERE topic = ?2"""
+# (now, step, topic, buckets JSON, bins): waiting rows by due-time bin, as
+# (bin, count). Each bin is a range count on messages_due (one seek per
+# bucket, no table row read, no grouping of the rows), less the rows with a
+# lease owner in it, found through messages_owner (a few: what consumers hold).
+FORECAST = """WITH RECURSIVE bins(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM bins WHERE i + 1 < ?5)
+    SELECT i, (
+        SELECT count(*) FROM messages INDEXED BY messages_due
+        WHERE topic = ?3 AND dead = 0 AND bucket IN (SELECT value FROM json_each(?4))
+            AND ts >= ?1 + i * ?2 AND ts < ?1 + (i + 1) * ?2
+    ) - (
+        SELECT count(*) FROM messages INDEXED BY messages_owner
+        WHERE topic = ?3 AND owner IS NOT NULL AND dead = 0
+            AND ts >= ?1 + i * ?2 AND ts < ?1 + (i + 1) * ?2
+    ) FROM bins"""
 # The census (census.py), on its read-only connection: the topic names, then
 # (now) every topic's counts, its lowest rank packed with the priority of a
 # message there (rank * PRIORITY_SPAN + priority: the smallest packed value is
@@ -247,11 +265,14 @@ PURGE_DEAD_PAYLOADS = """DELETE FROM payloads WHERE topic = ?1 AND id IN
     (SELECT id FROM messages WHERE topic = ?1 AND dead = 1 AND ts < ?2)"""
 PURGE_DEAD_MESSAGES = "DELETE FROM messages WHERE topic = ? AND dead = 1 AND ts < ?"
 
-# (topic, bucket, after_id, limit): one bucket's messages, live and dead, by id.
-# The bucket's rows come from messages_due (both values of dead: two seeks),
-# then are sorted by id: O(bucket) a page, where the primary key would walk
-# every bucket's ids to find this one's.
+# (topic, bucket, after_id, limit): one bucket's messages, live and dead, by
+# id: a seek into messages_bucket that reads the page's rows and stops, each
+# row's payload found by key. Pinned, as a planner left alone may put payloads
+# first and walk every payload of the topic after the cursor for every page
+# (2 s a page of 300 at 20k messages; with this plan 0.5 s for all 20k).
+# ``CROSS JOIN`` keeps messages in the outer loop.
 SCAN_BUCKET = f"""SELECT {_MESSAGE_COLUMNS}
-    FROM messages AS m INDEXED BY messages_due {_WITH_PAYLOAD}
-    WHERE m.topic = ? AND m.dead IN (0, 1) AND m.bucket = ? AND m.id > ?
+    FROM messages AS m INDEXED BY messages_bucket CROSS JOIN payloads AS p
+        ON p.topic = m.topic AND p.id = m.id
+    WHERE m.topic = ? AND m.bucket = ? AND m.id > ?
     ORDER BY m.id LIMIT ?"""

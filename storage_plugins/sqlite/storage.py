@@ -2,7 +2,9 @@
 
 One writer thread per instance owns the connection and commits concurrent
 calls in groups (``writer``); WAL checkpoints run beside it
-(``checkpoint``); what each call does is in ``ops``, its SQL in ``sql``.
+(``checkpoint``), and so do the long reads, the census (``census``) and
+scans (``scan``), each on connections of its own; what each call does is in
+``ops``, its SQL in ``sql``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
 from dejaq.core.redact import redact
 from dejaq.storage_plugins.base import (
+    Forecast,
     HandBack,
     LeaseRequest,
     Outcome,
@@ -31,9 +34,10 @@ from dejaq.storage_plugins.base import (
     Storage,
     TopicCensus,
 )
-from dejaq.storage_plugins.sqlite import ops, scan, sql
+from dejaq.storage_plugins.sqlite import ops, sql
 from dejaq.storage_plugins.sqlite.census import CensusReader
 from dejaq.storage_plugins.sqlite.checkpoint import Checkpointer
+from dejaq.storage_plugins.sqlite.scan import ScanReader
 from dejaq.storage_plugins.sqlite.writer import DEFAULT_MAX_QUEUE, Writer, storage_error
 
 _OPEN_RETRY_S = 0.05
@@ -154,6 +158,7 @@ class SqliteStorage(Storage):
         self.options = parse_url(url)
         self._writer: Writer | None = None
         self._checkpointer: Checkpointer | None = None
+        self._scan_reader: ScanReader | None = None
         self._census_reader = CensusReader(self.options.path, self.options.busy_timeout_ms)
 
     @property
@@ -177,6 +182,7 @@ class SqliteStorage(Storage):
             conn, name=name, on_commit=checkpointer.committed, max_queue=options.max_queue
         )
         self._writer.start()
+        self._scan_reader = ScanReader(options.path, options.busy_timeout_ms)
 
     async def close(self) -> None:
         # The checkpointer first: the writer's connection, closed last, then
@@ -184,6 +190,8 @@ class SqliteStorage(Storage):
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)
         await asyncio.to_thread(self._census_reader.close)
+        if self._scan_reader is not None:
+            await asyncio.to_thread(self._scan_reader.close)
         if self._writer is not None:
             await self._writer.close()
 
@@ -286,11 +294,19 @@ class SqliteStorage(Storage):
         except sqlite3.Error as exc:
             raise storage_error(exc) from exc
 
+    async def _forecast(self, topic: str, request: Forecast) -> list[int]:
+        return await self._run(ops.forecast, topic, request)
+
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         return await self._run(ops.list_dead, topic, after_id, limit)
 
     async def _scan(self, topic: str, bucket: int, after_id: str, limit: int) -> ScanPage:
-        return await self._run(scan.scan, topic, bucket, after_id, limit)
+        if self._scan_reader is None:
+            raise StorageError("sqlite storage used before open()")
+        try:
+            return await self._scan_reader.scan(topic, bucket, after_id, limit)
+        except sqlite3.Error as exc:
+            raise storage_error(exc) from exc
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         return await self._run(ops.redrive, topic, ids, at)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -128,3 +128,88 @@ async def test_a_consumer_that_stops_reading_is_cut_off_and_its_deliveries_go_ba
     counts = await broker.storage.counts("t", broker.clock.now_ms())
     assert (counts.due, counts.leased) == (5, 5)
     assert broker.streams.open == 0
+
+
+class _Silent:
+    """A consumer stream that never reads: the first delivery frame goes to the
+    transport, whose write then waits for the consumer for good, and the others
+    wait in the broker. Keeps what cut it off, if anything did."""
+
+    def __init__(self, broker: BrokerContext, name: str, credits: int) -> None:
+        self.name = name
+        self.cut: list[DejaqError] = []
+        hello = pb.Hello(topic="t", consumer_id=name, credits=credits, lease_ms=60_000)
+        self.stream = consume_stream(broker, self._requests(hello), self._cut_off)
+        self.writing: asyncio.Future[pb.ConsumeResponse] | None = None
+
+    async def _requests(self, hello: pb.Hello) -> AsyncIterator[pb.ConsumeRequest]:
+        yield pb.ConsumeRequest(hello=hello)
+        await asyncio.Event().wait()
+
+    async def _cut_off(self, exc: DejaqError) -> None:
+        self.cut.append(exc)
+
+    async def join(self) -> None:
+        assert (await anext(self.stream)).WhichOneof("frame") == "welcome"
+        self.writing = asyncio.ensure_future(anext(self.stream))
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Let the dispatcher and the streams run until ``condition`` holds."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
+async def test_consumers_that_never_read_are_held_under_the_bound_greediest_cut_first() -> None:
+    broker = await _broker(max_held_bytes=2 << 20, max_frame_messages=10)
+    broker.held.limit = 2 << 20
+    payload = b"p" * 4000
+    held = 2 * len(payload)  # a delivery waiting: in its frame, and kept to hand back
+    stamp = broker.clock.now_ms()
+
+    async def due_now(prefix: str, n: int) -> None:
+        ids = [f"{prefix}{i}" for i in range(n)]
+        batch = encode_messages([stamp] * n, [payload] * n, ids)
+        await produce(broker, pb.ProduceRequest(topic="t", batch=batch))
+
+    async def joins(consumer: _Silent, n: int) -> None:
+        """``consumer`` connects as ``n`` messages of 4 KB fall due for it."""
+        await due_now(consumer.name, n)
+        before = broker.held.total
+        await consumer.join()
+        # all but the frame of 10 being written wait in the broker (or it is cut)
+        await _until(lambda: broker.held.total >= before + (n - 10) * held or bool(greedy.cut))
+
+    # Given two consumers that never read, sent 150 and 80 deliveries of 4 KB:
+    # under the broker's 2 MiB together
+    greedy, modest, third = (
+        _Silent(broker, n, c) for n, c in (("greedy", 150), ("modest", 80), ("third", 100))
+    )
+    await joins(greedy, 150)
+    await joins(modest, 80)
+    assert not greedy.cut and not modest.cut
+    # When a third is sent 100 more, over the bound
+    await joins(third, 100)
+    await _until(lambda: bool(greedy.cut) and broker.held.total >= (70 + 90) * held)
+    # Then the greediest is cut off, with a clear status; the others stay, what
+    # they hold under the bound
+    assert isinstance(greedy.cut[0], ResourceExhausted)
+    assert "--max-held-bytes" in str(greedy.cut[0])
+    assert not modest.cut and not third.cut
+    assert [r.consumer_id for r in broker.dispatchers["t"].receivers] == ["modest", "third"]
+    assert 160 * held <= broker.held.total <= broker.held.limit
+
+    # and the 140 deliveries it never got are due again: nothing lost, nothing
+    # handed to another consumer that has no credit for it
+    async def counts() -> tuple[int, int]:
+        c = await broker.storage.counts("t", broker.clock.now_ms())
+        return c.due, c.leased
+
+    for _ in range(100):
+        if await counts() == (140, 190):
+            break
+        await asyncio.sleep(0)
+    assert await counts() == (140, 190)

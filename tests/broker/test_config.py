@@ -145,6 +145,7 @@ def test_resource_bounds_have_environment_twins() -> None:
         "DEJAQ_MAX_PRODUCE_BYTES": "2097152",
         "DEJAQ_MAX_STREAMS": "7",
         "DEJAQ_MAX_OUTBOX_FRAMES": "9",
+        "DEJAQ_MAX_HELD_BYTES": "1048576",
         "DEJAQ_KEEPALIVE_MS": "1500",
         "DEJAQ_KEEPALIVE_TIMEOUT_MS": "2500",
     }
@@ -154,7 +155,7 @@ def test_resource_bounds_have_environment_twins() -> None:
         500,
         2 << 20,
     )
-    assert (c.max_streams, c.max_outbox_frames) == (8, 9)
+    assert (c.max_streams, c.max_outbox_frames, c.max_held_bytes) == (8, 9, 1 << 20)
     assert (c.keepalive_ms, c.keepalive_timeout_ms) == (1500, 2500)
 
 
@@ -166,6 +167,7 @@ def test_resource_bounds_have_environment_twins() -> None:
         ({"DEJAQ_MAX_PRODUCE_MESSAGES": "0"}, "max_produce_messages"),
         ({"DEJAQ_MAX_STREAMS": "0"}, "max_streams"),
         ({"DEJAQ_MAX_OUTBOX_FRAMES": "-1"}, "max_outbox_frames"),
+        ({"DEJAQ_MAX_HELD_BYTES": "0"}, "max_held_bytes"),
         ({"DEJAQ_KEEPALIVE_MS": "0"}, "keepalive_ms"),
     ],
 )

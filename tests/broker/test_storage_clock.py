@@ -9,16 +9,20 @@ from dejaq.broker.clock.storage_clock import storage_clock
 from dejaq.storage_plugins import Storage, storage_from_url
 from dejaq.storage_plugins.memory import MemoryStorage
 from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
+from tests.redis_cluster import RedisCluster, redis_cluster  # noqa: F401 - fixture
 from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
 from tests.servers import require_binary
 
 
-@pytest.fixture(params=["redis", "postgres"])
+@pytest.fixture(params=["redis", "redis-cluster", "postgres"])
 async def served(request: pytest.FixtureRequest) -> Storage:
     if request.param == "redis":
         require_binary("redis-server")
         redis: RedisServer = request.getfixturevalue("redis_server")
         url = redis.url
+    elif request.param == "redis-cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        url = cluster.url
     else:
         pg: PostgresServer = request.getfixturevalue("postgres_server")
         url = pg.url()

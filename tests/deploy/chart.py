@@ -67,6 +67,12 @@ VALUE_SETS: dict[str, Values] = {
         "metrics": {"serviceMonitor": {"enabled": True}},
         "grafanaDashboard": {"enabled": True},
     },
+    # Consumers scaled ahead of the due load, and an alert on a spike coming.
+    "autoscaling": {
+        **ANONYMOUS,
+        "autoscaling": {"keda": {"enabled": True, "target": {"name": "workers"}, "topic": "sends"}},
+        "alerts": {"dueSpike": {"enabled": True, "threshold": 50000}},
+    },
     # TLS and secrets everywhere: brokers (mutual TLS, principals file), PostgreSQL
     # with verify-full and the password from a Secret, the bundled etcd over TLS with
     # client certificates and a user, /metrics over HTTPS.

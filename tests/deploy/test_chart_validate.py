@@ -1,7 +1,9 @@
 """Every manifest the chart renders, for every set of values, passes
 `kubernetes-validate --strict` (unknown fields refused) against two Kubernetes
-versions still supported. The ServiceMonitor is a Prometheus Operator CRD that
-kubernetes-validate has no schema for: the policy tests check its shape."""
+versions still supported. The ServiceMonitor and PrometheusRule are Prometheus
+Operator CRDs that kubernetes-validate has no schema for: the policy tests
+check their shape (test_chart_autoscaling.py runs the rule through promtool).
+The KEDA ScaledObject is validated against its CRD's schema there."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from tests.deploy.chart import VALUE_SETS, render
 from tests.servers import unavailable
 
 KUBERNETES_VERSIONS = ("1.35.0", "1.37.0")
-CRDS = {"ServiceMonitor"}
+CRDS = {"ServiceMonitor", "ScaledObject", "PrometheusRule"}
 TIMEOUT_S = 60
 
 

@@ -42,8 +42,11 @@ OTHER_TOOLS = {
     "pip",
     "source",
     "build",  # python -m build
+    "curl",
 }
 ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+# The HTTP API's address on the pages; the test broker's own replaces it.
+PAGE_HTTP = "127.0.0.1:7780"
 
 
 def _pages_with(lang: str) -> list[str]:
@@ -57,14 +60,18 @@ def _pages_with(lang: str) -> list[str]:
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A fresh broker for one page, so topic names may repeat across pages."""
-    process = BrokerProcess("memory://", tmp_path / "broker.log").start()
+    process = BrokerProcess(
+        "memory://", tmp_path / "broker.log", args=["--http", "127.0.0.1:0"]
+    ).start()
     try:
         yield process
     finally:
         assert process.stop() == 0
 
 
-def _shell(command: str, address: str, cwd: Path) -> list[str]:
+def _shell(command: str, broker: BrokerProcess, cwd: Path) -> list[str]:
+    address = broker.address
+    command = command.replace(PAGE_HTTP, broker.http_url.removeprefix("http://"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEJAQ_")}
     env |= {"DEJAQ_BROKER": address, "PATH": f"{BIN}:{env.get('PATH', '')}"}
     done = subprocess.run(
@@ -87,7 +94,7 @@ def test_terminal_sessions_print_what_the_page_shows(
         if block.lang != "console":
             continue
         for step in session(block):
-            got = _shell(step.command, broker.address, tmp_path)
+            got = _shell(step.command, broker, tmp_path)
             assert matches(step.expected, got), (
                 f"{page}:{block.line}: $ {step.command}\nthe page shows:\n"
                 + "\n".join(step.expected)

@@ -138,3 +138,5 @@ def test_broker_bound_flags_reach_the_config() -> None:
     )
     assert (config.max_produce_bytes, config.max_outbox_frames) == (2 << 20, 16)
     assert (config.keepalive_ms, config.keepalive_timeout_ms) == (2000, 900)
+    held = build_parser().parse_args(["broker", "--max-held-bytes", "1048576"])
+    assert BrokerConfig.from_sources(_limits(held), {}).max_held_bytes == 1 << 20

@@ -33,6 +33,8 @@ PUBLIC = {
     "NotLeaseHolder",
     "Leased",
     "WrongKind",
+    "Webhook",
+    "verify_webhook_signature",
     "Unauthenticated",
     "PermissionDenied",
     "ResourceExhausted",

@@ -15,6 +15,7 @@ from dejaq.core.redact import redact
 from tests.servers import terminate
 
 LISTENING = re.compile(r"dejaq broker listening on (\S+):(\d+) \(storage (.*)\)")
+HTTP_ON = re.compile(r"dejaq http on (\S+)")
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 STORAGES = ["memory", "sqlite"]
@@ -86,6 +87,15 @@ class BrokerProcess:
             raise RuntimeError(f"broker did not start; stdout {found!r}; log:\n{self.log_tail()}")
         assert match.group(3) == redact(self.storage)  # a password is never printed
         return f"{match.group(1)}:{match.group(2)}"
+
+    @property
+    def http_url(self) -> str:
+        """The base URL of its HTTP API (started with ``--http``)."""
+        for line in self.banner:
+            match = HTTP_ON.search(line)
+            if match:
+                return match.group(1)
+        raise AssertionError(f"the broker serves no HTTP API: {self.banner!r}")
 
     @property
     def alive(self) -> bool:

@@ -21,6 +21,7 @@ from dejaq.driver.client import Client
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import STORAGES, BrokerProcess, Brokers, StartBroker
 from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
+from tests.redis_cluster import RedisCluster, redis_cluster  # noqa: F401 - fixture
 from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
 
 
@@ -99,13 +100,17 @@ def storage(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(params=["redis", "postgres"])
+@pytest.fixture(params=["redis", "redis-cluster", "postgres"])
 def served_url(request: pytest.FixtureRequest) -> str:
-    """An empty backend on the session's Redis or PostgreSQL server, for a broker
-    of the test's own (``start_broker``)."""
+    """An empty backend on the session's Redis server, Redis Cluster or PostgreSQL
+    server, for a broker of the test's own (``start_broker``)."""
     if request.param == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
         server.flush()
         return server.url
+    if request.param == "redis-cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        return cluster.url
     pg: PostgresServer = request.getfixturevalue("postgres_server")
     return pg.create_database(f"e2e_{uuid.uuid4().hex[:12]}")

@@ -9,11 +9,13 @@ import random
 import struct
 
 import flatbuffers
+import grpc
 import numpy as np
 import pytest
 
 from dejaq.core.errors import NotFound
 from dejaq.core.wire.batches import decode_results, encode_messages
+from dejaq.core.wire.status import MAX_DETAILS_BYTES
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer
@@ -54,6 +56,7 @@ def broker(memory_broker: BrokerProcess) -> BrokerProcess:
 BAD_NAMES = {
     "empty": "",
     "over-long": "t" * 201,
+    "ten-thousand-characters": "t" * 10_000,  # echoed whole, over gRPC's 8 KiB of headers
     "leading-dash": "-topic",
     "space": "my topic",
     "slash": "a/b",
@@ -77,6 +80,27 @@ async def test_a_bad_topic_name_is_an_invalid_argument_everywhere(
     # and nothing was created
     assert await topic_names(client) == before
     await assert_serves(broker.address)
+
+
+@pytest.mark.parametrize("name", ["t" * 10_000, "é" * 10_000], ids=["ascii", "accented"])
+async def test_a_huge_name_is_refused_with_the_error_and_its_echo_cut(
+    stub: Stub, name: str
+) -> None:
+    # Given a topic name far over the limit
+    # When a stock gRPC client creates a topic of that name
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.CreateTopic(pb.CreateTopicRequest(name=name))
+    # Then it gets the error itself (not gRPC's own RESOURCE_EXHAUSTED for the
+    # status's size): what is wrong, with the name echoed cut short
+    assert refused.value.code() == INVALID
+    details = refused.value.details() or ""
+    assert details.startswith(f"topic name '{name[:100]}")
+    assert details.endswith(
+        "' must be 1-200 characters of letters, digits, '.', '_' or '-',"
+        " starting with a letter or digit"
+    )
+    assert "characters cut]" in details
+    assert len(details.encode()) <= MAX_DETAILS_BYTES
 
 
 async def test_an_unknown_topic_is_not_found(

@@ -39,7 +39,8 @@ async def test_every_dashboard_metric_is_exported(
 
     async def refreshed() -> bool:  # the storage-backed gauges appear on first refresh
         series = f'dejaq_lag_seconds{{kind="timeline",topic="{traffic}"}}'
-        return series in await asyncio.to_thread(scrape, port)
+        text = await asyncio.to_thread(scrape, port)
+        return series in text and f'dejaq_due_ahead{{kind="timeline",topic="{traffic}"' in text
 
     await wait_until(refreshed, timeout_s=10, what="gauges to be refreshed")
     text = await asyncio.to_thread(scrape, port)

@@ -105,6 +105,13 @@ async def test_promtool_accepts_the_metrics(
 ) -> None:
     promtool = require_binary("promtool")
     _, port = observed
+
+    async def forecast_reported() -> bool:
+        # the nacked message waits a minute: due within 5 minutes
+        text = await asyncio.to_thread(scrape, port)
+        return sample(text, "dejaq_due_ahead", topic=traffic, within="5m") == 1.0
+
+    await wait_until(forecast_reported, timeout_s=10)
     text = await asyncio.to_thread(scrape, port)
     result = await asyncio.to_thread(
         subprocess.run,

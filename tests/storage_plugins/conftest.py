@@ -23,6 +23,7 @@ import pytest
 
 from dejaq.storage_plugins import Storage, storage_from_url
 from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
+from tests.redis_cluster import RedisCluster, redis_cluster  # noqa: F401 - fixture
 from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
 from tests.servers import require_binary
 
@@ -49,11 +50,18 @@ def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return server.url
 
 
+def _redis_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+    cluster.flush()
+    return cluster.url
+
+
 BACKENDS: dict[str, UrlFactory] = {
     "memory": _memory,
     "sqlite": _sqlite,
     "postgres": _postgres,
     "redis": _redis,
+    "redis-cluster": _redis_cluster,
 }
 
 
@@ -69,7 +77,7 @@ async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 
 # Backends whose store two Storage instances (two brokers) can share.
-SHARED = ("sqlite", "postgres", "redis")
+SHARED = ("sqlite", "postgres", "redis", "redis-cluster")
 
 
 @pytest.fixture(params=SHARED)

@@ -326,6 +326,11 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
         {"topic": T, "owner": "c1", "now": NOW},
         "dejaq_messages_owner",
     ),
+    "scan_bucket": (
+        sql.SCAN_BUCKET,
+        {"topic": T, "bucket": 3, "after_id": "m100", "limit": 1001},
+        "dejaq_messages_bucket",
+    ),
 }
 MESSAGE_TABLES = ("dejaq_messages", "dejaq_payloads")
 
@@ -431,6 +436,21 @@ def test_hot_statements_seek_their_rows(burst_url: str, name: str) -> None:
         plan = _plan(conn, name, _prepare(conn, name, HOT[name][0]))
     # then it seeks its rows through its index, by key or by ctid: no scan of the topic
     _assert_seeks(name, plan)
+
+
+def test_a_scan_page_reads_its_bucket_in_id_order_and_stops(burst_url: str) -> None:
+    # when a scan page is planned on a topic its statistics miss
+    with psycopg.connect(burst_url) as conn:
+        conn.execute(sql.SESSION_SETUP)
+        plan = _plan(conn, "scan_bucket", _prepare(conn, "scan_bucket", sql.SCAN_BUCKET))
+    # then one ordered seek of the bucket's ids after the cursor feeds the
+    # LIMIT: no sort of the bucket's rows for each page (a bucket's read
+    # quadratic in its size), no walk of the topic's ids filtering the bucket
+    assert plan["Node Type"] == "Limit", plan
+    [scan] = plan["Plans"]
+    assert (scan["Node Type"], scan.get("Index Name")) == ("Index Scan", "dejaq_messages_bucket")
+    assert "id ~>~" in scan["Index Cond"] and "Filter" not in scan, scan
+    assert not any(node["Node Type"] == "Sort" for node in _nodes(plan)), plan
 
 
 def test_the_one_statement_ack_deletes_in_the_order_of_ids(burst_url: str) -> None:

@@ -61,6 +61,7 @@ bulk('MSET', nil, payloads)
 local heads, unranked = {}, {}
 for bucket, entries in pairs(timelines) do
   bulk('ZADD', timeline(prefix, bucket), entries)
+  redis.call('HINCRBY', prefix .. K_ENTERED, bucket, 1)  -- a scan's kept order lacks them
   push(heads, earliest[bucket][2], bucket)
   if pending[bucket] then push(unranked, pending[bucket][2], bucket) end
 end

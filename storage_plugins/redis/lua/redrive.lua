@@ -19,6 +19,7 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', KEYS[3], id)
     redis.call('ZREM', KEYS[4], id)
     redis.call('ZADD', timeline(prefix, rec.b), at, id)
+    redis.call('HINCRBY', prefix .. K_ENTERED, rec.b, 1)  -- a scan's kept order lacks it
     lowered(KEYS[2], rec.b, at)
     waiting(waits, rec.b, at)
     redriven = redriven + 1

@@ -88,6 +88,33 @@ async def test_scan_continues_after_the_cursor_whatever_changed(storage: Storage
     assert rest.after_id is None
 
 
+async def test_scan_reads_what_entered_the_bucket_after_the_cursor(storage: Storage) -> None:
+    # given a bucket read up to "b"
+    await given_topic(storage, buckets=1)
+    await given_messages(storage, *(msg(n, NOW + 10) for n in "abdf"))
+    first = await storage.scan(T, 0, "", 2)
+    assert first.after_id == "b"
+    # when "c" and "e" enter it, and "0" before the cursor
+    await given_messages(storage, *(msg(n, NOW + 10) for n in "ce0"))
+    # then the next pages read the new ones in their places, the earlier one not
+    rest, _ = await scan_all_after(storage, 0, first.after_id, 2)
+    assert [m.id for m in rest] == ["c", "d", "e", "f"]
+
+
+async def scan_all_after(
+    storage: Storage, bucket: int, after: str, limit: int
+) -> tuple[list[Message], int]:
+    out: list[Message] = []
+    pages = 0
+    while True:
+        page = await storage.scan(T, bucket, after, limit)
+        pages += 1
+        out += page.messages
+        if page.after_id is None:
+            return out, pages
+        after = page.after_id
+
+
 async def test_scan_of_a_missing_topic_or_a_bad_limit_is_refused(storage: Storage) -> None:
     with pytest.raises(NotFound):
         await storage.scan("nope", 0, "", 10)

@@ -11,7 +11,7 @@ from dejaq.core.errors import (
     AlreadyExists,
     NotFound,
 )
-from dejaq.core.model import Counts
+from dejaq.core.model import Counts, Topic, TopicSettings, Webhook
 from dejaq.storage_plugins import Storage
 from dejaq.storage_plugins.base import LeaseRequest
 from tests.storage_plugins.conformance.givens import (
@@ -177,6 +177,27 @@ async def test_updated_settings_read_back_and_messages_stay(storage: Storage) ->
     assert await storage.get_topic(T) == capped
     assert [t.settings.max_rate for t in await storage.list_topics()] == [50.0]
     assert (await storage.counts(T, NOW)).due == 1
+
+
+async def test_a_webhook_and_its_secret_read_back_created_and_updated(storage: Storage) -> None:
+    # Given a topic created with a webhook (headers, secret and all)
+    hook = Webhook(
+        "https://hooks.example.com/in",
+        timeout_ms=2500,
+        concurrency=7,
+        headers=(("Authorization", "Bearer t"), ("X-Env", "prod")),
+        secret="whsec_0123456789abcdef",
+        backoff_ms=250,
+    )
+    topic = Topic(T, TopicSettings(buckets=4, webhook=hook), created_at_ms=42)
+    await storage.create_topic(topic)
+    # Then it reads back the same, by name and in the list
+    assert await storage.get_topic(T) == topic
+    assert [t.settings.webhook for t in await storage.list_topics()] == [hook]
+    # And when its webhook is removed, none reads back
+    plain = dataclasses.replace(topic, settings=dataclasses.replace(topic.settings, webhook=None))
+    await storage.update_topic(plain)
+    assert (await storage.get_topic(T)).settings.webhook is None
 
 
 async def test_an_update_of_a_missing_or_recreated_topic_is_not_found(storage: Storage) -> None:

@@ -1,0 +1,308 @@
+"""Produce over HTTP: one message, or a batch up to the broker's produce frame
+limits, stored through the gRPC Produce path (``broker/api/produce.py``): the
+same checks, dedup by id, bounds and clock.
+
+A batch is one produce frame: refused whole when over ``max_produce_messages``
+or ``max_produce_bytes``, else answered message by message (accepted,
+duplicate, or rejected with its reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from aiohttp import web
+
+from dejaq.broker.api.calls import serve_unary
+from dejaq.broker.api.produce import produce
+from dejaq.broker.http import codec, schemas
+from dejaq.broker.http.auth import caller_of
+from dejaq.broker.http.problems import HTTP_STATUS, problem
+from dejaq.broker.http.route import (
+    Surface,
+    json_body,
+    json_response,
+    links,
+    problem_responses,
+    read_json,
+)
+from dejaq.broker.security.identity import Caller
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import InsertStatus
+from dejaq.core.wire.batches import decode_results, encode_messages
+from dejaq.proto import dejaq_pb2 as pb
+
+F = codec.F
+# A message's fields, each with its wire type (its range) and whether it must be given.
+FIELDS: dict[str, tuple[int, bool]] = {
+    "timestamp_ms": (F.TYPE_INT64, True),
+    "max_deliveries": (F.TYPE_UINT32, False),
+    "expires_at_ms": (F.TYPE_INT64, False),
+    "priority": (F.TYPE_UINT32, False),
+}
+DESCRIPTIONS = {
+    "timestamp_ms": "when it is due, ms since the epoch (priority topics: not before)",
+    "max_deliveries": "0: the topic's; 1: at most once",
+    "expires_at_ms": "dead-lettered if still undelivered then; 0: the topic's expiry",
+    "priority": "priority topics: 0 is the most urgent",
+}
+CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
+STATUSES = [s.name for s in InsertStatus]
+
+
+@dataclass
+class NewMessages:
+    ids: list[str]
+    timestamps: list[int]
+    payloads: list[bytes]
+    columns: dict[str, list[int]]  # the optional ones a message gave (0: not given)
+
+
+def read_messages(docs: Any, limit: int) -> NewMessages:
+    if not isinstance(docs, list):
+        raise InvalidArgument("body.messages must be a list")
+    if len(docs) > limit:
+        raise InvalidArgument(f"a batch carries at most {limit} messages, this one {len(docs)}")
+    plain = _plain(docs)
+    if plain is not None:
+        return plain
+    new = NewMessages([], [], [], {})
+    for i, doc in enumerate(docs):
+        _read_one(new, doc, f"body.messages[{i}]", i)
+    return new
+
+
+_PLAIN_KEYS = frozenset({"id", "timestamp_ms", "payload"})
+_INT64 = codec.INT_RANGES[F.TYPE_INT64]
+
+
+def _plain(docs: list[Any]) -> NewMessages | None:
+    """The common batch read a column at a time: every message an object of
+    id, timestamp_ms and a text payload, well typed. None: anything else, which
+    the message-by-message reading then explains."""
+    if not all(type(d) is dict and d.keys() <= _PLAIN_KEYS for d in docs):
+        return None
+    ids = [d.get("id", "") for d in docs]
+    timestamps = [d.get("timestamp_ms") for d in docs]
+    texts = [d.get("payload", "") for d in docs]
+    low, high = _INT64
+    if not (
+        all(type(i) is str for i in ids)
+        and all(type(t) is int and low <= t <= high for t in timestamps)
+        and all(type(p) is str for p in texts)
+    ):
+        return None
+    try:
+        payloads = [p.encode() for p in texts]
+    except UnicodeEncodeError:  # a lone surrogate: said by the slow path
+        return None
+    return NewMessages(ids, timestamps, payloads, {})
+
+
+def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
+    if not isinstance(doc, dict):
+        raise InvalidArgument(f"{where} must be a JSON object")
+    known = {"id", "payload", "payload" + codec.BASE64_SUFFIX, *FIELDS}
+    for key in doc:
+        if key not in known:
+            raise InvalidArgument(f"{where}: unknown field {key!r}")
+    mid = doc.get("id", "")
+    if not isinstance(mid, str):
+        raise InvalidArgument(f"{where}.id must be a string")
+    new.ids.append(mid)
+    if "payload" in doc and "payload_base64" in doc:
+        raise InvalidArgument(f"{where}: give payload or payload_base64, not both")
+    encoded = "payload_base64" in doc
+    raw = doc.get("payload_base64" if encoded else "payload", "")
+    new.payloads.append(codec.bytes_from_json(raw, f"{where}.payload", encoded))
+    for name, (kind, required) in FIELDS.items():
+        if name not in doc:
+            if required:
+                raise InvalidArgument(f"{where}.{name} is missing")
+            if name in new.columns:
+                new.columns[name].append(0)
+            continue
+        value = _integer(doc[name], kind, f"{where}.{name}")
+        if name == "timestamp_ms":
+            new.timestamps.append(value)
+        else:
+            new.columns.setdefault(name, [0] * index).append(value)
+
+
+def _integer(value: Any, kind: int, where: str) -> int:
+    low, high = codec.INT_RANGES[kind]
+    number = codec.integer(value)
+    if number is None or not low <= number <= high:
+        raise InvalidArgument(f"{where} must be an integer between {low} and {high}")
+    return number
+
+
+async def _produce(
+    surface: Surface, request: web.Request, caller: Caller, docs: Any
+) -> pb.ProduceResponse:
+    new = read_messages(docs, surface.broker.config.max_produce_messages)
+    c = new.columns
+    batch = encode_messages(
+        new.timestamps,
+        new.payloads,
+        new.ids,
+        c.get("max_deliveries"),
+        c.get("expires_at_ms"),
+        c.get("priority"),
+    )
+    req = pb.ProduceRequest(topic=request.match_info["topic"], batch=batch)
+    answer = await serve_unary(surface.broker, surface.guard, "Produce", caller, produce, req)
+    surface.broker.metrics.http_request("Produce", grpc.StatusCode.OK)
+    return answer
+
+
+def _results(answer: pb.ProduceResponse) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    status, ids = decode_results(answer.results)
+    results = [{"id": i, "status": STATUSES[s]} for s, i in zip(status, ids, strict=True)]
+    rejections = [
+        {
+            "index": r.index,
+            "code": CODE_NAMES.get(r.code, "UNKNOWN"),
+            "kind": r.kind,
+            "reason": r.reason,
+        }
+        for r in answer.rejections
+    ]
+    return results, rejections
+
+
+def produce_one(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        caller = caller_of(surface.guard, request)  # before the body is read
+        doc = await read_json(request)
+        if isinstance(doc, dict) and "messages" in doc:
+            raise InvalidArgument("a batch goes to /v1/topics/{topic}/batches")
+        results, rejections = _results(await _produce(surface, request, caller, [doc]))
+        if rejections:
+            r = rejections[0]
+            code = grpc.StatusCode[r["code"]] if r["code"] in grpc.StatusCode.__members__ else None
+            status = HTTP_STATUS.get(code, 400) if code is not None else 400
+            return problem(status, r["code"], r["reason"], r["kind"])
+        (result,) = results
+        return json_response(result, 201 if result["status"] == "ACCEPTED" else 200)
+
+    return handle
+
+
+def produce_batch(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        caller = caller_of(surface.guard, request)  # before the body is read
+        doc = await read_json(request)
+        if not isinstance(doc, dict) or set(doc) != {"messages"}:
+            raise InvalidArgument("the body must be an object with one key, messages (a list)")
+        results, rejections = _results(await _produce(surface, request, caller, doc["messages"]))
+        return json_response({"results": results, "rejections": rejections})
+
+    return handle
+
+
+# -- the OpenAPI side ---------------------------------------------------------
+
+NEW_MESSAGE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {
+            "type": "string",
+            "description": "unique in its topic; a second produce of it is a DUPLICATE."
+            " Empty or absent: the broker makes one",
+        },
+        **{
+            name: {**schemas.integer_schema(kind), "description": DESCRIPTIONS[name]}
+            for name, (kind, _) in FIELDS.items()
+        },
+        **schemas.text_and_base64("payload"),
+    },
+    "required": ["timestamp_ms"],
+    "additionalProperties": False,
+    "allOf": [schemas.one_spelling(["payload", "payload" + codec.BASE64_SUFFIX])],
+}
+RESULT = {
+    "type": "object",
+    "properties": {"id": {"type": "string"}, "status": {"type": "string", "enum": STATUSES}},
+    "required": ["id", "status"],
+    "additionalProperties": False,
+}
+REJECTION = {
+    "type": "object",
+    "properties": {
+        "index": {"type": "integer", "minimum": 0},
+        "code": {"type": "string"},
+        "kind": {"type": "string"},
+        "reason": {"type": "string"},
+    },
+    "required": ["index", "code", "kind", "reason"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class ProduceRoute:
+    """A produce route: its own body (new messages, not a protobuf message)."""
+
+    path: str
+    serve: Callable[[Surface], Callable[[web.Request], Awaitable[web.Response]]]
+    operation_id: str
+    body: dict[str, Any]
+    answers: dict[str, Any]  # HTTP status: its answer's schema
+    summary: str
+    method: str = "POST"
+    rpc: str = "Produce"
+
+    def operation(self) -> dict[str, Any]:
+        responses = {status: json_body(s, "stored") for status, s in self.answers.items()}
+        if self.serve is produce_one:
+            by_id = {"topic": "$request.path.topic", "id": "$response.body#/id"}
+            found = links({op: (op, by_id) for op in ("GetMessage", "Move", "Cancel")})
+            responses["201"]["links"] = found
+        return {
+            "operationId": self.operation_id,
+            "summary": self.summary,
+            "tags": ["messages"],
+            "x-grpc-method": self.rpc,
+            "parameters": [
+                {"name": "topic", "in": "path", "required": True, "schema": schemas.TOPIC_NAME}
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": self.body}},
+            },
+            "responses": {**responses, **problem_responses()},
+        }
+
+
+BATCH = {
+    "type": "object",
+    "properties": {"messages": {"type": "array", "items": NEW_MESSAGE}},
+    "required": ["messages"],
+    "additionalProperties": False,
+}
+BATCH_RESULTS = {
+    "type": "object",
+    "properties": {
+        "results": {"type": "array", "items": RESULT},
+        "rejections": {"type": "array", "items": REJECTION},
+    },
+    "required": ["results", "rejections"],
+    "additionalProperties": False,
+}
+ROUTES = [
+    ProduceRoute(
+        "/v1/topics/{topic}/messages", produce_one, "Produce", NEW_MESSAGE,
+        {"201": RESULT, "200": RESULT},
+        "Produce one message (201: stored; 200: a duplicate of one stored before)",
+    ),
+    ProduceRoute(
+        "/v1/topics/{topic}/batches", produce_batch, "ProduceBatch", BATCH,
+        {"200": BATCH_RESULTS},
+        "Produce a batch: one produce frame, up to the broker's max_produce_messages"
+        " and max_produce_bytes",
+    ),
+]  # fmt: skip

@@ -1,0 +1,54 @@
+"""Topics over HTTP: create, list, describe (counts by state), set, delete,
+the forecast of their due load; and the cluster's status."""
+
+from __future__ import annotations
+
+from dejaq.broker.api import control, forecast
+from dejaq.broker.cluster.status import cluster_status
+from dejaq.broker.http.route import Route
+from dejaq.proto import dejaq_pb2 as pb
+
+TOPIC = "/v1/topics/{name}"
+ROUTES = [
+    Route(
+        "POST", "/v1/topics", "CreateTopic", control.create_topic,
+        pb.CreateTopicRequest, pb.Topic, "Create a topic", "topics", status=201,
+        links={
+            op: (op, {param: "$response.body#/name"})
+            for op, param in (
+                ("DescribeTopic", "name"), ("UpdateTopic", "name"), ("DeleteTopic", "name"),
+                ("Produce", "topic"), ("ProduceBatch", "topic"), ("CronAdd", "topic"),
+                ("ListDead", "topic"), ("CronList", "topic"),
+            )
+        },
+    ),
+    Route(
+        "GET", "/v1/topics", "ListTopics", control.list_topics,
+        pb.ListTopicsRequest, pb.ListTopicsResponse, "List the topics", "topics",
+    ),
+    Route(
+        "GET", TOPIC, "DescribeTopic", control.describe_topic,
+        pb.DescribeTopicRequest, pb.TopicDescription,
+        "A topic's settings and its messages counted by state", "topics",
+    ),
+    Route(
+        "PATCH", TOPIC, "UpdateTopic", control.update_topic,
+        pb.UpdateTopicRequest, pb.Topic, "Change a topic's delivery rate cap", "topics",
+    ),
+    Route(
+        "DELETE", TOPIC, "DeleteTopic", control.delete_topic,
+        pb.DeleteTopicRequest, pb.DeleteTopicResponse,
+        "Delete a topic, its messages and its cron entries", "topics",
+    ),
+    Route(
+        "GET", "/v1/topics/{topic}/forecast", "Forecast", forecast.forecast,
+        pb.ForecastRequest, pb.ForecastResponse,
+        "The topic's waiting messages counted in due-time bins ahead"
+        " (horizon_ms and step_ms: an hour of one-minute bins when 0)", "topics",
+    ),
+    Route(
+        "GET", "/v1/cluster", "ClusterStatus", cluster_status,
+        pb.ClusterStatusRequest, pb.ClusterStatusResponse,
+        "The brokers, and which consumer owns which buckets", "cluster",
+    ),
+]  # fmt: skip

@@ -1,0 +1,1 @@
+"""Webhook delivery: the broker POSTs each due message of a webhook topic."""

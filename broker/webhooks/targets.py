@@ -1,0 +1,111 @@
+"""Which webhook targets a broker may reach: the operator's allowlist.
+
+Without ``--webhook-allow`` a target must resolve to public addresses only:
+loopback, link-local, private, shared, reserved, multicast and unspecified
+ranges are refused, so whoever creates a topic cannot make the broker probe
+the internal network. The allowlist names hosts (the target's host name as
+written) or CIDRs (what it resolves to). The check runs when a topic's webhook
+is set and again for every connection, on the addresses actually dialled
+(``broker/webhooks/resolver.py``), so a name that resolves elsewhere later (DNS
+rebinding) gains nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from dejaq.core.errors import InvalidArgument
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class Allowlist:
+    hosts: frozenset[str] = frozenset()
+    networks: tuple[Network, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Allowlist:
+        """``host,10.0.0.0/8,127.0.0.1``: names and CIDRs (a bare address is a /32 or /128)."""
+        hosts: set[str] = set()
+        networks: list[Network] = []
+        for item in (i.strip() for i in text.split(",")):
+            if not item:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                if not item.replace("-", "").replace(".", "").isalnum():
+                    raise InvalidArgument(
+                        f"webhook allowlist entry {item!r} is neither a host name nor a CIDR"
+                    ) from None
+                hosts.add(item.lower().rstrip("."))
+        return cls(frozenset(hosts), tuple(networks))
+
+    def admits_host(self, host: str) -> bool:
+        return host.lower().rstrip(".") in self.hosts
+
+    def admits(self, address: str) -> bool:
+        """Whether the broker may connect to ``address`` (a resolved IP)."""
+        ip = _plain(ipaddress.ip_address(address.split("%")[0]))
+        if any(ip in n for n in self.networks):
+            return True
+        return ip.is_global and not ip.is_multicast
+
+
+def _plain(ip: Address) -> Address:
+    """An IPv4-mapped IPv6 address judged as the IPv4 address it is."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def target_host(url: str) -> tuple[str, int]:
+    """The host and port of a webhook URL; a URL that is not one is refused."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise InvalidArgument(f"webhook URL {url!r} must start with http:// or https://")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise InvalidArgument(f"webhook URL {url!r}: {exc}") from None
+    if not parts.hostname or parts.username or parts.password:
+        raise InvalidArgument(f"webhook URL {url!r} needs a host and no user or password")
+    return parts.hostname, port
+
+
+async def check(url: str, allow: Allowlist) -> None:
+    """Refuse a target the broker may not reach (``InvalidArgument``, naming why).
+
+    A name that does not resolve now is accepted: every connection is checked
+    again when it is made."""
+    host, port = target_host(url)
+    if allow.admits_host(host):
+        return
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return
+    for info in infos:
+        address = str(info[4][0])
+        if not allow.admits(address):
+            raise InvalidArgument(
+                f"webhook target {host!r} resolves to {address}, a loopback, link-local,"
+                " private or reserved address: the broker refuses those unless its"
+                " --webhook-allow lists the host or a range holding it"
+            )
+
+
+def literal_refused(host: str, allow: Allowlist) -> bool:
+    """Whether ``host`` is an IP address the allowlist does not admit. (aiohttp
+    dials a literal address without asking the resolver.)"""
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return not allow.admits(host.strip("[]"))

@@ -1,0 +1,249 @@
+"""``redis+cluster://`` — the ``redis://`` backend over a Redis Cluster.
+
+The layout, the scripts and every storage call are the ``redis://`` ones
+(``storage``): each script touches the keys of one (topic, slot), all under one
+hash tag, so one Redis Cluster hash slot. What differs is how calls travel
+(``ClusterRunner``): redis-py's asyncio cluster client keeps the map of hash
+slots to masters, and a call's scripts go to their masters at once, one
+pipeline a master, on one connection each.
+
+Topology changes. A script refused with MOVED (its slot moved to another
+master), ASK or a guard failure (the slot is moving: ``scripts.MOVE_GUARD``),
+TRYAGAIN or CLUSTERDOWN (a failover or a move under way) did nothing: the map
+is read again and the script sent again, until ``socket_timeout_ms`` has passed
+(then ``StorageUnavailable``). A call never follows an ASK to the importing
+master: a slot half moved has its keys on two masters, and a script must see
+all of them, so calls on a moving slot wait until the move of that slot is
+over — a stall as long as one slot's move. A master that cannot be connected
+to got nothing either: the same. A connection lost after sending is
+different — a script may have run — so the call fails with
+``StorageUnavailable``, the map is read again before the next call, and the
+caller retries the whole call (a produce is idempotent by id; a lease taken
+and lost comes back when it expires).
+
+Replication. A master answers before its replicas have the write; when it dies
+its replica takes over with what it had. With ``wait_replicas=N`` every call
+ends, on each master it wrote to, with ``WAIT N wait_timeout_ms`` on the same
+connection, and fails with ``StorageUnavailable`` when fewer replicas
+acknowledged: what a call returned then survives the loss of any one master
+(with N >= 1), leases included, so a lease never vanishes in a failover and
+its message is never held twice. A master whose replica is down refuses
+(``StorageUnavailable`` after the timeout) until a replica is back. Without
+WAIT (the default) replication is asynchronous: a failover may lose the last
+writes the dead master acknowledged, typically the last few milliseconds —
+produces (then never delivered), acks (delivered again), leases (the message
+due again while its first consumer still holds it), moves and cancels.
+
+Time. The storage clock (``server_time_us``) is the clock of the master
+holding the topic registry (``keys.TOPICS``): one clock for every broker, as
+on a single server; after a failover, its replica's.
+
+A multi-slot insert is not one transaction on a cluster (Redis refuses MULTI
+across slots): a failed insert may have stored part of its batch, which a
+retry finds as duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from redis import exceptions as rex
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from dejaq.core.errors import StorageError, StorageUnavailable
+from dejaq.storage_plugins.redis import keys
+from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.scripts import Call, Runner, storage_error
+from dejaq.storage_plugins.redis.storage import RedisStorage
+
+# Not run: the node refused before doing anything, or could not be reached.
+_NOT_RUN = (rex.AskError, rex.TryAgainError, rex.ClusterDownError, rex.SlotNotCoveredError)
+# A script's first command failed: its slot is moving, or not served (MOVE_GUARD).
+_GUARD_FAILED = ("non local key", "slot not served")
+_KEYLESS = frozenset({"PING", "TIME"})
+RETRY_PAUSE_S = 0.05  # between two tries while the cluster settles a failover or a move
+
+
+class ClusterRunner(Runner):
+    """Sends a call's commands to their masters, following the cluster's topology."""
+
+    def __init__(
+        self, client: RedisCluster, wait: tuple[int, int] | None, deadline_s: float
+    ) -> None:
+        super().__init__(client, wait)  # type: ignore[arg-type]  # only through _send and load
+        self._cluster = client
+        self._deadline_s = deadline_s
+        self._stale = True  # the slot map must be read before the next call
+        self._lock = asyncio.Lock()
+
+    async def _refresh(self) -> None:
+        async with self._lock:
+            if self._stale:
+                try:
+                    await self._cluster.initialize()
+                    await self._cluster.nodes_manager.initialize()
+                except (rex.RedisError, OSError) as exc:
+                    raise storage_error(exc) from exc
+                except rex.RedisClusterException as exc:  # no seed answered as a cluster node
+                    raise StorageUnavailable(f"redis cluster: {exc}") from exc
+                self._stale = False
+
+    async def load(self) -> None:
+        """SCRIPT LOAD every script on every master (a promoted replica has none)."""
+        await self._refresh()
+        primaries = self._cluster.get_primaries()
+        scripts = [lua.CLUSTER[s] for s in lua.ALL]
+        batches = [[("SCRIPT", "LOAD", s.source) for s in scripts] for _ in primaries]
+        results = await asyncio.gather(
+            *(self._node_batch(n, b) for n, b in zip(primaries, batches, strict=True)),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                self._stale = True
+                raise storage_error(result) from result
+            for script, sha in zip(scripts, result, strict=True):
+                if isinstance(sha, Exception):
+                    raise storage_error(sha) from sha
+                if _text(sha) != script.sha:
+                    raise StorageError(
+                        f"redis: script {script.name} loaded as {sha!r}, not {script.sha}"
+                    )
+
+    async def _send(
+        self, calls: Sequence[Call], atomic: bool, wait: tuple[int, int] | None
+    ) -> tuple[list[Any], int]:
+        deadline = time.monotonic() + self._deadline_s
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        acked = wait[0] if wait is not None else 0
+        while todo:
+            if self._stale:
+                await self._refresh()
+            by_node: dict[str, tuple[ClusterNode, list[int]]] = {}
+            for i in todo:
+                node = self._node_of(calls[i])
+                by_node.setdefault(node.name, (node, []))[1].append(i)
+            nodes = list(by_node.values())
+            batches = [self._commands(calls, indexes, wait) for _, indexes in nodes]
+            sent = await asyncio.gather(
+                *(self._node_batch(n, b) for (n, _), b in zip(nodes, batches, strict=True)),
+                return_exceptions=True,
+            )
+            again: list[int] = []
+            for (_, indexes), result in zip(nodes, sent, strict=True):
+                if isinstance(result, BaseException):
+                    self._stale = True
+                    if _refused_connection(result):
+                        again += indexes
+                        continue
+                    raise storage_error(result) from result  # what ran there is unknown
+                answers = iter(result)
+                for i in indexes:
+                    reply = next(answers)
+                    if _not_run(reply):
+                        self._stale = True
+                        again.append(i)
+                    else:
+                        replies[i] = reply
+                if wait is not None:
+                    done = next(answers)
+                    acked = min(acked, -1 if isinstance(done, Exception) else int(done))
+            if again and time.monotonic() > deadline:
+                raise StorageUnavailable(
+                    f"redis cluster: {len(again)} commands still refused after"
+                    f" {self._deadline_s:g} s (failover or slot move under way)"
+                )
+            if again:
+                await asyncio.sleep(RETRY_PAUSE_S)
+            todo = sorted(again)
+        return replies, acked
+
+    @staticmethod
+    def _commands(
+        calls: Sequence[Call], indexes: Sequence[int], wait: tuple[int, int] | None
+    ) -> list[tuple[Any, ...]]:
+        out = [_command(calls[i]) for i in indexes]
+        if wait is not None:
+            out.append(("WAIT", *wait))
+        return out
+
+    def _node_of(self, call: Call) -> ClusterNode:
+        """The master serving the call's slot; keyless commands (TIME, PING) go to
+        the master of the topic registry, so every broker reads one clock."""
+        if call.script is not None:
+            key: Any = call.keys[0]
+        elif str(call.args[0]).upper() in _KEYLESS:
+            key = keys.TOPICS
+        else:
+            key = call.args[1]
+        slot = self._cluster.keyslot(key)
+        return self._cluster.nodes_manager.get_node_from_slot(slot)
+
+    async def _node_batch(
+        self, node: ClusterNode, commands: Sequence[tuple[Any, ...]]
+    ) -> list[Any]:
+        """``commands`` on one connection to ``node``, in order; errors as replies."""
+        pipe = self._cluster.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command, target_nodes=node)
+        return list(await pipe.execute(raise_on_error=False, allow_redirections=False))
+
+
+def _command(call: Call) -> tuple[Any, ...]:
+    """The call as the cluster runs it (its script guarded)."""
+    if call.script is None:
+        return tuple(call.args)
+    sha = lua.CLUSTER[call.script].sha
+    return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+
+
+def _not_run(reply: Any) -> bool:
+    """A reply saying the command did nothing because of where its slot is."""
+    if isinstance(reply, _NOT_RUN):
+        return True
+    return isinstance(reply, rex.ResponseError) and any(m in str(reply) for m in _GUARD_FAILED)
+
+
+def _refused_connection(exc: BaseException) -> bool:
+    """The node could not be connected to: nothing of the batch was sent."""
+    return isinstance(exc, rex.ConnectionError) and "connecting to" in str(exc)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisClusterStorage(RedisStorage):
+    """Storage on a Redis Cluster (7.0 or newer): ``redis+cluster://``.
+
+    ``redis+cluster://[[user]:password@]host:port[,host:port...]/0[?option=value&...]``
+    names the cluster by one or more seed nodes (the rest are found from
+    them); ``rediss+cluster://`` is the same over TLS, with the ``ssl_*``
+    options of ``rediss://``. The other options are those of ``redis://``
+    (``RedisStorage``), and ``topic_slots`` is 16 by default
+    (``options.CLUSTER_TOPIC_SLOTS``): a topic's buckets are split over 16 hash
+    slots, which the cluster spreads over its masters. Routing, failover and
+    what ``wait_replicas`` guarantees: this module's docstring.
+    """
+
+    def _connect(self, timeout_s: float) -> tuple[RedisCluster, Runner]:
+        o = self.options
+        tls = o.tls_arguments()
+        client = RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in o.seeds],
+            username=o.username or None,
+            password=o.password or None,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=o.connect_timeout_ms / 1000,
+            retry=Retry(NoBackoff(), 0),
+            ssl=bool(tls),
+            **tls,
+        )
+        wait = (o.wait_replicas, o.wait_timeout_ms) if o.wait_replicas else None
+        return client, ClusterRunner(client, wait, o.socket_timeout_ms / 1000)

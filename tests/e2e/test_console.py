@@ -1,0 +1,289 @@
+"""The web console in a real Chromium (Debian's, headless, driven by Playwright).
+
+Given a broker with --http and --auth, when a person signs in and works through
+the pages, then what they do reaches the broker (checked through the driver,
+not only on the page), a stale version is refused with a message, a principal
+without a grant sees no control for it and is refused when it forges the call,
+and a call without the session's CSRF header changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from dejaq.driver import Admin, Client, Cron
+from dejaq.driver.producer import Outgoing
+from tests.e2e.broker_process import BrokerProcess
+from tests.e2e.support import consuming, dead_includes, now_ms, produce, wait_until
+from tests.security.support import TOKENS, standard_policy, write_policy
+from tests.servers import require_binary
+
+FAR = 2_000_000_000_000
+TOPIC = "t-console"
+WAIT_MS = 15_000  # polls every 5 s: a change shows within one or two polls
+AXE = Path(__file__).with_name("vendor") / "axe.min.js"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    chromium = require_binary("chromium")
+    with sync_playwright() as driver:
+        launched = driver.chromium.launch(
+            executable_path=chromium,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    folder = tmp_path_factory.mktemp("console")
+    auth = write_policy(folder / "auth.yaml", standard_policy())
+    broker = BrokerProcess(
+        "memory://", folder / "broker.log", args=["--http", "127.0.0.1:0", "--auth", str(auth)]
+    )
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def api(broker: BrokerProcess, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """A call with the admin's bearer token, as a script makes it."""
+    request = urllib.request.Request(
+        broker.http_url + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {TOKENS['admin']}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read() or b"null")
+
+
+def driver_call(broker: BrokerProcess, work: Any) -> Any:
+    async def run() -> Any:
+        async with Client(broker.address, token=TOKENS["admin"]) as client:
+            return await work(client)
+
+    # Sync Playwright keeps an event loop in this thread: the driver gets its own.
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, run()).result()
+
+
+def stored(broker: BrokerProcess, id: str) -> Any:
+    """The message as the broker has it (None: gone)."""
+
+    async def get(client: Client) -> Any:
+        try:
+            return await Admin(client).get(TOPIC, id)
+        except Exception:
+            return None
+
+    return driver_call(broker, get)
+
+
+def seed(broker: BrokerProcess) -> None:
+    assert api(broker, "POST", "/v1/topics", {"name": TOPIC, "settings": {"buckets": 2}})[0] == 201
+    for i in range(1, 6):
+        message = {"id": f"m-{i}", "timestamp_ms": FAR + i * 60_000, "payload": f"hello {i}"}
+        assert api(broker, "POST", f"/v1/topics/{TOPIC}/messages", message)[0] == 201
+    entry = {"id": "nightly", "schedule": "0 3 * * *", "payload": "sweep"}
+    assert api(broker, "POST", f"/v1/topics/{TOPIC}/cron", entry)[0] == 201
+
+    async def poison(client: Client) -> None:
+        t = now_ms()
+        await produce(client, TOPIC, [Outgoing(b"bad", t, id="poison", expires_at_ms=t + 1)])
+        async with consuming(client, TOPIC):
+            await wait_until(dead_includes(client, TOPIC, "poison"), 10, "expiry")
+
+    driver_call(broker, poison)
+
+
+def sign_in(browser: Browser, broker: BrokerProcess, who: str) -> Page:
+    page = browser.new_context().new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(broker.http_url + "/console/")
+    page.get_by_label("Token").fill(TOKENS[who])
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_text(f"signed in as {who}")).to_be_visible()
+    return page
+
+
+def find(page: Page, id: str) -> None:
+    page.get_by_label("Message id").fill(id)
+    page.get_by_role("button", name="Find").click()
+    expect(page.locator("#message")).to_contain_text(id)
+
+
+def check_accessible(page: Page) -> None:
+    page.evaluate(AXE.read_text())  # through DevTools: the console's CSP forbids inline scripts
+    found = page.evaluate("axe.run(document).then(r => r.violations)")
+    serious = [(v["id"], v["help"]) for v in found if v["impact"] in ("serious", "critical")]
+    assert serious == []
+
+
+def test_an_admin_signs_in_browses_moves_cancels_redrives_and_pauses(
+    browser: Browser, guarded: BrokerProcess, tmp_path: Path
+) -> None:
+    seed(guarded)
+    page = sign_in(browser, guarded, "admin")
+
+    # The session is a cookie no script can read, sent to this site only; no token on the page
+    (cookie,) = page.context.cookies()
+    assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == (
+        "dejaq_session",
+        True,
+        "Strict",
+    )
+    assert cookie["secure"] is False  # plain HTTP here; under TLS it is Secure (the API test)
+    assert TOKENS["admin"] not in page.content() + page.url + cookie["value"]
+
+    # Topics: real counts
+    row = page.get_by_role("row").filter(has_text=TOPIC)
+    expect(row).to_contain_text("5")  # waiting
+    expect(row.get_by_role("cell").nth(6)).to_have_text("1")  # dead
+    check_accessible(page)
+    page.screenshot(path=str(tmp_path / "topics.png"), full_page=True)
+
+    # Topic: browse, then find by id and move it
+    page.get_by_role("link", name=TOPIC).click()
+    expect(page.get_by_role("link", name="m-1")).to_be_visible()
+    find(page, "m-2")
+    new_due = FAR + 3_600_000
+    page.get_by_label("New due time (UTC)").fill(
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(new_due / 1000))
+    )
+    page.get_by_role("button", name="Move (version 1)").click()
+    expect(page.locator("#message")).to_contain_text("now version 2")
+    moved = stored(guarded, "m-2")
+    assert (moved.message.timestamp, moved.message.version) == (new_due, 2)
+
+    # A move quoting a version changed meanwhile is refused, with a message
+    find(page, "m-3")
+    assert api(guarded, "POST", f"/v1/topics/{TOPIC}/messages/m-3/move",
+               {"version": 1, "timestamp_ms": FAR + 99})[0] == 200  # fmt: skip
+    page.get_by_role("button", name="Move (version 1)").click()
+    expect(page.locator("#message")).to_contain_text("stale version")
+    expect(page.get_by_role("button", name="Move (version 2)")).to_be_visible()
+    assert stored(guarded, "m-3").message.timestamp == FAR + 99
+
+    # Cancel
+    find(page, "m-4")
+    page.get_by_role("button", name="Cancel (version 1)").click()
+    expect(page.get_by_text("Cancelled m-4.")).to_be_visible()
+    assert stored(guarded, "m-4") is None
+
+    # The dead timeline: select the dead message, redrive it
+    page.get_by_label("select poison").check()
+    page.get_by_role("button", name="Redrive selected").click()
+    expect(page.get_by_text("Redriven: 1.")).to_be_visible()
+    assert stored(guarded, "poison").state != "dead"
+    expect(page.locator("figure")).to_contain_text("due in the next hour")
+    check_accessible(page)
+    page.screenshot(path=str(tmp_path / "topic.png"), full_page=True)
+
+    # Cron: pause the entry
+    page.get_by_role("link", name="Cron").click()
+    entry = page.get_by_role("row").filter(has_text="nightly")
+    entry.get_by_role("button", name="Pause").click()
+    expect(entry).to_contain_text("paused")
+    info = driver_call(guarded, lambda client: Cron(client).get(TOPIC, "nightly"))
+    assert info.entry.paused is True
+    check_accessible(page)
+    page.screenshot(path=str(tmp_path / "cron.png"), full_page=True)
+
+    # Cluster
+    page.get_by_role("link", name="Cluster").click()
+    expect(page.get_by_role("heading", name="Brokers")).to_be_visible()
+    expect(page.get_by_role("row").filter(has_text=guarded.address).first).to_be_visible()
+    check_accessible(page)
+    page.screenshot(path=str(tmp_path / "cluster.png"), full_page=True)
+    page.context.close()
+
+
+def test_a_read_only_principal_sees_no_controls_and_a_forged_call_is_refused(
+    browser: Browser, guarded: BrokerProcess, tmp_path: Path
+) -> None:
+    if api(guarded, "GET", f"/v1/topics/{TOPIC}")[0] == 404:
+        seed(guarded)
+    page = sign_in(browser, guarded, "describer")
+    page.goto(guarded.http_url + f"/console/#/topic/{TOPIC}")
+    expect(page.get_by_role("link", name="m-1")).to_be_visible()
+    find(page, "m-1")
+    assert page.get_by_role("button", name="Move", exact=False).count() == 0
+    assert page.get_by_role("button", name="Cancel", exact=False).count() == 0
+    assert page.get_by_label("Rate cap (deliveries/s)").count() == 0
+    assert page.get_by_role("button", name="Redrive all").count() == 0
+    page.screenshot(path=str(tmp_path / "topic-read-only.png"), full_page=True)
+
+    # The same call made by hand, with the session's CSRF token: the API refuses it
+    status = page.evaluate(
+        """async (topic) => {
+          const s = await (await fetch('/console/session')).json();
+          const r = await fetch(`/v1/topics/${topic}/messages/m-1/cancel`, {
+            method: 'POST', headers: {'X-CSRF-Token': s.csrf_token}, body: '{"version": 1}'});
+          return [r.status, (await r.json()).code];
+        }""",
+        TOPIC,
+    )
+    assert status == [403, "PERMISSION_DENIED"]
+    assert stored(guarded, "m-1") is not None
+    page.context.close()
+
+
+def test_a_mutation_without_the_csrf_header_is_refused(
+    browser: Browser, guarded: BrokerProcess
+) -> None:
+    if api(guarded, "GET", f"/v1/topics/{TOPIC}")[0] == 404:
+        seed(guarded)
+    page = sign_in(browser, guarded, "admin")
+    refused = page.evaluate(
+        """async (topic) => {
+          const out = [];
+          for (const headers of [{}, {'X-CSRF-Token': 'forged'}]) {
+            const r = await fetch(`/v1/topics/${topic}/messages/m-5/cancel`, {
+              method: 'POST', headers, body: '{"version": 1}'});
+            out.push([r.status, (await r.json()).code]);
+          }
+          const read = await fetch(`/v1/topics/${topic}/messages/m-5`);
+          out.push([read.status]);
+          return out;
+        }""",
+        TOPIC,
+    )
+    assert refused == [[403, "PERMISSION_DENIED"], [403, "PERMISSION_DENIED"], [200]]
+    assert stored(guarded, "m-5") is not None
+    page.context.close()
+
+
+def test_an_anonymous_broker_serves_the_console_without_sign_in(
+    browser: Browser, tmp_path: Path
+) -> None:
+    broker = BrokerProcess("memory://", tmp_path / "broker.log", args=["--http", "127.0.0.1:0"])
+    broker.start()
+    try:
+        urllib.request.urlopen(urllib.request.Request(
+            broker.http_url + "/v1/topics", method="POST", data=b'{"name": "open"}'
+        ), timeout=10).close()  # fmt: skip
+        page = browser.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(broker.http_url + "/console/")
+        expect(page.get_by_text("anonymous (broker without --auth)")).to_be_visible()
+        expect(page.get_by_role("link", name="open")).to_be_visible()
+        page.close()
+    finally:
+        assert broker.stop() == 0
