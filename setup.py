@@ -10,11 +10,14 @@ and this script says so in one line. Either way the ``.py`` files ship, so
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import runpy
+import shutil
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,15 @@ COMPILED: tuple[str, ...] = HOTPATH["COMPILED"]
 TOP = ("core", "proto", "fbs", "broker", "driver", "storage_plugins")
 TREE = ROOT / "build" / "mypyc-src"
 GROUP = "dejaq.core.hotpath_native"  # the one shared library the modules compile into
+OUT = ROOT / "build" / "mypyc"
+# Compiled C files by the digest of all that makes them, so a build of the same
+# C (the wheel after the editable install, a rebuild after one module changed)
+# compiles only what differs.
+OBJECTS = ROOT / "build" / "mypyc-objects"
+# The C compiler's level, chosen by measurement (docs/compiled.md): -O1 saves a
+# third of the compile's CPU but runs the hot path slower; -O2 saves nothing.
+# DEJAQ_HOTPATH_OPT overrides it, to compare.
+OPT_LEVEL = os.environ.get("DEJAQ_HOTPATH_OPT", "3")
 
 
 def say(line: str) -> None:
@@ -50,6 +62,12 @@ def compiler_works() -> bool:
         except Exception:  # each setuptools release raises its own error classes here
             return False
     return True
+
+
+def mypyc_version() -> str:
+    from importlib.metadata import version
+
+    return version("mypy")
 
 
 def source_tree() -> list[str]:
@@ -80,20 +98,65 @@ def compiled_extensions() -> list[Any]:
         extensions = mypycify(
             ["--config-file", str(ROOT / "pyproject.toml"), "--explicit-package-bases", *files],
             group_name=GROUP,
-            target_dir=str(ROOT / "build" / "mypyc"),
-            opt_level="3",
+            target_dir=str(OUT),
+            opt_level=OPT_LEVEL,
+            multi_file=True,  # a C file a module, compiled side by side (BuildHotPath)
         )
     finally:
         os.chdir(cwd)
     for ext in extensions:
         ext.sources = [s if os.path.isabs(s) else str(TREE / s) for s in ext.sources]
+        # The group's header sits in its package's folder, the modules' C files above it.
+        ext.include_dirs.append(str(OUT.joinpath(*GROUP.split(".")[:-1])))
     say(f"compiling the hot path with mypyc: {len(COMPILED)} modules")
     return extensions
 
 
 class BuildHotPath(build_ext):
-    """Builds the extensions, then records the digest of each compiled source,
-    so the import finder in core/hotpath.py can tell a stale build from a fresh one."""
+    """Builds the extensions, compiling their C files on every core at once,
+    then records the digest of each compiled source, so the import finder in
+    core/hotpath.py can tell a stale build from a fresh one."""
+
+    def build_extension(self, ext: Any) -> None:
+        compile_all = self.compiler.compile
+        # Everything a C file's object depends on besides its own text: the
+        # group's headers, mypyc's runtime (by version), Python and the flags.
+        common = hashlib.sha256(
+            json.dumps([sys.version, mypyc_version(), self.compiler.compiler_so]).encode()
+        )
+        for header in sorted(OUT.rglob("*.h")):
+            common.update(header.read_bytes())
+
+        def compile_one(source: str, **kwargs: Any) -> list[str]:
+            key = common.copy()
+            key.update(json.dumps(kwargs, default=str, sort_keys=True).encode())
+            key.update(Path(source).read_bytes())
+            cached = OBJECTS / f"{key.hexdigest()}.o"
+            (obj,) = self.compiler.object_filenames([source], output_dir=kwargs["output_dir"])
+            if cached.is_file():
+                Path(obj).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(cached, obj)
+                return [obj]
+            objects: list[str] = compile_all([source], **kwargs)
+            OBJECTS.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_suffix(f".{os.getpid()}.tmp")
+            shutil.copyfile(obj, partial)
+            partial.replace(cached)
+            return objects
+
+        def compile_each(sources: list[str], **kwargs: Any) -> list[str]:
+            # The biggest file first, so the last to finish is a small one.
+            order = sorted(sources, key=lambda s: -Path(s).stat().st_size)
+            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+                built = pool.map(lambda s: compile_one(s, **kwargs), order)
+                done = dict(zip(order, built, strict=True))
+            return [obj for source in sources for obj in done[source]]
+
+        self.compiler.compile = compile_each
+        try:
+            super().build_extension(ext)
+        finally:
+            self.compiler.compile = compile_all
 
     def run(self) -> None:
         super().run()
