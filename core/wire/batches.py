@@ -11,11 +11,11 @@ storage.
 
 from __future__ import annotations
 
-import contextlib
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
+from types import TracebackType
 from typing import Any, Final, NamedTuple
 
 import numpy as np
@@ -28,7 +28,7 @@ from dejaq.core.wire.flat import Reader, write_table
 from dejaq.core.wire.frames import cuts, frame_bytes
 
 I64 = npt.NDArray[np.int64]
-_I64 = struct.Struct("<q")
+_I64: Final = struct.Struct("<q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,25 +186,38 @@ def encode_messages(
     return write_table(columns)
 
 
-@contextlib.contextmanager
-def _frame(table: str) -> Iterator[None]:
-    """Turn whatever a corrupt ``table`` frame makes decoding raise into
-    ``InvalidArgument``."""
-    try:
-        yield
-    except InvalidArgument:
-        raise
-    except (UnicodeDecodeError, ValueError, TypeError, IndexError, OverflowError) as exc:
-        raise InvalidArgument(f"malformed {table} frame: {exc}") from exc
-    except Exception as exc:  # struct.error and friends from a corrupt buffer
-        raise InvalidArgument(f"malformed {table} frame: {type(exc).__name__}") from exc
+class _Frame:
+    """Turns whatever a corrupt ``table`` frame makes decoding raise into
+    ``InvalidArgument``. A class rather than a generator-based context manager:
+    mypyc compiles its ``__enter__`` and ``__exit__`` as native calls."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None or isinstance(exc, InvalidArgument) or not isinstance(exc, Exception):
+            return
+        if isinstance(exc, (UnicodeDecodeError, ValueError, TypeError, IndexError, OverflowError)):
+            raise InvalidArgument(f"malformed {self.table} frame: {exc}") from exc
+        # struct.error and friends from a corrupt buffer
+        raise InvalidArgument(f"malformed {self.table} frame: {type(exc).__name__}") from exc
 
 
 def decode_messages(buf: bytes, max_messages: int | None = None) -> ProduceBatch:
     """Decode and validate a MessageBatch frame; one of over ``max_messages``
     messages is refused before its columns are read."""
     m = _Message
-    with _frame("MessageBatch"):
+    with _Frame("MessageBatch"):
         r = Reader(buf, "MessageBatch")
         ts_col = r.vector(m.TIMESTAMPS, "<i8")
         n = 0 if ts_col is None else len(ts_col)
@@ -236,12 +249,12 @@ def encode_results(status: Sequence[int], ids: Sequence[str]) -> bytes:
     )
 
 
-@_frame("ProduceResults")
 def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
-    r = Reader(buf, "ProduceResults")
-    status = list(r.blob(_Results.STATUS) or b"")
-    offsets = r.vector(_Results.ID_OFFSETS, "<u4")
-    ids = [i.decode() for i in _split(r.blob(_Results.IDS), offsets, len(status), "id")]
+    with _Frame("ProduceResults"):
+        r = Reader(buf, "ProduceResults")
+        status = list(r.blob(_Results.STATUS) or b"")
+        offsets = r.vector(_Results.ID_OFFSETS, "<u4")
+        ids = [i.decode() for i in _split(r.blob(_Results.IDS), offsets, len(status), "id")]
     return status, ids
 
 
@@ -331,8 +344,12 @@ class DeliveryColumns(NamedTuple):
     priorities: list[int] | None = None  # None: a timeline (every priority 0)
 
 
-@_frame("DeliveryBatch")
 def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
+    with _Frame("DeliveryBatch"):
+        return _delivery_columns(buf)
+
+
+def _delivery_columns(buf: bytes) -> DeliveryColumns:
     d = _Delivery
     r = Reader(buf, "DeliveryBatch")
     lease_until = r.scalar(d.LEASE_UNTIL, _I64, 0)
