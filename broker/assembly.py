@@ -32,8 +32,8 @@ from dejaq.broker.coordination import Coordinator, LocalCoordinator
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.http.app import HttpEndpoint, serve_http
 from dejaq.broker.http.route import Surface
-from dejaq.broker.observability import due_ahead, health
-from dejaq.broker.observability.gauges import refresh_forever
+from dejaq.broker.observability import due_ahead, gauges, health
+from dejaq.broker.observability.budget import refresh_forever
 from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_metrics, tls_context
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
@@ -181,8 +181,14 @@ async def _start_over(
                 serving=ready,
             )
         ),
-        asyncio.create_task(refresh_forever(broker, config.metrics_refresh_ms)),
-        asyncio.create_task(due_ahead.refresh_forever(broker, config.metrics_refresh_ms)),
+        asyncio.create_task(
+            refresh_forever("gauge", lambda: gauges.refresh(broker), config.metrics_refresh_ms)
+        ),
+        asyncio.create_task(
+            refresh_forever(
+                "due-ahead", lambda: due_ahead.refresh(broker), config.metrics_refresh_ms
+            )
+        ),
         asyncio.create_task(cron.run_forever()),
         asyncio.create_task(posters.run_forever()),
     ]

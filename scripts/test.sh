@@ -23,7 +23,7 @@ scripts/lint.sh
 echo "== docs (a broken link or a missing page fails)"
 scripts/docs.sh
 echo "== tests ($(dejaq --version | tail -1))"
-python -m pytest "$@"
+python -m pytest --durations=25 "$@"
 # The Python modules stay the reference: the conformance suite, the wire codecs
 # and the driver also run on them, so neither flavour rots (docs/compiled.md).
 # Conformance on memory and SQLite only: the compiled storage modules are the

@@ -16,6 +16,13 @@ monotonic clock at receipt), and the estimate reads our wall clock's distance
 to it when asked. So when our own wall clock is stepped, every estimate moves
 by the step at once, with no new heartbeat (etcd may be down), rather than
 once the samples from before the step have aged out of the window.
+
+A peer's own clock stepped back leaves its samples from before the step too
+high, and the largest would stand for the whole window: a peer stepped ahead
+and back would still look ahead, and with it the median. So a sample more than
+``STEP_BACK_MS`` below the estimate starts the window again. A heartbeat that
+was only slow does the same, for a heartbeat: it makes the peer look behind,
+which can only hold this broker back (late, never early).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from dejaq.core.clock import clocks_us
 
 log = logging.getLogger(__name__)
 WINDOW = 10  # heartbeats kept per broker
+STEP_BACK_MS = 20  # a sample this far below the estimate: the peer's clock stepped back
 
 
 class SkewTracker:
@@ -51,7 +59,10 @@ class SkewTracker:
         read); the new estimate of ``broker``'s clock minus ours."""
         offset = self._offset_us()
         samples = self._samples.setdefault(broker, deque(maxlen=WINDOW))
-        samples.append((their_wall_ms - received_ms) * 1_000 + offset)
+        sample = (their_wall_ms - received_ms) * 1_000 + offset
+        if samples and sample < max(samples) - STEP_BACK_MS * 1_000:
+            samples.clear()
+        samples.append(sample)
         skew = _ms(max(samples) - offset)
         if abs(skew) > self.warn_ms and broker not in self._warned:
             self._warned.add(broker)

@@ -13,7 +13,7 @@ count on the time index (memory: the index entries in the range; SQL: an
 index range; Redis: one ZCOUNT a timeline and one on the leased set, a slot).
 It runs every ``metrics_refresh_ms`` (5 s by default), topic after topic with
 a yield to the loop between them, and, as the other gauges, waits at least
-``BUDGET`` times as long as it took before the next one.
+``budget.BUDGET`` times as long as it took before the next one.
 
 In a cluster one broker reports each topic, so a sum over brokers counts it
 once: the live broker at ``crc32(topic) mod n`` among the ``n`` in the
@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import zlib
 
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import ClusterView
 from dejaq.broker.cron import entries as cron_entries
-from dejaq.broker.observability.gauges import BUDGET
 from dejaq.broker.observability.metrics import DUE_AHEAD_WITHIN
-from dejaq.core.errors import DejaqError, NotFound
+from dejaq.core.errors import NotFound
 
 log = logging.getLogger(__name__)
 # The end of each window in ms from now, as labelled in DUE_AHEAD_WITHIN
@@ -77,16 +75,3 @@ async def refresh(broker: BrokerContext) -> None:
         await asyncio.sleep(0)
     for name in m.due_ahead_topics() - reported:
         m.forget_due_ahead(name)
-
-
-async def refresh_forever(broker: BrokerContext, interval_ms: int) -> None:
-    while True:
-        started = time.monotonic()
-        try:
-            await refresh(broker)
-        except DejaqError as exc:
-            log.debug("due-ahead refresh skipped: %s", exc)
-        except Exception:  # metrics must never take the broker down
-            log.exception("due-ahead refresh failed")
-        took = time.monotonic() - started
-        await asyncio.sleep(max(interval_ms / 1000, BUDGET * took))

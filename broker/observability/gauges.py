@@ -4,37 +4,21 @@ One ``Storage.census`` call a refresh, however many topics: the backends
 answer it with one set-based query off their write path (SQL) or with cheap
 index reads that yield to the loop (memory, Redis). Setting the gauges of many
 topics is itself loop time, so it goes in slices with a yield between them.
-And the refresh keeps to a budget: the next one waits at least ``BUDGET``
-times as long as this one took, so a slow census never takes over the broker.
+It runs on a budget (``budget.py``), so a slow census never takes over the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from dejaq.broker.context import BrokerContext
 from dejaq.core import priority
-from dejaq.core.errors import DejaqError, NotFound
+from dejaq.core.errors import NotFound
 from dejaq.storage_plugins.base import TopicCensus
 
 log = logging.getLogger(__name__)
 SLICE = 25  # topics' gauges set between two yields to the loop
-BUDGET = 10  # a refresh takes at most 1/BUDGET of the time (at least the interval apart)
-
-
-async def refresh_forever(broker: BrokerContext, interval_ms: int) -> None:
-    while True:
-        started = time.monotonic()
-        try:
-            await refresh(broker)
-        except DejaqError as exc:
-            log.debug("gauge refresh skipped: %s", exc)
-        except Exception:  # metrics must never take the broker down
-            log.exception("gauge refresh failed")
-        took = time.monotonic() - started
-        await asyncio.sleep(max(interval_ms / 1000, BUDGET * took))
 
 
 async def refresh(broker: BrokerContext) -> None:

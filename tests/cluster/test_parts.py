@@ -153,3 +153,18 @@ def test_a_step_of_our_own_clock_moves_the_skew_at_once() -> None:
     # Then the peer is 400 ms behind us at once, with no new heartbeat
     assert skew.skew_ms("b") == -400
     assert skew.all() == {"b": -400}
+
+
+def test_a_peer_stepped_ahead_and_back_is_not_still_seen_ahead() -> None:
+    # Given a peer whose clock ran 500 ms ahead for a few heartbeats
+    skew = SkewTracker(warn_ms=50)
+    for delay in (3, 1, 2):
+        skew.observe("b", NOW + 500, NOW + delay)
+    assert skew.skew_ms("b") == 499
+    # When its clock steps back to ours
+    skew.observe("b", NOW, NOW + 2)
+    # Then it is seen on time at once, not at +499 ms until the window ages
+    assert skew.skew_ms("b") == -2
+    # and the least delayed sample wins again from there
+    skew.observe("b", NOW, NOW + 1)
+    assert skew.skew_ms("b") == -1
