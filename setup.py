@@ -129,7 +129,9 @@ class BuildHotPath(build_ext):
 
         def compile_one(source: str, **kwargs: Any) -> list[str]:
             key = common.copy()
-            key.update(json.dumps(kwargs, default=str, sort_keys=True).encode())
+            # Not where the object goes: an editable install builds in a fresh temporary folder.
+            setting = {k: v for k, v in kwargs.items() if k != "output_dir"}
+            key.update(json.dumps(setting, default=str, sort_keys=True).encode())
             key.update(Path(source).read_bytes())
             cached = OBJECTS / f"{key.hexdigest()}.o"
             (obj,) = self.compiler.object_filenames([source], output_dir=kwargs["output_dir"])
