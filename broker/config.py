@@ -14,6 +14,7 @@ from typing import Any
 
 from dejaq.broker.cluster.endpoints import parse_endpoints
 from dejaq.broker.webhooks.targets import Allowlist
+from dejaq.core import hotpath
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.wire.frames import MAX_FRAME_BYTES, PRODUCE_FRAME_BYTES, PRODUCE_FRAME_MESSAGES
@@ -27,6 +28,8 @@ MAX_LOOKAHEAD_MS = 1000
 # DEJAQ_TLS_CERT / DEJAQ_TLS_KEY are this process's own certificate on either
 # side: the broker's server certificate, or a client's client certificate.
 CLIENT_VARIABLES = {"DEJAQ_BROKER", "DEJAQ_TLS_CA", "DEJAQ_TOKEN"}
+# Read at import, not a setting: which flavour of the hot path runs (core/hotpath.py).
+PROCESS_VARIABLES = {hotpath.PURE_ENV}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 # The smallest frame cap accepted: room for a topic's default payload and more.
@@ -108,7 +111,7 @@ class BrokerConfig:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for key, raw in (env or {}).items():
-            if not key.startswith("DEJAQ_") or key in CLIENT_VARIABLES:
+            if not key.startswith("DEJAQ_") or key in CLIENT_VARIABLES | PROCESS_VARIABLES:
                 continue
             name = key.removeprefix("DEJAQ_").lower()
             if name not in fields:

@@ -56,7 +56,7 @@ make_base() {
 inputs_hash() {
   {
     git ls-files --cached --others --exclude-standard -- core proto fbs broker driver \
-      storage_plugins pyproject.toml | sort | xargs sha256sum
+      storage_plugins pyproject.toml setup.py | sort | xargs sha256sum
     sha256sum deploy/Containerfile deploy/build-image.sh
     "${podman[@]}" image inspect --format '{{.Id}}' "$base"
   } | sha256sum | cut -d' ' -f1

@@ -16,4 +16,4 @@ done
 # puts benchmarks/ on sys.path) and dejaq through the same symlinked tree; the
 # package's own errors are reported by the line above, not again here.
 (cd benchmarks && MYPYPATH=../build/typecheck mypy --config-file ../pyproject.toml \
-  --follow-imports=silent --cache-dir ../build/typecheck/.mypy_cache_benchmarks run.py scenarios suite)
+  --follow-imports=silent --cache-dir ../build/typecheck/.mypy_cache_benchmarks run.py hotpath.py scenarios suite)

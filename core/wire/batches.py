@@ -11,12 +11,12 @@ storage.
 
 from __future__ import annotations
 
-import contextlib
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
-from typing import Any, NamedTuple
+from types import TracebackType
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +28,7 @@ from dejaq.core.wire.flat import Reader, write_table
 from dejaq.core.wire.frames import cuts, frame_bytes
 
 I64 = npt.NDArray[np.int64]
-_I64 = struct.Struct("<q")
+_I64: Final = struct.Struct("<q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,34 +120,35 @@ def _column(value: Any, count: int, what: str) -> list[int] | None:
     return list(value.tolist())
 
 
-# Slots: each field's position in its table in fbs/batch.fbs.
+# Slots: each field's position in its table in fbs/batch.fbs (Final: class-level
+# constants, which is also how mypyc compiles them).
 class _Message:
-    TIMESTAMPS = 0
-    ID_OFFSETS = 1
-    IDS = 2
-    PAYLOAD_OFFSETS = 3
-    PAYLOADS = 4
-    MAX_DELIVERIES = 5
-    EXPIRES_AT = 6
-    PRIORITIES = 7
+    TIMESTAMPS: Final = 0
+    ID_OFFSETS: Final = 1
+    IDS: Final = 2
+    PAYLOAD_OFFSETS: Final = 3
+    PAYLOADS: Final = 4
+    MAX_DELIVERIES: Final = 5
+    EXPIRES_AT: Final = 6
+    PRIORITIES: Final = 7
 
 
 class _Results:
-    STATUS = 0
-    ID_OFFSETS = 1
-    IDS = 2
+    STATUS: Final = 0
+    ID_OFFSETS: Final = 1
+    IDS: Final = 2
 
 
 class _Delivery:
-    TIMESTAMPS = 0
-    VERSIONS = 1
-    DELIVERIES = 2
-    ID_OFFSETS = 3
-    IDS = 4
-    PAYLOAD_OFFSETS = 5
-    PAYLOADS = 6
-    LEASE_UNTIL = 7
-    PRIORITIES = 8
+    TIMESTAMPS: Final = 0
+    VERSIONS: Final = 1
+    DELIVERIES: Final = 2
+    ID_OFFSETS: Final = 3
+    IDS: Final = 4
+    PAYLOAD_OFFSETS: Final = 5
+    PAYLOADS: Final = 6
+    LEASE_UNTIL: Final = 7
+    PRIORITIES: Final = 8
 
 
 def encode_messages(
@@ -204,25 +205,38 @@ def messages_frame_at_most(
     return _TABLE_AT_MOST + sum(v + _VECTOR_AT_MOST for v in vectors)
 
 
-@contextlib.contextmanager
-def _frame(table: str) -> Iterator[None]:
-    """Turn whatever a corrupt ``table`` frame makes decoding raise into
-    ``InvalidArgument``."""
-    try:
-        yield
-    except InvalidArgument:
-        raise
-    except (UnicodeDecodeError, ValueError, TypeError, IndexError, OverflowError) as exc:
-        raise InvalidArgument(f"malformed {table} frame: {exc}") from exc
-    except Exception as exc:  # struct.error and friends from a corrupt buffer
-        raise InvalidArgument(f"malformed {table} frame: {type(exc).__name__}") from exc
+class _Frame:
+    """Turns whatever a corrupt ``table`` frame makes decoding raise into
+    ``InvalidArgument``. A class rather than a generator-based context manager:
+    mypyc compiles its ``__enter__`` and ``__exit__`` as native calls."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None or isinstance(exc, InvalidArgument) or not isinstance(exc, Exception):
+            return
+        if isinstance(exc, (UnicodeDecodeError, ValueError, TypeError, IndexError, OverflowError)):
+            raise InvalidArgument(f"malformed {self.table} frame: {exc}") from exc
+        # struct.error and friends from a corrupt buffer
+        raise InvalidArgument(f"malformed {self.table} frame: {type(exc).__name__}") from exc
 
 
 def decode_messages(buf: bytes, max_messages: int | None = None) -> ProduceBatch:
     """Decode and validate a MessageBatch frame; one of over ``max_messages``
     messages is refused before its columns are read."""
     m = _Message
-    with _frame("MessageBatch"):
+    with _Frame("MessageBatch"):
         r = Reader(buf, "MessageBatch")
         ts_col = r.vector(m.TIMESTAMPS, "<i8")
         n = 0 if ts_col is None else len(ts_col)
@@ -254,12 +268,13 @@ def encode_results(status: Sequence[int], ids: Sequence[str]) -> bytes:
     )
 
 
-@_frame("ProduceResults")
 def decode_results(buf: bytes) -> tuple[list[int], list[str]]:
-    r = Reader(buf, "ProduceResults")
-    status = list(r.blob(_Results.STATUS) or b"")
-    offsets = r.vector(_Results.ID_OFFSETS, "<u4")
-    return status, _split_text(r.blob(_Results.IDS), offsets, len(status), "id")
+    with _Frame("ProduceResults"):
+        r = Reader(buf, "ProduceResults")
+        status = list(r.blob(_Results.STATUS) or b"")
+        offsets = r.vector(_Results.ID_OFFSETS, "<u4")
+        ids = _split_text(r.blob(_Results.IDS), offsets, len(status), "id")
+    return status, ids
 
 
 def encode_deliveries(
@@ -348,8 +363,12 @@ class DeliveryColumns(NamedTuple):
     priorities: list[int] | None = None  # None: a timeline (every priority 0)
 
 
-@_frame("DeliveryBatch")
 def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
+    with _Frame("DeliveryBatch"):
+        return _delivery_columns(buf)
+
+
+def _delivery_columns(buf: bytes) -> DeliveryColumns:
     d = _Delivery
     r = Reader(buf, "DeliveryBatch")
     lease_until = r.scalar(d.LEASE_UNTIL, _I64, 0)

@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from dejaq.core.errors import InvalidArgument
 
-_U16 = struct.Struct("<H")
-_U32 = struct.Struct("<I")
-_I32 = struct.Struct("<i")
-_VTABLE_HEAD = struct.Struct("<HH")
+_U16: Final = struct.Struct("<H")
+_U32: Final = struct.Struct("<I")
+_I32: Final = struct.Struct("<i")
+_VTABLE_HEAD: Final = struct.Struct("<HH")
 
 
 class Reader:

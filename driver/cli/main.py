@@ -20,6 +20,7 @@ from dejaq.driver.cli import (
     spark_cmd,
     storage_cmd,
     topic_cmd,
+    version,
 )
 
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dejaq", description="dejaq: messages delivered at their millisecond."
     )
+    version.register(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = (
         broker_cmd,

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
 from dejaq.storage_plugins.memory.types import FEW, I64
 
-CHUNK_BYTES = 1 << 20
-OFFSET_BITS = 32
-OFFSET_MASK = (1 << OFFSET_BITS) - 1
+CHUNK_BYTES: Final = 1 << 20
+OFFSET_BITS: Final = 32
+OFFSET_MASK: Final = (1 << OFFSET_BITS) - 1
 
 
 def _widths() -> list[int]:
@@ -30,9 +31,9 @@ def _widths() -> list[int]:
     return widths
 
 
-WIDTHS = _widths()
-_WIDTHS = np.array(WIDTHS, np.int64)
-LARGEST = WIDTHS[-1]
+WIDTHS: Final = _widths()
+_WIDTHS: Final = np.array(WIDTHS, np.int64)
+LARGEST: Final = WIDTHS[-1]
 
 
 class _Class:

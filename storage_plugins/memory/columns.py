@@ -10,6 +10,7 @@ collector never walks millions of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
@@ -19,10 +20,13 @@ from dejaq.storage_plugins.memory.types import I64, Mask
 # Slot states. A TOMB slot is a deleted message's tombstone: its id (the record
 # holds nothing else), the time it was deleted in ``timestamp``, and its entry
 # in the IdTable, so a produce of the id finds it taken.
-FREE, LIVE, DEAD, TOMB = 0, 1, 2, 3
+FREE: Final = 0
+LIVE: Final = 1
+DEAD: Final = 2
+TOMB: Final = 3
 
-GROWTH = 1.5
-MIN_CAPACITY = 64
+GROWTH: Final = 1.5
+MIN_CAPACITY: Final = 64
 
 
 class Columns:

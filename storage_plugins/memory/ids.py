@@ -15,18 +15,20 @@ told apart, if slowly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
 from dejaq.storage_plugins.memory.columns import FREE, Columns
 from dejaq.storage_plugins.memory.types import I64
 
-EMPTY, DELETED = 0, -1
-MAX_LOAD = 0.7  # live + deleted positions over capacity before a rebuild
-REBUILD_LOAD = 0.5  # at most this load right after a rebuild
-MIN_CAPACITY = 1024
-SLOT_SHIFT = 32  # home position << 32 | batch index, sorted as one int64
-TAIL = 24  # ids left probing when a Python loop becomes cheaper than another numpy round
+EMPTY: Final = 0
+DELETED: Final = -1
+MAX_LOAD: Final = 0.7  # live + deleted positions over capacity before a rebuild
+REBUILD_LOAD: Final = 0.5  # at most this load right after a rebuild
+MIN_CAPACITY: Final = 1024
+SLOT_SHIFT: Final = 32  # home position << 32 | batch index, sorted as one int64
+TAIL: Final = 24  # ids left probing when a Python loop becomes cheaper than another numpy round
 
 
 def hashes_of(ids: Sequence[str]) -> I64:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from itertools import repeat
+from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -428,7 +429,7 @@ def _normal(buckets: Buckets) -> tuple[int, ...] | None:
 # Tombstones a topic keeps at most on memory://: a bound on memory (about 28 MB a
 # topic) that the dedup window alone does not give under a steady load (1,000
 # acks a second for 24 h would be 86M), and no column growth once reached.
-DEFAULT_MAX_TOMBSTONES = 250_000
+DEFAULT_MAX_TOMBSTONES: Final = 250_000
 
 
 def _max_tombstones(url: str) -> int:

@@ -36,20 +36,21 @@ import heapq
 from array import array
 from collections import deque
 from collections.abc import Iterable
+from typing import Final
 
 import numpy as np
 
 from dejaq.storage_plugins.memory.columns import LIVE, Columns
 from dejaq.storage_plugins.memory.types import FEW, I64, Mask
 
-SLOT_BITS = 32
-SLOT_MASK = (1 << SLOT_BITS) - 1
-LEVEL_BITS = (12, 20, 28)  # log2 of the window sizes in ms, finest first
-TOP = len(LEVEL_BITS) - 1
-FAR_PAST = -(1 << 62)
-SMALL_WINDOW = 48  # entries; checked one by one, cheaper than a dozen numpy calls
+SLOT_BITS: Final = 32
+SLOT_MASK: Final = (1 << SLOT_BITS) - 1
+LEVEL_BITS: Final = (12, 20, 28)  # log2 of the window sizes in ms, finest first
+TOP: Final = len(LEVEL_BITS) - 1
+FAR_PAST: Final = -(1 << 62)
+SMALL_WINDOW: Final = 48  # entries; checked one by one, cheaper than a dozen numpy calls
 CHUNK = 512  # pulled entries made Python ints at a time
-FILL_MASK = (1 << LEVEL_BITS[1]) - 1  # an all_due index pulls level-1 windows whole
+FILL_MASK: Final = (1 << LEVEL_BITS[1]) - 1  # an all_due index pulls level-1 windows whole
 
 
 class _Level:

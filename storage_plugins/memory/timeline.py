@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from itertools import repeat
+from typing import Final
 
 import numpy as np
 
@@ -50,11 +51,11 @@ from dejaq.storage_plugins.memory.time_index import (
 from dejaq.storage_plugins.memory.types import FEW, I64, U16
 
 ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
-MAX_ID_BYTES = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
-MAX_PRIORITY = 0xFFFF  # Columns.priority is 16 bits (the broker allows 999)
+MAX_ID_BYTES: Final = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
+MAX_PRIORITY: Final = 0xFFFF  # Columns.priority is 16 bits (the broker allows 999)
 
 
-_END_OF_TIME = 1 << 62
+_END_OF_TIME: Final = 1 << 62
 
 
 class Timeline:

@@ -57,6 +57,12 @@ def test_client_variables_are_not_broker_settings() -> None:
     assert BrokerConfig.from_sources({}, {"DEJAQ_BROKER": "h:1"}).listen == "127.0.0.1:7700"
 
 
+def test_the_pure_python_switch_is_not_a_broker_setting() -> None:
+    # DEJAQ_PURE_PYTHON=1 picks the flavour at import; a broker run with it starts.
+    env = {"DEJAQ_PURE_PYTHON": "1", "DEJAQ_LISTEN": "127.0.0.1:7701"}
+    assert BrokerConfig.from_sources({}, env).listen == "127.0.0.1:7701"
+
+
 @pytest.mark.parametrize(
     "env",
     [

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -40,8 +41,10 @@ OTHER_TOOLS = {
     "export",
     "pip",
     "source",
+    "build",  # python -m build
     "curl",
 }
+ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 # The HTTP API's address on the pages; the test broker's own replaces it.
 PAGE_HTTP = "127.0.0.1:7780"
 
@@ -149,8 +152,8 @@ def _parses(parser: argparse.ArgumentParser, argv: list[str]) -> bool:
     """As ``dejaq``'s main parses: one trailing positional may follow the options."""
     try:
         args, extras = parser.parse_known_args(argv)
-    except SystemExit:
-        return False
+    except SystemExit as done:
+        return done.code == 0  # --version prints and exits 0; an error exits 2
     slot = getattr(args, "trailing", None)
     if slot and len(extras) == 1 and not extras[0].startswith("-"):
         extras = []
@@ -171,6 +174,8 @@ def test_commands_without_output_parse() -> None:
                 where = f"{block.page}:{block.line}: {command}"
                 words = shlex.split(command, comments=True)
                 words = [w for w in words if w != "&"]
+                while words and ENV_ASSIGNMENT.match(words[0]):
+                    words = words[1:]  # VAR=value before the command
                 if not words:
                     continue
                 seen += 1
@@ -179,6 +184,8 @@ def test_commands_without_output_parse() -> None:
                     assert _parses(parser, words[1:]), f"does not parse: {where}"
                 elif name == "python" and words[1] == "benchmarks/run.py":
                     benchmark_runs.append(words[2:])
+                elif name == "python" and words[1] == "-m":
+                    assert words[2] in OTHER_TOOLS, f"an unknown module: {where}"
                 elif name == "python" and words[1].endswith(".py"):
                     assert (ROOT / words[1]).is_file(), where
                 elif "/" in name:

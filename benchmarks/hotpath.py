@@ -1,0 +1,133 @@
+"""The compiled hot path against the Python modules, in one process each: CPU a message.
+
+    python benchmarks/hotpath.py                # 5 rounds, alternating flavours
+    python benchmarks/hotpath.py --rounds 3 --messages 50000
+
+A message's broker-side storage and codec work, as the broker does it at
+steady on ``memory://``, without gRPC or other processes: decode a produce
+frame, insert into the memory backend, lease what is due, encode the delivery
+frames, ack. Batches of --batch messages (the steady run's frames carry ~100).
+Each round runs the compiled build and then ``DEJAQ_PURE_PYTHON=1`` in fresh
+interpreters (alternating, so a busy machine weighs on both alike) and reads
+each one's own CPU time (``time.process_time``), which other processes on the
+machine disturb far less than a wall clock. Figures print and are saved to
+benchmarks/results/hotpath.json. The whole broker's CPU a message comes from
+``run.py`` (steady), which includes gRPC and the event loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "hotpath.json"
+
+
+async def cycle(messages: int, batch: int) -> float:
+    """CPU seconds for ``messages`` through decode, insert, lease, encode, ack."""
+    from dejaq.core.model import NewMessage, Topic
+    from dejaq.core.wire import batches
+    from dejaq.storage_plugins.base import LeaseRequest
+    from dejaq.storage_plugins.memory import MemoryStorage
+
+    storage = MemoryStorage()
+    await storage.open()
+    topic = Topic("bench")
+    await storage.create_topic(topic)
+    payload = b"x" * 100
+    now = 1_000_000
+    seq = 0
+    start = time.process_time()
+    for _ in range(messages // batch):
+        ids = [f"m{seq + i}" for i in range(batch)]
+        seq += batch
+        frame = batches.encode_messages([now] * batch, [payload] * batch, ids)
+        decoded = batches.decode_messages(frame)
+        new = [
+            NewMessage(i, t, p, 0)
+            for i, t, p in zip(decoded.ids, decoded.timestamps, decoded.payloads, strict=True)
+        ]
+        await storage.insert("bench", new)
+        leases = await storage.lease(LeaseRequest.of("bench", None, now, batch, 30_000, "c1"))
+        sent = batches.delivery_frames(leases.delivered, leases.lease_until, 4 << 20, topic)
+        for frame_out, _ in sent:
+            batches.decode_delivery_columns(frame_out)
+        await storage.ack("bench", [(m.id, m.version) for m in leases.delivered], "c1", now)
+        now += 1
+    return time.process_time() - start
+
+
+def child(messages: int, batch: int) -> None:
+    from dejaq.core import hotpath
+
+    asyncio.run(cycle(batch * 20, batch))  # warm up: imports, first allocations
+    cpu = asyncio.run(cycle(messages, batch))
+    print(json.dumps({"status": hotpath.status(), "us_per_message": cpu / messages * 1e6}))
+
+
+def measure(flavour: str, messages: int, batch: int) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if k != "DEJAQ_PURE_PYTHON"}
+    if flavour == "pure":
+        env["DEJAQ_PURE_PYTHON"] = "1"
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", "--messages", str(messages), "--batch", str(batch)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--messages", type=int, default=100_000)
+    p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        child(a.messages, a.batch)
+        return
+    runs: dict[str, list[float]] = {"compiled": [], "pure": []}
+    status = {}
+    for r in range(a.rounds):
+        for flavour in runs:
+            got = measure(flavour, a.messages, a.batch)
+            runs[flavour].append(round(float(str(got["us_per_message"])), 2))
+            status[flavour] = got["status"]
+            us = runs[flavour][-1]
+            print(f"round {r + 1} {flavour:8} {us:6.2f} us a message  ({got['status']})")
+    medians = {f: statistics.median(v) for f, v in runs.items()}
+    print(
+        f"median: compiled {medians['compiled']:.2f} us, pure {medians['pure']:.2f} us a message"
+        f" ({medians['pure'] / medians['compiled']:.2f}x); load {os.getloadavg()[0]:.1f}"
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "messages": a.messages,
+                "batch": a.batch,
+                "us_per_message": runs,
+                "median": medians,
+                "status": status,
+                "load_average": os.getloadavg(),
+                "cpus": os.cpu_count(),
+            },
+            indent=1,
+        )
+    )
+    print(f"saved {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
