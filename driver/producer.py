@@ -336,7 +336,9 @@ class Producer:
                 if isinstance(exc, asyncio.CancelledError):
                     if not channel_dropped():
                         raise
-                    error: DejaqError = BrokerUnavailable("the produce stream's channel was dropped")
+                    error: DejaqError = BrokerUnavailable(
+                        "the produce stream's channel was dropped"
+                    )
                 else:
                     error = to_error(exc)
                 if isinstance(error, BrokerUnavailable):
