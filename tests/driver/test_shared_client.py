@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dejaq.driver import Admin, Client, Consumer, Producer, embedded
+from dejaq.driver import Admin, Consumer, Producer, embedded
 
 pytestmark = pytest.mark.timeout(60)
 WITHIN_S = 20.0  # far beyond a reconnect on loopback; a stall waits for good
