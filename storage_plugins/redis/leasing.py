@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from dejaq.core import priority
 from dejaq.core.buckets import Buckets
-from dejaq.core.errors import InvalidArgument
+from dejaq.core.errors import InvalidArgument, StorageUnavailable
 from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Leases
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import scripts as lua
@@ -99,7 +99,7 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
     if len(slots) > 1 and limit >= len(slots) and key in _DRAINED:
         # The last pass took everything due: take each slot's share at once.
         quotas = _shares(slots, limit)
-        each = await _take_each(runner, info, request, asked, quotas, bound, solo=True)
+        each, failed = await _take_each(runner, info, request, asked, quotas, bound, solo=True)
         full = False
         for index, taken in each.items():
             if taken is None:  # strays of its buckets live elsewhere: merge from now on
@@ -108,8 +108,10 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
             out += taken[0]
             dead += taken[1]
             full = full or len(taken[0]) >= quotas[index]
-        if not full and key not in _STRAYS:
-            return _leases(out, until, dead)  # everything due was in the shares
+        if failed or (not full and key not in _STRAYS):
+            # Everything due was in the shares, or some slots' masters failed
+            # their part: the others' leases stand, the next pass looks again.
+            return _leases(out, until, dead)
         _DRAINED.discard(key)
         if len(out) >= limit:
             return _leases(out, until, dead)
@@ -117,11 +119,15 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
 
     async def take(quotas: dict[int, int], exact: int) -> int:
         nonlocal dead
-        taken = await _take(runner, info, request, asked, quotas, exact)
-        assert taken is not None
-        out.extend(taken[0])
-        dead += taken[1]
-        return len(taken[0])
+        each, failed = await _take_each(runner, info, request, asked, quotas, exact, False)
+        got = 0
+        for taken in each.values():
+            assert taken is not None
+            out.extend(taken[0])
+            dead += taken[1]
+            got += len(taken[0])
+        # A master failed its part: keep what the others leased, merge no further.
+        return limit if failed else got
 
     got = await _merged(runner, info, slots, asked, DUE, bound, limit, take)
     if got < limit and key not in _STRAYS:
@@ -246,7 +252,7 @@ async def _take(
 ) -> tuple[Taken, int] | None:
     """Run the lease script on each slot for its quota: (bucket, delivery) pairs
     and the dead-letter count; None when a solo call found strays elsewhere."""
-    each = await _take_each(runner, info, request, asked, quotas, bound, solo)
+    each, _ = await _take_each(runner, info, request, asked, quotas, bound, solo)
     if any(t is None for t in each.values()):
         return None
     delivered: Taken = []
@@ -266,8 +272,11 @@ async def _take_each(
     quotas: dict[int, int],
     bound: int,
     solo: bool,
-) -> dict[int, tuple[Taken, int] | None]:
-    """``_take``, slot by slot: None for a slot that refused a solo call (strays)."""
+) -> tuple[dict[int, tuple[Taken, int] | None], set[int]]:
+    """``_take``, slot by slot: None for a slot that refused a solo call (strays);
+    and the slots whose master failed its part (``Runner.run_each``): what they
+    leased, if anything, is not returned and comes back when its lease runs out,
+    so a master that cannot reach its replica holds up only its own slots."""
     calls = []
     for index, quota in quotas.items():
         s = info.slot(index)
@@ -280,7 +289,12 @@ async def _take_each(
             )
         )
     out: dict[int, tuple[Taken, int] | None] = {}
-    for index, reply in zip(quotas, await runner.run(calls), strict=True):
+    failed: set[int] = set()
+    for index, reply in zip(quotas, await runner.run_each(calls), strict=True):
+        if isinstance(reply, StorageUnavailable):
+            failed.add(index)
+            out[index] = ([], 0)
+            continue
         if reply[0] == lua.STRAYS:
             out[index] = None
             continue
@@ -296,7 +310,7 @@ async def _take_each(
                 (bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_))
             )
         out[index] = (delivered, died)
-    return out
+    return out, failed
 
 
 async def _survey(
@@ -333,7 +347,10 @@ async def _peek(
         args = (info.gen, s.prefix, max_score, sample, homes, asked, span.low)
         calls.append(Call(lua.PEEK, (s.alive, span.key(s), s.stray_homes), args))
     peeks = {}
-    for index, reply in zip(slots, await runner.run(calls), strict=True):
+    for index, reply in zip(slots, await runner.run_each(calls), strict=True):
+        if isinstance(reply, StorageUnavailable):  # its master failed: leased from later
+            peeks[index] = Peek(0, [], [])
+            continue
         due, homes, scores = body(reply)
         peeks[index] = Peek(due, ints(homes), ints(scores))
     return peeks
