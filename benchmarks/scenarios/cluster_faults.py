@@ -119,7 +119,7 @@ async def one(name: str, plan: Plan) -> dict[str, Any]:
                 tally = Tally()
                 async with (
                     Producer(producing, TOPIC) as producer,
-                    Consumer(consuming, TOPIC, lease_ms=5_000) as consumer,
+                    Consumer(consuming, TOPIC) as consumer,  # the default lease
                 ):
                     reader = asyncio.create_task(_consume(consumer, tally))
                     try:
