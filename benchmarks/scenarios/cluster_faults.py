@@ -14,7 +14,10 @@ later through the driver, a consumer acks as it goes, for ``plan.step_s``;
 
 Figures: acknowledged produces, delivered, lost (acknowledged, never delivered
 after the drain), early (received before due), the longest stall (the longest
-gap between two deliveries while messages were due) and how long the fault took.
+gap between two deliveries while the producer ran), the latest first delivery
+(after its due time: a lease a failed pass took comes back when it runs out),
+deliveries again (an ack refused during the fault: after the lease) and how
+long the fault took.
 """
 
 from __future__ import annotations
@@ -53,15 +56,22 @@ class Tally:
     produced: dict[str, int] = field(default_factory=dict)  # id -> due
     delivered: set[str] = field(default_factory=set)
     early: int = 0
+    again: int = 0  # deliveries after the first (an ack refused, a lease stranded)
     gaps: list[float] = field(default_factory=list)  # seconds between deliveries
+    latest_s: float = 0.0  # the latest first delivery after its due time
     last: float | None = None
+    producing: bool = True
 
     def got(self, id: str, due: int, received: int) -> None:
         now = time.monotonic()
-        if self.last is not None:
+        if self.last is not None and self.producing:
             self.gaps.append(now - self.last)
         self.last = now
         self.early += received < due
+        if id in self.delivered:
+            self.again += 1
+            return
+        self.latest_s = max(self.latest_s, (received - due) / 1000)
         self.delivered.add(id)
 
 
@@ -127,6 +137,7 @@ async def one(name: str, plan: Plan) -> dict[str, Any]:
                         await asyncio.sleep(FAULT_AT_S)
                         took = await _fault(name, served.cluster)
                         await load
+                        tally.producing = False
                         deadline = time.monotonic() + DRAIN_S
                         while not set(tally.produced) <= tally.delivered:
                             if time.monotonic() > deadline:
@@ -144,6 +155,8 @@ async def one(name: str, plan: Plan) -> dict[str, Any]:
         "lost": len(set(tally.produced) - tally.delivered),
         "early": tally.early,
         "longest_stall_s": round(max(tally.gaps, default=0.0), 2),
+        "latest_s": round(tally.latest_s, 2),
+        "delivered_again": tally.again,
     }
 
 
@@ -170,6 +183,7 @@ def render(results: dict[str, Any]) -> str:
         rows.append(
             f"  {name:<9} {r['produced']:>6} produced  {r['delivered']:>6} delivered"
             f"  lost {r['lost']}  early {r['early']}  longest stall {r['longest_stall_s']} s"
+            f"  latest {r['latest_s']} s  delivered again {r['delivered_again']}"
             f"  (the fault took {r['fault_s']} s)"
         )
     title = (
