@@ -4,7 +4,7 @@ Each fault gets a fresh Redis Cluster (3 masters, 3 replicas: ``suite.backends``
 as the ``redis-cluster`` backend starts it) and a broker process on it with
 ``?wait_replicas=1``. A producer sends ``RATE`` msgs/s due ``DUE_AFTER_MS``
 later through the driver, a consumer acks as it goes, for ``plan.step_s``;
-``FAULT_AT_S`` in:
+``FAULT_AT_S`` in (half the run in a smoke run):
 
 - failover  the master serving the topic's first slot is killed (SIGKILL); once
             its replica has taken over it is started again and rejoins as a
@@ -134,7 +134,7 @@ async def one(name: str, plan: Plan) -> dict[str, Any]:
                     reader = asyncio.create_task(_consume(consumer, tally))
                     try:
                         load = asyncio.create_task(_produce(producer, tally, plan.step_s))
-                        await asyncio.sleep(FAULT_AT_S)
+                        await asyncio.sleep(min(FAULT_AT_S, plan.step_s / 2))
                         took = await _fault(name, served.cluster)
                         await load
                         tally.producing = False
