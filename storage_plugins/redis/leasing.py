@@ -22,7 +22,7 @@ exact. A slot that fills it means a backlog built up since: that pass takes
 the rest of its limit by peek-and-plan, so its first shares (each slot's
 earliest) may hold later messages than some left in a full slot, and the
 passes after it merge exactly until one takes everything due again. A topic
-found holding strays always merges.
+found holding strays, and a priority topic, always merge.
 
 A priority topic's pass first promotes (``promote``): the messages of the
 asked buckets that became available (timestamps from 0 to now; ranks are
@@ -96,7 +96,7 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
     out: Taken = []
     dead = 0
     key = (info.topic.name, info.gen)
-    if len(slots) > 1 and limit >= len(slots) and key in _DRAINED:
+    if len(slots) > 1 and limit >= len(slots) and key in _DRAINED and not _ranked(info):
         # The last pass took everything due: take each slot's share at once.
         quotas = _shares(slots, limit)
         each, failed = await _take_each(runner, info, request, asked, quotas, bound, solo=True)
@@ -133,6 +133,12 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
     if got < limit and key not in _STRAYS:
         _remember_drained(key)
     return _leases(out, until, dead)
+
+
+def _ranked(info: TopicEntry) -> bool:
+    """A priority topic: its passes always merge, so no pass takes a lower
+    priority ahead of a higher one."""
+    return info.topic.settings.kind == KIND_PRIORITY
 
 
 def _shares(slots: Sequence[int], limit: int) -> dict[int, int]:
