@@ -34,6 +34,9 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - scale     memory per waiting message, idle CPU, at 1M and 10M (memory)
 - cluster   etcd and 3 brokers on one SQLite file: cross-broker lateness,
             rebalance time after kill -9 of a broker with a consumer
+- failover, reshard  (redis-cluster) a broker with wait_replicas=1 through a
+            master's kill -9 and through a live reshard: lost, early, the
+            longest stall (scenarios/cluster_faults.py)
 - forecast  Admin.forecast (60 bins) over 1M waiting (10M on memory): the
             call's time, the broker's storage time and the storage server's
             CPU; the dejaq_due_ahead refresh's CPU with 100 topics (memory)
@@ -63,7 +66,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from scenarios import cluster, forecast, poller, scale, spark
+from scenarios import cluster, cluster_faults, forecast, poller, scale, spark
 from scenarios.per_backend import SCENARIOS, run_backend, unavailable
 from suite import profile, report
 from suite.backends import BACKENDS, RIVAL, Unavailable
@@ -86,6 +89,7 @@ ALL_SCENARIOS = (
     "cluster",
     "spark",
     "forecast",
+    *cluster_faults.FAULTS,
 )
 ALL_BACKENDS = (*BACKENDS, RIVAL)
 
@@ -293,13 +297,19 @@ async def main(argv: Sequence[str] | None = None) -> int:
     if "spark" in args.scenarios:
         print("[spark] Parquet through the data source vs dejaq produce --jsonl", flush=True)
         results["spark"] = await run_spark(plan)
+    faults = [f for f in cluster_faults.FAULTS if f in args.scenarios]
+    if faults and "redis-cluster" in args.backends:
+        results["cluster_faults"] = await run_faults(plan, faults)
     results["config"]["load_average_1min_after"] = load_average()
     results["config"]["seconds"] = round(time.perf_counter() - started, 1)
 
     print(report.render(results, plan))
+    if "cluster_faults" in results:
+        print(cluster_faults.render(results["cluster_faults"]))
     results["targets"] = evaluate(results, judge=not plan.smoke)
     found = report.problems(results, plan)
     found += spark_problems(results.get("spark"))
+    found += cluster_faults.problems(results.get("cluster_faults"))
     for line in found:
         print(f"PROBLEM {line}")
     print(f"\nran in {results['config']['seconds']:.0f} s")
@@ -321,6 +331,13 @@ async def run_cluster(plan: Plan) -> dict[str, Any]:
         return await bounded(cluster.run(plan), cluster.bound_s(plan))
     except Unavailable as exc:
         return unavailable("cluster", str(exc))
+
+
+async def run_faults(plan: Plan, faults: list[str]) -> dict[str, Any]:
+    try:
+        return await bounded(cluster_faults.run(plan, faults), cluster_faults.bound_s(plan))
+    except Unavailable as exc:
+        return {f: unavailable("redis-cluster", str(exc)) for f in faults}
 
 
 async def run_spark(plan: Plan) -> dict[str, Any]:

@@ -112,6 +112,7 @@ class Client:
         settings = client_tls() if tls is None else ClientTls() if tls is True else tls or None
         self._dialer = Dialer(self.addresses, settings, client_token(token))
         self._index = 0
+        self._generation = 0  # bumped by each failover: which channel a stream was on
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.TimelineStub | None = None
 
@@ -125,9 +126,24 @@ class Client:
             self._stub = self._dialer.stub(self._channel)
         return self._stub
 
-    async def failover(self) -> None:
-        """Drop the current channel and point at the next broker."""
+    @property
+    def generation(self) -> int:
+        """Which channel ``stub()`` gives now: a stream notes it when it opens,
+        and names it to ``failover`` when it breaks."""
+        return self._generation
+
+    async def failover(self, broken: int | None = None) -> None:
+        """Drop the current channel and point at the next broker.
+
+        ``broken``: the generation a failed stream was on. The channel is shared,
+        so dropping it cancels every other stream on it too; those then open
+        again on the channel that replaced it (their generation is gone), rather
+        than dropping that one in turn (streams would cancel each other for good)
+        or skipping a broker."""
+        if broken is not None and broken != self._generation:
+            return
         await self._close_channel()
+        self._generation += 1
         self._index = (self._index + 1) % len(self.addresses)
 
     async def call(self, method: str, request: Any, *, idempotent: bool = True) -> Any:
@@ -206,3 +222,11 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def channel_dropped() -> bool:
+    """Whether the ``CancelledError`` being handled came from the stream's call
+    (its channel was closed under it by a failover), not from a cancel of the
+    task itself, which must go on."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0

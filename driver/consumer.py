@@ -41,7 +41,7 @@ from dejaq.core.clock import now_ms
 from dejaq.core.errors import AlreadyExists, BrokerUnavailable, DejaqError
 from dejaq.core.wire.batches import decode_delivery_columns
 from dejaq.driver.backoff import Backoff
-from dejaq.driver.client import Client, to_error
+from dejaq.driver.client import Client, channel_dropped, to_error
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.hold import Hold
 from dejaq.driver.settle import OnError, SettleBatcher
@@ -380,12 +380,17 @@ class Consumer:
             credits=max(1, credits),
             hold_ms=self.hold_ms,
         )
+        generation = self.client.generation
         call = self.client.stub().Consume()
         try:
             await call.write(pb.ConsumeRequest(hello=hello))
             first = await call.read()
         except grpc.aio.AioRpcError as exc:
             raise to_error(exc) from exc
+        except asyncio.CancelledError:
+            if not channel_dropped():
+                raise
+            raise BrokerUnavailable("the consume stream's channel was dropped") from None
         if first is grpc.aio.EOF or first.WhichOneof("frame") != "welcome":
             raise BrokerUnavailable("the broker did not welcome the consumer")
         self.consumer_id = first.welcome.consumer_id
@@ -395,24 +400,29 @@ class Consumer:
         if self._writer is not None:
             self._writer.cancel()
         self._writer = asyncio.create_task(self._write(call))
-        self._reader = asyncio.create_task(self._read(call))
+        self._reader = asyncio.create_task(self._read(call, generation))
         self._settler.forget_credits()
         self._settler.holding = False
         self._settler.send_now()
 
-    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+    async def _read(self, call: grpc.aio.StreamStreamCall, generation: int) -> None:
         try:
             while True:
                 frame = await call.read()
                 if frame is grpc.aio.EOF:
                     break
                 self._on_frame(frame)
-        except grpc.aio.AioRpcError as exc:
-            error = to_error(exc)
+        except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                if not channel_dropped():
+                    raise
+                error: DejaqError = BrokerUnavailable("the consume stream's channel was dropped")
+            else:
+                error = to_error(exc)
             # While closing, a broken stream is just the end of it.
             if not self._closing and isinstance(error, BrokerUnavailable):
                 self._settler.lost(error)
-                await self._reconnect()
+                await self._reconnect(generation)
                 return
             if not self._closing:
                 self._error = error
@@ -450,13 +460,14 @@ class Consumer:
         elif kind == "settled":
             self._settler.answered(frame.settled)
 
-    async def _reconnect(self) -> None:
+    async def _reconnect(self, generation: int) -> None:
         """Reconnect under the same consumer id; deliveries already buffered stay valid."""
         self._call = None
         self._settler.holding = True
         backoff = Backoff(self.retry_timeout_s)
         while not self._closing:
-            await self.client.failover()
+            await self.client.failover(generation)
+            generation = self.client.generation  # the next try's channel, if it fails
             try:
                 await self._connect(self.window - len(self._buffer) - len(self._early))
                 log.info("consumer %s reconnected to %s", self.consumer_id, self.client.address)

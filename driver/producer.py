@@ -37,7 +37,7 @@ from dejaq.core.wire.frames import (
 )
 from dejaq.core.wire.status import error_for, status_code
 from dejaq.driver.backoff import Backoff
-from dejaq.driver.client import RETRYABLE, Client, to_error
+from dejaq.driver.client import RETRYABLE, Client, channel_dropped, to_error
 from dejaq.proto import dejaq_pb2 as pb
 
 
@@ -321,18 +321,26 @@ class Producer:
 
     async def _stream(self) -> grpc.aio.StreamStreamCall:
         if self._call is None:
+            generation = self.client.generation
             call = self.client.stub().Produce()
             self._call = call
-            self._reader = asyncio.create_task(self._read(call))
+            self._reader = asyncio.create_task(self._read(call, generation))
         return self._call
 
-    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+    async def _read(self, call: grpc.aio.StreamStreamCall, generation: int) -> None:
         deadline: float | None = None
         while True:
             try:
                 response = await call.read()
-            except grpc.aio.AioRpcError as exc:
-                error = to_error(exc)
+            except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    if not channel_dropped():
+                        raise
+                    error: DejaqError = BrokerUnavailable(
+                        "the produce stream's channel was dropped"
+                    )
+                else:
+                    error = to_error(exc)
                 if isinstance(error, BrokerUnavailable):
                     if self._none_reached(error):
                         return
@@ -346,7 +354,7 @@ class Producer:
                     if self._inflight:
                         self._inflight.popleft().future.set_exception(error)
                     deadline = None
-                await self._reconnect(call, isinstance(error, BrokerUnavailable))
+                await self._reconnect(call, isinstance(error, BrokerUnavailable), generation)
                 return
             if response is grpc.aio.EOF:
                 self._fail_all(BrokerUnavailable("the broker closed the produce stream"))
@@ -357,16 +365,19 @@ class Producer:
             if not frame.future.done():
                 frame.future.set_result(_results(frame, response))
 
-    async def _reconnect(self, broken: grpc.aio.StreamStreamCall, unavailable: bool) -> None:
+    async def _reconnect(
+        self, broken: grpc.aio.StreamStreamCall, unavailable: bool, generation: int
+    ) -> None:
         """Open a new stream (on the next broker if this one is gone); resend in-flight frames."""
         async with self._lock:
             if self._call is broken:
                 self._call = None
             if unavailable:
-                await self.client.failover()
+                await self.client.failover(generation)
             backoff = Backoff(self.retry_timeout_s)
             while self._inflight:
                 try:
+                    generation = self.client.generation
                     call = self.client.stub().Produce()
                     for frame in list(self._inflight):
                         await call.write(frame.request)
@@ -377,10 +388,10 @@ class Producer:
                         self._fail_all(BrokerUnavailable("no broker accepted the produce stream"))
                         return
                     await backoff.wait()
-                    await self.client.failover()
+                    await self.client.failover(generation)
                     continue
                 self._call = call
-                self._reader = asyncio.create_task(self._read(call))
+                self._reader = asyncio.create_task(self._read(call, generation))
                 return
 
     def _none_reached(self, error: DejaqError) -> bool:

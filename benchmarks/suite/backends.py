@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("memory", "sqlite", "redis", "redis-cluster", "postgres")
@@ -44,6 +45,7 @@ class Store:
     # A cluster's nodes, each (name, pid, port): their CPU, commands and keys
     # are reported per node, masters' apart (``probes.ClusterNodes``).
     nodes: tuple[tuple[str, int, int], ...] = ()
+    cluster: Any = None  # the Redis Cluster itself (tests/redis_cluster.py), for its faults
 
 
 def _tests_helpers() -> None:
@@ -107,7 +109,7 @@ async def redis_cluster_store() -> AsyncIterator[Store]:
             for n in cluster.nodes
             if n.process is not None
         )
-        yield Store(cluster.url, None, nodes)
+        yield Store(cluster.url, None, nodes, cluster)
     finally:
         await asyncio.to_thread(cluster.destroy)
 

@@ -117,6 +117,7 @@ class BrokerProbe:
 
 
 NODE_CPU, NODE_COMMANDS, NODE_KEYS = "node_cpu_s:", "node_commands:", "node_keys:"
+NODE_SCRIPTS = "node_scripts:"
 
 
 class ClusterNodes:
@@ -134,12 +135,16 @@ class ClusterNodes:
                 stats = await r.info("stats")
                 out[NODE_COMMANDS + name] = float(stats["total_commands_processed"])
                 out[NODE_KEYS + name] = float(await r.dbsize())
+                scripts = (await r.info("commandstats")).get("cmdstat_evalsha", {})
+                out[NODE_SCRIPTS + name] = float(scripts.get("calls", 0))
             finally:
                 await r.aclose()
         return out
 
     def rates(self, a: Sample, b: Sample, delivered_per_s: float) -> dict[str, dict[str, Any]]:
-        """Per node: CPU %, CPU us a delivered message, commands/s, keys at the end."""
+        """Per node: CPU %, CPU us a delivered message, commands/s (Lua's own
+        calls included), scripts/s (EVALSHA), keys (the more of the step's start
+        and end: the messages waiting then)."""
         span = max(b.at - a.at, 1e-9)
         out: dict[str, dict[str, Any]] = {}
         for name, _, _ in self.nodes:
@@ -151,7 +156,10 @@ class ClusterNodes:
                     round(cpu_s * 1e6 / (delivered_per_s * span), 2) if delivered_per_s else None
                 ),
                 "commands_per_s": round(commands / span),
-                "keys": int(b.counters[NODE_KEYS + name]),
+                "scripts_per_s": round(
+                    (b.counters[NODE_SCRIPTS + name] - a.counters[NODE_SCRIPTS + name]) / span
+                ),
+                "keys": int(max(a.counters[NODE_KEYS + name], b.counters[NODE_KEYS + name])),
             }
         return out
 

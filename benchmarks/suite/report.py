@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from . import storage_split
 from .plan import BATCH_SIZES, Plan
 from .targets import dig, evaluate
 
@@ -484,9 +485,15 @@ def skipped(results: dict[str, Any]) -> str:
     return "\n== skipped ==\n" + "\n".join(lines) if lines else ""
 
 
+def split_table(results: dict[str, Any]) -> str:
+    found = storage_split.rows(results)
+    return table(storage_split.TITLE, storage_split.HEADER, found) if found else ""
+
+
 def render(results: dict[str, Any], plan: Plan) -> str:
     parts = [
         steady_tables(results, plan),
+        split_table(results),
         cli_table(results),
         bulk_table(results),
         burst_table(results),

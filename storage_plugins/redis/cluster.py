@@ -118,8 +118,48 @@ class ClusterRunner(Runner):
     async def _send(
         self, calls: Sequence[Call], atomic: bool, wait: tuple[int, int] | None
     ) -> tuple[list[Any], int]:
+        replies, acked, _ = await self._send_each(calls, wait, each=False)
+        return replies, acked
+
+    async def run_each(self, calls: Sequence[Call]) -> list[Any]:
+        """``run``, but a master that failed the call's WAIT, or whose connection
+        was lost after sending, fails only its own calls: their replies are
+        ``StorageUnavailable`` (what they did is unknown, or not on a replica),
+        the others' stand. Raises when every call failed so."""
+        if self._wait is None:
+            plain: list[Any] = await self.run(calls)
+            return plain
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in (1, 2):
+            batch = [calls[i] for i in todo]
+            sent, _, failed = await self._send_each(batch, self._wait, True)
+            again = []
+            for j, (i, reply) in enumerate(zip(todo, sent, strict=True)):
+                if j in failed:
+                    replies[i] = failed[j]
+                elif isinstance(reply, rex.NoScriptError) and attempt == 1:
+                    again.append(i)
+                elif isinstance(reply, Exception):
+                    raise storage_error(reply) from reply
+                else:
+                    replies[i] = reply
+            if not again:
+                break
+            await self.load()
+            todo = again
+        if all(isinstance(r, StorageUnavailable) for r in replies):
+            raise replies[0]
+        return replies
+
+    async def _send_each(
+        self, calls: Sequence[Call], wait: tuple[int, int] | None, each: bool
+    ) -> tuple[list[Any], int, dict[int, StorageUnavailable]]:
+        """The replies, the fewest replicas any master acknowledged, and (``each``)
+        the calls a master failed after sending them (instead of raising)."""
         deadline = time.monotonic() + self._deadline_s
         replies: list[Any] = [None] * len(calls)
+        failed: dict[int, StorageUnavailable] = {}
         todo = list(range(len(calls)))
         acked = wait[0] if wait is not None else 0
         while todo:
@@ -136,14 +176,19 @@ class ClusterRunner(Runner):
                 return_exceptions=True,
             )
             again: list[int] = []
-            for (_, indexes), result in zip(nodes, sent, strict=True):
+            for (node, indexes), result in zip(nodes, sent, strict=True):
                 if isinstance(result, BaseException):
                     self._stale = True
                     if _refused_connection(result):
                         again += indexes
                         continue
-                    raise storage_error(result) from result  # what ran there is unknown
+                    if not each:
+                        raise storage_error(result) from result  # what ran there is unknown
+                    error = StorageUnavailable(f"redis cluster: {node.name}: {result}")
+                    failed.update(dict.fromkeys(indexes, error))
+                    continue
                 answers = iter(result)
+                answered = []
                 for i in indexes:
                     reply = next(answers)
                     if _not_run(reply):
@@ -151,9 +196,17 @@ class ClusterRunner(Runner):
                         again.append(i)
                     else:
                         replies[i] = reply
+                        answered.append(i)
                 if wait is not None:
                     done = next(answers)
-                    acked = min(acked, -1 if isinstance(done, Exception) else int(done))
+                    replicas = -1 if isinstance(done, Exception) else int(done)
+                    acked = min(acked, replicas)
+                    if each and replicas < wait[0]:
+                        error = StorageUnavailable(
+                            f"redis cluster: {node.name}: {max(replicas, 0)} of {wait[0]}"
+                            f" replicas acknowledged the write within {wait[1]} ms"
+                        )
+                        failed.update(dict.fromkeys(answered, error))
             if again and time.monotonic() > deadline:
                 raise StorageUnavailable(
                     f"redis cluster: {len(again)} commands still refused after"
@@ -162,7 +215,7 @@ class ClusterRunner(Runner):
             if again:
                 await asyncio.sleep(RETRY_PAUSE_S)
             todo = sorted(again)
-        return replies, acked
+        return replies, acked, failed
 
     @staticmethod
     def _commands(
@@ -226,8 +279,8 @@ class RedisClusterStorage(RedisStorage):
     names the cluster by one or more seed nodes (the rest are found from
     them); ``rediss+cluster://`` is the same over TLS, with the ``ssl_*``
     options of ``rediss://``. The other options are those of ``redis://``
-    (``RedisStorage``), and ``topic_slots`` is 16 by default
-    (``options.CLUSTER_TOPIC_SLOTS``): a topic's buckets are split over 16 hash
+    (``RedisStorage``), and ``topic_slots`` is 8 by default
+    (``options.CLUSTER_TOPIC_SLOTS``): a topic's buckets are split over 8 hash
     slots, which the cluster spreads over its masters. Routing, failover and
     what ``wait_replicas`` guarantees: this module's docstring.
     """

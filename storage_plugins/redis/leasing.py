@@ -14,6 +14,16 @@ is exact, and a second round trip runs the lease scripts. When a slot had more
 due than sampled, another round follows (rarely: the sample is 4x each slot's
 fair share). So a pass costs O(slots asked) scripts, never O(buckets).
 
+Under a steady load that is two round trips a pass where one does: when the
+last pass over a topic's slots took everything due, the next one sends each
+slot its share of the limit (``_shares``) in one round trip, lease scripts
+only. No slot filling its share means every due message was taken: the pass is
+exact. A slot that fills it means a backlog built up since: that pass takes
+the rest of its limit by peek-and-plan, so its first shares (each slot's
+earliest) may hold later messages than some left in a full slot, and the
+passes after it merge exactly until one takes everything due again. A topic
+found holding strays, and a priority topic, always merge.
+
 A priority topic's pass first promotes (``promote``): the messages of the
 asked buckets that became available (timestamps from 0 to now; ranks are
 negative) move to their rank, oldest first, by the same walk and, over several
@@ -32,7 +42,7 @@ import numpy as np
 
 from dejaq.core import priority
 from dejaq.core.buckets import Buckets
-from dejaq.core.errors import InvalidArgument
+from dejaq.core.errors import InvalidArgument, StorageUnavailable
 from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Leases
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import scripts as lua
@@ -47,6 +57,13 @@ SAMPLE_SLACK = 4
 MAX_LEASE_ROUNDS = 16  # a bound, should concurrent leasers keep taking what we planned
 
 Taken = list[tuple[int, LeasedMessage]]  # (bucket, delivery)
+
+# Topics (name, generation) whose last multi-slot pass in this process took
+# everything due, so the next takes each slot's share in one round trip; and
+# topics found holding strays (never: their passes merge).
+_DRAINED: set[tuple[str, str]] = set()
+_STRAYS: set[tuple[str, str]] = set()
+MAX_REMEMBERED = 10_000
 
 
 class Span(NamedTuple):
@@ -80,17 +97,62 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
             return _leases(solo[0], until, solo[1])
     out: Taken = []
     dead = 0
+    key = (info.topic.name, info.gen)
+    if len(slots) > 1 and limit >= len(slots) and key in _DRAINED and not _ranked(info):
+        # The last pass took everything due: take each slot's share at once.
+        quotas = _shares(slots, limit)
+        each, failed = await _take_each(runner, info, request, asked, quotas, bound, solo=True)
+        full = False
+        for index, taken in each.items():
+            if taken is None:  # strays of its buckets live elsewhere: merge from now on
+                _STRAYS.add(key)
+                continue
+            out += taken[0]
+            dead += taken[1]
+            full = full or len(taken[0]) >= quotas[index]
+        if failed or (not full and key not in _STRAYS):
+            # Everything due was in the shares, or some slots' masters failed
+            # their part: the others' leases stand, the next pass looks again.
+            return _leases(out, until, dead)
+        _DRAINED.discard(key)
+        if len(out) >= limit:
+            return _leases(out, until, dead)
+        limit -= len(out)
 
     async def take(quotas: dict[int, int], exact: int) -> int:
         nonlocal dead
-        taken = await _take(runner, info, request, asked, quotas, exact)
-        assert taken is not None
-        out.extend(taken[0])
-        dead += taken[1]
-        return len(taken[0])
+        each, failed = await _take_each(runner, info, request, asked, quotas, exact, False)
+        got = 0
+        for taken in each.values():
+            assert taken is not None
+            out.extend(taken[0])
+            dead += taken[1]
+            got += len(taken[0])
+        # A master failed its part: keep what the others leased, merge no further.
+        return limit if failed else got
 
-    await _merged(runner, info, slots, asked, DUE, bound, limit, take)
+    got = await _merged(runner, info, slots, asked, DUE, bound, limit, take)
+    if got < limit and key not in _STRAYS:
+        _remember_drained(key)
     return _leases(out, until, dead)
+
+
+def _ranked(info: TopicEntry) -> bool:
+    """A priority topic: its passes always merge, so no pass takes a lower
+    priority ahead of a higher one."""
+    return info.topic.settings.kind == KIND_PRIORITY
+
+
+def _shares(slots: Sequence[int], limit: int) -> dict[int, int]:
+    """``limit`` split over ``slots`` as evenly as it goes (each gets one at least)."""
+    base, extra = divmod(limit, len(slots))
+    return {slot: base + (1 if i < extra else 0) for i, slot in enumerate(slots)}
+
+
+def _remember_drained(key: tuple[str, str]) -> None:
+    if len(_DRAINED) >= MAX_REMEMBERED:
+        _DRAINED.clear()  # a bound on what is kept; a topic forgotten merges once again
+    _DRAINED.add(key)
 
 
 async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, limit: int) -> int:
@@ -198,6 +260,31 @@ async def _take(
 ) -> tuple[Taken, int] | None:
     """Run the lease script on each slot for its quota: (bucket, delivery) pairs
     and the dead-letter count; None when a solo call found strays elsewhere."""
+    each, _ = await _take_each(runner, info, request, asked, quotas, bound, solo)
+    if any(t is None for t in each.values()):
+        return None
+    delivered: Taken = []
+    dead = 0
+    for t in each.values():
+        assert t is not None
+        delivered += t[0]
+        dead += t[1]
+    return delivered, dead
+
+
+async def _take_each(
+    runner: Runner,
+    info: TopicEntry,
+    request: LeaseRequest,
+    asked: str,
+    quotas: dict[int, int],
+    bound: int,
+    solo: bool,
+) -> tuple[dict[int, tuple[Taken, int] | None], set[int]]:
+    """``_take``, slot by slot: None for a slot that refused a solo call (strays);
+    and the slots whose master failed its part (``Runner.run_each``): what they
+    leased, if anything, is not returned and comes back when its lease runs out,
+    so a master that cannot reach its replica holds up only its own slots."""
     calls = []
     for index, quota in quotas.items():
         s = info.slot(index)
@@ -209,13 +296,18 @@ async def _take(
                 (*args, request.max_deliveries, "1" if solo else "0", asked),
             )
         )
-    delivered: Taken = []
-    dead = 0
-    for reply in await runner.run(calls):
+    out: dict[int, tuple[Taken, int] | None] = {}
+    failed: set[int] = set()
+    for index, reply in zip(quotas, await runner.run_each(calls), strict=True):
+        if isinstance(reply, StorageUnavailable):
+            failed.add(index)
+            out[index] = ([], 0)
+            continue
         if reply[0] == lua.STRAYS:
-            return None
+            out[index] = None
+            continue
         died, numbers, blob = body(reply)
-        dead += died
+        delivered: Taken = []
         at = 0
         items = np.frombuffer(numbers, "<f8").astype(np.int64).reshape(-1, lua.LEASED_ITEM)
         for bucket, ts, version, deliveries, priority_, id_len, size in items.tolist():
@@ -225,7 +317,8 @@ async def _take(
             delivered.append(
                 (bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_))
             )
-    return delivered, dead
+        out[index] = (delivered, died)
+    return out, failed
 
 
 async def _survey(
@@ -262,7 +355,10 @@ async def _peek(
         args = (info.gen, s.prefix, max_score, sample, homes, asked, span.low)
         calls.append(Call(lua.PEEK, (s.alive, span.key(s), s.stray_homes), args))
     peeks = {}
-    for index, reply in zip(slots, await runner.run(calls), strict=True):
+    for index, reply in zip(slots, await runner.run_each(calls), strict=True):
+        if isinstance(reply, StorageUnavailable):  # its master failed: leased from later
+            peeks[index] = Peek(0, [], [])
+            continue
         due, homes, scores = body(reply)
         peeks[index] = Peek(due, ints(homes), ints(scores))
     return peeks

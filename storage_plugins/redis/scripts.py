@@ -287,6 +287,12 @@ class Runner:
             todo = again
         return replies
 
+    async def run_each(self, calls: Sequence[Call]) -> list[Any]:
+        """``run``; on a store of several servers (a cluster) a server that fails
+        its part fails only its own calls: their replies are
+        ``StorageUnavailable`` instances (``cluster.ClusterRunner``)."""
+        return await self.run(calls)
+
     async def _send(
         self, calls: Sequence[Call], atomic: bool, wait: tuple[int, int] | None
     ) -> tuple[list[Any], int]:

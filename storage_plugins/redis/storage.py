@@ -71,12 +71,13 @@ class RedisStorage(Storage):
     - ``topic_slots=1``: how many Redis Cluster hash slots a topic created by
       this instance spreads over (at most its bucket count). It is recorded
       with the topic, so every broker agrees whatever its own URL says. With
-      one slot (the default here; 16 on ``redis+cluster://``) every call on a
+      one slot (the default here; 8 on ``redis+cluster://``) every call on a
       topic is one atomic script and a lease pass or next_due is one script
       whatever the bucket count. With N slots a topic's buckets
       are split into N contiguous ranges (one per hash slot, so per shard); a
-      pass costs a script per slot its buckets touch — two round trips when
-      that is more than one — and the throughput of one topic can use N shards.
+      pass costs a script per slot its buckets touch — one round trip under a
+      steady load, two when a backlog is merged (``leasing``) — and the
+      throughput of one topic can use N shards.
 
     - ``max_tombstones=1000000``: how many tombstones (ids kept taken for a
       topic's dedup window after their message is deleted) a topic keeps at

@@ -26,7 +26,7 @@ def test_a_cluster_url_names_its_seeds_and_defaults_to_16_slots_a_topic() -> Non
     assert options.seeds == (("a", 7000), ("b", 7001))
     assert (options.username, options.password) == ("u", "p@ss")
     assert options.wait_replicas == 1
-    assert options.topic_slots == CLUSTER_TOPIC_SLOTS == 16
+    assert options.topic_slots == CLUSTER_TOPIC_SLOTS == 8
     assert parse_url("redis+cluster://a:7000?topic_slots=4").topic_slots == 4
     assert isinstance(storage_from_url("redis+cluster://a:7000/0"), RedisClusterStorage)
 
@@ -71,7 +71,7 @@ def _master_of_slots(cluster: RedisCluster) -> dict[int, int]:
 async def test_a_topic_spreads_over_every_master_and_each_slot_keeps_its_keys_together(
     redis_cluster: RedisCluster,
 ) -> None:
-    # Given a topic of 64 buckets on the cluster (16 slots by default)
+    # Given a topic of 64 buckets on the cluster (8 slots by default)
     redis_cluster.flush()
     storage = storage_from_url(redis_cluster.url)
     await storage.open()

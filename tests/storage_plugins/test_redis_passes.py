@@ -125,6 +125,61 @@ async def test_a_pass_over_several_slots_is_a_script_or_two_per_slot(server: Red
         assert scripts_run(server) <= 4 + 4 + 4
 
 
+async def test_after_a_pass_that_took_everything_due_the_next_is_one_script_a_slot(
+    server: RedisServer,
+) -> None:
+    # given a topic of 64 buckets over 16 slots, and a pass that took all that was due
+    async with opened(f"{server.url}?topic_slots=16") as storage:
+        await given_topic(storage, buckets=64)
+        await storage.insert(T, [msg(f"a{i}", NOW - 5, 64) for i in range(200)])
+        first = await storage.lease(LeaseRequest.of(T, None, NOW, 1000, LEASE, "c1", 0))
+        assert len(first.delivered) == 200
+        # when more falls due in every slot (each within its share of the limit)
+        rng = random.Random(3)
+        stamps = rng.sample(range(NOW - 1000, NOW + 1), 300)
+        await storage.insert(T, [msg(f"b{i}", ts, 64) for i, ts in enumerate(stamps)])
+        with server.client() as client:
+            client.config_resetstat()
+        leases = await storage.lease(LeaseRequest.of(T, None, NOW, 1000, LEASE, "c1", 0))
+        # then the pass ran one lease script a slot, no peek
+        assert scripts_run(server) == 16
+        # and took every due message, in time order
+        assert [d.timestamp for d in leases.delivered] == sorted(stamps)
+
+
+async def test_a_backlog_met_by_a_one_round_pass_is_merged_exactly_after_it(
+    server: RedisServer,
+) -> None:
+    # given a 16-slot topic whose last pass took everything due
+    async with opened(f"{server.url}?topic_slots=16") as storage:
+        await given_topic(storage, buckets=64)
+        await storage.insert(T, [msg("a", NOW - 5, 64)])
+        assert (
+            len((await storage.lease(LeaseRequest.of(T, None, NOW, 50, LEASE, "c1", 0))).delivered)
+            == 1
+        )
+        # when a backlog of 3,000 builds up, most of it in one slot
+        rng = random.Random(5)
+        stamps = rng.sample(range(NOW - 100_000, NOW + 1), 3000)
+        skewed = [
+            NewMessage(f"m{i}", ts, b"", 0 if i % 10 else rng.randrange(64))
+            for i, ts in enumerate(stamps)
+        ]
+        await storage.insert(T, skewed)
+        # then the pass that meets it takes its limit, none early, nothing twice
+        got = [
+            d.id
+            for d in (
+                await storage.lease(LeaseRequest.of(T, None, NOW, 50, LEASE, "c1", 0))
+            ).delivered
+        ]
+        assert len(got) == 50
+        # and the passes after it take exactly the earliest of what is left, in order
+        left = sorted((m for m in skewed if m.id not in got), key=lambda m: m.timestamp)
+        later = await storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, "c1", 0))
+        assert [d.id for d in later.delivered] == [m.id for m in left[:100]]
+
+
 # -- the heads index ------------------------------------------------------------
 
 

@@ -1,0 +1,59 @@
+"""A producer and a consumer sharing one ``Client``: when one of them fails over
+(its stream answered UNAVAILABLE, as a broker does while its storage fails over),
+the client drops its channel, which cancels the other's stream too. Both must
+open new streams and carry on; neither may wait for good on a cancelled one."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from dejaq.driver import Admin, Consumer, Producer, embedded
+
+pytestmark = pytest.mark.timeout(60)
+WITHIN_S = 20.0  # far beyond a reconnect on loopback; a stall waits for good
+
+
+async def test_a_failover_by_one_stream_leaves_the_other_working() -> None:
+    # Given a producer and a consumer on one client, both streams open
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic("jobs")
+        async with Producer(client, "jobs") as producer, Consumer(client, "jobs") as consumer:
+            await producer.send(b"before", id="before")
+            first = await asyncio.wait_for(anext(aiter(consumer)), WITHIN_S)
+            await first.ack()
+            # When the client fails over (what a stream does on UNAVAILABLE),
+            # dropping the channel both streams were on
+            await client.failover()
+            # Then a message produced afterwards is acknowledged and delivered
+            await asyncio.wait_for(producer.send(b"after", id="after"), WITHIN_S)
+            second = await asyncio.wait_for(anext(aiter(consumer)), WITHIN_S)
+            assert (second.id, second.payload) == ("after", b"after")
+            await second.ack(confirm=True)
+
+
+async def test_streams_cancelled_together_do_not_keep_cancelling_each_other() -> None:
+    # Given two consumers and a producer on one client
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic("a")
+        await Admin(client).create_topic("b")
+        async with (
+            Producer(client, "a") as pa,
+            Producer(client, "b") as pb,
+            Consumer(client, "a") as ca,
+            Consumer(client, "b") as cb,
+        ):
+            # When the channel is dropped under all of them at once
+            await client.failover()
+            # Then each goes on, over one channel that stays put
+            deadline = time.monotonic() + WITHIN_S
+            await asyncio.wait_for(asyncio.gather(pa.send(b"1"), pb.send(b"2")), WITHIN_S)
+            got = await asyncio.wait_for(
+                asyncio.gather(anext(aiter(ca)), anext(aiter(cb))), WITHIN_S
+            )
+            assert sorted(d.payload for d in got) == [b"1", b"2"]
+            for d in got:
+                await d.ack(confirm=True)
+            assert time.monotonic() < deadline
