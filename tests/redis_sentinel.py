@@ -1,0 +1,217 @@
+"""A throwaway Redis master with two replicas watched by three sentinels, from the real binaries.
+
+Three ``redis-server`` processes (``redis_server.RedisServer``: loopback, no
+persistence), two of them made replicas of the first with ``REPLICAOF``, then
+three ``redis-server --sentinel`` processes monitoring the master as
+``SERVICE`` with a quorum of two. ``start`` waits, under a deadline, until
+``healthy``: every sentinel names the same master, sees it up and knows the two
+other sentinels, and the master has both replicas linked (so ``WAIT 1`` is
+answered at once).
+
+``kill`` (SIGKILL, on ``master()``) and the sentinels promote a replica after
+``DOWN_AFTER_MS``; ``rejoin`` starts the killed node again as a replica of the
+new master (a node without persistence must not come back as a master: it
+would be empty). The sentinels are started with their own config files,
+which they rewrite as the group changes.
+
+The session fixture ``redis_sentinel`` yields the running group; the storage
+URL factory calls ``flush`` (FLUSHALL on the master) so each test starts empty.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.redis_server import RedisServer
+from tests.servers import POLL_S, LocalServer, free_port, require_binary, temporary_root
+
+SERVICE = "dejaq-master"
+REPLICAS = 2
+SENTINELS = 3
+QUORUM = 2
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 10_000
+READY_TIMEOUT_S = 60.0
+
+
+@dataclass
+class SentinelNode(LocalServer):
+    """One ``redis-server --sentinel`` on ``port``, its config file in ``root``."""
+
+    name = "redis-sentinel"
+    start_timeout_s = 10.0
+    binary: str
+    root: Path
+    master_port: int
+    port: int = field(default_factory=free_port)
+
+    @property
+    def log(self) -> Path:
+        return self.root / "sentinel.log"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
+
+    def _launch(self) -> None:
+        config = self.root / "sentinel.conf"
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.root}\nlogfile {self.log}\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {self.master_port} {QUORUM}\n"
+            f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+            f"sentinel parallel-syncs {SERVICE} {REPLICAS}\n"
+        )
+        self._spawn([self.binary, str(config), "--sentinel"])
+
+    def ready(self) -> bool:
+        try:
+            with self.client() as client:
+                return bool(client.ping())
+        except redis.ConnectionError:
+            return False
+
+    def master_state(self) -> dict[str, str]:
+        """``SENTINEL MASTER SERVICE`` as text fields."""
+        with self.client() as client:
+            raw = client.execute_command("SENTINEL", "MASTER", SERVICE)
+        if isinstance(raw, dict):
+            return {_text(k): _text(v) for k, v in raw.items()}
+        return {_text(k): _text(v) for k, v in zip(raw[::2], raw[1::2], strict=True)}
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class RedisSentinel:
+    """A master, ``REPLICAS`` replicas and ``SENTINELS`` sentinels on loopback."""
+
+    binary: str
+    root: Path
+    servers: list[RedisServer] = field(default_factory=list)
+    sentinels: list[SentinelNode] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for i in range(1 + REPLICAS):
+            folder = self.root / f"redis-{i}"
+            folder.mkdir()
+            self.servers.append(RedisServer(self.binary, folder))
+        for i in range(SENTINELS):
+            folder = self.root / f"sentinel-{i}"
+            folder.mkdir()
+            self.sentinels.append(SentinelNode(self.binary, folder, self.servers[0].port))
+
+    @property
+    def url(self) -> str:
+        """The storage URL: every sentinel, and the service."""
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    def start(self) -> None:
+        """The master, its replicas (linked), then the sentinels, which find them all."""
+        master, *replicas = self.servers
+        master.start()
+        for replica in replicas:
+            replica.start()
+            with replica.client() as client:
+                client.execute_command("REPLICAOF", "127.0.0.1", master.port)
+        self._until(lambda: self._linked(master), "the replicas did not link")
+        for sentinel in self.sentinels:
+            sentinel.start()
+        self.wait_healthy()
+
+    def master(self) -> RedisServer:
+        """The server the sentinels name as master now."""
+        port = int(self.sentinels[0].master_state()["port"])
+        return next(s for s in self.servers if s.port == port)
+
+    def replicas(self) -> list[RedisServer]:
+        master = self.master()
+        return [s for s in self.servers if s is not master]
+
+    def rejoin(self, server: RedisServer) -> None:
+        """Start a killed server again, as a replica of the master named now."""
+        master = self.master()
+        assert server is not master, "the sentinels still name the killed server as master"
+        server.start()
+        with server.client() as client:
+            client.execute_command("REPLICAOF", "127.0.0.1", master.port)
+
+    def healthy(self) -> bool:
+        """Every sentinel names one master, up, with no failover under way, and
+        knows the other sentinels; the master has every replica linked."""
+        try:
+            states = [s.master_state() for s in self.sentinels]
+            if len({state["port"] for state in states}) != 1:
+                return False
+            for state in states:
+                if state["flags"] != "master" or state["num-other-sentinels"] != str(
+                    SENTINELS - 1
+                ):
+                    return False
+            return self._linked(self.master())
+        except (redis.RedisError, OSError, StopIteration):
+            return False
+
+    def _linked(self, master: RedisServer) -> bool:
+        """``master`` is a master with every other server replicating from it, in sync."""
+        try:
+            with master.client() as client:
+                replication = client.info("replication")
+        except (redis.RedisError, OSError):
+            return False
+        links = [
+            value
+            for key, value in replication.items()
+            if key.startswith("slave") and key[5:].isdigit()
+        ]
+        return (
+            replication["role"] == "master"
+            and len(links) == REPLICAS
+            and all(link["state"] == "online" for link in links)
+        )
+
+    def wait_healthy(self, timeout: float = READY_TIMEOUT_S) -> None:
+        self._until(self.healthy, "the sentinel group is unhealthy", timeout)
+
+    def _until(
+        self, condition: Callable[[], bool], what: str, timeout: float = READY_TIMEOUT_S
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                tails = "\n".join(n.log_tail(5) for n in [*self.servers, *self.sentinels])
+                raise RuntimeError(f"{what} after {timeout:g} s:\n{tails}")
+            time.sleep(POLL_S)  # polling a condition under a deadline
+
+    def flush(self) -> None:
+        """Empty the master (FLUSHALL, replicated); loaded scripts stay."""
+        self.master().flush()
+
+    def destroy(self) -> None:
+        """Kill every process and delete the group's files."""
+        try:
+            for node in [*self.sentinels, *self.servers]:
+                node.destroy()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[RedisSentinel]:
+    """A running master, two replicas and three sentinels for the whole session
+    (skipped locally when ``redis-server`` is missing, failed under ``CI=true``)."""
+    group = RedisSentinel(require_binary("redis-server"), temporary_root("rsentinel"))
+    try:
+        group.start()
+        yield group
+    finally:
+        group.destroy()
