@@ -42,6 +42,7 @@ them within milliseconds; a lease's expiry is compared against that clock).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -117,6 +118,22 @@ def _not_run(exc: BaseException | None) -> bool:
     return isinstance(exc, rex.ConnectionError) and _DEMOTED in str(exc)
 
 
+class _Sentinels(Sentinel):
+    """redis-py's ``Sentinel``, asking for the master one call at a time: its
+    ``discover_master`` swaps the sentinel that answered to the front of its
+    list after an await, and two calls at once (several tasks reconnecting
+    during a failover) can leave a sentinel twice in the list and drop another,
+    its connections with it (seen with redis-py 8.1)."""
+
+    def __init__(self, sentinels: list[tuple[str, int]], **kwargs: Any) -> None:
+        super().__init__(sentinels, **kwargs)
+        self._asking = asyncio.Lock()
+
+    async def discover_master(self, service_name: str) -> Any:
+        async with self._asking:
+            return await super().discover_master(service_name)
+
+
 class SentinelRunner(Runner):
     """Sends calls to the master the sentinels name, again while none takes them."""
 
@@ -176,7 +193,7 @@ class RedisSentinelStorage(RedisStorage):
         self.url = url
         self.options = o
         self._wait = (o.wait_replicas, o.wait_timeout_ms) if o.wait_replicas else None
-        self._sentinel: Sentinel | None = None
+        self._sentinel: _Sentinels | None = None
 
     def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:
         o, target = self.options, self.sentinel_url
@@ -186,7 +203,7 @@ class RedisSentinelStorage(RedisStorage):
             "socket_connect_timeout": o.connect_timeout_ms / 1000,
         }
         sentinel_tls = {"ssl": True, **tls} if tls else {}
-        self._sentinel = Sentinel(
+        self._sentinel = _Sentinels(
             list(target.sentinels),
             sentinel_kwargs={**sockets, "retry": Retry(NoBackoff(), 0), **sentinel_tls},
         )
