@@ -153,9 +153,7 @@ class RedisSentinel:
             if len({state["port"] for state in states}) != 1:
                 return False
             for state in states:
-                if state["flags"] != "master" or state["num-other-sentinels"] != str(
-                    SENTINELS - 1
-                ):
+                if state["flags"] != "master" or state["num-other-sentinels"] != str(SENTINELS - 1):
                     return False
             return self._linked(self.master())
         except (redis.RedisError, OSError, StopIteration):

@@ -126,7 +126,7 @@ class _Sentinels(Sentinel):
     its connections with it (seen with redis-py 8.1)."""
 
     def __init__(self, sentinels: list[tuple[str, int]], **kwargs: Any) -> None:
-        super().__init__(sentinels, **kwargs)
+        super().__init__(sentinels, **kwargs)  # type: ignore[no-untyped-call]  # redis-py untyped
         self._asking = asyncio.Lock()
 
     async def discover_master(self, service_name: str) -> Any:
