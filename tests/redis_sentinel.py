@@ -1,12 +1,14 @@
-"""A throwaway Redis master with two replicas watched by three sentinels, from the real binaries.
+"""A throwaway Redis master and its replica watched by three sentinels, from the real binaries.
 
-Three ``redis-server`` processes (``redis_server.RedisServer``: loopback, no
-persistence), two of them made replicas of the first with ``REPLICAOF``, then
+Two ``redis-server`` processes (``redis_server.RedisServer``: loopback, no
+persistence), the second made a replica of the first with ``REPLICAOF``, then
 three ``redis-server --sentinel`` processes monitoring the master as
 ``SERVICE`` with a quorum of two. ``start`` waits, under a deadline, until
 ``healthy``: every sentinel names the same master, sees it up and knows the two
-other sentinels, and the master has both replicas linked (so ``WAIT 1`` is
-answered at once).
+other sentinels, and the master has its replica linked (so ``WAIT 1`` is
+answered at once). One replica, so that with ``wait_replicas=1`` the replica
+the sentinels promote is the one that acknowledged every write (with two,
+Sentinel might promote the other: ``storage_plugins/redis/sentinel.py``).
 
 ``kill`` (SIGKILL, on ``master()``) and the sentinels promote a replica after
 ``DOWN_AFTER_MS``; ``rejoin`` starts the killed node again as a replica of the
@@ -33,7 +35,7 @@ from tests.redis_server import RedisServer
 from tests.servers import POLL_S, LocalServer, free_port, require_binary, temporary_root
 
 SERVICE = "dejaq-master"
-REPLICAS = 2
+REPLICAS = 1  # see above
 SENTINELS = 3
 QUORUM = 2
 DOWN_AFTER_MS = 1000
@@ -205,7 +207,7 @@ class RedisSentinel:
 
 @pytest.fixture(scope="session")
 def redis_sentinel() -> Iterator[RedisSentinel]:
-    """A running master, two replicas and three sentinels for the whole session
+    """A running master, its replica and three sentinels for the whole session
     (skipped locally when ``redis-server`` is missing, failed under ``CI=true``)."""
     group = RedisSentinel(require_binary("redis-server"), temporary_root("rsentinel"))
     try:

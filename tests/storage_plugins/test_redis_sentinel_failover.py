@@ -1,7 +1,8 @@
 """``redis+sentinel://`` through the master's death: with ``wait_replicas=1`` a master
 killed with ``kill -9`` while a producer and two consumers run is replaced by a
 replica the sentinels promote, the same storage instances keep working without
-a restart, no acknowledged produce or ack is lost, nothing is leased early, and
+a restart (their calls refused until the killed server is back as the new
+master's replica, as WAIT 1 wants one), no acknowledged produce or ack is lost, nothing is leased early, and
 no message is held by two consumers at once. The killed server is started again
 as a replica, and the session's group is healthy for later tests."""
 
@@ -38,7 +39,7 @@ async def test_a_killed_master_loses_no_acknowledged_produce_or_ack(
     redis_sentinel: RedisSentinel,
 ) -> None:
     # Given two storages (two brokers) on the sentinels' master, each call
-    # waiting for one of its two replicas
+    # waiting for its replica
     redis_sentinel.flush()
     url = f"{redis_sentinel.url}?wait_replicas=1&wait_timeout_ms=1000"
     storages = [storage_from_url(url), storage_from_url(url)]
