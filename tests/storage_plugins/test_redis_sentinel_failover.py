@@ -1,10 +1,10 @@
 """``redis+sentinel://`` through the master's death: with ``wait_replicas=1`` a master
-killed with ``kill -9`` while a producer and two consumers run is replaced by a
-replica the sentinels promote, the same storage instances keep working without
-a restart (their calls refused until the killed server is back as the new
-master's replica, as WAIT 1 wants one), no acknowledged produce or ack is lost, nothing is leased early, and
-no message is held by two consumers at once. The killed server is started again
-as a replica, and the session's group is healthy for later tests."""
+killed with ``kill -9`` while a producer and two consumers run is replaced by the
+replica the sentinels promote, and the same storage instances keep working
+without a restart (their calls refused until the killed server is back as the
+new master's replica, as WAIT 1 wants one). No acknowledged produce or ack is
+lost, nothing is leased early, and no message is held by two consumers at once.
+The session's group is healthy again for later tests."""
 
 from __future__ import annotations
 
