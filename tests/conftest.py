@@ -43,6 +43,7 @@ SERVER_FIXTURES = frozenset(
         "redis_cluster",
         "tls_redis_cluster",
         "redis_sentinel",
+        "tls_redis_sentinel",
         "tls_redis_server",
         "own_redis",
         "postgres_server",

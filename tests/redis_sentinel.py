@@ -18,6 +18,8 @@ which they rewrite as the group changes.
 
 The session fixture ``redis_sentinel`` yields the running group; the storage
 URL factory calls ``flush`` (FLUSHALL on the master) so each test starts empty.
+``tls_redis_sentinel`` is a group that speaks only TLS with client
+certificates: clients, replication and the sentinels' own links.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 
+from tests.certs import Certs
+from tests.redis_cluster import tls_client
 from tests.redis_server import RedisServer
 from tests.servers import POLL_S, LocalServer, free_port, require_binary, temporary_root
 
@@ -53,18 +58,28 @@ class SentinelNode(LocalServer):
     root: Path
     master_port: int
     port: int = field(default_factory=free_port)
+    tls: Certs | None = None  # TLS only, its links to servers and sentinels too
 
     @property
     def log(self) -> Path:
         return self.root / "sentinel.log"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
+        return redis.Redis(
+            port=self.port, socket_timeout=2, socket_connect_timeout=2, **tls_client(self.tls)
+        )
 
     def _launch(self) -> None:
         config = self.root / "sentinel.conf"
+        listen = f"port {self.port}\n"
+        if self.tls is not None:
+            listen = (
+                f"port 0\ntls-port {self.port}\ntls-replication yes\ntls-auth-clients yes\n"
+                f"tls-cert-file {self.tls.server.cert}\ntls-key-file {self.tls.server.key}\n"
+                f"tls-ca-cert-file {self.tls.ca}\n"
+            )
         config.write_text(
-            f"port {self.port}\nbind 127.0.0.1\ndir {self.root}\nlogfile {self.log}\n"
+            f"{listen}bind 127.0.0.1\ndir {self.root}\nlogfile {self.log}\n"
             f"sentinel monitor {SERVICE} 127.0.0.1 {self.master_port} {QUORUM}\n"
             f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
@@ -98,6 +113,7 @@ class RedisSentinel:
 
     binary: str
     root: Path
+    tls: Certs | None = None
     servers: list[RedisServer] = field(default_factory=list)
     sentinels: list[SentinelNode] = field(default_factory=list)
 
@@ -105,26 +121,39 @@ class RedisSentinel:
         for i in range(1 + REPLICAS):
             folder = self.root / f"redis-{i}"
             folder.mkdir()
-            self.servers.append(RedisServer(self.binary, folder))
+            self.servers.append(RedisServer(self.binary, folder, tls=self.tls))
+        master_port = self.servers[0].port
         for i in range(SENTINELS):
             folder = self.root / f"sentinel-{i}"
             folder.mkdir()
-            self.sentinels.append(SentinelNode(self.binary, folder, self.servers[0].port))
+            self.sentinels.append(SentinelNode(self.binary, folder, master_port, tls=self.tls))
 
     @property
     def url(self) -> str:
         """The storage URL: every sentinel, and the service."""
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
-        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+        if self.tls is None:
+            return f"redis+sentinel://{hosts}/{SERVICE}/0"
+        options = urlsplit(self.servers[0].url).query  # the rediss:// URL's TLS options
+        return f"rediss+sentinel://{hosts}/{SERVICE}/0?{options}"
+
+    def _follow(self, server: RedisServer, master: RedisServer) -> None:
+        """Make ``server`` a replica of ``master`` (over TLS in a TLS group)."""
+        with server.client() as client:
+            if self.tls is not None:
+                client.config_set("tls-replication", "yes")
+            client.execute_command("REPLICAOF", "127.0.0.1", master.port)
 
     def start(self) -> None:
         """The master, its replicas (linked), then the sentinels, which find them all."""
         master, *replicas = self.servers
         master.start()
+        if self.tls is not None:  # it may be demoted: then it replicates over TLS too
+            with master.client() as client:
+                client.config_set("tls-replication", "yes")
         for replica in replicas:
             replica.start()
-            with replica.client() as client:
-                client.execute_command("REPLICAOF", "127.0.0.1", master.port)
+            self._follow(replica, master)
         self._until(lambda: self._linked(master), "the replicas did not link")
         for sentinel in self.sentinels:
             sentinel.start()
@@ -144,8 +173,7 @@ class RedisSentinel:
         master = self.master()
         assert server is not master, "the sentinels still name the killed server as master"
         server.start()
-        with server.client() as client:
-            client.execute_command("REPLICAOF", "127.0.0.1", master.port)
+        self._follow(server, master)
 
     def healthy(self) -> bool:
         """Every sentinel names one master, up, with no failover under way, and
@@ -203,6 +231,19 @@ class RedisSentinel:
                 node.destroy()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tls_redis_sentinel(certs: Certs) -> Iterator[RedisSentinel]:
+    """A group that takes only TLS with a client certificate, everywhere."""
+    group = RedisSentinel(
+        require_binary("redis-server"), temporary_root("rsentinel-tls"), tls=certs
+    )
+    try:
+        group.start()
+        yield group
+    finally:
+        group.destroy()
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,11 @@ import time
 import pytest
 
 from dejaq.core.errors import InvalidArgument, StorageUnavailable
+from dejaq.core.model import Counts
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis.sentinel import RedisSentinelStorage, parse_sentinel_url
-from tests.redis_sentinel import SERVICE, RedisSentinel
+from tests.redis_sentinel import SERVICE, RedisSentinel, tls_redis_sentinel  # noqa: F401 - fixture
 from tests.storage_plugins.redis_support import HANG_GUARD_S, NOW, T, given_topic, msg, opened
 
 # -- URL ------------------------------------------------------------------------
@@ -106,3 +107,28 @@ async def test_with_wait_replicas_a_lease_no_replica_took_is_refused(
                 assert process is not None
                 process.send_signal(signal.SIGCONT)
     redis_sentinel.wait_healthy()
+
+
+# -- TLS ------------------------------------------------------------------------
+
+
+async def test_messages_go_through_a_tls_sentinel_group(
+    tls_redis_sentinel: RedisSentinel,  # noqa: F811 - the fixture
+) -> None:
+    # Given sentinels and servers that take only TLS with a client certificate
+    tls_redis_sentinel.flush()
+    assert tls_redis_sentinel.url.startswith("rediss+sentinel://")
+    async with opened(f"{tls_redis_sentinel.url}&wait_replicas=1") as storage:
+        # When messages are produced, leased and acked through them
+        await given_topic(storage)
+        await storage.insert(T, [msg(f"m{i}") for i in range(20)])
+        leases = await storage.lease(LeaseRequest(T, None, NOW, 100, 1_000, "c"))
+        outcomes = await storage.ack(T, [(m.id, m.version) for m in leases.delivered], "c", NOW)
+        # Then all of them went through, and the replica acknowledged every call
+        assert len(leases.delivered) == len(outcomes) == 20
+        assert await storage.counts(T, NOW) == Counts()
+    # And without a client certificate the sentinels are not even asked
+    bare = tls_redis_sentinel.url.split("&ssl_certfile")[0] + "&socket_timeout_ms=300"
+    with pytest.raises(StorageUnavailable):
+        async with opened(bare):
+            pass
