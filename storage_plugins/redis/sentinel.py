@@ -44,9 +44,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from redis import exceptions as rex
@@ -65,6 +66,7 @@ from dejaq.storage_plugins.redis.storage import RedisStorage
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 # redis-py's word, on a connection it dropped because its server answered READONLY.
 _DEMOTED = "is now a slave"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     return SentinelUrl(tuple(sentinels), unquote(service), int(db or 0), options, stand_in)
 
 
-def _not_run(exc: BaseException | None) -> bool:
+def ran_nothing(exc: BaseException | None) -> bool:
     """Nothing of the batch ran on a master: no connection could be made, the
     sentinels know no master now, or the server was a replica."""
     if isinstance(exc, MasterNotFoundError) or refused_connection(exc):
@@ -142,34 +144,29 @@ class SentinelRunner(Runner):
         self._deadline_s = deadline_s
 
     async def load(self) -> None:
-        deadline = Deadline(self._deadline_s)
-        while True:
-            try:
-                return await super().load()
-            except StorageUnavailable as exc:
-                self._give_up_unless_not_run(exc, deadline)
-            await deadline.pause()
+        await self._until_taken(super().load)
 
     async def _send(
         self, calls: Sequence[Call], atomic: bool, wait: tuple[int, int] | None
     ) -> tuple[list[Any], int]:
+        return await self._until_taken(partial(super()._send, calls, atomic, wait))
+
+    async def _until_taken(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()`` again, a pause apart, while it fails having run nothing,
+        until the deadline; a failure that may have run something is raised at once."""
         deadline = Deadline(self._deadline_s)
         while True:
             try:
-                return await super()._send(calls, atomic, wait)
+                return await attempt()
             except StorageUnavailable as exc:
-                self._give_up_unless_not_run(exc, deadline)
+                if not ran_nothing(exc.__cause__):
+                    raise
+                if deadline.passed():
+                    raise StorageUnavailable(
+                        f"redis sentinel: no master took the call within {deadline.seconds:g} s"
+                        f" (failover under way?): {exc}"
+                    ) from exc
             await deadline.pause()
-
-    def _give_up_unless_not_run(self, exc: StorageUnavailable, deadline: Deadline) -> None:
-        """Raise ``exc`` when the call may have run, or its time is up."""
-        if not _not_run(exc.__cause__):
-            raise exc
-        if deadline.passed():
-            raise StorageUnavailable(
-                f"redis sentinel: no master took the call within {deadline.seconds:g} s"
-                f" (failover under way?): {exc}"
-            ) from exc
 
 
 class RedisSentinelStorage(RedisStorage):
@@ -188,11 +185,11 @@ class RedisSentinelStorage(RedisStorage):
 
     def __init__(self, url: str) -> None:
         self.sentinel_url = parse_sentinel_url(url)
-        o = self.sentinel_url.options
+        # RedisStorage reads the same options from a redis:// URL; the master's
+        # credentials and the sentinels' addresses are this class's.
         super().__init__(self.sentinel_url.redis_url)
         self.url = url
-        self.options = o
-        self._wait = (o.wait_replicas, o.wait_timeout_ms) if o.wait_replicas else None
+        self.options = self.sentinel_url.options
         self._sentinel: _Sentinels | None = None
 
     def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:

@@ -10,12 +10,18 @@ import signal
 import time
 
 import pytest
+from redis import exceptions as rex
+from redis.asyncio.sentinel import MasterNotFoundError
 
 from dejaq.core.errors import InvalidArgument, StorageUnavailable
 from dejaq.core.model import Counts
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest
-from dejaq.storage_plugins.redis.sentinel import RedisSentinelStorage, parse_sentinel_url
+from dejaq.storage_plugins.redis.sentinel import (
+    RedisSentinelStorage,
+    parse_sentinel_url,
+    ran_nothing,
+)
 from tests.redis_sentinel import SERVICE, RedisSentinel, tls_redis_sentinel  # noqa: F401 - fixture
 from tests.storage_plugins.redis_support import HANG_GUARD_S, NOW, T, given_topic, msg, opened
 
@@ -59,6 +65,26 @@ def test_a_tls_sentinel_url_takes_the_rediss_options() -> None:
 def test_a_bad_sentinel_url_is_refused_by_name(bad: str) -> None:
     with pytest.raises(InvalidArgument):
         storage_from_url(bad)
+
+
+# -- what is sent again -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cause", "sent_again"),
+    [
+        (MasterNotFoundError("No master found for 'm'"), True),  # the sentinels have it down
+        (rex.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Refused."), True),
+        (rex.ConnectionError("The previous master is now a slave"), True),  # READONLY
+        (rex.ConnectionError("Connection closed by server."), False),  # after sending
+        (rex.TimeoutError("Timeout reading from socket"), False),
+        (None, False),  # fewer replicas acknowledged than asked: the call ran
+    ],
+)
+def test_only_a_call_that_ran_nothing_is_sent_again(
+    cause: BaseException | None, sent_again: bool
+) -> None:
+    assert ran_nothing(cause) is sent_again
 
 
 # -- no master ------------------------------------------------------------------
