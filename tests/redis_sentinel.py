@@ -12,8 +12,8 @@ Sentinel might promote the other: ``storage_plugins/redis/sentinel.py``).
 
 ``kill`` (SIGKILL, on ``master()``) and the sentinels promote a replica after
 ``DOWN_AFTER_MS``; ``rejoin`` starts the killed node again as a replica of the
-new master (a node without persistence must not come back as a master: it
-would be empty). The sentinels are started with their own config files,
+new master, once every sentinel names that one (a node without persistence
+must not come back as a master a sentinel still names: it would be empty). The sentinels are started with their own config files,
 which they rewrite as the group changes.
 
 The session fixture ``redis_sentinel`` yields the running group; the storage
@@ -164,14 +164,24 @@ class RedisSentinel:
         port = int(self.sentinels[0].master_state()["port"])
         return next(s for s in self.servers if s.port == port)
 
+    def promoted_everywhere(self, killed: RedisServer) -> bool:
+        """Every sentinel names a master other than ``killed``: a client asking any
+        of them can no longer be sent to it once it is back."""
+        try:
+            return all(int(s.master_state()["port"]) != killed.port for s in self.sentinels)
+        except (redis.RedisError, OSError):
+            return False
+
     def replicas(self) -> list[RedisServer]:
         master = self.master()
         return [s for s in self.servers if s is not master]
 
     def rejoin(self, server: RedisServer) -> None:
-        """Start a killed server again, as a replica of the master named now."""
+        """Start a killed server again, as a replica of the master named now. Only
+        once every sentinel has promoted another: until its REPLICAOF it is an empty
+        master, which a sentinel still naming it would send clients to."""
+        assert self.promoted_everywhere(server), "a sentinel still names the killed server"
         master = self.master()
-        assert server is not master, "the sentinels still name the killed server as master"
         server.start()
         self._follow(server, master)
 

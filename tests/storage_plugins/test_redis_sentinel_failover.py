@@ -25,9 +25,9 @@ async def kill_the_master_mid_run(group: RedisSentinel, ledger: Ledger) -> int:
     await ledger.until_produced(KILL_AFTER)
     victim = group.master()
     victim.kill()  # SIGKILL
-    # The sentinels promote a replica; only then may the killed server (no
-    # persistence: empty) come back, as a replica of the new master.
-    while group.master() is victim:
+    # The sentinels promote a replica; only once every one of them names it may
+    # the killed server (no persistence: empty) come back, as its replica.
+    while not group.promoted_everywhere(victim):
         assert time.monotonic() < ledger.deadline, "the sentinels promoted no replica"
         await asyncio.sleep(POLL_S)  # polling the sentinels under the run's deadline
     group.rejoin(victim)
