@@ -13,8 +13,9 @@ Sentinel might promote the other: ``storage_plugins/redis/sentinel.py``).
 ``kill`` (SIGKILL, on ``master()``) and the sentinels promote a replica after
 ``DOWN_AFTER_MS``; ``rejoin`` starts the killed node again as a replica of the
 new master, once every sentinel names that one (a node without persistence
-must not come back as a master a sentinel still names: it would be empty). The sentinels are started with their own config files,
-which they rewrite as the group changes.
+must not come back as a master a sentinel still names: it would be empty).
+The sentinels are started with their own config files, which they rewrite as
+the group changes.
 
 The session fixture ``redis_sentinel`` yields the running group; the storage
 URL factory calls ``flush`` (FLUSHALL on the master) so each test starts empty.
