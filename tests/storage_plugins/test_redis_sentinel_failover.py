@@ -30,7 +30,7 @@ async def kill_the_master_mid_run(group: RedisSentinel, ledger: Ledger) -> int:
     while not group.promoted_everywhere(victim):
         assert time.monotonic() < ledger.deadline, "the sentinels promoted no replica"
         await asyncio.sleep(POLL_S)  # polling the sentinels under the run's deadline
-    group.rejoin(victim)
+    await asyncio.to_thread(group.rejoin, victim)
     await asyncio.to_thread(group.wait_healthy)
     return victim.port
 
