@@ -21,6 +21,8 @@ BACKENDS: dict[str, tuple[str, str, str | None]] = {
     "rediss": ("dejaq.storage_plugins.redis.storage", "RedisStorage", "redis"),
     "redis+cluster": ("dejaq.storage_plugins.redis.cluster", "RedisClusterStorage", "redis"),
     "rediss+cluster": ("dejaq.storage_plugins.redis.cluster", "RedisClusterStorage", "redis"),
+    "redis+sentinel": ("dejaq.storage_plugins.redis.sentinel", "RedisSentinelStorage", "redis"),
+    "rediss+sentinel": ("dejaq.storage_plugins.redis.sentinel", "RedisSentinelStorage", "redis"),
     "postgresql": ("dejaq.storage_plugins.postgres.storage", "PostgresStorage", "postgres"),
     "postgres": ("dejaq.storage_plugins.postgres.storage", "PostgresStorage", "postgres"),
 }

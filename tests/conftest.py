@@ -36,12 +36,14 @@ FAST_PATHS = (
     "tests/test_packaging.py",
 )
 # Backends that run as a server of their own, and the fixtures that start one.
-SERVED_BACKENDS = frozenset({"redis", "redis-cluster", "postgres"})
+SERVED_BACKENDS = frozenset({"redis", "redis-cluster", "redis-sentinel", "postgres"})
 SERVER_FIXTURES = frozenset(
     {
         "redis_server",
         "redis_cluster",
         "tls_redis_cluster",
+        "redis_sentinel",
+        "tls_redis_sentinel",
         "tls_redis_server",
         "own_redis",
         "postgres_server",

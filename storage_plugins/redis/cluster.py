@@ -46,7 +46,6 @@ retry finds as duplicates.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +57,7 @@ from redis.backoff import NoBackoff
 from dejaq.core.errors import StorageError, StorageUnavailable
 from dejaq.storage_plugins.redis import keys
 from dejaq.storage_plugins.redis import scripts as lua
+from dejaq.storage_plugins.redis.retry import Deadline, refused_connection
 from dejaq.storage_plugins.redis.scripts import Call, Runner, storage_error
 from dejaq.storage_plugins.redis.storage import RedisStorage
 
@@ -66,7 +66,6 @@ _NOT_RUN = (rex.AskError, rex.TryAgainError, rex.ClusterDownError, rex.SlotNotCo
 # A script's first command failed: its slot is moving, or not served (MOVE_GUARD).
 _GUARD_FAILED = ("non local key", "slot not served")
 _KEYLESS = frozenset({"PING", "TIME"})
-RETRY_PAUSE_S = 0.05  # between two tries while the cluster settles a failover or a move
 
 
 class ClusterRunner(Runner):
@@ -157,7 +156,7 @@ class ClusterRunner(Runner):
     ) -> tuple[list[Any], int, dict[int, StorageUnavailable]]:
         """The replies, the fewest replicas any master acknowledged, and (``each``)
         the calls a master failed after sending them (instead of raising)."""
-        deadline = time.monotonic() + self._deadline_s
+        deadline = Deadline(self._deadline_s)
         replies: list[Any] = [None] * len(calls)
         failed: dict[int, StorageUnavailable] = {}
         todo = list(range(len(calls)))
@@ -179,7 +178,7 @@ class ClusterRunner(Runner):
             for (node, indexes), result in zip(nodes, sent, strict=True):
                 if isinstance(result, BaseException):
                     self._stale = True
-                    if _refused_connection(result):
+                    if refused_connection(result):
                         again += indexes
                         continue
                     if not each:
@@ -207,13 +206,13 @@ class ClusterRunner(Runner):
                             f" replicas acknowledged the write within {wait[1]} ms"
                         )
                         failed.update(dict.fromkeys(answered, error))
-            if again and time.monotonic() > deadline:
+            if again and deadline.passed():
                 raise StorageUnavailable(
                     f"redis cluster: {len(again)} commands still refused after"
                     f" {self._deadline_s:g} s (failover or slot move under way)"
                 )
             if again:
-                await asyncio.sleep(RETRY_PAUSE_S)
+                await deadline.pause()
             todo = sorted(again)
         return replies, acked, failed
 
@@ -261,11 +260,6 @@ def _not_run(reply: Any) -> bool:
     if isinstance(reply, _NOT_RUN):
         return True
     return isinstance(reply, rex.ResponseError) and any(m in str(reply) for m in _GUARD_FAILED)
-
-
-def _refused_connection(exc: BaseException) -> bool:
-    """The node could not be connected to: nothing of the batch was sent."""
-    return isinstance(exc, rex.ConnectionError) and "connecting to" in str(exc)
 
 
 def _text(value: Any) -> str:

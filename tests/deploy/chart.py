@@ -42,6 +42,15 @@ VALUE_SETS: dict[str, Values] = {
         **OWN_STORAGE,
         "storage": {"existingSecret": "dejaq-storage"},
     },
+    # A master behind Sentinel, its password from a Secret filled in by the kubelet.
+    "sentinel-url": {
+        **ANONYMOUS,
+        **OWN_STORAGE,
+        "storage": {
+            "url": "redis+sentinel://sentinel-0.data:26379,sentinel-1.data:26379/mymaster/0",
+            "passwordSecret": {"name": "redis-password"},
+        },
+    },
     "sqlite-one-broker": {
         **ANONYMOUS,
         **OWN_STORAGE,

@@ -24,6 +24,7 @@ import pytest
 from dejaq.storage_plugins import Storage, storage_from_url
 from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
 from tests.redis_cluster import RedisCluster, redis_cluster  # noqa: F401 - fixture
+from tests.redis_sentinel import RedisSentinel, redis_sentinel  # noqa: F401 - fixture
 from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
 from tests.servers import require_binary
 
@@ -56,12 +57,19 @@ def _redis_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return cluster.url
 
 
+def _redis_sentinel(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    group: RedisSentinel = request.getfixturevalue("redis_sentinel")
+    group.flush()
+    return group.url
+
+
 BACKENDS: dict[str, UrlFactory] = {
     "memory": _memory,
     "sqlite": _sqlite,
     "postgres": _postgres,
     "redis": _redis,
     "redis-cluster": _redis_cluster,
+    "redis-sentinel": _redis_sentinel,
 }
 
 
@@ -77,7 +85,7 @@ async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 
 # Backends whose store two Storage instances (two brokers) can share.
-SHARED = ("sqlite", "postgres", "redis", "redis-cluster")
+SHARED = ("sqlite", "postgres", "redis", "redis-cluster", "redis-sentinel")
 
 
 @pytest.fixture(params=SHARED)

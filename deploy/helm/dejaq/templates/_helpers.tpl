@@ -59,9 +59,10 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* With storage.passwordSecret: the URL with $(STORAGE_PASSWORD) as its password,
 which the kubelet fills in from the Secret (postgresql://dejaq@db/d becomes
-postgresql://dejaq:$(STORAGE_PASSWORD)@db/d, redis://r:6379/0 redis://:$(...)@r:6379/0). */}}
+postgresql://dejaq:$(STORAGE_PASSWORD)@db/d, redis://r:6379/0 redis://:$(...)@r:6379/0,
+redis+sentinel://s1:26379,s2:26379/m/0 redis+sentinel://:$(...)@s1:26379,s2:26379/m/0). */}}
 {{- define "dejaq.storageUrlWithPassword" -}}
-{{- regexReplaceAll "^([a-z]+://)(?:([^:@/]*)@)?" .Values.storage.url "${1}${2}:$$(STORAGE_PASSWORD)@" -}}
+{{- regexReplaceAll "^([a-z+]+://)(?:([^:@/]*)@)?" .Values.storage.url "${1}${2}:$$(STORAGE_PASSWORD)@" -}}
 {{- end -}}
 
 {{/* The storage URL the chart knows (empty with storage.existingSecret). */}}

@@ -62,7 +62,7 @@ cannot honour yet. Included by the Deployment, so `helm template` and
 {{- if or (not $.Values.storage.url) $.Values.redis.enabled -}}
 {{- fail "storage.passwordSecret fills in the password of storage.url: set storage.url (without a password) and redis.enabled=false" -}}
 {{- end -}}
-{{- if regexMatch "^[a-z]+://[^@/]*:[^@/]*@" $.Values.storage.url -}}
+{{- if regexMatch "^[a-z+]+://[^@/]*:[^@/]*@" $.Values.storage.url -}}
 {{- fail "storage.url already carries a password: drop it from the URL when storage.passwordSecret gives it" -}}
 {{- end -}}
 {{- end -}}

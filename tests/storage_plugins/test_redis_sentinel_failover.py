@@ -1,0 +1,70 @@
+"""``redis+sentinel://`` through the master's death: with ``wait_replicas=1`` a master
+killed with ``kill -9`` while a producer and two consumers run is replaced by the
+replica the sentinels promote, and the same storage instances keep working
+without a restart (their calls refused until the killed server is back as the
+new master's replica, as WAIT 1 wants one). No acknowledged produce or ack is
+lost, nothing is leased early, and no message is held by two consumers at once.
+The session's group is healthy again for later tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from dejaq.core.model import Topic, TopicSettings
+from dejaq.storage_plugins import storage_from_url
+from tests.redis_sentinel import RedisSentinel
+from tests.servers import POLL_S
+from tests.storage_plugins.cluster_load import BUCKETS, RUN_TIMEOUT_S, Ledger, now_ms
+
+TOPIC = "failover"
+KILL_AFTER = 600  # acknowledged messages before the kill
+
+
+async def kill_the_master_mid_run(group: RedisSentinel, ledger: Ledger) -> int:
+    await ledger.until_produced(KILL_AFTER)
+    victim = group.master()
+    victim.kill()  # SIGKILL
+    # The sentinels promote a replica; only once every one of them names it may
+    # the killed server (no persistence: empty) come back, as its replica.
+    while not group.promoted_everywhere(victim):
+        assert time.monotonic() < ledger.deadline, "the sentinels promoted no replica"
+        await asyncio.sleep(POLL_S)  # polling the sentinels under the run's deadline
+    await asyncio.to_thread(group.rejoin, victim)
+    await asyncio.to_thread(group.wait_healthy)
+    return victim.port
+
+
+async def test_a_killed_master_loses_no_acknowledged_produce_or_ack(
+    redis_sentinel: RedisSentinel,
+) -> None:
+    # Given two storages (two brokers) on the sentinels' master, each call
+    # waiting for its replica
+    redis_sentinel.flush()
+    url = f"{redis_sentinel.url}?wait_replicas=1&wait_timeout_ms=1000"
+    storages = [storage_from_url(url), storage_from_url(url)]
+    for storage in storages:
+        await storage.open()
+    try:
+        await storages[0].create_topic(Topic(TOPIC, TopicSettings(buckets=BUCKETS)))
+        ledger = Ledger(TOPIC, time.monotonic() + RUN_TIMEOUT_S)
+        # When a producer and two consumers run and the master is killed mid-run
+        killed, *_ = await asyncio.gather(
+            kill_the_master_mid_run(redis_sentinel, ledger),
+            ledger.produce(storages[0]),
+            ledger.consume(storages[0], "consumer-a"),
+            ledger.consume(storages[1], "consumer-b"),
+        )
+        # Then a replica took over from the killed master
+        assert redis_sentinel.master().port != killed
+        # And every acknowledged produce was delivered and acked, none early,
+        # none held by two consumers at once, no acked message leased again
+        ledger.assert_nothing_lost_early_or_held_twice()
+        # And the store is empty (no acknowledged ack lost)
+        counts = await ledger.retried(lambda: storages[1].counts(TOPIC, now_ms()))
+        assert (counts.waiting, counts.due, counts.leased) == (0, 0, 0)
+        print(f"sentinel failover: longest call {ledger.longest_call_s * 1000:.0f} ms")
+    finally:
+        for storage in storages:
+            await storage.close()
+        await asyncio.to_thread(redis_sentinel.wait_healthy)
