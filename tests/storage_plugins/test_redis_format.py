@@ -59,15 +59,24 @@ def _set_format(store: Store, version: str) -> None:
 
 
 def _to_version_1(store: Store, topic: str, slots: int) -> int:
-    """Rewrite a topic's records and payloads in the version 1 layout (a hash
-    ``m:<id>`` and a string ``p:<id>`` a message; the sorted sets are the same
-    in both): the raw keys a version 1 broker wrote. The count of messages."""
+    """Rewrite a topic's slots in the version 1 layout: each slot's keys under
+    its plain tag ``<topic>:<index>``, and a hash ``m:<id>`` and a string
+    ``p:<id>`` a message (the sorted sets are the same in both), the raw keys a
+    version 1 broker wrote. The count of messages."""
     count = 0
     for index in range(slots):
-        s = Slot(topic, index)
+        s, old = Slot(topic, index, slots), Slot.format1(topic, index, slots)
         with _node(store, s.records).client() as client:  # type: ignore[attr-defined]
             records = client.hgetall(s.records)
             payloads = client.hgetall(s.payloads)
+            client.delete(s.records, s.payloads)
+            rest = [k.decode() for k in client.keys(_glob(s.prefix) + "*")]
+            dumps = {k.removeprefix(s.prefix): client.dump(k) for k in rest}
+            if rest:
+                client.delete(*rest)
+        with _node(store, old.records).client() as client:  # type: ignore[attr-defined]
+            for suffix, dumped in dumps.items():
+                client.restore(old.prefix + suffix, 0, dumped, replace=True)
             for raw_id, packed in records.items():
                 id, r = raw_id.decode(), redis_record.decode(packed)
                 fields = {"ts": r.ts, "v": r.version, "n": r.deliveries, "b": r.bucket}
@@ -76,12 +85,16 @@ def _to_version_1(store: Store, topic: str, slots: int) -> int:
                     fields["o"] = r.owner
                 if r.priority:
                     fields["p"] = r.priority
-                client.hset(s.v1_record(id), mapping=fields)  # type: ignore[arg-type]
+                client.hset(old.v1_record(id), mapping=fields)  # type: ignore[arg-type]
                 payload = r.payload if r.payload is not None else payloads[raw_id]
-                client.set(s.v1_payload(id), payload)
+                client.set(old.v1_payload(id), payload)
                 count += 1
-            client.delete(s.records, s.payloads)
     return count
+
+
+def _glob(text: str) -> str:
+    """``text`` as a literal in a KEYS pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 async def test_a_new_store_is_marked_with_this_layout_s_version(
