@@ -27,7 +27,8 @@ MOST_SLOTS_MOVED = 400  # the move takes the first slots of a master: keep it sh
 
 
 def hash_slots(topic: str) -> list[int]:
-    return [key_slot(redis_keys.Slot(topic, i, CLUSTER_TOPIC_SLOTS).prefix.encode()) for i in range(CLUSTER_TOPIC_SLOTS)]
+    n = CLUSTER_TOPIC_SLOTS
+    return [key_slot(redis_keys.Slot(topic, i, n).prefix.encode()) for i in range(n)]
 
 
 def a_topic_near_a_range_start(cluster: RedisCluster) -> tuple[str, int, ClusterNode, int]:

@@ -4,6 +4,7 @@ Cluster's hash slots, so a topic spreads evenly over masters that share them."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import string
 
@@ -33,7 +34,7 @@ def test_the_ranges_cover_the_hash_slots_and_meet_the_masters_of_a_created_clust
     for slots in (5, 6, 7, 12):
         bounds = [hash_range(i, slots) for i in range(slots)]
         assert bounds[0][0] == 0 and bounds[-1][1] == redis_keys.HASH_SLOTS
-        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
     assert {hash_range(2 * i, 6)[0] for i in range(3)} == {0, 5461, 10923}
 
 
@@ -46,9 +47,7 @@ def test_a_tag_is_plain_when_it_lands_in_its_range_and_suffixed_only_when_not() 
                 assert tag == plain
             else:
                 k = int(tag.removeprefix(plain + ":"))
-                assert all(
-                    not lo <= key_slot(f"{plain}:{j}".encode()) < hi for j in range(1, k)
-                )
+                assert all(not lo <= key_slot(f"{plain}:{j}".encode()) < hi for j in range(1, k))
 
 
 def test_one_slot_keeps_the_plain_tag_and_the_first_layout_s_tag_is_kept_apart() -> None:
