@@ -36,6 +36,7 @@ from dejaq.core.errors import DejaqError
 from dejaq.driver import Admin, Client, Consumer, Producer
 from dejaq.driver.producer import Outgoing
 from dejaq.storage_plugins.redis.keys import Slot
+from dejaq.storage_plugins.redis.options import CLUSTER_TOPIC_SLOTS
 
 FAULTS = ("failover", "reshard")
 RATE = 500
@@ -104,7 +105,7 @@ async def _consume(consumer: Consumer, tally: Tally) -> None:
 async def _fault(name: str, cluster: Any) -> float:
     """Run fault ``name`` on ``cluster``; the seconds it took."""
     started = time.monotonic()
-    victim = cluster.master_of(Slot(TOPIC, 0).prefix)
+    victim = cluster.master_of(Slot(TOPIC, 0, CLUSTER_TOPIC_SLOTS).prefix)
     if name == "failover":
         victim.kill()
         await asyncio.to_thread(cluster.wait_healthy)

@@ -273,9 +273,9 @@ class RedisClusterStorage(RedisStorage):
     names the cluster by one or more seed nodes (the rest are found from
     them); ``rediss+cluster://`` is the same over TLS, with the ``ssl_*``
     options of ``rediss://``. The other options are those of ``redis://``
-    (``RedisStorage``), and ``topic_slots`` is 8 by default
-    (``options.CLUSTER_TOPIC_SLOTS``): a topic's buckets are split over 8 hash
-    slots, which the cluster spreads over its masters. Routing, failover and
+    (``RedisStorage``), and ``topic_slots`` is 6 by default
+    (``options.CLUSTER_TOPIC_SLOTS``): a topic's buckets are split over 6 hash
+    slots, tagged to fall evenly on the masters (``keys.tags``). Routing, failover and
     what ``wait_replicas`` guarantees: this module's docstring.
     """
 

@@ -3,8 +3,17 @@
 Layout. One global hash, ``dejaq:topics`` (topic name -> JSON of its settings,
 creation time, *generation* — a random token per incarnation of the name — and
 its number of *slots*). Everything else belongs to one (topic, slot) and starts
-with ``dejaq:{<topic>:<slot>}:``, whose ``{...}`` hash tag puts all keys of a
-slot in one Redis Cluster hash slot, so every Lua script touches one slot only.
+with ``dejaq:{<tag>}:``, whose ``{...}`` hash tag puts all keys of a slot in
+one Redis Cluster hash slot, so every Lua script touches one slot only.
+
+The tag of slot ``i`` of ``n`` is ``<topic>:<i>`` when its Redis hash slot
+(CRC16 of the tag, modulo 16384) falls in the ``i``-th of ``n`` equal ranges
+of the 16384 hash slots, else ``<topic>:<i>:<k>`` for the smallest ``k`` >= 1
+whose hash slot does (``tag``). ``redis-cli --cluster create`` gives each of
+``m`` masters one such range of ``m``, rounded the same way, so a topic whose
+slot count is a multiple of ``m`` puts the same number of slots on every
+master. Plain tags would not: CRC16 is affine, so ``<topic>:0`` ...
+``<topic>:7`` fall in a fixed pattern, 2/2/4 on 3 masters for most names.
 
 A topic has ``slots`` of them (the URL option ``topic_slots`` when it was
 created; 1 by default), each holding a contiguous range of its buckets:
@@ -67,12 +76,15 @@ A message costs no key of its own: its record (and a small payload with it) is
 a field of the slot's ``records`` hash, so a script reads or writes a whole
 batch of them in one ``HMGET`` / ``HSET`` / ``HDEL`` instead of commands (and
 two keys created and deleted) per message. Version 1 of the layout (``FORMAT_VERSION``) kept a hash
-``m:<id>`` and a string ``p:<id>`` per message; ``migrate`` upgrades it.
+``m:<id>`` and a string ``p:<id>`` per message, under the plain tag
+``<topic>:<index>`` (``Slot.format1``); ``migrate`` upgrades it.
 """
 
 from __future__ import annotations
 
+from binascii import crc_hqx
 from dataclasses import dataclass
+from functools import lru_cache
 
 NAMESPACE = "dejaq"
 TOPICS = f"{NAMESPACE}:topics"
@@ -101,16 +113,72 @@ TOMBS = "tombs"
 WAITS = "waits"
 
 
+HASH_SLOTS = 16384  # Redis Cluster's
+# How far ``tag`` looks for a suffix, in multiples of the slot count: a name
+# whose tag Redis cuts short (a '}' in it) hashes the same whatever the suffix.
+_TRIES = 64
+
+
+def hash_slot(key: str) -> int:
+    """The Redis Cluster hash slot of ``key`` (CRC16 of its hash tag, as Redis
+    reads it: the text between the first '{' and the next '}', if not empty)."""
+    raw = key.encode()
+    start = raw.find(b"{")
+    if start >= 0:
+        end = raw.find(b"}", start + 1)
+        if end > start + 1:
+            raw = raw[start + 1 : end]
+    return crc_hqx(raw, 0) % HASH_SLOTS
+
+
+def hash_range(index: int, slots: int) -> tuple[int, int]:
+    """The ``index``-th of ``slots`` equal ranges of the hash slots, [lo, hi),
+    bounds rounded to nearest as ``redis-cli --cluster create`` rounds its
+    masters' ranges."""
+
+    def bound(i: int) -> int:
+        return (2 * i * HASH_SLOTS + slots) // (2 * slots)
+
+    return bound(index), bound(index + 1)
+
+
+@lru_cache(maxsize=4096)
+def tags(topic: str, slots: int) -> tuple[str, ...]:
+    """The hash tag of each of a topic's ``slots`` slots (the module's docstring)."""
+    out = []
+    for index in range(slots):
+        lo, hi = hash_range(index, slots)
+        found = f"{topic}:{index}"
+        for k in range(1, _TRIES * slots):
+            if lo <= hash_slot("{" + found + "}") < hi:
+                break
+            found = f"{topic}:{index}:{k}"
+        else:
+            found = f"{topic}:{index}"  # no suffix moves it: keep the plain tag
+        out.append(found)
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class Slot:
-    """The keys of one (topic, slot)."""
+    """The keys of one (topic, slot): slot ``index`` of the topic's ``slots``.
+    ``prefix`` is derived unless given (``format1``)."""
 
     topic: str
     index: int
+    slots: int
+    prefix: str = ""
 
-    @property
-    def prefix(self) -> str:
-        return f"{NAMESPACE}:{{{self.topic}:{self.index}}}:"
+    def __post_init__(self) -> None:
+        if not self.prefix:
+            tag = tags(self.topic, self.slots)[self.index]
+            object.__setattr__(self, "prefix", f"{NAMESPACE}:{{{tag}}}:")
+
+    @classmethod
+    def format1(cls, topic: str, index: int, slots: int) -> Slot:
+        """The slot as version 1 of the layout named it, tagged ``<topic>:<index>``
+        (read only by ``migrate``)."""
+        return cls(topic, index, slots, f"{NAMESPACE}:{{{topic}:{index}}}:")
 
     @property
     def alive(self) -> str:

@@ -6,9 +6,16 @@ upgrade walks every topic's slots: the ids on the slot's timelines (its
 ``heads`` name them, strays included) and on its dead timeline, in chunks of
 ``CHUNK``, each chunk one script (``upgrade.lua``) that moves what it finds and
 skips what was moved already. Sorted sets, tombstones, the registry and the
-topics' other keys are the same in both versions. ``keys.FORMAT`` is set to the
-new version last: an upgrade cut short leaves the store at version 1, and is
-run again. No broker may write the store meanwhile (the README's upgrade steps).
+topics' other keys hold the same in both versions, but version 2 names a slot
+by a tag that places it in its share of the hash slots (``keys.tags``): a slot
+whose tag changed has each of its keys copied to the new name (DUMP, RESTORE
+... REPLACE) and then deleted, one key at a time, since on a cluster the two
+names may be on different masters. Its timelines go first, ``heads`` (which
+names them) and ``alive`` last, so a run cut short finds the rest where it
+left it; a slot whose old ``alive`` is gone was moved whole. ``keys.FORMAT``
+is set to the new version last: an upgrade cut short leaves the store at
+version 1, and is run again. No broker may write the store meanwhile (the
+README's upgrade steps).
 """
 
 from __future__ import annotations
@@ -57,15 +64,39 @@ async def upgrade(runner: Runner, registry: Registry) -> tuple[int | None, int]:
 async def _upgrade_topic(runner: Runner, info: TopicEntry) -> int:
     moved = 0
     for index in range(info.slots):
-        s = info.slot(index)
+        s = keys.Slot.format1(info.topic.name, index, info.slots)
+        if not await runner.command("EXISTS", s.alive):
+            continue  # moved to its new tag whole by an earlier run
         buckets = await runner.command("ZRANGE", s.heads, 0, -1)
-        sets = [s.timeline(int(b)) for b in buckets] + [s.dead]
+        timelines = [s.timeline(int(b)) for b in buckets]
         ids: list[str] = []
-        for members in await runner.run([Call(None, (), ("ZRANGE", k, 0, -1)) for k in sets]):
+        for members in await runner.run(
+            [Call(None, (), ("ZRANGE", k, 0, -1)) for k in [*timelines, s.dead]]
+        ):
             ids += [m.decode() for m in members]
         for at in range(0, len(ids), CHUNK):
             args = (info.gen, s.prefix, *ids[at : at + CHUNK])
             [reply] = await runner.run([Call(lua.UPGRADE, (s.alive,), args)])
             (count,) = body(reply)
             moved += int(count)
+        new = info.slot(index)
+        if new.prefix != s.prefix:
+            for key in [*timelines, *_FIXED, keys.HEADS, keys.ALIVE]:
+                await _rename(runner, key.removeprefix(s.prefix), s, new)
     return moved
+
+
+# A slot's keys besides its timelines, ``heads`` and ``alive``.
+_FIXED = (
+    keys.OWNED, keys.DEAD, keys.DEAD_IDS, keys.STRAY_HOMES, keys.ENTERED,
+    keys.RECORDS, keys.PAYLOADS, keys.TOMBS, keys.WAITS,
+)  # fmt: skip
+
+
+async def _rename(runner: Runner, suffix: str, old: keys.Slot, new: keys.Slot) -> None:
+    """Move one key of slot ``old`` to the same suffix under ``new``'s tag."""
+    dumped = await runner.command("DUMP", old.prefix + suffix)
+    if dumped is None:
+        return  # never written, or moved already
+    await runner.command("RESTORE", new.prefix + suffix, 0, dumped, "REPLACE")
+    await runner.command("DEL", old.prefix + suffix)

@@ -68,9 +68,11 @@ class RedisOptions:
 # A topic's hash slots on a cluster unless ``topic_slots`` says otherwise. Each
 # slot is one more script in every pass, settle and produce that spans the
 # topic; measured on 3 masters at 2k msgs/s, the masters spent 136 us of CPU a
-# message with 4 slots, 156 with 8 and 187 with 16. 8 lets a topic use up to 8
-# masters at a sixth more cost than 4 (docs/storage.md).
-CLUSTER_TOPIC_SLOTS = 8
+# message with 4 slots, 156 with 8 and 187 with 16. The slots' tags split them
+# evenly over m masters when m divides their count (``keys.tags``): 6 does for
+# the smallest cluster ``redis-cli --cluster create`` makes (3 masters) and
+# for 2 or 6, at less cost than 8 or 12 (docs/storage.md).
+CLUSTER_TOPIC_SLOTS = 6
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")

@@ -42,7 +42,7 @@ class TopicEntry:
         return self.topic.settings.buckets
 
     def slot(self, index: int) -> Slot:
-        return Slot(self.topic.name, index)
+        return Slot(self.topic.name, index, self.slots)
 
     def slot_of(self, bucket: int) -> int:
         return bucket * self.slots // self.buckets

@@ -48,7 +48,7 @@ def heads_and_timelines(
     firsts: dict[int, dict[int, int]] = {}
     with server.client() as client:
         for i in range(slots):
-            slot = redis_keys.Slot(T, i)
+            slot = redis_keys.Slot(T, i, slots)
             heads[i] = {
                 int(b): int(s) for b, s in client.zrange(slot.heads, 0, -1, withscores=True)
             }

@@ -72,17 +72,17 @@ async def test_every_key_of_a_topic_is_in_one_of_its_cluster_slots(
     with server.client() as client:
         names = [k.decode() for k in client.keys(f"{redis_keys.NAMESPACE}:*")]
     # then each key but the registry and the format carries the hash tag of a topic slot
-    tags = {f"{{{T}:{i}}}": key_slot(f"{T}:{i}".encode()) for i in range(slots)}
+    tags = {f"{{{tag}}}": key_slot(tag.encode()) for tag in redis_keys.tags(T, slots)}
     tagged = [k for k in names if k not in (redis_keys.TOPICS, redis_keys.FORMAT)]
     assert {k[k.index("{") : k.index("}") + 1] for k in tagged} == set(tags)
     assert all(key_slot(k.encode()) == tags[k[k.index("{") : k.index("}") + 1]] for k in tagged)
     # and a message's record (its small payload inline) is in the slot of its bucket's range
     for id in ids:
-        slot = redis_keys.Slot(T, bucket_of(id, 8) * slots // 8)
+        slot = redis_keys.Slot(T, bucket_of(id, 8) * slots // 8, slots)
         with server.client() as client:
             assert client.hexists(slot.records, id)
         assert slot.timeline(bucket_of(id, 8)) in names
-    assert redis_keys.Slot(T, bucket_of("dies", 8) * slots // 8).dead in names
+    assert redis_keys.Slot(T, bucket_of("dies", 8) * slots // 8, slots).dead in names
 
 
 def test_the_topic_slots_option_is_read() -> None:
@@ -104,7 +104,7 @@ async def test_a_topic_keeps_the_slots_it_was_created_with(server: RedisServer) 
         assert sorted(d.id for d in leases.delivered) == sorted(m.id for m in batch)
     with server.client() as client:
         assert {k.decode() for k in client.keys(f"*{T}:*alive")} == {
-            redis_keys.Slot(T, i).alive for i in range(4)
+            redis_keys.Slot(T, i, 4).alive for i in range(4)
         }
 
 
@@ -269,7 +269,7 @@ async def test_a_payload_too_large_to_keep_inline_is_kept_apart_and_read_whole(
     server: RedisServer,
 ) -> None:
     large, small = b"L" * (redis_record.INLINE_MAX + 1), b"s" * redis_record.INLINE_MAX
-    slot = redis_keys.Slot(T, 0)
+    slot = redis_keys.Slot(T, 0, 1)
     async with opened(server.url) as storage:
         # given a topic with a large and a small payload, and one delivered at most once
         await given_topic(storage)

@@ -21,12 +21,12 @@ from tests.storage_plugins.redis_support import msg
 # -- URL ------------------------------------------------------------------------
 
 
-def test_a_cluster_url_names_its_seeds_and_defaults_to_16_slots_a_topic() -> None:
+def test_a_cluster_url_names_its_seeds_and_defaults_to_6_slots_a_topic() -> None:
     options = parse_url("redis+cluster://u:p%40ss@a:7000,b:7001/0?wait_replicas=1")
     assert options.seeds == (("a", 7000), ("b", 7001))
     assert (options.username, options.password) == ("u", "p@ss")
     assert options.wait_replicas == 1
-    assert options.topic_slots == CLUSTER_TOPIC_SLOTS == 8
+    assert options.topic_slots == CLUSTER_TOPIC_SLOTS == 6
     assert parse_url("redis+cluster://a:7000?topic_slots=4").topic_slots == 4
     assert isinstance(storage_from_url("redis+cluster://a:7000/0"), RedisClusterStorage)
 
@@ -71,7 +71,7 @@ def _master_of_slots(cluster: RedisCluster) -> dict[int, int]:
 async def test_a_topic_spreads_over_every_master_and_each_slot_keeps_its_keys_together(
     redis_cluster: RedisCluster,
 ) -> None:
-    # Given a topic of 64 buckets on the cluster (8 slots by default)
+    # Given a topic of 64 buckets on the cluster (6 slots by default)
     redis_cluster.flush()
     storage = storage_from_url(redis_cluster.url)
     await storage.open()
@@ -85,7 +85,7 @@ async def test_a_topic_spreads_over_every_master_and_each_slot_keeps_its_keys_to
     masters = _master_of_slots(redis_cluster)
     by_master: dict[int, int] = {}
     for index in range(CLUSTER_TOPIC_SLOTS):
-        prefix = redis_keys.Slot("spread", index).prefix
+        prefix = redis_keys.Slot("spread", index, CLUSTER_TOPIC_SLOTS).prefix
         slot = key_slot(prefix.encode())
         node = next(n for n in redis_cluster.masters() if n.port == masters[slot])
         with node.client() as client:
@@ -95,6 +95,40 @@ async def test_a_topic_spreads_over_every_master_and_each_slot_keeps_its_keys_to
         by_master[masters[slot]] = by_master.get(masters[slot], 0) + len(found)
     # And the topic's keys are on all three masters
     assert len(by_master) == 3
+
+
+@pytest.mark.parametrize("slots", [3, 6, 12])
+async def test_a_topic_s_keys_and_messages_split_evenly_over_the_masters(
+    redis_cluster: RedisCluster, slots: int
+) -> None:
+    # Given topics over a multiple of the 3 masters' count of slots
+    redis_cluster.flush()
+    storage = storage_from_url(f"{redis_cluster.url}?topic_slots={slots}")
+    await storage.open()
+    names = ["orders", "emails", "a", "billing.retries", "t-42"]
+    try:
+        for name in names:
+            await storage.create_topic(Topic(name, TopicSettings(buckets=96)))
+            # When messages are produced into every bucket
+            batch = [msg(f"m{i}", buckets=96) for i in range(3000)]
+            await storage.insert(name, batch)
+    finally:
+        await storage.close()
+    # Then each topic's keys and messages fall within 15% of a third on each master
+    masters = _master_of_slots(redis_cluster)
+    for name in names:
+        keys_on: dict[int, int] = dict.fromkeys(set(masters.values()), 0)
+        messages_on = dict(keys_on)
+        for index in range(slots):
+            s = redis_keys.Slot(name, index, slots)
+            port = masters[key_slot(s.prefix.encode())]
+            node = next(n for n in redis_cluster.masters() if n.port == port)
+            with node.client() as client:
+                keys_on[port] += len(client.keys(s.prefix + "*"))
+                messages_on[port] += client.hlen(s.records)
+        for spread in (keys_on, messages_on):
+            share = sum(spread.values()) / 3
+            assert all(abs(n - share) <= 0.15 * share for n in spread.values()), (name, spread)
 
 
 def _time_calls(cluster: RedisCluster) -> dict[int, int]:

@@ -81,7 +81,7 @@ async def test_with_wait_replicas_a_write_no_replica_took_is_refused(
     other = storage_from_url(url)
     for storage in (waiting, plain, other):
         await storage.open()
-    master = redis_cluster.master_of(redis_keys.Slot(TOPIC, 0).prefix)
+    master = redis_cluster.master_of(redis_keys.Slot(TOPIC, 0, 1).prefix)
     [replica_port] = master.replica_ports()
     replica = redis_cluster.node(replica_port)
     try:
@@ -128,11 +128,11 @@ async def test_with_wait_replicas_a_master_without_its_replica_holds_up_only_its
         info = storage.options.topic_slots
         slot_of = {i: bucket_of(i, BUCKETS) * info // BUCKETS for i in ids}
         # and one master (holding some of its slots) cut off from its replica
-        victim = redis_cluster.master_of(redis_keys.Slot(TOPIC, 0).prefix)
+        victim = redis_cluster.master_of(redis_keys.Slot(TOPIC, 0, info).prefix)
         mine = {
             s
             for s in range(info)
-            if redis_cluster.master_of(redis_keys.Slot(TOPIC, s).prefix) == victim
+            if redis_cluster.master_of(redis_keys.Slot(TOPIC, s, info).prefix) == victim
         }
         [replica_port] = victim.replica_ports()
         replica = redis_cluster.node(replica_port)

@@ -27,7 +27,8 @@ MOST_SLOTS_MOVED = 400  # the move takes the first slots of a master: keep it sh
 
 
 def hash_slots(topic: str) -> list[int]:
-    return [key_slot(redis_keys.Slot(topic, i).prefix.encode()) for i in range(CLUSTER_TOPIC_SLOTS)]
+    n = CLUSTER_TOPIC_SLOTS
+    return [key_slot(redis_keys.Slot(topic, i, n).prefix.encode()) for i in range(n)]
 
 
 def a_topic_near_a_range_start(cluster: RedisCluster) -> tuple[str, int, ClusterNode, int]:
@@ -93,7 +94,7 @@ async def test_a_call_on_a_half_moved_slot_waits_and_changes_nothing(
     storage = storage_from_url(url)
     await storage.open()
     topic = "half-moved"
-    s = redis_keys.Slot(topic, 0)
+    s = redis_keys.Slot(topic, 0, 1)
     slot = key_slot(s.prefix.encode())
     source = redis_cluster.master_of(s.prefix)
     target = next(n for n in redis_cluster.masters() if n.port != source.port)

@@ -58,16 +58,39 @@ def _set_format(store: Store, version: str) -> None:
         client.set(redis_keys.FORMAT, version)
 
 
-def _to_version_1(store: Store, topic: str, slots: int) -> int:
-    """Rewrite a topic's records and payloads in the version 1 layout (a hash
-    ``m:<id>`` and a string ``p:<id>`` a message; the sorted sets are the same
-    in both): the raw keys a version 1 broker wrote. The count of messages."""
+# What a migrate cut short while moving a slot to its new tag left: its
+# messages rewritten, its timelines and these moved, its records copied but
+# not yet deleted, the rest still under the old tag (``migrate``'s order).
+_MOVED = (redis_keys.OWNED, redis_keys.DEAD, redis_keys.DEAD_IDS)
+_MOVED += (redis_keys.STRAY_HOMES, redis_keys.ENTERED)
+
+
+def _to_version_1(store: Store, topic: str, slots: int, cut_short: int | None = None) -> int:
+    """Rewrite a topic's slots in the version 1 layout: each slot's keys under
+    its plain tag ``<topic>:<index>``, and a hash ``m:<id>`` and a string
+    ``p:<id>`` a message (the sorted sets are the same in both), the raw keys a
+    version 1 broker wrote; slot ``cut_short`` as a migrate cut short while
+    moving it left it. The count of messages in the version 1 layout."""
     count = 0
     for index in range(slots):
-        s = Slot(topic, index)
+        s, old = Slot(topic, index, slots), Slot.format1(topic, index, slots)
         with _node(store, s.records).client() as client:  # type: ignore[attr-defined]
-            records = client.hgetall(s.records)
-            payloads = client.hgetall(s.payloads)
+            records, payloads = {}, {}
+            if index != cut_short:
+                records = client.hgetall(s.records)
+                payloads = client.hgetall(s.payloads)
+                client.delete(s.records, s.payloads)
+            rest = [k.decode() for k in client.keys(_glob(s.prefix) + "*")]
+            if index == cut_short:
+                moved = [s.prefix + k for k in _MOVED]
+                rest = [k for k in rest if k not in moved and k[len(s.prefix) :][:3] != "tl:"]
+            dumps = {k.removeprefix(s.prefix): client.dump(k) for k in rest}
+            gone = [k for k in rest if k != s.records]
+            if gone:
+                client.delete(*gone)
+        with _node(store, old.records).client() as client:  # type: ignore[attr-defined]
+            for suffix, dumped in dumps.items():
+                client.restore(old.prefix + suffix, 0, dumped, replace=True)
             for raw_id, packed in records.items():
                 id, r = raw_id.decode(), redis_record.decode(packed)
                 fields = {"ts": r.ts, "v": r.version, "n": r.deliveries, "b": r.bucket}
@@ -76,12 +99,16 @@ def _to_version_1(store: Store, topic: str, slots: int) -> int:
                     fields["o"] = r.owner
                 if r.priority:
                     fields["p"] = r.priority
-                client.hset(s.v1_record(id), mapping=fields)  # type: ignore[arg-type]
+                client.hset(old.v1_record(id), mapping=fields)  # type: ignore[arg-type]
                 payload = r.payload if r.payload is not None else payloads[raw_id]
-                client.set(s.v1_payload(id), payload)
+                client.set(old.v1_payload(id), payload)
                 count += 1
-            client.delete(s.records, s.payloads)
     return count
+
+
+def _glob(text: str) -> str:
+    """``text`` as a literal in a KEYS pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 async def test_a_new_store_is_marked_with_this_layout_s_version(
@@ -133,8 +160,9 @@ async def _state(url: str, ids: dict[str, list[str]], now: int) -> dict[str, obj
         return out
 
 
+@pytest.mark.parametrize("cut_short", [None, 1], ids=["whole", "cut-short"])
 async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
-    store: tuple[str, Store], capsys: pytest.CaptureFixture[str]
+    store: tuple[str, Store], capsys: pytest.CaptureFixture[str], cut_short: int | None
 ) -> None:
     url, server = store
     now = 1_000_000
@@ -159,8 +187,9 @@ async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
     names = {"t": [*ids, "stray", "large", "dies"], CRON: ["entry-1"]}
     names["t"] = [id for id in names["t"] if id not in acked]
     before = await _state(url4, names, now)
-    # And the store rewritten in the version 1 layout, as a version 1 broker left it
-    moved = _to_version_1(store[1], "t", 4) + _to_version_1(store[1], CRON, 1)
+    # And the store rewritten in the version 1 layout, as a version 1 broker
+    # left it (or with a slot half moved by a migrate cut short)
+    moved = _to_version_1(store[1], "t", 4, cut_short) + _to_version_1(store[1], CRON, 1)
     _set_format(server, "1")
     # When `dejaq storage migrate` runs on it
     assert await migrate(url) == 0

@@ -64,7 +64,7 @@ def mixed_backlog(
 
 def raw(server: RedisServer, id: str, buckets: int = 8) -> tuple[str, float, str | None]:
     """A record's timestamp and priority (None for 0) and its score, as Redis holds them."""
-    slot = redis_keys.Slot(T, 0)
+    slot = redis_keys.Slot(T, 0, 1)
     with server.client() as client:
         rec = redis_record.decode(client.hget(slot.records, id))
         score = client.zscore(slot.timeline(bucket_of(id, buckets)), id)
@@ -195,7 +195,7 @@ def recorded(server: RedisServer, ids: list[str], slots: int, buckets: int) -> d
     with server.client() as client:
         pipe = client.pipeline(transaction=False)
         for id in ids:
-            home = redis_keys.Slot(T, bucket_of(id, buckets) * slots // buckets)
+            home = redis_keys.Slot(T, bucket_of(id, buckets) * slots // buckets, slots)
             pipe.hget(home.records, id)
         return {
             id: redis_record.decode(rec).ts for id, rec in zip(ids, pipe.execute(), strict=True)
@@ -209,7 +209,7 @@ def waits_and_timelines(
     out = {}
     with server.client() as client:
         for i in range(slots):
-            slot = redis_keys.Slot(T, i)
+            slot = redis_keys.Slot(T, i, slots)
             waits = {int(b): int(s) for b, s in client.zrange(slot.waits, 0, -1, withscores=True)}
             unranked = {}
             for key in client.keys(slot.timeline(0)[:-1] + "*"):
@@ -388,7 +388,7 @@ async def test_a_promote_of_a_lapsed_lease_clears_the_owner_and_the_owned_index(
         assert (m.lease_owner, m.version) == (None, leased.version + 1)
         assert await storage.counts(T, later) == Counts(due=1)
         with server.client() as client:
-            assert client.zcard(redis_keys.Slot(T, 0).owned) == 0
+            assert client.zcard(redis_keys.Slot(T, 0, 1).owned) == 0
         # and the former holder can no longer settle it
         [refused] = await storage.ack(T, [("a", leased.version)], "c1", later)
         assert isinstance(refused, DejaqError)
