@@ -15,8 +15,8 @@ from typing import TypeVar
 
 from dejaq.core.buckets import bucket_of
 from dejaq.core.errors import NotFound, StorageUnavailable
-from dejaq.core.model import InsertStatus, NewMessage, Settled
-from dejaq.storage_plugins import Storage
+from dejaq.core.model import InsertStatus, NewMessage, Settled, Topic, TopicSettings
+from dejaq.storage_plugins import Storage, storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest, Outcome
 
 BUCKETS = 64
@@ -111,3 +111,32 @@ class Ledger:
         assert self.produced - self.acked == set()
         assert self.early == []
         assert self.doubly_held == []
+
+
+async def through_a_kill(
+    url: str, topic: str, kill: Callable[[Ledger], Awaitable[int]]
+) -> tuple[int, Ledger]:
+    """Two storages (two brokers) on ``url``; a producer and two consumers run
+    while ``kill`` kills a server mid-run (it returns the killed port). Checks
+    that every acknowledged produce was delivered and acked, none early, none
+    held by two consumers at once, no acked message leased again, and that the
+    store is empty (no acknowledged ack lost). The killed port and the ledger."""
+    storages = [storage_from_url(url), storage_from_url(url)]
+    for storage in storages:
+        await storage.open()
+    try:
+        await storages[0].create_topic(Topic(topic, TopicSettings(buckets=BUCKETS)))
+        ledger = Ledger(topic, time.monotonic() + RUN_TIMEOUT_S)
+        killed, *_ = await asyncio.gather(
+            kill(ledger),
+            ledger.produce(storages[0]),
+            ledger.consume(storages[0], "consumer-a"),
+            ledger.consume(storages[1], "consumer-b"),
+        )
+        ledger.assert_nothing_lost_early_or_held_twice()
+        counts = await ledger.retried(lambda: storages[1].counts(topic, now_ms()))
+        assert (counts.waiting, counts.due, counts.leased) == (0, 0, 0)
+        return killed, ledger
+    finally:
+        for storage in storages:
+            await storage.close()
