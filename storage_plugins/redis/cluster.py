@@ -128,32 +128,18 @@ class ClusterRunner(Runner):
         if self._wait is None:
             plain: list[Any] = await self.run(calls)
             return plain
-        replies: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        for attempt in (1, 2):
-            batch = [calls[i] for i in todo]
-            sent, _, failed = await self._send_each(batch, self._wait, True)
-            again = []
-            for j, (i, reply) in enumerate(zip(todo, sent, strict=True)):
-                if j in failed:
-                    replies[i] = failed[j]
-                elif isinstance(reply, rex.NoScriptError) and attempt == 1:
-                    again.append(i)
-                elif isinstance(reply, Exception):
-                    raise storage_error(reply) from reply
-                else:
-                    replies[i] = reply
-            if not again:
-                break
-            await self.load()
-            todo = again
+
+        async def send(batch: Sequence[Call]) -> lua.Sent:
+            return await self._send_each(batch, self._wait, True)
+
+        replies, _ = await self._reloading(calls, send)
         if all(isinstance(r, StorageUnavailable) for r in replies):
             raise replies[0]
         return replies
 
     async def _send_each(
         self, calls: Sequence[Call], wait: tuple[int, int] | None, each: bool
-    ) -> tuple[list[Any], int, dict[int, StorageUnavailable]]:
+    ) -> lua.Sent:
         """The replies, the fewest replicas any master acknowledged, and (``each``)
         the calls a master failed after sending them (instead of raising)."""
         deadline = Deadline(self._deadline_s)

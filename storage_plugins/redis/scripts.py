@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -189,6 +189,9 @@ _UNAVAILABLE = (
 )
 
 Arg = str | int | bytes
+# What one send of a batch gives: its replies, the fewest replicas that
+# acknowledged it, and the calls failed on their own (by index in the batch).
+Sent = tuple[list[Any], int, dict[int, StorageUnavailable]]
 
 
 def storage_error(exc: BaseException) -> StorageError:
@@ -262,30 +265,46 @@ class Runner:
         if not calls:
             return []
         wait = wait or self._wait
+
+        async def send(batch: Sequence[Call]) -> Sent:
+            replies, acked = await self._send(batch, atomic, wait)
+            return replies, acked, {}
+
+        replies, least = await self._reloading(calls, send)
+        if wait is not None and least < wait[0]:
+            raise StorageUnavailable(
+                f"redis: {least} of {wait[0]} replicas acknowledged the write within {wait[1]} ms"
+            )
+        return replies
+
+    async def _reloading(
+        self, calls: Sequence[Call], send: Callable[[Sequence[Call]], Awaitable[Sent]]
+    ) -> tuple[list[Any], int]:
+        """The replies of ``calls`` sent by ``send``, those refused with NOSCRIPT
+        sent once more after ``load``; and the fewest replicas any attempt
+        reached. A reply ``send`` failed on its own (its third item) stands as
+        that ``StorageUnavailable``; any other error reply raises."""
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
-        least = wait[0] if wait is not None else 0  # the fewest replicas any attempt reached
+        acks = []
         for attempt in (1, 2):
-            sent, acked = await self._send([calls[i] for i in todo], atomic, wait)
-            least = min(least, acked)
+            sent, acked, failed = await send([calls[i] for i in todo])
+            acks.append(acked)
             again = []
-            for i, reply in zip(todo, sent, strict=True):
-                if isinstance(reply, rex.NoScriptError) and attempt == 1:
+            for j, (i, reply) in enumerate(zip(todo, sent, strict=True)):
+                if j in failed:
+                    replies[i] = failed[j]
+                elif isinstance(reply, rex.NoScriptError) and attempt == 1:
                     again.append(i)
                 elif isinstance(reply, Exception):
                     raise storage_error(reply) from reply
                 else:
                     replies[i] = reply
             if not again:
-                if wait is not None and least < wait[0]:
-                    raise StorageUnavailable(
-                        f"redis: {least} of {wait[0]} replicas acknowledged the write"
-                        f" within {wait[1]} ms"
-                    )
                 break
             await self.load()
             todo = again
-        return replies
+        return replies, min(acks)
 
     async def run_each(self, calls: Sequence[Call]) -> list[Any]:
         """``run``; on a store of several servers (a cluster) a server that fails
