@@ -27,18 +27,17 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 from redis.crc import key_slot
 
 from tests.certs import Certs
-from tests.servers import POLL_S, LocalServer, require_binary, temporary_root
+from tests.redis_process import RedisProcess, replica_links, text, tls_query, until
+from tests.servers import require_binary, temporary_root
 
 MASTERS = 3
 NODE_TIMEOUT_MS = 2000
@@ -67,21 +66,8 @@ def cluster_port(taken: set[int]) -> int:
     raise RuntimeError("no free pair of ports (port, port + 10000) for a cluster node")
 
 
-def tls_client(certs: Certs | None) -> dict[str, Any]:
-    """redis-py's keyword arguments for a TLS client of the test CA (none without TLS)."""
-    if certs is None:
-        return {}
-    client = certs.client("redis-client")
-    return {
-        "ssl": True,
-        "ssl_ca_certs": str(certs.ca),
-        "ssl_certfile": str(client.cert),
-        "ssl_keyfile": str(client.key),
-    }
-
-
 @dataclass
-class ClusterNode(LocalServer):
+class ClusterNode(RedisProcess):
     """One ``redis-server`` of the cluster, restartable on its port and folder."""
 
     name = "redis-server (cluster)"
@@ -91,35 +77,13 @@ class ClusterNode(LocalServer):
     port: int
     tls: Certs | None = None  # TLS only (clients, bus, replication), client certificates required
 
-    @property
-    def log(self) -> Path:
-        return self.root / "redis.log"
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(
-            port=self.port, socket_timeout=2, socket_connect_timeout=2, **tls_client(self.tls)
-        )
-
     def _launch(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args = [self.binary, *self._server_args()]
         if self.tls is not None:
-            args[2:3] = ["0", "--tls-port", str(self.port)]
             args += ["--tls-cluster", "yes", "--tls-replication", "yes"]
-            args += ["--tls-cert-file", str(self.tls.server.cert)]
-            args += ["--tls-key-file", str(self.tls.server.key)]
-            args += ["--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "yes"]
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         args += ["--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
-        args += ["--save", "", "--appendonly", "no", "--dir", str(self.root)]
-        args += ["--logfile", str(self.log)]
         self._spawn(args)
-
-    def ready(self) -> bool:
-        try:
-            with self.client() as client:
-                return bool(client.ping())
-        except redis.ConnectionError:
-            return False
 
     def info(self, section: str) -> dict[str, str]:
         """``CLUSTER INFO`` (section "cluster") or ``INFO section``, as text fields."""
@@ -130,14 +94,13 @@ class ClusterNode(LocalServer):
                 raw = client.execute_command("INFO", section)
         if isinstance(raw, dict):
             return {str(k): str(v) for k, v in raw.items()}
-        text = raw.decode() if isinstance(raw, bytes) else str(raw)
         return dict(
-            line.split(":", 1) for line in text.splitlines() if ":" in line and line[0] != "#"
+            line.split(":", 1) for line in text(raw).splitlines() if ":" in line and line[0] != "#"
         )
 
     def node_id(self) -> str:
         with self.client() as client:
-            return str(client.execute_command("CLUSTER", "MYID").decode())
+            return text(client.execute_command("CLUSTER", "MYID"))
 
     def pause(self) -> None:
         """SIGSTOP: it answers nothing (replication included) until ``resume``."""
@@ -152,11 +115,7 @@ class ClusterNode(LocalServer):
         """The ports of this master's replicas."""
         with self.client() as client:
             replication = client.info("replication")
-        return [
-            int(value["port"])
-            for key, value in replication.items()
-            if key.startswith("slave") and key[5:].isdigit()
-        ]
+        return [int(link["port"]) for link in replica_links(replication)]
 
     def role(self) -> str:
         """ "master" or "slave"."""
@@ -193,9 +152,7 @@ class RedisCluster:
         seeds = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
         if self.tls is None:
             return f"redis+cluster://{seeds}/0"
-        client = self.tls.client("redis-client")
-        options = f"ssl_ca_certs={self.tls.ca}&ssl_certfile={client.cert}&ssl_keyfile={client.key}"
-        return f"rediss+cluster://{seeds}/0?{options}"
+        return f"rediss+cluster://{seeds}/0?{tls_query(self.tls)}"
 
     def _cli(self) -> list[str]:
         """redis-cli and its TLS options."""
@@ -257,12 +214,7 @@ class RedisCluster:
             return False
 
     def wait_healthy(self, timeout: float = FORM_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.healthy():
-            if time.monotonic() > deadline:
-                tails = "\n".join(n.log_tail(5) for n in self.nodes)
-                raise RuntimeError(f"the redis cluster is unhealthy after {timeout:g} s:\n{tails}")
-            time.sleep(POLL_S)  # polling a condition under a deadline
+        until(self.healthy, "the redis cluster is unhealthy", timeout, self.nodes)
 
     def master_of(self, key: str) -> ClusterNode:
         """The master serving ``key``'s hash slot now."""

@@ -26,7 +26,6 @@ certificates: clients, replication and the sentinels' own links.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +35,9 @@ import pytest
 import redis
 
 from tests.certs import Certs
-from tests.redis_cluster import tls_client
+from tests.redis_process import RedisProcess, replica_links, text, until
 from tests.redis_server import RedisServer
-from tests.servers import POLL_S, LocalServer, free_port, require_binary, temporary_root
+from tests.servers import free_port, require_binary, temporary_root
 
 SERVICE = "dejaq-master"
 REPLICAS = 1  # see above
@@ -50,25 +49,17 @@ READY_TIMEOUT_S = 60.0
 
 
 @dataclass
-class SentinelNode(LocalServer):
+class SentinelNode(RedisProcess):
     """One ``redis-server --sentinel`` on ``port``, its config file in ``root``."""
 
     name = "redis-sentinel"
+    log_name = "sentinel.log"
     start_timeout_s = 10.0
     binary: str
     root: Path
     master_port: int
     port: int = field(default_factory=free_port)
     tls: Certs | None = None  # TLS only, its links to servers and sentinels too
-
-    @property
-    def log(self) -> Path:
-        return self.root / "sentinel.log"
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(
-            port=self.port, socket_timeout=2, socket_connect_timeout=2, **tls_client(self.tls)
-        )
 
     def _launch(self) -> None:
         config = self.root / "sentinel.conf"
@@ -88,24 +79,13 @@ class SentinelNode(LocalServer):
         )
         self._spawn([self.binary, str(config), "--sentinel"])
 
-    def ready(self) -> bool:
-        try:
-            with self.client() as client:
-                return bool(client.ping())
-        except redis.ConnectionError:
-            return False
-
     def master_state(self) -> dict[str, str]:
         """``SENTINEL MASTER SERVICE`` as text fields."""
         with self.client() as client:
             raw = client.execute_command("SENTINEL", "MASTER", SERVICE)
         if isinstance(raw, dict):
-            return {_text(k): _text(v) for k, v in raw.items()}
-        return {_text(k): _text(v) for k, v in zip(raw[::2], raw[1::2], strict=True)}
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+            return {text(k): text(v) for k, v in raw.items()}
+        return {text(k): text(v) for k, v in zip(raw[::2], raw[1::2], strict=True)}
 
 
 @dataclass
@@ -214,11 +194,7 @@ class RedisSentinel:
                 replication = client.info("replication")
         except (redis.RedisError, OSError):
             return False
-        links = [
-            value
-            for key, value in replication.items()
-            if key.startswith("slave") and key[5:].isdigit()
-        ]
+        links = replica_links(replication)
         return (
             replication["role"] == "master"
             and len(links) == REPLICAS
@@ -231,12 +207,7 @@ class RedisSentinel:
     def _until(
         self, condition: Callable[[], bool], what: str, timeout: float = READY_TIMEOUT_S
     ) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                tails = "\n".join(n.log_tail(5) for n in [*self.servers, *self.sentinels])
-                raise RuntimeError(f"{what} after {timeout:g} s:\n{tails}")
-            time.sleep(POLL_S)  # polling a condition under a deadline
+        until(condition, what, timeout, [*self.servers, *self.sentinels])
 
     def flush(self) -> None:
         """Empty the master (FLUSHALL, replicated); loaded scripts stay."""

@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import redis
 
 from tests.certs import Certs
-from tests.servers import LocalServer, free_port, require_binary, running, temporary_root
+from tests.redis_process import RedisProcess, tls_query
+from tests.servers import free_port, require_binary, running, temporary_root
 
 
 @dataclass
-class RedisServer(LocalServer):
+class RedisServer(RedisProcess):
     """One ``redis-server`` process on ``port``, restartable on the same port."""
 
     name = "redis-server"
@@ -46,49 +46,11 @@ class RedisServer(LocalServer):
         auth = f":{self.password}@" if self.password else ""
         if self.tls is None:
             return f"redis://{auth}127.0.0.1:{self.port}/0"
-        client = self.tls.client("redis-client")
-        options = f"ssl_ca_certs={self.tls.ca}&ssl_certfile={client.cert}&ssl_keyfile={client.key}"
-        return f"rediss://{auth}127.0.0.1:{self.port}/0?{options}"
-
-    @property
-    def log(self) -> Path:
-        return self.root / "redis.log"
-
-    def client(self) -> redis.Redis:
-        tls = {}
-        if self.tls is not None:
-            client = self.tls.client("redis-client")
-            tls = {"ssl_ca_certs": str(self.tls.ca), "ssl_certfile": str(client.cert)}
-            tls |= {"ssl": True, "ssl_keyfile": str(client.key)}
-        return redis.Redis(
-            port=self.port,
-            password=self.password or None,
-            socket_timeout=2,
-            socket_connect_timeout=2,
-            **tls,
-        )
+        return f"rediss://{auth}127.0.0.1:{self.port}/0?{tls_query(self.tls)}"
 
     def _launch(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
-        if self.tls is not None:
-            args[2:3] = ["0", "--tls-port", str(self.port)]
-            args += ["--tls-cert-file", str(self.tls.server.cert)]
-            args += ["--tls-key-file", str(self.tls.server.key)]
-            args += ["--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "yes"]
-        if self.password:
-            args += ["--requirepass", self.password]
         aof = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else []
-        args += ["--save", "", "--appendonly", "no", *aof, "--dir", str(self.root)]
-        args += ["--logfile", str(self.log)]
-        self._spawn(args)
-
-    def ready(self) -> bool:
-        """PING answers."""
-        try:
-            with self.client() as client:
-                return bool(client.ping())
-        except redis.ConnectionError:
-            return False
+        self._spawn([self.binary, *self._server_args(), *aof])
 
     def flush(self) -> None:
         """Empty every database (FLUSHALL); loaded scripts stay."""
