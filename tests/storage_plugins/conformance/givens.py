@@ -40,21 +40,22 @@ async def given_topic(
     return topic
 
 
-async def given_messages(storage: Storage, *messages: NewMessage) -> None:
-    assert await storage.insert(T, messages) == [ACCEPTED] * len(messages)
+async def given_messages(storage: Storage, *messages: NewMessage, topic: str = T) -> None:
+    assert await storage.insert(topic, messages) == [ACCEPTED] * len(messages)
 
 
 async def lease(
     storage: Storage,
     now: int = NOW,
     *,
+    topic: str = T,
     limit: int = 100,
     owner: str = C1,
     buckets: Buckets = None,
     max_deliveries: int = 0,
     horizon_ms: int = 0,
 ) -> Leases:
-    request = LeaseRequest.of(T, buckets, now, limit, LEASE, owner, max_deliveries, horizon_ms)
+    request = LeaseRequest.of(topic, buckets, now, limit, LEASE, owner, max_deliveries, horizon_ms)
     return await storage.lease(request)
 
 
@@ -68,6 +69,23 @@ async def given_leased(storage: Storage, *names: str, owner: str = C1) -> dict[s
     await given_messages(storage, *(msg(n) for n in names))
     leases = await lease(storage, owner=owner)
     return {d.id: d.version for d in leases.delivered}
+
+
+async def given_every_state(storage: Storage) -> None:
+    """A topic with, at ``NOW + LEASE``, a message in every state: "dead",
+    "leased" (held by C1 until ``NOW + 2 * LEASE``), "expired-lease" and "due"
+    (both due), "waiting"."""
+    await given_topic(storage)
+    await given_messages(
+        storage,
+        msg("dead", NOW - 9, expires_at=1),
+        msg("leased", NOW - 8),
+        msg("expired-lease", NOW - 7),
+        msg("due", NOW + LEASE // 2),
+        msg("waiting", NOW + 10 * LEASE),
+    )
+    await lease(storage, NOW - 7, limit=2, owner=C1)  # dead-letters "dead", leases two
+    await storage.extend(T, [("leased", 2)], C1, NOW + 2 * LEASE)
 
 
 async def given_dead(storage: Storage, *names: str, died_at: int = NOW) -> None:

@@ -7,13 +7,11 @@ from dejaq.core.model import Counts
 from dejaq.storage_plugins import Storage
 from dejaq.storage_plugins.base import TopicCensus
 from tests.storage_plugins.conformance.givens import (
-    C1,
     LEASE,
     NOW,
     T,
-    given_messages,
+    given_every_state,
     given_topic,
-    lease,
     msg,
 )
 
@@ -24,17 +22,7 @@ async def test_census_of_no_topics_is_empty(storage: Storage) -> None:
 
 async def test_census_matches_counts_and_next_due_of_each_topic(storage: Storage) -> None:
     # Given a topic with a message in every state, an empty topic and another
-    await given_topic(storage)
-    await given_messages(
-        storage,
-        msg("dead", NOW - 9, expires_at=1),
-        msg("leased", NOW - 8),
-        msg("expired-lease", NOW - 7),
-        msg("due", NOW + LEASE // 2),
-        msg("waiting", NOW + 10 * LEASE),
-    )
-    await lease(storage, NOW - 7, limit=2, owner=C1)
-    await storage.extend(T, [("leased", 2)], C1, NOW + 2 * LEASE)
+    await given_every_state(storage)
     await given_topic(storage, "empty", buckets=8)
     await given_topic(storage, "other", buckets=2)
     await storage.insert("other", [msg("o", NOW + 5, bucket=1)])

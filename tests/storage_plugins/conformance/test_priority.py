@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from dejaq.core import priority as prio
-from dejaq.core.buckets import Buckets
 from dejaq.core.errors import InvalidArgument, NotFound
 from dejaq.core.model import (
     KIND_PRIORITY,
@@ -22,14 +22,16 @@ from dejaq.core.model import (
     TopicSettings,
 )
 from dejaq.storage_plugins import Storage
-from dejaq.storage_plugins.base import Head, LeaseRequest, TopicCensus
+from dejaq.storage_plugins.base import Head, TopicCensus
+from tests.storage_plugins.conformance import givens
 from tests.storage_plugins.conformance.givens import (
-    ACCEPTED,
     C1,
     C2,
     DUPLICATE,
     LEASE,
+    given_messages,
     given_topic,
+    ids,
 )
 
 P = "jobs"
@@ -79,25 +81,12 @@ def pending(id: str, priority: int, not_before: int, bucket: int = 0) -> NewMess
 
 
 async def given(storage: Storage, *messages: NewMessage) -> None:
-    assert await storage.insert(P, messages) == [ACCEPTED] * len(messages)
+    await given_messages(storage, *messages, topic=P)
 
 
-async def lease(
-    storage: Storage,
-    now: int = NOW,
-    *,
-    limit: int = 100,
-    owner: str = C1,
-    buckets: Buckets = None,
-    horizon_ms: int = 0,
-    max_deliveries: int = 0,
-) -> Leases:
-    request = LeaseRequest.of(P, buckets, now, limit, LEASE, owner, max_deliveries, horizon_ms)
-    return await storage.lease(request)
-
-
-def ids(leases: Leases) -> list[str]:
-    return [d.id for d in leases.delivered]
+async def lease(storage: Storage, now: int = NOW, **options: Any) -> Leases:
+    """``givens.lease`` on the priority topic, by default at this module's ``NOW``."""
+    return await givens.lease(storage, now, topic=P, **options)
 
 
 async def timestamps(storage: Storage, names: Sequence[str]) -> dict[str, int]:

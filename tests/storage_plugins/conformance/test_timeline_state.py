@@ -17,6 +17,7 @@ from tests.storage_plugins.conformance.givens import (
     NOW,
     T,
     given_dead,
+    given_every_state,
     given_leased,
     given_messages,
     given_topic,
@@ -80,17 +81,7 @@ async def test_release_of_an_unknown_owner_or_topic_releases_nothing(storage: St
 
 
 async def test_counts_cover_every_state(storage: Storage) -> None:
-    await given_topic(storage)
-    await given_messages(
-        storage,
-        msg("dead", NOW - 9, expires_at=1),
-        msg("leased", NOW - 8),
-        msg("expired-lease", NOW - 7),
-        msg("due", NOW + LEASE // 2),
-        msg("waiting", NOW + 10 * LEASE),
-    )
-    await lease(storage, NOW - 7, limit=2, owner=C1)  # dead-letters "dead", leases two
-    await storage.extend(T, [("leased", 2)], C1, NOW + 2 * LEASE)
+    await given_every_state(storage)
     assert await storage.counts(T, NOW + LEASE) == Counts(waiting=1, due=2, leased=1, dead=1)
 
 
