@@ -5,13 +5,13 @@ topic's children are resolved once and kept until its kind changes."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter
 
 from dejaq.broker.cron.plan import Firing
+from dejaq.broker.observability.series import drop_series
 from dejaq.core.cron import Misfire
 
 
@@ -68,9 +68,5 @@ class CronMetrics:
         children = self._children.pop(topic, None)
         if children is None:
             return
-        kind = children.kind
-        series: list[tuple[Counter, tuple[str, ...]]] = [(self.occurrences, (topic, kind))]
-        series += [(self.misfires, (topic, kind, p.value)) for p in Misfire]
-        for counter, labels in series:
-            with contextlib.suppress(KeyError):
-                counter.remove(*labels)
+        drop_series(self.occurrences, topic, children.kind)
+        drop_series(self.misfires, topic, children.kind, each=[p.value for p in Misfire])

@@ -17,7 +17,6 @@ rather than at scrape time, so a scrape never waits on storage.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 from typing import Any, NamedTuple
 
@@ -32,6 +31,7 @@ from dejaq.broker.dispatch.lateness import (
     WAIT_NAME,
     LatenessHistogram,
 )
+from dejaq.broker.observability.series import drop_series
 from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, Topic
 
 # Push time minus due time: from half a millisecond to a minute.
@@ -339,11 +339,8 @@ class Metrics:
     def forget_due_ahead(self, topic: str) -> None:
         """Drop a topic's due-ahead series (deleted, or reported by another broker)."""
         entry = self._due_ahead.pop(topic, None)
-        if entry is None:
-            return
-        for within in DUE_AHEAD_WITHIN:
-            with contextlib.suppress(KeyError):
-                self.due_ahead.remove(topic, entry[0], within)
+        if entry is not None:
+            drop_series(self.due_ahead, topic, entry[0], each=DUE_AHEAD_WITHIN)
 
     def touch_topic(self, topic: str) -> None:
         """Create a topic's series at zero, so a rate over them exists before the
@@ -370,8 +367,5 @@ class Metrics:
             return
         per_topic = (*self.events.values(), self.lag, self.consumers, self.buckets)
         for metric in per_topic:
-            with contextlib.suppress(KeyError):  # never observed: nothing to drop
-                metric.remove(topic, kind)
-        for state in STATES:
-            with contextlib.suppress(KeyError):
-                self.messages.remove(topic, kind, state)
+            drop_series(metric, topic, kind)
+        drop_series(self.messages, topic, kind, each=STATES)

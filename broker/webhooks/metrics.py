@@ -5,10 +5,11 @@ series go with its poster."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from dejaq.broker.observability.series import drop_series
 
 OUTCOMES = ("2xx", "429", "4xx", "5xx", "other", "error")  # error: no answer (timeout, connection)
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -50,10 +51,6 @@ class WebhookMetrics:
 
     def forget(self, topic: str) -> None:
         kind = self._kinds.pop(topic, None)
-        if kind is None:
-            return
-        for o in OUTCOMES:
-            with contextlib.suppress(KeyError):
-                self.requests.remove(topic, kind, o)
-        with contextlib.suppress(KeyError):
-            self.seconds.remove(topic, kind)
+        if kind is not None:
+            drop_series(self.requests, topic, kind, each=OUTCOMES)
+            drop_series(self.seconds, topic, kind)

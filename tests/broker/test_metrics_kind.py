@@ -9,6 +9,7 @@ from dejaq.broker.cron.metrics import CronMetrics
 from dejaq.broker.cron.plan import Firing
 from dejaq.broker.observability.gauges import refresh
 from dejaq.broker.observability.metrics import Event, Metrics
+from dejaq.broker.webhooks.metrics import WebhookMetrics
 from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, Topic, TopicSettings
 
 from .inprocess import ManualClock, make_broker, produce_at
@@ -89,6 +90,26 @@ def test_forgetting_a_topic_drops_its_series() -> None:
     )
     assert "'jobs'" not in text
     assert not m.knows("jobs")
+
+
+def test_webhook_series_carry_the_kind_and_go_with_their_topic() -> None:
+    # Given a priority topic whose webhook was answered once and failed once
+    m = Metrics()
+    m.topic_known(Topic("jobs", PRIORITY))
+    hooks = WebhookMetrics(m.registry, m.kind_of)
+    hooks.observe("jobs", 204, 0.01)
+    hooks.observe("jobs", None, 0.5)
+    labels = {"topic": "jobs", "kind": "priority"}
+    requests = "dejaq_webhook_requests_total"
+    assert m.registry.get_sample_value(requests, {**labels, "outcome": "2xx"}) == 1
+    assert m.registry.get_sample_value(requests, {**labels, "outcome": "error"}) == 1
+    assert value(m, "dejaq_webhook_request_seconds_count", **labels) == 2
+    # When its poster goes
+    hooks.forget("jobs")
+    # Then its webhook series are gone
+    assert m.registry.get_sample_value(requests, {**labels, "outcome": "2xx"}) is None
+    assert m.registry.get_sample_value(requests, {**labels, "outcome": "error"}) is None
+    assert value(m, "dejaq_webhook_request_seconds_count", **labels) is None
 
 
 def test_cron_series_carry_the_target_kind() -> None:
