@@ -13,6 +13,7 @@ from dejaq.core.model import Counts, Settled, Topic, TopicSettings
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import keys as redis_keys
+from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.cluster import RedisClusterStorage
 from dejaq.storage_plugins.redis.options import CLUSTER_TOPIC_SLOTS, parse_url
 from tests.redis_cluster import RedisCluster, tls_redis_cluster  # noqa: F401 - fixture
@@ -129,6 +130,30 @@ async def test_a_topic_s_keys_and_messages_split_evenly_over_the_masters(
         for spread in (keys_on, messages_on):
             share = sum(spread.values()) / 3
             assert all(abs(n - share) <= 0.15 * share for n in spread.values()), (name, spread)
+
+
+async def test_with_wait_replicas_a_lease_works_after_every_master_forgets_its_scripts(
+    redis_cluster: RedisCluster,
+) -> None:
+    # Given messages on a topic spread over the masters, written with WAIT 1
+    redis_cluster.flush()
+    storage = storage_from_url(f"{redis_cluster.url}?wait_replicas=1&wait_timeout_ms=2000")
+    await storage.open()
+    try:
+        await storage.create_topic(Topic("lost", TopicSettings(buckets=16)))
+        assert await storage.insert("lost", [msg(f"m{i}", ts=1, buckets=16) for i in range(40)])
+        # When every master has lost its scripts before a lease pass
+        for node in redis_cluster.masters():
+            with node.client() as client:
+                client.script_flush()
+        leases = await storage.lease(LeaseRequest("lost", None, 10, 100, 1_000, "c"))
+        # Then the pass reloaded them and leased every message once
+        assert sorted(m.id for m in leases.delivered) == sorted(f"m{i}" for i in range(40))
+        for node in redis_cluster.masters():
+            with node.client() as client:
+                assert client.script_exists(lua.CLUSTER[lua.LEASE].sha) == [True]
+    finally:
+        await storage.close()
 
 
 def _time_calls(cluster: RedisCluster) -> dict[int, int]:
