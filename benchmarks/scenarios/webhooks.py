@@ -75,13 +75,14 @@ async def step(
     pids = (ctx.broker.pid, sink_pid)
     cpu_before = [cpu_s(p) for p in pids]
     deadline = time.monotonic() + LEAD_MS / 1000 + ctx.plan.webhook_step_s + SETTLE_S
-    stats: dict[str, Any] = {}
     while time.monotonic() < deadline:
         await asyncio.sleep(0.2)
-        async with http.get(f"{sink}/stats") as resp:
-            stats = await resp.json()
-        if stats["count"] >= n and time.time() * 1000 > times[-1] + 500:
+        async with http.get(f"{sink}/count") as resp:
+            count = (await resp.json())["count"]
+        if count >= n and time.time() * 1000 > times[-1] + 500:
             break
+    async with http.get(f"{sink}/stats") as resp:
+        stats: dict[str, Any] = await resp.json()
     late = np.asarray(stats.get("latenesses", []), dtype=np.float64)
     broker_cpu, sink_cpu = (cpu_s(p) - c for p, c in zip(pids, cpu_before, strict=True))
     summary = lateness_summary(late, int((late < 0).sum()))
