@@ -34,6 +34,11 @@ buckets for good (in a cluster nobody else leases them). The dispatcher tells
 the buckets go to consumers elsewhere) and tells it again, with
 ``stalled=False``, as soon as one of them has credit again.
 
+A receiver may ask for a look-ahead of its own (``lease_ahead_ms``): the
+webhook poster does, so a pass leases a few ms of its messages in one storage
+call and they are posted from the window at their millisecond, as the broker's
+look-ahead would.
+
 Fairness: each pass walks the consumers that have credit, starting one further
 along each time (round-robin), and leases to each at most its credit (held
 messages count against it). A slow consumer is never sent more than its window;
@@ -105,6 +110,7 @@ class Receiver(Protocol):
     lease_ms: int
     credit: int
     ahead_ms: int  # how early it may be sent a message (it holds each until due)
+    lease_ahead_ms: int  # how early it may be leased one, held here until due
 
     def deliver(self, leases: Leases) -> None: ...
     def fail(self, exc: Exception) -> None: ...
@@ -243,8 +249,11 @@ class Dispatcher:
         return 0 if self._ranked or self._cap is not None else r.ahead_ms
 
     def _horizon(self, r: Receiver) -> int:
-        """How far ahead a pass leases for ``r``."""
-        return max(self._looks_ahead(), self._ahead(r))
+        """How far ahead a pass leases for ``r`` (its own look-ahead counts only
+        where the broker's may look ahead at all: not under a rate cap, nor on a
+        priority topic)."""
+        own = 0 if self._ranked or self._cap is not None else r.lease_ahead_ms
+        return max(self._looks_ahead(), self._ahead(r), own)
 
     def _cadence(self) -> int:
         """The look-ahead that paces passes: the shortest of the consumers'."""

@@ -27,6 +27,8 @@ class WebhookMetrics:
     def __init__(self, registry: CollectorRegistry, kind_of: Callable[[str], str]) -> None:
         self._kind_of = kind_of
         self._kinds: dict[str, str] = {}  # the kind each topic's series carry
+        self._counted: dict[tuple[str, int | None], Counter] = {}  # by topic, status
+        self._timed: dict[str, Histogram] = {}
         self.requests = Counter(
             "dejaq_webhook_requests",
             "Webhook requests by outcome: the answer's status class, or error (no answer:"
@@ -43,13 +45,29 @@ class WebhookMetrics:
         )
 
     def observe(self, topic: str, status: int | None, seconds: float) -> None:
+        # The labelled series are looked up once: labels() costs more than the
+        # count itself, once per request.
+        counted = self._counted.get((topic, status))
+        if counted is None:
+            counted = self._counted[topic, status] = self.requests.labels(
+                topic, self._kind(topic), outcome(status)
+            )
+        timed = self._timed.get(topic)
+        if timed is None:
+            timed = self._timed[topic] = self.seconds.labels(topic, self._kind(topic))
+        counted.inc()
+        timed.observe(seconds)
+
+    def _kind(self, topic: str) -> str:
         kind = self._kinds.get(topic)
         if kind is None:
             kind = self._kinds[topic] = self._kind_of(topic)
-        self.requests.labels(topic, kind, outcome(status)).inc()
-        self.seconds.labels(topic, kind).observe(seconds)
+        return kind
 
     def forget(self, topic: str) -> None:
+        self._timed.pop(topic, None)
+        for key in [k for k in self._counted if k[0] == topic]:
+            del self._counted[key]
         kind = self._kinds.pop(topic, None)
         if kind is not None:
             drop_series(self.requests, topic, kind, each=OUTCOMES)

@@ -9,6 +9,15 @@ the lease outlasts the request's timeout, so a broker that dies mid-request
 leaves the message leased until the lease runs out, and another broker posts
 it again: redelivered, never lost.
 
+A pass leases ``LEASE_AHEAD_MS`` of the topic's messages at once (one storage
+call for many), and the dispatcher's window hands each over at its
+millisecond. Requests in flight stay within the webhook's ``concurrency``; a
+due message that finds them all busy waits here for the first to end. The
+poster's credit, what the dispatcher may lease for it unsettled, is twice the
+concurrency: as many again as can be in flight may be held or waiting, so one
+waits at most one request timeout for a connection, and the lease covers that
+wait and its own request.
+
 A 2xx answer acks the message. A 429, a 5xx, any other answer, a timeout or
 a connection error nacks it, due again after ``retry.delay_ms``; past the
 topic's max deliveries the nack puts it on the dead timeline. The settles of
@@ -24,6 +33,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,15 +55,27 @@ if TYPE_CHECKING:
     from dejaq.broker.dispatch.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
-# The lease outlasts a request by this much: a request that times out is
-# nacked by its broker before another may lease the message.
+# The lease outlasts a message's wait for a connection and its request by this
+# much: a request that times out is nacked by its broker before another may
+# lease the message.
 LEASE_MARGIN_MS = 2_000
+# How far ahead of their millisecond a pass leases a webhook's messages.
+LEASE_AHEAD_MS = 10
+# Answers settle in storage together, once per this many seconds.
+SETTLE_EVERY_S = 0.005
 
 
 def lease_for(topic: Topic) -> int:
+    """At least one timeout waiting for a connection plus one for the request."""
     hook = topic.settings.webhook
     timeout = hook.timeout_ms if hook is not None else 0
-    return max(topic.settings.lease_ms, timeout + LEASE_MARGIN_MS)
+    return max(topic.settings.lease_ms, 2 * timeout + LEASE_MARGIN_MS)
+
+
+def credit_for(hook: Webhook) -> int:
+    """What the dispatcher may lease for a webhook unsettled: its requests in
+    flight, and as many again held until due or waiting for a connection."""
+    return 2 * hook.concurrency
 
 
 @dataclass(frozen=True)
@@ -94,8 +116,9 @@ class Poster:
         self.hook: Webhook = topic.settings.webhook
         self._plan = _Plan.of(self.hook, allow)
         self.lease_ms = lease_for(topic)
-        self.credit = self.hook.concurrency
+        self.credit = credit_for(self.hook)
         self.ahead_ms = 0  # posted at its millisecond
+        self.lease_ahead_ms = LEASE_AHEAD_MS
         self._broker = broker
         self._allow = allow
         self._metrics = metrics
@@ -104,6 +127,8 @@ class Poster:
         self._pools: dict[tuple[str, str, int], Pool] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: set[Connection] = set()  # requests sent without a task
+        self._busy = 0  # requests in flight, dialling ones included
+        self._waiting: deque[LeasedMessage] = deque()  # due, for a connection to end
         # Settles waiting for the flush: by kind and delay, one storage call each.
         self._settles: dict[tuple[Kind, int], list[tuple[str, int]]] = {}
         self._flush: asyncio.Task[None] | None = None
@@ -112,9 +137,8 @@ class Poster:
     # -- Receiver ----------------------------------------------------------------
 
     def deliver(self, leases: Leases) -> None:
-        for m in leases.delivered:
-            if not self._send(m):
-                self._spawn(m)
+        self._waiting.extend(leases.delivered)
+        self._start_waiting()
 
     def fail(self, exc: Exception) -> None:
         log.info("webhook topic %s closed: %s", self.topic.name, exc)
@@ -134,20 +158,24 @@ class Poster:
         """The topic's settings changed: later requests use its new webhook."""
         hook = topic.settings.webhook
         assert hook is not None
-        self.credit += hook.concurrency - self.hook.concurrency
+        self.credit += credit_for(hook) - credit_for(self.hook)
         self.topic, self.hook, self.lease_ms = topic, hook, lease_for(topic)
         self._plan = _Plan.of(hook, self._allow)
         for origin in [o for o in self._pools if o != self._plan.origin]:
             self._pools.pop(origin).close()  # its requests in flight fail: nacked, posted again
+        self._start_waiting()
         if self._dispatcher is not None:
             self._dispatcher.poke()
 
     async def stop(self) -> None:
-        """Stop posting. Messages held for us go back at their own time; those
-        in flight stay leased until their lease runs out (posted again then)."""
+        """Stop posting. Messages held or waiting for us go back at their own
+        time; those in flight stay leased until their lease runs out (posted
+        again then)."""
         d, self._dispatcher = self._dispatcher, None
+        waiting = list(self._waiting)
+        self._waiting.clear()
         if d is not None:
-            await d.hand_back(self.consumer_id, d.remove(self))
+            await d.hand_back(self.consumer_id, d.remove(self) + waiting)
         for task in list(self._tasks):
             task.cancel()
         for conn in list(self._in_flight):
@@ -160,6 +188,15 @@ class Poster:
         self._pools.clear()
 
     # -- posting -----------------------------------------------------------------
+
+    def _start_waiting(self) -> None:
+        """Post the waiting messages, oldest first, while the concurrency allows."""
+        waiting, limit = self._waiting, self.hook.concurrency
+        while waiting and self._busy < limit:
+            m = waiting.popleft()
+            self._busy += 1
+            if not self._send(m):
+                self._spawn(m)
 
     def _send(self, m: LeasedMessage) -> bool:
         """Post ``m`` at once on an idle connection, with no task: its answer
@@ -219,6 +256,7 @@ class Poster:
             status, retry_after = await self._request(hook, plan, m)
         except BaseException:
             self.credit += 1
+            self._busy -= 1
             raise
         self._finish(m, hook, started, status, retry_after)
 
@@ -232,7 +270,12 @@ class Poster:
     ) -> None:
         self._metrics.observe(self.topic.name, status, time.monotonic() - started)
         self.credit += 1
-        if self._dispatcher is not None:
+        self._busy -= 1
+        self._start_waiting()
+        # Passes run at their own pace while credit lasts; one that found none
+        # waits for a poke: given once a quarter of the credit is back, so the
+        # next pass leases a batch, not one message.
+        if self.credit == max(1, credit_for(self.hook) // 4) and self._dispatcher is not None:
             self._dispatcher.poke()
         if status is not None and 200 <= status < 300:
             self._queue(Kind.ACK, 0, m)
@@ -276,7 +319,7 @@ class Poster:
 
     async def _flush_settles(self) -> None:
         try:
-            await asyncio.sleep(0)  # let the answers of this moment join
+            await asyncio.sleep(SETTLE_EVERY_S)  # let the answers of these ms join
             while self._settles:
                 batches, self._settles = self._settles, {}
                 for (kind, ms), items in batches.items():

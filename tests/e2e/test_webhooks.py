@@ -120,6 +120,27 @@ async def test_requests_in_flight_are_bounded_by_the_concurrency(
     assert in_flight[1] == 3
 
 
+async def test_messages_waiting_for_a_connection_go_back_when_the_webhook_is_removed(
+    hook_broker: BrokerProcess, sink: Sink, topic_name: str
+) -> None:
+    # Given a webhook of concurrency 1 whose endpoint never answers, and four messages due
+    async def answer(hit: Hit, before: int) -> Reply:
+        return await sink.hang()
+
+    sink.answer = answer
+    async with Client(hook_broker.address) as client:
+        await webhook_topic(client, topic_name, Webhook(sink.url, concurrency=1))
+        await produce(client, topic_name, [Outgoing(b"x", now_ms(), id=f"w{i}") for i in range(4)])
+        await wait_until(lambda: len(sink.hits) == 1, 15, "the first request")
+        # (the broker leased one more, waiting for the connection to be free)
+        await wait_until(lambda: _counts_are(client, topic_name, (0, 2, 2, 0)), 10, "two leased")
+        # When the webhook is removed
+        await Admin(client).set_webhook(topic_name, None)
+        # Then the waiting one is due again at once; only the one in flight stays leased
+        await wait_until(lambda: _counts_are(client, topic_name, (0, 3, 1, 0)), 10, "handed back")
+    assert len(sink.hits) == 1
+
+
 async def test_any_message_id_travels_percent_encoded(
     hook_broker: BrokerProcess, sink: Sink, topic_name: str
 ) -> None:
