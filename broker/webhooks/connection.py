@@ -5,12 +5,15 @@ uvicorn uses): the status, the ``Retry-After`` header and whether the
 connection may carry another request; a body, by ``Content-Length``, chunked or
 up to the close, is read and dropped. One request at a time, never pipelined.
 Whatever ends a connection mid-request (the peer closes, a bad answer, an
-abort) fails the request with a ``ConnectionError``.
+abort) fails the request with a ``ConnectionError``. The request's outcome
+goes to the callback it was sent with, called once, from the protocol's own
+callbacks: no future and no task per request.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import NamedTuple
 
 import httptools
@@ -21,16 +24,20 @@ class Answer(NamedTuple):
     retry_after: str | None
 
 
+Done = Callable[[Answer | Exception], None]  # a request's answer, or what ended it
+
+
 class Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self._parser = httptools.HttpResponseParser(self)
         self._transport: asyncio.Transport | None = None
-        self._waiter: asyncio.Future[Answer] | None = None
+        self._done: Done | None = None
         self._status = 0
         self._retry_after: str | None = None
         self.closed = False
         self.received = False  # a byte of the current answer came
         self.reusable = False  # the last answer leaves the connection open for another
+        self.deadline = 0.0  # when the request in flight times out (its sender's clock)
 
     # -- asyncio.Protocol -------------------------------------------------------
 
@@ -53,13 +60,10 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.reusable = False
-        waiter, self._waiter = self._waiter, None
-        if waiter is None or waiter.done():
-            return
         if self._status >= 200:  # a body read up to the close: the answer is whole
-            waiter.set_result(Answer(self._status, self._retry_after))
+            self._settle(Answer(self._status, self._retry_after))
         else:
-            waiter.set_exception(
+            self._settle(
                 ConnectionError(f"the webhook endpoint closed the connection: {exc or 'EOF'}")
             )
 
@@ -81,23 +85,19 @@ class Connection(asyncio.Protocol):
             self._status = 0
             return
         self.reusable = self._parser.should_keep_alive()
-        waiter, self._waiter = self._waiter, None
         if not self.reusable:
             self.close()
-        if waiter is not None and not waiter.done():
-            waiter.set_result(Answer(self._status, self._retry_after))
+        self._settle(Answer(self._status, self._retry_after))
 
     # -- use ----------------------------------------------------------------------
 
-    def send(self, request: bytes) -> asyncio.Future[Answer]:
-        """Write ``request`` (head and body) in one write; the future is its answer."""
-        assert self._transport is not None and self._waiter is None
-        waiter: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._waiter = waiter
+    def send(self, request: bytes, done: Done) -> None:
+        """Write ``request`` (head and body) in one write; ``done`` gets its answer."""
+        assert self._transport is not None and self._done is None
+        self._done = done
         self._status = 0
         self.received = self.reusable = False
         self._transport.write(request)
-        return waiter
 
     def close(self) -> None:
         self.closed = True
@@ -107,7 +107,7 @@ class Connection(asyncio.Protocol):
     def abort(self) -> None:
         """Drop the connection now: its request's answer, if one comes, is not read."""
         self.closed = True
-        self._waiter = None
+        self._done = None
         if self._transport is not None:
             self._transport.abort()
 
@@ -116,7 +116,10 @@ class Connection(asyncio.Protocol):
         self._fail(TimeoutError("the webhook endpoint did not answer in time"))
 
     def _fail(self, exc: Exception) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
+        self._settle(exc)
         self.abort()
+
+    def _settle(self, outcome: Answer | Exception) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            done(outcome)

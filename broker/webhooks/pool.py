@@ -68,8 +68,10 @@ class Pool:
         return await self._exchange(await self._dial(), request)
 
     async def _exchange(self, conn: Connection, request: bytes) -> Answer:
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        conn.send(request, functools.partial(_resolve, future))
         try:
-            answer = await conn.send(request)
+            answer = await future
         except BaseException:
             self.drop(conn)
             raise
@@ -101,3 +103,12 @@ class Pool:
             conn.close()
         self._open.clear()
         self._idle.clear()
+
+
+def _resolve(future: asyncio.Future[Answer], outcome: Answer | Exception) -> None:
+    if future.done():  # cancelled: its caller has gone
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

@@ -63,6 +63,10 @@ LEASE_MARGIN_MS = 2_000
 LEASE_AHEAD_MS = 10
 # Answers settle in storage together, once per this many seconds.
 SETTLE_EVERY_S = 0.005
+# Requests in flight are checked against their timeout every tenth of it,
+# within these bounds: one ends at most a tenth (or 0.25 s) after its time.
+SWEEP_MIN_S = 0.01
+SWEEP_MAX_S = 0.25
 
 
 def lease_for(topic: Topic) -> int:
@@ -85,6 +89,7 @@ class _Plan:
     origin: tuple[str, str, int]  # scheme, host, port: the pool its requests use
     head: RequestHead
     timeout_s: float
+    sweep_s: float  # how often requests in flight are checked against the timeout
     refused: bool  # a literal address the allowlist does not admit (now)
 
     @classmethod
@@ -95,6 +100,7 @@ class _Plan:
             (url.scheme, host, url.port or 0),
             RequestHead(hook),
             hook.timeout_ms / 1000,
+            min(max(hook.timeout_ms / 10_000, SWEEP_MIN_S), SWEEP_MAX_S),
             literal_refused(host, allow),
         )
 
@@ -127,6 +133,7 @@ class Poster:
         self._pools: dict[tuple[str, str, int], Pool] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: set[Connection] = set()  # requests sent without a task
+        self._sweep: asyncio.TimerHandle | None = None  # expires those past their timeout
         self._busy = 0  # requests in flight, dialling ones included
         self._waiting: deque[LeasedMessage] = deque()  # due, for a connection to end
         # Settles waiting for the flush: by kind and delay, one storage call each.
@@ -178,6 +185,9 @@ class Poster:
             await d.hand_back(self.consumer_id, d.remove(self) + waiting)
         for task in list(self._tasks):
             task.cancel()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for conn in list(self._in_flight):
             conn.abort()  # its answer is not read: the message stays leased
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -207,13 +217,25 @@ class Poster:
         if pool is None or conn is None:
             return False
         started = time.monotonic()
-        answer = conn.send(plan.head.request(m, int(time.time() * 1000)))
-        timer = asyncio.get_running_loop().call_later(plan.timeout_s, conn.expire)
+        conn.deadline = started + plan.timeout_s
         self._in_flight.add(conn)
-        answer.add_done_callback(
-            functools.partial(self._answered, m, self.hook, pool, conn, timer, started)
+        conn.send(
+            plan.head.request(m, int(time.time() * 1000)),
+            functools.partial(self._answered, m, self.hook, pool, conn, started),
         )
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(plan.sweep_s, self._expire)
         return True
+
+    def _expire(self) -> None:
+        """Fail the requests past their timeout (one timer for all: a timer a
+        request costs more than the sweep). Checked every ``sweep_s``."""
+        self._sweep = None
+        now = time.monotonic()
+        for conn in [c for c in self._in_flight if c.deadline <= now]:
+            conn.expire()  # its answer comes to _answered as a TimeoutError
+        if self._in_flight:
+            self._sweep = asyncio.get_running_loop().call_later(self._plan.sweep_s, self._expire)
 
     def _answered(
         self,
@@ -221,19 +243,17 @@ class Poster:
         hook: Webhook,
         pool: Pool,
         conn: Connection,
-        timer: asyncio.TimerHandle,
         started: float,
-        answer: asyncio.Future[Answer],
+        outcome: Answer | Exception,
     ) -> None:
-        timer.cancel()
         self._in_flight.discard(conn)
         if self._dispatcher is None:  # stopped: the message stays leased, posted again later
             return
-        exc = answer.exception()
-        if exc is None:
+        if not isinstance(outcome, Exception):
             pool.done(conn)
-            self._finish(m, hook, started, *answer.result())
+            self._finish(m, hook, started, *outcome)
             return
+        exc = outcome
         pool.drop(conn)
         if isinstance(exc, ConnectionError) and not conn.received:
             # The peer closed an idle connection as we wrote (its keep-alive ran
