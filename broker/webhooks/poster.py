@@ -5,7 +5,7 @@ joins and leaves like any other, so in a cluster the topic's buckets are
 spread over the brokers and each message is posted by the broker owning its
 bucket. The dispatcher leases each message and hands it over at its
 millisecond (never before), through the same lease path as a gRPC consumer's;
-the lease outlasts the request's timeout, so a broker that dies mid-request
+the lease outlasts the request, so a broker that dies mid-request
 leaves the message leased until the lease runs out, and another broker posts
 it again: redelivered, never lost.
 
@@ -21,10 +21,9 @@ wait and its own request.
 A 2xx answer acks the message. A 429, a 5xx, any other answer, a timeout or
 a connection error nacks it, due again after ``retry.delay_ms``; past the
 topic's max deliveries the nack puts it on the dead timeline. The settles of
-one moment go to storage together, one call per kind and delay. Requests in
-flight are bounded by the webhook's ``concurrency``: it is the session's
-credit. Requests go out over the keep-alive connections of ``pool.py``, each
-written whole in one write (``request.py``).
+a few ms go to storage together, one call per kind and delay. Requests go out
+over the keep-alive connections of ``pool.py``, each written whole in one
+write (``request.py``); one timer per poster fails those past their timeout.
 """
 
 from __future__ import annotations
