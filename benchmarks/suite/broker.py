@@ -55,21 +55,25 @@ def dejaq_command() -> list[str]:
 
 @contextlib.asynccontextmanager
 async def broker(
-    storage_url: str, cwd: str | None = None, env: Mapping[str, str] | None = None
+    storage_url: str,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    http_api: bool = True,
 ) -> AsyncIterator[BrokerProcess]:
     """Run ``dejaq broker`` on free loopback ports while the block runs.
 
     ``cwd`` is where relative storage paths land; ``env`` adds ``DEJAQ_*``
-    broker settings to this process's environment.
+    broker settings to this process's environment; ``http_api=False`` leaves
+    ``--http`` out.
     """
     metrics = f"127.0.0.1:{free_port()}"
-    http = f"127.0.0.1:{free_port()}"
+    http = f"127.0.0.1:{free_port()}" if http_api else ""
     with tempfile.TemporaryFile("w+b") as errors:
         proc = await asyncio.create_subprocess_exec(
             *dejaq_command(),
             "broker",
             *("--listen", "127.0.0.1:0", "--storage", storage_url, "--metrics", metrics),
-            *("--http", http),
+            *(("--http", http) if http else ()),
             *("--log-level", "WARNING"),
             stdout=asyncio.subprocess.PIPE,
             stderr=errors,
@@ -78,7 +82,7 @@ async def broker(
         )
         try:
             address = await _address(proc, storage_url, errors)
-            yield BrokerProcess(address, metrics, proc.pid, f"http://{http}")
+            yield BrokerProcess(address, metrics, proc.pid, f"http://{http}" if http else "")
         finally:
             await stop(proc)
 

@@ -274,6 +274,8 @@ def produce_table(results: dict[str, Any]) -> str:
             dig(r, "produce", "http", "grpc_broker_us_per_msg"),
             dig(r, "produce", "http", "broker_us_per_msg"),
             dig(r, "produce", "http", "http_cpu_share"),
+            dig(r, "produce", "idle_http", "http_off_us_per_msg"),
+            dig(r, "produce", "idle_http", "idle_http_share"),
         ]
         for name, r in _ran(results)
         if isinstance(r.get("produce"), dict) and "error" not in r["produce"]
@@ -281,7 +283,8 @@ def produce_table(results: dict[str, Any]) -> str:
     return table(
         "produce msgs/s by batch size (Producer.send_batch, 100-byte payloads);"
         " HTTP/JSON batches of 1000, and their share of gRPC's; the broker's CPU µs a"
-        " message at batch 1000 over gRPC and HTTP, and the HTTP surface's share of it",
+        " message at batch 1000 over gRPC and HTTP, and the HTTP surface's share of it;"
+        " on memory, gRPC's on a broker without --http, and what an idle --http adds",
         [
             "",
             *(f"batch {b}" for b in BATCH_SIZES),
@@ -290,6 +293,8 @@ def produce_table(results: dict[str, Any]) -> str:
             "gRPC µs",
             "HTTP µs",
             "HTTP share",
+            "µs no --http",
+            "idle share",
         ],
         rows,
     )
