@@ -233,7 +233,7 @@ class Poster:
         now = time.monotonic()
         for conn in [c for c in self._in_flight if c.deadline <= now]:
             conn.expire()  # its answer comes to _answered as a TimeoutError
-        if self._in_flight:
+        if self._in_flight and self._sweep is None:  # (a request sent meanwhile set one)
             self._sweep = asyncio.get_running_loop().call_later(self._plan.sweep_s, self._expire)
 
     def _answered(
