@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from dejaq.broker.webhooks.resolver import AllowedResolver, Refused
@@ -89,3 +91,22 @@ async def test_the_resolver_dials_only_admitted_addresses() -> None:
         await AllowedResolver(NONE).resolve("localhost", 80)
     found = await AllowedResolver(Allowlist.parse("127.0.0.0/8")).resolve("localhost", 80)
     assert found and all(a.startswith("127.") for a in found)
+
+
+async def test_dials_at_the_same_moment_share_one_lookup_and_each_is_judged() -> None:
+    # Given a resolver that admits loopback, and one that admits nothing
+    allowed = AllowedResolver(Allowlist.parse("127.0.0.0/8"))
+    # When ten dials resolve the same name at once
+    found = await asyncio.gather(*(allowed.resolve("localhost", 80) for _ in range(10)))
+    # Then each gets the same addresses, and no lookup is left behind
+    assert all(f == found[0] for f in found) and found[0]
+    assert not allowed._lookups
+    # And a literal address is judged as a name's addresses are, without a lookup
+    assert await allowed.resolve("127.0.0.1", 80) == ["127.0.0.1"]
+    refusing = AllowedResolver(NONE)
+    results = await asyncio.gather(
+        *(refusing.resolve("localhost", 80) for _ in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(r, Refused) for r in results)
+    with pytest.raises(Refused):
+        await refusing.resolve("::1", 80)
