@@ -111,6 +111,9 @@ class ClusterNode(LocalServer):
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         args += ["--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
         args += ["--save", "", "--appendonly", "no", "--dir", str(self.root)]
+        # A replica syncs at once, when the cluster forms and when a killed master
+        # rejoins; by default a master waits 5 s for more replicas to share one transfer.
+        args += ["--repl-diskless-sync-delay", "0"]
         args += ["--logfile", str(self.log)]
         self._spawn(args)
 

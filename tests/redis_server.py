@@ -79,6 +79,9 @@ class RedisServer(LocalServer):
             args += ["--requirepass", self.password]
         aof = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else []
         args += ["--save", "", "--appendonly", "no", *aof, "--dir", str(self.root)]
+        # A replica (a sentinel group's) syncs at once; by default a master waits
+        # 5 s for more replicas to share one transfer.
+        args += ["--repl-diskless-sync-delay", "0"]
         args += ["--logfile", str(self.log)]
         self._spawn(args)
 
