@@ -13,6 +13,15 @@ os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 import pytest
 
 from tests.certs import Certs, make_certs
+
+# The servers every folder shares, declared here once: a session fixture imported
+# into several modules is a fixture of each, and would start its server once for
+# every module that imports it.
+from tests.etcd_server import etcd_server  # noqa: F401 - fixture
+from tests.postgres_server import postgres_server, tls_postgres_server  # noqa: F401 - fixture
+from tests.redis_cluster import redis_cluster, tls_redis_cluster  # noqa: F401 - fixture
+from tests.redis_sentinel import redis_sentinel, tls_redis_sentinel  # noqa: F401 - fixture
+from tests.redis_server import redis_server, tls_redis_server  # noqa: F401 - fixture
 from tests.servers import FAST_TIER
 
 

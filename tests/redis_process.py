@@ -91,6 +91,9 @@ class RedisProcess(LocalServer):
             args += ["--tls-key-file", str(self.tls.server.key)]
             args += ["--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "yes"]
         args += ["--save", "", "--appendonly", "no", "--dir", str(self.root)]
+        # A replica syncs at once (a group forming, a killed master rejoining); by
+        # default a master waits 5 s for more replicas to share one transfer.
+        args += ["--repl-diskless-sync-delay", "0"]
         return [*args, "--logfile", str(self.log)]
 
 

@@ -22,10 +22,6 @@ from dejaq.core.wire.batches import encode_messages
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins import storage_from_url
-from tests.postgres_server import postgres_server  # noqa: F401 - fixture
-from tests.redis_cluster import redis_cluster  # noqa: F401 - fixture
-from tests.redis_sentinel import redis_sentinel  # noqa: F401 - fixture
-from tests.redis_server import redis_server  # noqa: F401 - fixture
 from tests.storage_plugins.conftest import BACKENDS
 
 from .inprocess import ManualClock

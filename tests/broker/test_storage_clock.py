@@ -8,9 +8,9 @@ import pytest
 from dejaq.broker.clock.storage_clock import storage_clock
 from dejaq.storage_plugins import Storage, storage_from_url
 from dejaq.storage_plugins.memory import MemoryStorage
-from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
-from tests.redis_cluster import RedisCluster, redis_cluster  # noqa: F401 - fixture
-from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
+from tests.postgres_server import PostgresServer
+from tests.redis_cluster import RedisCluster
+from tests.redis_server import RedisServer
 from tests.servers import require_binary
 
 

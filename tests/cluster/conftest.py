@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.support import Cluster
-from tests.etcd_server import EtcdServer, etcd_server  # noqa: F401 - fixture
+from tests.etcd_server import EtcdServer
 
 
 @pytest.fixture
 def cluster(
     request: pytest.FixtureRequest,
-    etcd_server: EtcdServer,  # noqa: F811 - the fixture imported above
+    etcd_server: EtcdServer,
     tmp_path: Path,
 ) -> Iterator[Cluster]:
     name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name).strip("-")[:40]

@@ -1,4 +1,4 @@
-"""10,000 cron entries firing every 20 seconds across three brokers, one of them
+"""10,000 cron entries firing every 15 seconds across three brokers, one of them
 killed with -9 just as the second occurrences are being produced:
 no occurrence missed, none doubled, none early. The same with 2,000 entries of
 mixed priorities on a priority topic, where an occurrence's time is its
@@ -26,10 +26,19 @@ from tests.cluster.support import (
 )
 
 pytestmark = pytest.mark.timeout(420)
-# The entries' period: longer than the lead an occurrence is produced with.
-PERIOD = 20_000
-SCHEDULE = "*/20 * * * * *"
-SETUP_MS = 40_000  # to add the entries and let them fire before the first occurrence
+# The entries' period: longer than the lead an occurrence is produced with, so
+# the second occurrences are produced after the first are due.
+PERIOD = 15_000
+# To add the entries before the first occurrence's lead: a margin, and about
+# twice what adding an entry takes on a busy 2-core machine (0.8-1.2 ms).
+SETUP_MARGIN_MS = 8_000
+SETUP_MS_PER_ENTRY = 2
+
+
+def schedule(first_ms: int) -> str:
+    """Every ``PERIOD``, in step with ``first_ms`` (a whole second): ``S/15``
+    fires at S, S+15, S+30 and S+45 seconds past each minute."""
+    return f"{first_ms // 1000 % (PERIOD // 1000)}/{PERIOD // 1000} * * * * *"
 
 
 def occurred_ms(occurrence_id: str) -> int:
@@ -61,10 +70,13 @@ async def test_cron_entries_survive_a_broker_kill(
     await wait_converged(a, topic, consumers=3)
 
     # and the entries (of mixed priorities on a priority topic), added through all
-    # three brokers, each firing at the next two whole periods (start and end
-    # bound them to exactly two occurrences)
-    first = (now_ms() + SETUP_MS) // PERIOD * PERIOD + PERIOD
+    # three brokers, each firing twice a period apart, the first time once all
+    # are added and its lead is still ahead (start and end bound them to exactly
+    # two occurrences)
+    setup_ms = LEAD_MS + SETUP_MARGIN_MS + entries * SETUP_MS_PER_ENTRY
+    first = (now_ms() + setup_ms) // 1000 * 1000 + 1000
     second = first + PERIOD
+    every = schedule(first)
     clients = [Client(a[i]) for i in range(3)]
     slots = asyncio.Semaphore(64)
 
@@ -73,7 +85,7 @@ async def test_cron_entries_survive_a_broker_kill(
             cron = Cron(clients[i % 3])
             priority = i % 10 if ranked else 0
             await cron.add(
-                topic, f"e{i}", SCHEDULE, b"x", start_ms=first, end_ms=second, priority=priority
+                topic, f"e{i}", every, b"x", start_ms=first, end_ms=second, priority=priority
             )
 
     started = time.monotonic()

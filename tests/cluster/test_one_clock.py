@@ -30,8 +30,8 @@ from tests.cluster.support import (
     wait_converged,
 )
 from tests.e2e.support import ChildConsumer, wait_until
-from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
-from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
+from tests.postgres_server import PostgresServer
+from tests.redis_server import RedisServer
 from tests.servers import require_binary, unavailable
 
 AHEAD_S = 0.5

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.etcd_server import etcd_server  # noqa: F401 - fixture
 from tests.redis_server import RedisServer
 from tests.servers import require_binary, running, temporary_root
 

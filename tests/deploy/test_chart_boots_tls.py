@@ -29,7 +29,7 @@ from tests.deploy import kubelet
 from tests.deploy.chart import broker_container, render
 from tests.deploy.test_chart_boots import BIN, Pod
 from tests.etcd_server import EtcdServer
-from tests.redis_server import RedisServer, tls_redis_server  # noqa: F401 - fixture
+from tests.redis_server import RedisServer
 from tests.servers import free_port, require_binary, running, temporary_root
 
 ETCD_PASSWORD = "etcd-pw-" + uuid.uuid4().hex[:8]
@@ -71,7 +71,7 @@ def tls_files(certs: Certs, name: str) -> dict[str, str]:
 @pytest.fixture
 def secure_pod(
     auth_etcd: EtcdServer,
-    tls_redis_server: RedisServer,  # noqa: F811 - the fixture imported above
+    tls_redis_server: RedisServer,
     certs: Certs,
     tmp_path: Path,
 ) -> Iterator[Pod]:
@@ -138,7 +138,7 @@ def secure_pod(
 
 def test_the_chart_boots_over_tls_with_secrets_it_never_shows(
     secure_pod: Pod,
-    tls_redis_server: RedisServer,  # noqa: F811 - the fixture imported above
+    tls_redis_server: RedisServer,
     certs: Certs,
     tmp_path: Path,
 ) -> None:

@@ -20,9 +20,9 @@ import pytest
 from dejaq.driver.client import Client
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import STORAGES, BrokerProcess, Brokers, StartBroker
-from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
-from tests.redis_cluster import RedisCluster, redis_cluster  # noqa: F401 - fixture
-from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
+from tests.postgres_server import PostgresServer
+from tests.redis_cluster import RedisCluster
+from tests.redis_server import RedisServer
 
 
 @pytest.fixture(scope="session")

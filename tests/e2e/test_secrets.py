@@ -27,8 +27,8 @@ from tests.certs import Certs
 from tests.e2e.broker_process import BrokerProcess, StartBroker
 from tests.e2e.support import now_ms
 from tests.e2e.test_cli import DEJAQ, TIMEOUT_S
-from tests.postgres_server import PostgresServer, tls_postgres_server  # noqa: F401 - fixture
-from tests.redis_server import RedisServer, tls_redis_server  # noqa: F401 - fixture
+from tests.postgres_server import PostgresServer
+from tests.redis_server import RedisServer
 from tests.servers import free_port
 
 
@@ -66,7 +66,7 @@ def start_secure(
 @pytest.mark.parametrize("log_format", ["text", "json"])
 async def test_a_broker_on_a_password_protected_tls_redis_never_shows_the_password(
     start_broker: StartBroker,
-    tls_redis_server: RedisServer,  # noqa: F811 - the fixture imported above
+    tls_redis_server: RedisServer,
     certs: Certs,
     log_format: str,
 ) -> None:
@@ -97,7 +97,7 @@ async def test_a_broker_on_a_password_protected_tls_redis_never_shows_the_passwo
 
 async def test_metrics_over_tls_want_the_client_certificate(
     start_broker: StartBroker,
-    tls_redis_server: RedisServer,  # noqa: F811 - the fixture imported above
+    tls_redis_server: RedisServer,
     certs: Certs,
 ) -> None:
     _, port = start_secure(start_broker, tls_redis_server, certs, "text")
@@ -143,7 +143,7 @@ def test_a_refused_storage_url_is_quoted_without_its_password(url: str) -> None:
 
 def test_a_broker_on_postgresql_verify_full_takes_the_password_from_pgpassword(
     start_broker: StartBroker,
-    tls_postgres_server: PostgresServer,  # noqa: F811 - the fixture imported above
+    tls_postgres_server: PostgresServer,
 ) -> None:
     # Given the URL of a TLS-only server, verify-full, and no password in it
     url = tls_postgres_server.url().replace(f":{tls_postgres_server.password}@", "@")

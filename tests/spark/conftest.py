@@ -23,7 +23,6 @@ from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from tests.e2e.broker_process import BrokerProcess
 from tests.e2e.conftest import start_broker  # noqa: F401 - fixture
-from tests.redis_server import redis_server  # noqa: F401 - fixture
 from tests.servers import unavailable
 
 # A task may fail 3 times before the job does (local[N, maxFailures]).

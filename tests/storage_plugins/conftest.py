@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from dejaq.storage_plugins import Storage, storage_from_url
-from tests.postgres_server import PostgresServer, postgres_server  # noqa: F401 - fixture
-from tests.redis_cluster import RedisCluster, redis_cluster  # noqa: F401 - fixture
-from tests.redis_sentinel import RedisSentinel, redis_sentinel  # noqa: F401 - fixture
-from tests.redis_server import RedisServer, redis_server  # noqa: F401 - fixture
+from tests.postgres_server import PostgresServer
+from tests.redis_cluster import RedisCluster
+from tests.redis_sentinel import RedisSentinel
+from tests.redis_server import RedisServer
 from tests.servers import require_binary
 
 UrlFactory = Callable[[pytest.FixtureRequest, Path], str]
@@ -105,7 +105,7 @@ async def two_storages(
 
 
 @pytest.fixture
-def server(redis_server: RedisServer) -> RedisServer:  # noqa: F811 - the fixture
+def server(redis_server: RedisServer) -> RedisServer:
     """The session's server, emptied."""
     redis_server.flush()
     return redis_server

@@ -16,11 +16,11 @@ from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.postgres.options import parse_url
 from tests.certs import Certs
-from tests.postgres_server import PostgresServer, tls_postgres_server  # noqa: F401 - fixture
+from tests.postgres_server import PostgresServer
 
 
 @pytest.fixture
-def tls_postgres(tls_postgres_server: PostgresServer) -> PostgresServer:  # noqa: F811 - the fixture
+def tls_postgres(tls_postgres_server: PostgresServer) -> PostgresServer:
     tls_postgres_server.reset()
     return tls_postgres_server
 

@@ -16,7 +16,7 @@ from dejaq.storage_plugins.redis import keys as redis_keys
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.cluster import RedisClusterStorage
 from dejaq.storage_plugins.redis.options import CLUSTER_TOPIC_SLOTS, parse_url
-from tests.redis_cluster import RedisCluster, tls_redis_cluster  # noqa: F401 - fixture
+from tests.redis_cluster import RedisCluster
 from tests.storage_plugins.redis_support import msg
 
 # -- URL ------------------------------------------------------------------------
@@ -188,7 +188,7 @@ async def test_every_broker_reads_the_clock_of_the_registry_s_master(
 
 
 async def test_messages_go_through_a_tls_cluster(
-    tls_redis_cluster: RedisCluster,  # noqa: F811 - the fixture
+    tls_redis_cluster: RedisCluster,
 ) -> None:
     # Given a cluster that takes only TLS with a client certificate
     tls_redis_cluster.flush()

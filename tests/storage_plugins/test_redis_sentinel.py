@@ -22,7 +22,7 @@ from dejaq.storage_plugins.redis.sentinel import (
     parse_sentinel_url,
     ran_nothing,
 )
-from tests.redis_sentinel import SERVICE, RedisSentinel, tls_redis_sentinel  # noqa: F401 - fixture
+from tests.redis_sentinel import SERVICE, RedisSentinel
 from tests.storage_plugins.redis_support import HANG_GUARD_S, NOW, T, given_topic, msg, opened
 
 # -- URL ------------------------------------------------------------------------
@@ -139,7 +139,7 @@ async def test_with_wait_replicas_a_lease_no_replica_took_is_refused(
 
 
 async def test_messages_go_through_a_tls_sentinel_group(
-    tls_redis_sentinel: RedisSentinel,  # noqa: F811 - the fixture
+    tls_redis_sentinel: RedisSentinel,
 ) -> None:
     # Given sentinels and servers that take only TLS with a client certificate
     tls_redis_sentinel.flush()

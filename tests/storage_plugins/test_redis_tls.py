@@ -11,14 +11,14 @@ import pytest
 from dejaq.core.errors import InvalidArgument, StorageError
 from dejaq.storage_plugins.redis.options import parse_url
 from tests.certs import Certs
-from tests.redis_server import RedisServer, tls_redis_server  # noqa: F401 - fixture
+from tests.redis_server import RedisServer
 from tests.storage_plugins.redis_support import ACCEPTED, T, given_topic, msg, opened
 
 PASSWORD = "redis-s3cret-" + uuid.uuid4().hex[:8]  # for URLs that never reach a server
 
 
 @pytest.fixture
-def tls_redis(tls_redis_server: RedisServer) -> RedisServer:  # noqa: F811 - the fixture
+def tls_redis(tls_redis_server: RedisServer) -> RedisServer:
     return tls_redis_server
 
 
