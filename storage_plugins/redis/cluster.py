@@ -51,8 +51,6 @@ from typing import Any
 
 from redis import exceptions as rex
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from dejaq.core.errors import StorageError, StorageUnavailable
 from dejaq.storage_plugins.redis import keys
@@ -267,16 +265,9 @@ class RedisClusterStorage(RedisStorage):
 
     def _connect(self, timeout_s: float) -> tuple[RedisCluster, Runner]:
         o = self.options
-        tls = o.tls_arguments()
         client = RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in o.seeds],
-            username=o.username or None,
-            password=o.password or None,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=o.connect_timeout_ms / 1000,
-            retry=Retry(NoBackoff(), 0),
-            ssl=bool(tls),
-            **tls,
+            **o.client_arguments(timeout_s, credentials=True),
         )
         wait = (o.wait_replicas, o.wait_timeout_ms) if o.wait_replicas else None
         return client, ClusterRunner(client, wait, o.socket_timeout_ms / 1000)

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.redact import redact
 
@@ -48,6 +51,22 @@ class RedisOptions:
     @property
     def cluster(self) -> bool:
         return bool(self.seeds)
+
+    def client_arguments(self, timeout_s: float, credentials: bool = False) -> dict[str, Any]:
+        """Keyword arguments of a redis-py client: its timeouts, no retry of its
+        own (the storage's callers decide), TLS; with ``credentials`` also the
+        user, the password and ``ssl`` (for a client not made from the URL)."""
+        tls = self.tls_arguments()
+        out: dict[str, Any] = {
+            "socket_timeout": timeout_s,
+            "socket_connect_timeout": self.connect_timeout_ms / 1000,
+            "retry": Retry(NoBackoff(), 0),
+            **tls,
+        }
+        if credentials:
+            out |= {"username": self.username or None, "password": self.password or None}
+            out["ssl"] = bool(tls)
+        return out
 
     def tls_arguments(self) -> dict[str, Any]:
         """Keyword arguments of redis-py's TLS connection (empty for redis://)."""

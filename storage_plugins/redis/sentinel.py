@@ -205,15 +205,7 @@ class RedisSentinelStorage(RedisStorage):
             sentinel_kwargs={**sockets, "retry": Retry(NoBackoff(), 0), **sentinel_tls},
         )
         client = self._sentinel.master_for(
-            target.service,
-            db=target.db,
-            username=o.username or None,
-            password=o.password or None,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=o.connect_timeout_ms / 1000,
-            retry=Retry(NoBackoff(), 0),
-            ssl=bool(tls),
-            **tls,
+            target.service, db=target.db, **o.client_arguments(timeout_s, credentials=True)
         )
         return client, SentinelRunner(client, self._wait, o.socket_timeout_ms / 1000)
 

@@ -16,8 +16,6 @@ import uuid
 from collections.abc import Sequence
 
 from redis.asyncio import Redis, RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, StorageError
@@ -200,13 +198,7 @@ class RedisStorage(Storage):
     def _connect(self, timeout_s: float) -> tuple[Redis | RedisCluster, Runner]:
         """The client (not connected yet) and the runner that sends its calls."""
         o = self.options
-        client = Redis.from_url(
-            o.url,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=o.connect_timeout_ms / 1000,
-            retry=Retry(NoBackoff(), 0),
-            **o.tls_arguments(),
-        )
+        client = Redis.from_url(o.url, **o.client_arguments(timeout_s))
         return client, Runner(client)
 
     async def close(self) -> None:
