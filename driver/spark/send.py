@@ -5,7 +5,8 @@ Batches of rows become Produce frames of up to ``batchSize`` messages (and
 (the broker list, with failover: frames in flight are resent to the next
 broker, where what was already stored answers DUPLICATE). At most
 ``maxInFlight`` frames await their answer; reading the next rows from Spark
-waits for room, so memory stays bounded whatever the partition's size.
+waits for room, so memory stays bounded whatever the partition's size. Rows are
+read in a worker thread while the frames before them travel.
 """
 
 from __future__ import annotations
@@ -70,8 +71,11 @@ class Sender:
         self._inflight: deque[asyncio.Task[None]] = deque()
 
     async def run(self, batches: Iterable[pa.RecordBatch]) -> None:
+        rows = iter(batches)
         try:
-            for batch in batches:
+            # Spark computes the next rows in the calling thread's read: it runs in
+            # a worker thread, so the frames in flight are sent and answered meanwhile.
+            while (batch := await asyncio.to_thread(next, rows, None)) is not None:
                 await self._batch(batch)
             while self._inflight:
                 await self._inflight.popleft()

@@ -63,9 +63,8 @@ def test_a_task_that_fails_halfway_and_is_retried_schedules_each_row_once(
         f"{now} - 1000 + id % 500 as timestamp_ms",
         "concat('hello ', id) as payload",
     )
-    flaky = df.withColumn(
-        "n", _dies_halfway_once(broker.address, topic)("n")
-    )  # kept: a dropped column is not computed
+    dies = _dies_halfway_once(broker.address, topic, tmp_path / "seen")
+    flaky = df.withColumn("payload", dies("n", "payload"))
 
     # when partition 0 dies halfway on its first attempt and Spark retries it
     totals = write(
@@ -77,7 +76,9 @@ def test_a_task_that_fails_halfway_and_is_retried_schedules_each_row_once(
         batchSize="2000",
     )
 
-    # then the retry found the first attempt's rows as duplicates
+    # then the rows before the failing one were sent while Spark computed it
+    assert (tmp_path / "seen").read_text() == "True"
+    # and the retry found the first attempt's rows as duplicates
     assert totals.rows == rows and totals.rejected == 0
     assert totals.accepted + totals.duplicate == rows and totals.duplicate > 0
     # and every row is on the timeline once, and is delivered once
@@ -87,23 +88,33 @@ def test_a_task_that_fails_halfway_and_is_retried_schedules_each_row_once(
     assert counts(broker.address, topic) == (0, 0, 0, 0)
 
 
-def _dies_halfway_once(address: str, topic: str) -> Any:
-    """A UDF passing row numbers on; partition 0's first attempt dies at row 10,000
-    (of its 20,000), once rows before it are on the timeline (so the retry meets
-    them again)."""
+def _dies_halfway_once(address: str, topic: str, seen: Path) -> Any:
+    """A UDF passing payloads on; partition 0's first attempt dies at row 10,000 (of
+    its 20,000), once some of its own rows before it are on the timeline (so the
+    retry meets them again), and writes to ``seen`` whether they were. Partition 1's
+    rows do not count: it runs at the same time, and may be the only one to have
+    written."""
     from pyspark import TaskContext
     from pyspark.sql.functions import udf
 
-    def check(n: int) -> int:
+    def check(n: int, payload: str) -> str:
         ctx = TaskContext.get()
         if ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and n == 10_000:
-            deadline = time.monotonic() + 60
-            while sum(counts(address, topic)) == 0 and time.monotonic() < deadline:
-                time.sleep(0.01)  # the writer, in another process, is sending rows before
+            deadline = time.monotonic() + 30
+            while not _any_of_rows_below(address, topic, 10_000) and time.monotonic() < deadline:
+                time.sleep(0.05)  # the writer, in another process, sends the rows before
+            seen.write_text(str(_any_of_rows_below(address, topic, 10_000)))
             raise RuntimeError("injected: the task dies halfway through its partition")
-        return n
+        return payload
 
-    return udf(check, "long", useArrow=False)
+    return udf(check, "string", useArrow=False)
+
+
+def _any_of_rows_below(address: str, topic: str, n: int) -> bool:
+    """Whether a row numbered under ``n`` (its payload says ``hello <n>``) is stored."""
+    if sum(counts(address, topic)) == 0:
+        return False
+    return any(int(info.message.payload.split()[1]) < n for info in scan(address, topic).values())
 
 
 async def _consume_all(address: str, topic: str, rows: int) -> list[str]:
