@@ -7,14 +7,15 @@ import base64
 import binascii
 import json
 import sys
-from collections.abc import Iterator
-from typing import Any, TextIO
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
 
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD, PRODUCE_FRAME_BYTES
 from dejaq.driver.cli.common import add_broker, add_when, client_command, priority_value, when_ms
+from dejaq.driver.cli.feed import Feed
 from dejaq.driver.client import Client
 from dejaq.driver.producer import Outgoing, Producer
 
@@ -69,33 +70,45 @@ async def produce(client: Client, args: argparse.Namespace) -> int:
 
 async def _produce_lines(client: Client, args: argparse.Namespace) -> int:
     counts = {s: 0 for s in InsertStatus}
-    # A CLI process: nothing else waits on this loop while the file is read.
-    stream: TextIO = (
-        sys.stdin if args.jsonl == "-" else open(args.jsonl, encoding="utf-8")  # noqa: ASYNC230
-    )
+    source = "stdin" if args.jsonl == "-" else args.jsonl
+    try:
+        stream: BinaryIO = sys.stdin.buffer if args.jsonl == "-" else open(args.jsonl, "rb")  # noqa: ASYNC230
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {source}: {exc.strerror or exc}") from None
+    # Read in a thread: a pipe's line goes on as it comes, and a file's next
+    # lines are read while the ones before travel.
+    feed = Feed(_parse(stream), _payload_size, BATCH, BATCH_BYTES)
     try:
         async with Producer(client, args.topic) as producer:
-            batch: list[tuple[int, Outgoing]] = []
-            size = 0
-            for lineno, item in _parse(stream):
-                if isinstance(item, str):
-                    counts[InsertStatus.REJECTED] += 1
-                    print(f"line {lineno}: {item}", file=sys.stderr)
-                    continue
-                batch.append((lineno, item))
-                size += len(item.payload)
-                if len(batch) >= BATCH or size >= BATCH_BYTES:
-                    await _send(producer, batch, counts)
-                    batch, size = [], 0
-            await _send(producer, batch, counts)
+            while (lines := await _read(feed, source)) is not None:
+                batch: list[tuple[int, Outgoing]] = []
+                for lineno, item in lines:
+                    if isinstance(item, str):
+                        counts[InsertStatus.REJECTED] += 1
+                        print(f"line {lineno}: {item}", file=sys.stderr)
+                    else:
+                        batch.append((lineno, item))
+                await _send(producer, batch, counts)
     finally:
-        if stream is not sys.stdin:
+        feed.close()
+        if stream is not sys.stdin.buffer:
             stream.close()
     print(
         f"accepted {counts[InsertStatus.ACCEPTED]}, duplicate {counts[InsertStatus.DUPLICATE]},"
         f" rejected {counts[InsertStatus.REJECTED]}"
     )
     return 1 if counts[InsertStatus.REJECTED] else 0
+
+
+async def _read(feed: Feed[tuple[int, Outgoing | str]], source: str) -> list[Any] | None:
+    try:
+        return await feed.batch()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def _payload_size(line: tuple[int, Outgoing | str]) -> int:
+    return 0 if isinstance(line[1], str) else len(line[1].payload)
 
 
 async def _send(
@@ -110,9 +123,14 @@ async def _send(
             print(f"line {lineno}: {r.error}", file=sys.stderr)
 
 
-def _parse(stream: TextIO) -> Iterator[tuple[int, Outgoing | str]]:
+def _parse(stream: Iterable[bytes]) -> Iterator[tuple[int, Outgoing | str]]:
     """Each line as a message, or as the reason it is not one."""
-    for lineno, line in enumerate(stream, 1):
+    for lineno, raw in enumerate(stream, 1):
+        try:
+            line = raw.decode()
+        except UnicodeDecodeError as exc:
+            yield lineno, f"not UTF-8 text: byte {exc.start + 1} is 0x{raw[exc.start]:02x}"
+            continue
         if not line.strip():
             continue
         try:

@@ -226,6 +226,42 @@ def test_produce_jsonl_from_stdin_with_rejected_lines_fails(cli: Cli, topic_name
     assert info["counts"]["waiting"] == 1
 
 
+def test_produce_jsonl_schedules_each_line_of_a_pipe_as_it_comes(cli: Cli, topic_name: str) -> None:
+    # Given a producer reading JSON lines from a pipe that stays open
+    cli.ok("topic", "create", topic_name)
+    at = now_ms() + 3_600_000
+    env = {k: v for k, v in os.environ.items() if k != "DEJAQ_BROKER"}
+    argv = [*DEJAQ, "produce", topic_name, "--jsonl", "-", "--broker", cli.address]
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as producer:
+        assert producer.stdin is not None
+        try:
+            for i in range(3):
+                # When one line comes, and nothing after it for now
+                line = {"id": f"live-{i}", "timestamp_ms": at + i, "payload": "x"}
+                producer.stdin.write(json.dumps(line) + "\n")
+                producer.stdin.flush()
+                # Then it is on the timeline while the pipe is still open
+                wait_for(
+                    lambda i=i: cli.run("get", topic_name, f"live-{i}").returncode == 0,
+                    f"live-{i} scheduled before the input ends",
+                )
+            # When a bad line comes last and the input ends
+            out, err = producer.communicate("{not json\n", timeout=TIMEOUT_S)
+        finally:
+            producer.kill()
+    # Then it is reported by its line, and the totals are printed
+    assert producer.returncode == 1 and "Traceback" not in err, err
+    assert out.strip() == "accepted 3, duplicate 0, rejected 1"
+    assert err.startswith("line 4: not valid JSON"), err
+
+
 def test_get_move_and_cancel_by_id(cli: Cli, topic_name: str) -> None:
     # Given a message due on 2030-01-01 09:00 UTC
     cli.ok("topic", "create", topic_name)
@@ -289,6 +325,14 @@ def test_errors_are_one_readable_line(cli: Cli, topic_name: str) -> None:
     no_unit = "--in: '3' has no unit: a duration is like 250ms, 30s, 5m, 2h, 7d"
     assert cli.fails("produce", topic_name, "--in", "3", "seconds") == f"dejaq: error: {no_unit}"
     assert cli.fails("produce", topic_name, "--in", "3", "seconds", "x").endswith(no_unit)
+    # A file of lines that is not there, or is a folder
+    missing = "/nonexistent/lines.jsonl"
+    assert cli.fails("produce", topic_name, "--jsonl", missing) == (
+        f"dejaq: error: cannot read {missing}: No such file or directory"
+    )
+    assert cli.fails("produce", topic_name, "--jsonl", "/").endswith(
+        "cannot read /: Is a directory"
+    )
     # A broker that is not there
     done = subprocess.run(
         [*DEJAQ, "topic", "list", "--broker", "127.0.0.1:1"],
