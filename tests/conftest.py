@@ -20,7 +20,11 @@ from tests.certs import Certs, make_certs
 from tests.etcd_server import etcd_server  # noqa: F401 - fixture
 from tests.postgres_server import postgres_server, tls_postgres_server  # noqa: F401 - fixture
 from tests.redis_cluster import redis_cluster, tls_redis_cluster  # noqa: F401 - fixture
-from tests.redis_sentinel import redis_sentinel, tls_redis_sentinel  # noqa: F401 - fixture
+from tests.redis_sentinel import (  # noqa: F401 - fixtures
+    auth_redis_sentinel,
+    redis_sentinel,
+    tls_redis_sentinel,
+)
 from tests.redis_server import redis_server, tls_redis_server  # noqa: F401 - fixture
 from tests.servers import FAST_TIER
 
@@ -53,6 +57,7 @@ SERVER_FIXTURES = frozenset(
         "tls_redis_cluster",
         "redis_sentinel",
         "tls_redis_sentinel",
+        "auth_redis_sentinel",
         "tls_redis_server",
         "own_redis",
         "postgres_server",

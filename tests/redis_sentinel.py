@@ -21,11 +21,15 @@ The session fixture ``redis_sentinel`` yields the running group; the storage
 URL factory calls ``flush`` (FLUSHALL on the master) so each test starts empty.
 ``tls_redis_sentinel`` is a group that speaks only TLS with client
 certificates: clients, replication and the sentinels' own links.
+``auth_redis_sentinel`` is a group whose sentinels want a password
+(``requirepass``, and ``sentinel sentinel-pass`` among themselves); its
+master and replica want none.
 """
 
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +64,7 @@ class SentinelNode(RedisProcess):
     master_port: int
     port: int = field(default_factory=free_port)
     tls: Certs | None = None  # TLS only, its links to servers and sentinels too
+    password: str = ""  # wanted from its clients and given to the other sentinels
 
     def _launch(self) -> None:
         config = self.root / "sentinel.conf"
@@ -70,6 +75,8 @@ class SentinelNode(RedisProcess):
                 f"tls-cert-file {self.tls.server.cert}\ntls-key-file {self.tls.server.key}\n"
                 f"tls-ca-cert-file {self.tls.ca}\n"
             )
+        if self.password:
+            listen += f"requirepass {self.password}\nsentinel sentinel-pass {self.password}\n"
         config.write_text(
             f"{listen}bind 127.0.0.1\ndir {self.root}\nlogfile {self.log}\n"
             f"sentinel monitor {SERVICE} 127.0.0.1 {self.master_port} {QUORUM}\n"
@@ -95,6 +102,7 @@ class RedisSentinel:
     binary: str
     root: Path
     tls: Certs | None = None
+    sentinel_password: str = ""  # the sentinels' (the servers want none)
     servers: list[RedisServer] = field(default_factory=list)
     sentinels: list[SentinelNode] = field(default_factory=list)
 
@@ -107,7 +115,11 @@ class RedisSentinel:
         for i in range(SENTINELS):
             folder = self.root / f"sentinel-{i}"
             folder.mkdir()
-            self.sentinels.append(SentinelNode(self.binary, folder, master_port, tls=self.tls))
+            self.sentinels.append(
+                SentinelNode(
+                    self.binary, folder, master_port, tls=self.tls, password=self.sentinel_password
+                )
+            )
 
     @property
     def url(self) -> str:
@@ -227,6 +239,20 @@ def tls_redis_sentinel(certs: Certs) -> Iterator[RedisSentinel]:
     """A group that takes only TLS with a client certificate, everywhere."""
     group = RedisSentinel(
         require_binary("redis-server"), temporary_root("rsentinel-tls"), tls=certs
+    )
+    try:
+        group.start()
+        yield group
+    finally:
+        group.destroy()
+
+
+@pytest.fixture(scope="session")
+def auth_redis_sentinel() -> Iterator[RedisSentinel]:
+    """A group whose sentinels take only clients that give ``sentinel_password``."""
+    password = "sentinel-s3cret-" + uuid.uuid4().hex[:8]
+    group = RedisSentinel(
+        require_binary("redis-server"), temporary_root("rsentinel-auth"), sentinel_password=password
     )
     try:
         group.start()

@@ -6,7 +6,9 @@ described on ``RedisStorage``. ``rediss://`` is the same over TLS, with the
 (and ``rediss+cluster://``) names a Redis Cluster by one or more seed nodes,
 with the same options; a cluster has only database 0, and a topic created
 through it spreads over ``CLUSTER_TOPIC_SLOTS`` hash slots unless
-``topic_slots`` says otherwise. An unknown option or a bad value is refused
+``topic_slots`` says otherwise. ``sentinel_username`` and ``sentinel_password``
+are the sentinels' own credentials, on ``redis+sentinel://`` URLs only
+(``storage_plugins/redis/sentinel.py``). An unknown option or a bad value is refused
 with ``InvalidArgument`` naming it, when the backend is built; the URL is
 quoted with its password masked.
 """
@@ -47,6 +49,9 @@ class RedisOptions:
     ssl_certfile: str = ""
     ssl_keyfile: str = ""
     ssl_check_hostname: bool = True
+    # redis+sentinel:// only: the sentinels' credentials (the URL's are the master's)
+    sentinel_username: str = ""
+    sentinel_password: str = ""
 
     @property
     def cluster(self) -> bool:
@@ -95,14 +100,16 @@ CLUSTER_TOPIC_SLOTS = 6
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
 _NOT_OPTIONS = ("url", "seeds", "username", "password")
 OPTIONS = tuple(f.name for f in dataclasses.fields(RedisOptions) if f.name not in _NOT_OPTIONS)
 _MAY_BE_ZERO = ("wait_replicas", "max_tombstones")
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
 
-def parse_url(url: str) -> RedisOptions:
-    """Read a ``redis(s)://host:port/db?option=value`` URL; ``InvalidArgument`` names the fault."""
+def parse_url(url: str, sentinel: bool = False) -> RedisOptions:
+    """Read a ``redis(s)://host:port/db?option=value`` URL; ``InvalidArgument`` names the fault.
+    ``sentinel``: the options of a ``redis+sentinel://`` URL, its sentinels' credentials too."""
     parts = urlsplit(url)
     if parts.scheme in CLUSTER_SCHEMES:
         return _cluster_url(url)
@@ -117,7 +124,7 @@ def parse_url(url: str) -> RedisOptions:
         parts.port  # noqa: B018 - checked now, not when the client connects
     except ValueError as exc:
         raise InvalidArgument(f"bad port in redis URL {redact(url)!r}: {exc}") from None
-    values = _options(parts.scheme, parts.query)
+    values = _options(parts.scheme, parts.query, sentinel)
     return RedisOptions(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), **values)
 
 
@@ -141,12 +148,14 @@ def _cluster_url(url: str) -> RedisOptions:
     return RedisOptions(bare, tuple(seeds), unquote(username), unquote(password), **values)
 
 
-def _options(scheme: str, query: str) -> dict[str, Any]:
+def _options(scheme: str, query: str, sentinel: bool = False) -> dict[str, Any]:
     """dejaq's options of a URL, checked."""
     values: dict[str, Any] = {}
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key not in OPTIONS:
             raise InvalidArgument(f"unknown redis option {key!r}: expected one of {OPTIONS}")
+        if key in SENTINEL_OPTIONS and not sentinel:
+            raise InvalidArgument(f"redis option {key!r} needs a redis+sentinel:// URL")
         values[key] = _value(key, value)
     tls = [key for key in values if key.startswith("ssl_")]
     if tls and not scheme.startswith("rediss"):
@@ -157,6 +166,10 @@ def _options(scheme: str, query: str) -> dict[str, Any]:
 
 
 def _value(key: str, value: str) -> Any:
+    if key in SENTINEL_OPTIONS:
+        if not value:  # the value itself is never quoted: it may be a password
+            raise InvalidArgument(f"redis option {key!r} is empty")
+        return value
     if key in FILES:
         if not os.access(value, os.R_OK):
             raise InvalidArgument(f"redis option {key}: cannot read the file {value!r}")

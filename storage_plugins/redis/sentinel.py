@@ -35,6 +35,13 @@ promoted replica yet, typically its last few milliseconds — produces (never
 delivered), acks (delivered again), leases (the message due again while its
 first consumer still holds it), nacks, extends, moves and cancels.
 
+Authentication. The URL's credentials are the master's; the sentinels get
+their own, ``sentinel_username`` and ``sentinel_password`` (``requirepass`` or
+an ACL user on the sentinels), and nothing when those are not given. When no
+sentinel answers and one of them refused the credentials, the call fails at
+once with ``StorageUnavailable`` naming the sentinels (``SentinelsRefused``):
+a wrong password does not come right by asking again.
+
 Time. The storage clock (``server_time_us``) is the master's; after a
 failover, the promoted replica's (loopback or NTP-synchronised hosts keep
 them within milliseconds; a lease's expiry is compared against that clock).
@@ -48,7 +55,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as rex
 from redis.asyncio import Redis, RedisCluster
@@ -58,7 +65,7 @@ from redis.backoff import NoBackoff
 
 from dejaq.core.errors import InvalidArgument, StorageUnavailable
 from dejaq.core.redact import redact
-from dejaq.storage_plugins.redis.options import RedisOptions, parse_url
+from dejaq.storage_plugins.redis.options import SENTINEL_OPTIONS, RedisOptions, parse_url
 from dejaq.storage_plugins.redis.retry import Deadline, refused_connection
 from dejaq.storage_plugins.redis.scripts import Call, Runner
 from dejaq.storage_plugins.redis.storage import RedisStorage
@@ -76,14 +83,15 @@ class SentinelUrl:
     sentinels: tuple[tuple[str, int], ...]
     service: str  # the master's name in the sentinels' configuration
     db: int
-    options: RedisOptions  # dejaq's options, the credentials of the master
+    options: RedisOptions  # dejaq's options, the credentials of the master and the sentinels'
     redis_url: str  # the same options on a redis:// URL, as ``RedisStorage`` reads them
+    # (without the sentinels' credentials, which are not redis:// options)
 
 
 def parse_sentinel_url(url: str) -> SentinelUrl:
     """``redis+sentinel://[[user]:password@]host:port[,host:port...]/SERVICE[/db][?option=value]``;
-    the options are those of ``redis://`` (``rediss+sentinel://``: with the ``ssl_*`` ones).
-    ``InvalidArgument`` names the fault."""
+    the options are those of ``redis://`` (``rediss+sentinel://``: with the ``ssl_*`` ones),
+    and ``sentinel_username`` / ``sentinel_password``. ``InvalidArgument`` names the fault."""
     parts = urlsplit(url)
     expected = f"expected {parts.scheme}://host:port[,host:port...]/SERVICE/0, got {redact(url)!r}"
     if parts.scheme not in SENTINEL_SCHEMES:
@@ -102,8 +110,11 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
         raise InvalidArgument(f"bad database {db!r}: {expected}")
     # The options are checked as a redis:// URL's: one reader for both.
     tls = parts.scheme.startswith("rediss")
-    stand_in = urlunsplit(("rediss" if tls else "redis", "localhost", "/0", parts.query, ""))
-    options = parse_url(stand_in)
+    scheme = "rediss" if tls else "redis"
+    options = parse_url(urlunsplit((scheme, "localhost", "/0", parts.query, "")), sentinel=True)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = urlencode([(k, v) for k, v in pairs if k not in SENTINEL_OPTIONS])
+    stand_in = urlunsplit((scheme, "localhost", "/0", query, ""))
     username, _, password = credentials.partition(":")
     bare = urlunsplit((parts.scheme, hosts, parts.path, "", ""))
     options = dataclasses.replace(
@@ -120,20 +131,55 @@ def ran_nothing(exc: BaseException | None) -> bool:
     return isinstance(exc, rex.ConnectionError) and _DEMOTED in str(exc)
 
 
+class SentinelsRefused(rex.AuthenticationError):
+    """No sentinel answered, and one refused the credentials it was given (or
+    wanted some): asking again cannot help, so nothing sends the call again."""
+
+
 class _Sentinels(Sentinel):
     """redis-py's ``Sentinel``, asking for the master one call at a time: its
     ``discover_master`` swaps the sentinel that answered to the front of its
     list after an await, and two calls at once (several tasks reconnecting
     during a failover) can leave a sentinel twice in the list and drop another,
-    its connections with it (seen with redis-py 8.1)."""
+    its connections with it (seen with redis-py 8.1). Its loop is redis-py's,
+    keeping the errors themselves, to tell a refused password from a sentinel down."""
 
     def __init__(self, sentinels: list[tuple[str, int]], **kwargs: Any) -> None:
         super().__init__(sentinels, **kwargs)  # type: ignore[no-untyped-call]  # redis-py untyped
         self._asking = asyncio.Lock()
+        self._names = ", ".join(f"{host}:{port}" for host, port in sentinels)
+
+    def _refusal(self, error: rex.AuthenticationError) -> str:
+        if self.sentinel_kwargs.get("password") is None:
+            return (
+                "refused authentication: they want a password, and the URL gives no"
+                " sentinel_password (nor sentinel_username, for an ACL user)"
+            )
+        return (
+            f"refused authentication ({error}): check the URL's sentinel_password"
+            " (and sentinel_username, for an ACL user)"
+        )
 
     async def discover_master(self, service_name: str) -> Any:
         async with self._asking:
-            return await super().discover_master(service_name)
+            errors: list[rex.RedisError] = []
+            for i, sentinel in enumerate(self.sentinels):
+                try:
+                    masters: dict[str, Any] = await sentinel.sentinel_masters()  # type: ignore[assignment]
+                except (rex.ConnectionError, rex.TimeoutError) as exc:
+                    errors.append(exc)
+                    continue
+                state = masters.get(service_name)
+                if state and self.check_master_state(state, service_name):  # type: ignore[no-untyped-call]
+                    # The sentinel that answered is asked first next time, as redis-py does.
+                    self.sentinels[0], self.sentinels[i] = sentinel, self.sentinels[0]
+                    forced = self._force_master_ip
+                    return (state["ip"] if forced is None else forced), state["port"]
+            refused = [e for e in errors if isinstance(e, rex.AuthenticationError)]
+            if refused and len(errors) == len(self.sentinels):
+                raise SentinelsRefused(f"the sentinels {self._names} {self._refusal(refused[0])}")
+            detail = f" : {', '.join(repr(e) for e in errors)}" if errors else ""
+            raise MasterNotFoundError(f"No master found for {service_name!r}{detail}")
 
 
 class SentinelRunner(Runner):
@@ -175,8 +221,9 @@ class RedisSentinelStorage(RedisStorage):
     ``redis+sentinel://[[user]:password@]host:port[,host:port...]/SERVICE/0[?option=value&...]``
     names the sentinels (one or more: each is asked in turn) and the service,
     the master's name in their configuration (``sentinel monitor SERVICE ...``);
-    the credentials are the master's, and the sentinels are asked without
-    them. ``rediss+sentinel://`` speaks TLS to the sentinels and to the master,
+    the credentials are the master's, and the sentinels are asked with
+    ``sentinel_username`` and ``sentinel_password`` (without, when not given).
+    ``rediss+sentinel://`` speaks TLS to the sentinels and to the master,
     with the ``ssl_*`` options of ``rediss://``. The other options are those of
     ``redis://`` (``RedisStorage``); ``wait_replicas`` makes every call wait
     for that many replicas, as on ``redis+cluster://``. Failover and what can
@@ -200,9 +247,10 @@ class RedisSentinelStorage(RedisStorage):
             "socket_connect_timeout": o.connect_timeout_ms / 1000,
         }
         sentinel_tls = {"ssl": True, **tls} if tls else {}
+        login = {"username": o.sentinel_username or None, "password": o.sentinel_password or None}
         self._sentinel = _Sentinels(
             list(target.sentinels),
-            sentinel_kwargs={**sockets, "retry": Retry(NoBackoff(), 0), **sentinel_tls},
+            sentinel_kwargs={**sockets, "retry": Retry(NoBackoff(), 0), **sentinel_tls, **login},
         )
         client = self._sentinel.master_for(
             target.service, db=target.db, **o.client_arguments(timeout_s, credentials=True)

@@ -28,6 +28,7 @@ from tests.e2e.broker_process import BrokerProcess, StartBroker
 from tests.e2e.support import now_ms
 from tests.e2e.test_cli import DEJAQ, TIMEOUT_S
 from tests.postgres_server import PostgresServer
+from tests.redis_sentinel import RedisSentinel
 from tests.redis_server import RedisServer
 from tests.servers import free_port
 
@@ -172,3 +173,50 @@ def test_metrics_tls_flags_name_a_certificate_that_cannot_be_loaded(tmp_path: Pa
 
     assert done.returncode == 1
     assert f"metrics TLS: cannot load certificate '{missing}'" in done.stderr
+
+
+async def test_a_broker_on_password_protected_sentinels_never_shows_their_password(
+    start_broker: StartBroker, auth_redis_sentinel: RedisSentinel
+) -> None:
+    # Given sentinels that want a password, given to the broker as sentinel_password
+    group = auth_redis_sentinel
+    group.flush()
+    url = f"{group.url}?sentinel_password={group.sentinel_password}"
+
+    # When a broker starts on them and stores a message
+    broker = start_broker(url, DEJAQ_LOG_LEVEL="DEBUG")
+    async with Client(broker.address) as client:
+        await Admin(client).create_topic("watched")
+        async with Producer(client, "watched") as producer:
+            sent = await producer.send_batch([Outgoing(b"x", now_ms() + 60_000, id="m1")])
+    assert [r.status for r in sent] == [InsertStatus.ACCEPTED]
+
+    # Then its start-up line shows the URL with the sentinels' password masked
+    assert any(f"(storage {group.url}?sentinel_password=***)" in line for line in broker.banner)
+    assert broker.stop() == 0
+    # And the password is nowhere in what it wrote
+    assert group.sentinel_password not in "".join(broker.banner) + broker.log_path.read_text()
+
+
+@pytest.mark.parametrize("given", ["", "?sentinel_password=wrong-{pw}"], ids=["none", "wrong"])
+def test_a_broker_the_sentinels_refuse_says_so_in_one_line(
+    auth_redis_sentinel: RedisSentinel, given: str
+) -> None:
+    # Given sentinels that want a password, and a URL without it or with a wrong one
+    group = auth_redis_sentinel
+    url = group.url + given.format(pw=group.sentinel_password)
+
+    # When a broker starts on them
+    done = subprocess.run(
+        [*DEJAQ, "broker", "--listen", "127.0.0.1:0", "--storage", url],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+
+    # Then it stops at once with one error line naming the sentinels, no traceback
+    assert done.returncode == 1
+    assert "refused authentication" in done.stderr
+    assert f"127.0.0.1:{group.sentinels[0].port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert group.sentinel_password not in done.stdout + done.stderr
