@@ -32,6 +32,7 @@ CLIENT_VARIABLES = {"DEJAQ_BROKER", "DEJAQ_TLS_CA", "DEJAQ_TOKEN"}
 PROCESS_VARIABLES = {hotpath.PURE_ENV}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_GRPC_MAX_MS = 2**31 - 1
 # The smallest frame cap accepted: room for a topic's default payload and more.
 MIN_FRAME_BYTES = 64 << 10
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -145,6 +146,10 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive")
+        # gRPC takes its keepalive times as a C int of milliseconds.
+        for name in ("keepalive_ms", "keepalive_timeout_ms"):
+            if getattr(self, name) > _GRPC_MAX_MS:
+                raise InvalidArgument(f"{name} must be at most {_GRPC_MAX_MS} (about 24 days)")
         for name in ("max_frame_bytes", "max_produce_bytes"):
             if not MIN_FRAME_BYTES <= getattr(self, name) <= MAX_FRAME_BYTES:
                 raise InvalidArgument(

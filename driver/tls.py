@@ -67,7 +67,13 @@ def client_tls(
 def client_token(token: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
     """The bearer token: the argument, else ``DEJAQ_TOKEN``; None for none."""
     env = os.environ if env is None else env
-    return token or env.get("DEJAQ_TOKEN") or None
+    token = token or env.get("DEJAQ_TOKEN") or None
+    # It travels as a gRPC header value: printable ASCII on one line.
+    if token is not None and not all(" " < c <= "~" for c in token):
+        raise InvalidArgument(
+            "the token (--token or DEJAQ_TOKEN) must be printable ASCII with no spaces"
+        )
+    return token
 
 
 class Dialer:

@@ -35,8 +35,11 @@ def parse_endpoints(text: str) -> list[Endpoint]:
 
 
 def _parse_one(item: str) -> Endpoint:
-    url = urlsplit(item if "://" in item else f"http://{item}")
     shown = redact(item)
+    try:
+        url = urlsplit(item if "://" in item else f"http://{item}")
+    except ValueError as exc:  # an unclosed [IPv6] bracket
+        raise InvalidArgument(f"etcd endpoint {shown!r}: {exc}") from None
     if url.scheme not in ("http", "https"):
         raise InvalidArgument(f"etcd endpoint {shown!r}: expected http:// or https://")
     if url.username is not None or url.password is not None:

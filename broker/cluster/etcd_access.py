@@ -74,7 +74,14 @@ class EtcdAccess:
         password = self.password
         if self.password_file:
             # One trailing newline is the file's, not the password's (echo secret > file).
-            password = _read(self.password_file, "etcd password file").decode().removesuffix("\n")
+            raw = _read(self.password_file, "etcd password file")
+            try:
+                password = raw.decode().removesuffix("\n")
+            except UnicodeDecodeError as exc:
+                raise InvalidArgument(
+                    f"the etcd password file {self.password_file!r} is not UTF-8 text"
+                    f" (byte {raw[exc.start]:#04x} at offset {exc.start})"
+                ) from None
         if not password:
             raise InvalidArgument(f"the etcd password for user {self.user!r} is empty")
         return Credentials(channel, self.user, password)

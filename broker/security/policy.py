@@ -109,6 +109,11 @@ def load_policy(path: str) -> Policy:
         text = Path(path).read_text()
     except OSError as exc:
         raise InvalidArgument(f"cannot read auth file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(
+            f"auth file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x}"
+            f" at offset {exc.start})"
+        ) from exc
     return parse_policy(_decode(path, text), path)
 
 

@@ -67,7 +67,14 @@ def _plain(ip: Address) -> Address:
 
 def target_host(url: str) -> tuple[str, int]:
     """The host and port of a webhook URL; a URL that is not one is refused."""
-    parts = urlsplit(url)
+    if any(c <= " " or c == "\x7f" for c in url):
+        raise InvalidArgument(
+            f"webhook URL {url!r} has a space or control character (percent-encode it)"
+        )
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unclosed [IPv6] bracket
+        raise InvalidArgument(f"webhook URL {url!r}: {exc}") from None
     if parts.scheme not in ("http", "https"):
         raise InvalidArgument(f"webhook URL {url!r} must start with http:// or https://")
     try:

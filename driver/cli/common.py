@@ -14,6 +14,7 @@ from typing import Any
 
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import MAX_TIMESTAMP
 from dejaq.driver.cli.durations import duration
 from dejaq.driver.client import DEFAULT_BROKER, Client
 from dejaq.driver.tls import client_tls
@@ -74,14 +75,19 @@ def rate_text(rate: float) -> str:
 def timestamp_ms(text: str) -> int:
     """ISO 8601 (``2026-11-21T09:00:00Z``; no zone means UTC) or epoch milliseconds."""
     if text.isdigit():
-        return int(text)
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise InvalidArgument(f"{text!r} is not an ISO 8601 time or epoch ms") from exc
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
+        ms = int(text)
+    else:
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise InvalidArgument(f"{text!r} is not an ISO 8601 time or epoch ms") from exc
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        ms = int(dt.timestamp() * 1000)
+    # Checked here, as the 64-bit wire fields cannot carry every number typed.
+    if not 0 <= ms <= MAX_TIMESTAMP:
+        raise InvalidArgument(f"time {text!r} is outside 1970-01-01 .. 9999-12-31")
+    return ms
 
 
 def add_when(p: argparse.ArgumentParser, required: bool) -> None:

@@ -19,6 +19,7 @@ from dejaq.core.model import KIND_PRIORITY
 from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import add_broker, client_command, emit, payload_fields
 from dejaq.driver.cli.durations import duration
+from dejaq.driver.cli.numbers import INT64, UINT32, whole
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import HOLD_MS, Consumer
 from dejaq.driver.settle import SettleFailure
@@ -33,7 +34,9 @@ def register(sub: Any) -> None:
         " also priority, and timestamp_ms is when it became available) and ack each.",
     )
     p.add_argument("topic")
-    p.add_argument("--count", type=int, default=0, help="stop after N messages (default: run on)")
+    p.add_argument(
+        "--count", type=whole(INT64), default=0, help="stop after N messages (default: run on)"
+    )
     p.add_argument("--json", action="store_true", help="JSON lines (the default output)")
     p.add_argument("--consumer-id", default="", help="consumer id (default: generated)")
     p.add_argument(
@@ -42,7 +45,9 @@ def register(sub: Any) -> None:
         metavar="DURATION",
         help="lease per delivery, e.g. 30s (default: the topic's)",
     )
-    p.add_argument("--credits", type=int, default=2048, help="credit window (default 2048)")
+    p.add_argument(
+        "--credits", type=whole(UINT32, least=1), default=2048, help="credit window (default 2048)"
+    )
     p.add_argument(
         "--hold",
         type=duration,

@@ -19,6 +19,7 @@ from dejaq.driver.cli.common import (
     priority_value,
     timestamp_ms,
 )
+from dejaq.driver.cli.numbers import UINT32, whole
 from dejaq.driver.client import Client
 from dejaq.driver.cron import Cron
 
@@ -54,7 +55,9 @@ def register(sub: Any) -> None:
 
     p = csub.add_parser("show", help="a cron entry and its next occurrences")
     _names(p)
-    p.add_argument("--next", type=int, default=5, help="how many next occurrences (default 5)")
+    p.add_argument(
+        "--next", type=whole(UINT32), default=5, help="how many next occurrences (default 5)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     add_broker(p)
     p.set_defaults(run=client_command(show))
@@ -80,10 +83,12 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start", help="no occurrence before: ISO 8601 or epoch ms")
     p.add_argument("--end", help="no occurrence after: ISO 8601 or epoch ms")
     p.add_argument("--misfire", choices=MISFIRES, help="missed while all was down (default once)")
-    p.add_argument("--misfire-limit", type=int, help="with --misfire all: at most this many")
+    p.add_argument(
+        "--misfire-limit", type=whole(UINT32), help="with --misfire all: at most this many"
+    )
     p.add_argument(
         "--priority",
-        type=int,
+        type=whole(UINT32),
         help="priority topics: every occurrence's priority (default 0, the most urgent)",
     )
 

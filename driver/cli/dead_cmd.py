@@ -14,6 +14,7 @@ from dejaq.driver.cli.common import (
     payload_fields,
     when_ms,
 )
+from dejaq.driver.cli.numbers import UINT32, whole
 from dejaq.driver.client import Client
 
 
@@ -23,7 +24,7 @@ def register(sub: Any) -> None:
 
     p = dsub.add_parser("list", help="list dead messages (JSON lines, by id)")
     p.add_argument("topic")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=whole(UINT32), default=100)
     p.add_argument("--after", default="", help="page on: ids after this one")
     add_broker(p)
     p.set_defaults(run=client_command(list_))

@@ -12,11 +12,16 @@ import argparse
 import re
 
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import MAX_TIMESTAMP
 
 UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 EXAMPLES = "250ms, 30s, 5m, 2h, 7d"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+# No duration reaches past the last time a message may be due: a longer one
+# (and now plus it) stays inside every wire and storage field.
+MAX_DURATION_MS = MAX_TIMESTAMP
+_MAX_DAYS = MAX_DURATION_MS // UNITS["d"]
 
 
 def duration_ms(text: str) -> int:
@@ -26,7 +31,10 @@ def duration_ms(text: str) -> int:
         return 0
     m = _DURATION.fullmatch(value)
     if m:
-        return int(float(m.group(1)) * UNITS[m.group(2)])
+        ms = float(m.group(1)) * UNITS[m.group(2)]
+        if ms > MAX_DURATION_MS:
+            raise InvalidArgument(f"{text!r} is too long: a duration is at most {_MAX_DAYS}d")
+        return int(ms)
     if _NUMBER.fullmatch(value):
         raise InvalidArgument(f"{text!r} has no unit: a duration is like {EXAMPLES}")
     raise InvalidArgument(f"{text!r} is not a duration (like {EXAMPLES})")
@@ -44,4 +52,6 @@ def milliseconds(text: str) -> int:
     """A whole number of milliseconds, for flags named ``...-ms``."""
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of milliseconds")
+    if int(text) > MAX_DURATION_MS:
+        raise argparse.ArgumentTypeError(f"{text!r} is too long: at most {MAX_DURATION_MS} ms")
     return int(text)

@@ -60,7 +60,26 @@ def _prepare(parser: argparse.ArgumentParser) -> None:
                 _prepare(command)
 
 
+def _not_text(argv: Sequence[str]) -> str | None:
+    """The first argument or DEJAQ_* variable that is not UTF-8 (Python holds
+    its bad bytes as surrogates, which no id, name or address on the wire may
+    carry)."""
+    given = [(f"argument {os.fsencode(arg)!r}", arg) for arg in argv]
+    given += [(name, value) for name, value in os.environ.items() if name.startswith("DEJAQ_")]
+    for what, text in given:
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return f"{what} is not UTF-8 text"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    problem = _not_text(argv)
+    if problem:
+        print(f"dejaq: error: {redact(problem)}", file=sys.stderr)
+        return 1
     parser = build_parser()
     # argparse cannot give an optional positional that follows options
     # (`dejaq produce T --in 1s PAYLOAD`) to its slot; commands that take one

@@ -17,6 +17,7 @@ from dejaq.driver.cli.common import (
     payload_fields,
     when_ms,
 )
+from dejaq.driver.cli.numbers import INT64, UINT32, whole
 from dejaq.driver.client import Client
 
 
@@ -37,15 +38,19 @@ def register(sub: Any) -> None:
     p.add_argument("topic")
     p.add_argument("id")
     add_when(p, required=False)
-    p.add_argument("--priority", type=int, help="priority topics: the new priority")
-    p.add_argument("--version", type=int, help="expected version (default: the current one)")
+    p.add_argument("--priority", type=whole(UINT32), help="priority topics: the new priority")
+    p.add_argument(
+        "--version", type=whole(INT64), help="expected version (default: the current one)"
+    )
     add_broker(p)
     p.set_defaults(run=client_command(move))
 
     p = sub.add_parser("cancel", help="delete a message that is not leased")
     p.add_argument("topic")
     p.add_argument("id")
-    p.add_argument("--version", type=int, help="expected version (default: the current one)")
+    p.add_argument(
+        "--version", type=whole(INT64), help="expected version (default: the current one)"
+    )
     add_broker(p)
     p.set_defaults(run=client_command(cancel))
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from dejaq.core.errors import DejaqError, InvalidArgument
 from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import add_broker, connect
+from dejaq.driver.cli.numbers import INT64, whole
 from dejaq.driver.client import parse_brokers
 
 if TYPE_CHECKING:  # pyspark is imported only when a job runs
@@ -65,8 +66,12 @@ def register(sub: Any) -> None:
     s.add_argument("--max-deliveries-column", help="default: max_deliveries when present")
     s.add_argument("--expires-at-column", help="default: expires_at_ms when present")
     s.add_argument("--rejects", metavar="PATH", help="write refused rows with reasons here")
-    s.add_argument("--max-rejects", type=int, help="fail the job past this many refused rows")
-    s.add_argument("--batch-size", type=int, help="messages per Produce frame (default 5000)")
+    s.add_argument(
+        "--max-rejects", type=whole(INT64), help="fail the job past this many refused rows"
+    )
+    s.add_argument(
+        "--batch-size", type=whole(INT64, least=1), help="messages per Produce frame (default 5000)"
+    )
     s.add_argument(
         "--master",
         default="local[*]",

@@ -19,6 +19,7 @@ from dejaq.driver.cli.common import (
 )
 from dejaq.driver.cli.durations import duration, milliseconds
 from dejaq.driver.cli.forecast_view import histogram
+from dejaq.driver.cli.numbers import INT64, UINT32, whole
 from dejaq.driver.client import Client
 
 _KIND_FIELDS = ("kind", "priorities", "aging_ms")  # shown on the kind line
@@ -31,12 +32,14 @@ def register(sub: Any) -> None:
 
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("name")
-    p.add_argument("--buckets", type=int, default=0, help="bucket count (default 64)")
+    p.add_argument("--buckets", type=whole(UINT32), default=0, help="bucket count (default 64)")
     p.add_argument(
         "--lease", type=duration, metavar="DURATION", help="default lease, e.g. 30s (default 30s)"
     )
-    p.add_argument("--max-deliveries", type=int, default=0, help="0 = unlimited, 1 = at most once")
-    p.add_argument("--max-payload", type=int, default=0, help="bytes (default 1 MiB)")
+    p.add_argument(
+        "--max-deliveries", type=whole(UINT32), default=0, help="0 = unlimited, 1 = at most once"
+    )
+    p.add_argument("--max-payload", type=whole(INT64), default=0, help="bytes (default 1 MiB)")
     p.add_argument(
         "--dead-retention",
         type=duration,
@@ -64,7 +67,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--priorities",
-        type=int,
+        type=whole(UINT32),
         default=0,
         help="priority topics: priorities 0 (most urgent) .. N-1 (default 100)",
     )
@@ -102,7 +105,7 @@ def register(sub: Any) -> None:
         "--lease", type=duration, metavar="DURATION", help="default lease of new consumers"
     )
     p.add_argument(
-        "--max-deliveries", type=int, help="0 = unlimited, 1 = at most once (from now on)"
+        "--max-deliveries", type=whole(UINT32), help="0 = unlimited, 1 = at most once (from now on)"
     )
     p.add_argument(
         "--deliver-to", metavar="URL", help="POST due messages to this URL; none stops it"
@@ -157,7 +160,7 @@ def _webhook_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--deliver-concurrency",
-        type=int,
+        type=whole(UINT32),
         metavar="N",
         help="webhook requests in flight per broker (default 64)",
     )
@@ -280,8 +283,6 @@ async def set_(client: Client, args: argparse.Namespace) -> int:
             "say what to change: --max-rate, --lease, --max-deliveries, --deliver-to"
             " or a --deliver-* flag"
         )
-    if args.max_deliveries is not None and args.max_deliveries < 0:
-        raise InvalidArgument("--max-deliveries cannot be negative")
     if delivery:
         topic = await admin.set_delivery(args.name, args.lease, args.max_deliveries)
         s = topic.settings

@@ -169,6 +169,8 @@ def test_resource_bounds_have_environment_twins() -> None:
         ({"DEJAQ_MAX_OUTBOX_FRAMES": "-1"}, "max_outbox_frames"),
         ({"DEJAQ_MAX_HELD_BYTES": "0"}, "max_held_bytes"),
         ({"DEJAQ_KEEPALIVE_MS": "0"}, "keepalive_ms"),
+        ({"DEJAQ_KEEPALIVE_MS": str(2**31)}, "keepalive_ms"),  # past gRPC's C int
+        ({"DEJAQ_KEEPALIVE_TIMEOUT_MS": str(10**20)}, "keepalive_timeout_ms"),
     ],
 )
 def test_bad_bounds_are_refused_by_name(env: dict[str, str], named: str) -> None:

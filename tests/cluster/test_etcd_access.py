@@ -31,14 +31,18 @@ def test_the_password_file_loses_its_trailing_newline_only(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(None, "cannot read the etcd password file"), ("\n", "password for user 'dejaq' is empty")],
+    [
+        (None, "cannot read the etcd password file"),
+        (b"\n", "password for user 'dejaq' is empty"),
+        (b"caf\xe9\n", r"password' is not UTF-8 text \(byte 0xe9 at offset 3\)"),
+    ],
 )
-def test_a_missing_or_empty_password_file_is_refused(
-    tmp_path: Path, content: str | None, message: str
+def test_a_missing_empty_or_undecodable_password_file_is_refused(
+    tmp_path: Path, content: bytes | None, message: str
 ) -> None:
     secret = tmp_path / "password"
     if content is not None:
-        secret.write_text(content)
+        secret.write_bytes(content)
     given = access(
         DEJAQ_ETCD="http://e:2379", DEJAQ_ETCD_USER="dejaq", DEJAQ_ETCD_PASSWORD_FILE=str(secret)
     )

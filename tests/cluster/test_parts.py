@@ -43,7 +43,8 @@ def test_endpoints() -> None:
         Endpoint("e1", 2379, tls=True),
         Endpoint("e2", 2379, tls=True),
     ]
-    for bad in ("", "ftp://h:2379", "http://h:port", "http://h:1/path", "http://a,https://b"):
+    bad_ones = ("", "ftp://h:2379", "http://h:port", "http://h:1/path", "http://a,https://b")
+    for bad in (*bad_ones, "http://[::1"):
         with pytest.raises(InvalidArgument):
             parse_endpoints(bad)
 

@@ -109,6 +109,38 @@ def test_timestamps_iso_with_zone_without_zone_and_epoch() -> None:
         timestamp_ms("next tuesday")
 
 
+def test_times_and_durations_past_the_year_9999_are_refused() -> None:
+    # Past any wire field they travel in: refused before anything is sent.
+    assert timestamp_ms("253402300799999") == 253_402_300_799_999
+    for text in ["253402300800000", "99999999999999999999999", "0001-01-01T00:00:00Z"]:
+        with pytest.raises(InvalidArgument, match=r"outside 1970-01-01 \.\. 9999-12-31"):
+            timestamp_ms(text)
+    assert duration_ms("2932896d") == 2932896 * 86_400_000
+    for text in ["2932897d", "99999999999999999999d", "9" * 400 + "ms"]:
+        with pytest.raises(InvalidArgument, match="too long: a duration is at most 2932896d"):
+            duration_ms(text)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["topic", "create", "t", "--buckets", "-1"], "--buckets: '-1' is out of range: 0 to"),
+        (["topic", "create", "t", "--max-payload", "1.5"], "--max-payload: '1.5' is not a whole"),
+        (["consume", "t", "--credits", "0"], "--credits: '0' is out of range: 1 to 4294967295"),
+        (["spark", "schedule", "--input", "x", "--batch-size", "0"], "--batch-size: '0'"),
+        (["topic", "list", "--token", "a\nb"], "token (--token or DEJAQ_TOKEN) must be"),
+        (["get", "t", "caf\udce9"], "argument b'caf\\xe9' is not UTF-8 text"),
+    ],
+)
+def test_what_no_field_can_carry_is_one_line_naming_it(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--broker", "127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dejaq: error: ") and err.count("\n") == 1
+    assert named in err
+
+
 def test_payload_may_follow_the_options() -> None:
     args = build_parser().parse_known_args(["produce", "t", "--in", "1s", "hi"])[0]
     assert args.payload is None  # argparse alone cannot place it; main() does

@@ -347,6 +347,106 @@ def test_errors_are_one_readable_line(cli: Cli, topic_name: str) -> None:
     assert info["counts"] == {"waiting": 0, "due": 0, "leased": 0, "dead": 0}
 
 
+HUGE = "99999999999999999999"  # past any 64-bit field
+OUT_OF_RANGE_INPUTS = [
+    ("--buckets", ("topic", "create", "{new}", "--buckets", "-1")),
+    ("--buckets", ("topic", "create", "{new}", "--buckets", HUGE)),
+    ("--max-deliveries", ("topic", "create", "{new}", "--max-deliveries", "-1")),
+    ("--max-payload", ("topic", "create", "{new}", "--max-payload", HUGE)),
+    ("--lease", ("topic", "create", "{new}", "--lease", f"{HUGE}d")),
+    ("--dedup-window", ("topic", "create", "{new}", "--dedup-window", f"{HUGE}d")),
+    ("--priorities", ("topic", "create", "{new}", "--kind", "priority", "--priorities", HUGE)),
+    ("--aging-ms", ("topic", "create", "{new}", "--kind", "priority", "--aging-ms", HUGE)),
+    (
+        "--deliver-concurrency",
+        (
+            "topic",
+            "create",
+            "{new}",
+            "--deliver-to",
+            "https://example.com/h",
+            "--deliver-concurrency",
+            "-1",
+        ),
+    ),
+    ("webhook URL", ("topic", "create", "{new}", "--deliver-to", "http://[::1/h")),
+    ("webhook URL", ("topic", "create", "{new}", "--deliver-to", "http://a b.example/h")),
+    ("--max-deliveries", ("topic", "set", "{topic}", "--max-deliveries", HUGE)),
+    ("--lease", ("topic", "set", "{topic}", "--lease", f"{HUGE}d")),
+    ("--step", ("topic", "forecast", "{topic}", "--step", f"{HUGE}d")),
+    ("--credits", ("consume", "{topic}", "--credits", HUGE)),
+    ("--hold", ("consume", "{topic}", "--hold", f"{HUGE}d")),
+    ("--version", ("move", "{topic}", "m", "--in", "1s", "--version", "-1")),
+    ("--version", ("cancel", "{topic}", "m", "--version", HUGE)),
+    ("--in", ("dead", "redrive", "{topic}", "--in", f"{HUGE}d")),
+    ("1970-01-01 .. 9999-12-31", ("dead", "redrive", "{topic}", "--at", HUGE)),
+    ("--limit", ("dead", "list", "{topic}", "--limit", HUGE)),
+    (
+        "1970-01-01 .. 9999-12-31",
+        ("cron", "add", "{topic}", "e", "--schedule", "* * * * *", "--start", HUGE, "x"),
+    ),
+    (
+        "--misfire-limit",
+        (
+            "cron",
+            "add",
+            "{topic}",
+            "e",
+            "--schedule",
+            "* * * * *",
+            "--misfire",
+            "all",
+            "--misfire-limit",
+            "-1",
+            "x",
+        ),
+    ),
+    ("--next", ("cron", "show", "{topic}", "e", "--next", HUGE)),
+    ("not UTF-8", ("produce", "{topic}", "--id", "\udcff", "x", "--in", "1s")),
+    ("not UTF-8", ("get", "{topic}", "\udcff")),
+    ("token", ("topic", "list", "--token", "two\nlines")),
+]
+
+
+@pytest.mark.parametrize(
+    ("named", "command"),
+    OUT_OF_RANGE_INPUTS,
+    ids=[f"{c[0]} {named}" for named, c in OUT_OF_RANGE_INPUTS],
+)
+def test_values_out_of_range_or_not_text_are_one_line_and_change_nothing(
+    cli: Cli, topic_name: str, named: str, command: tuple[str, ...]
+) -> None:
+    # Given a topic, and a command whose input no wire field can carry
+    cli.ok("topic", "create", topic_name)
+    argv = [a.format(topic=topic_name, new=f"{topic_name}-new") for a in command]
+    # The refusal is one line that names the flag or the value's problem
+    assert named in cli.fails(*argv)
+    # and nothing was created, scheduled or moved
+    assert f"{topic_name}-new" not in [t["name"] for t in cli.lines("topic", "list", "--json")]
+    info = cli.json("topic", "describe", topic_name, "--json")
+    assert info["counts"] == {"waiting": 0, "due": 0, "leased": 0, "dead": 0}
+
+
+def test_bad_environment_values_are_one_line(cli: Cli) -> None:
+    for name, value, named in [
+        ("DEJAQ_BROKER", "\udcff", "DEJAQ_BROKER is not UTF-8"),
+        ("DEJAQ_TOKEN", "\udcff", "DEJAQ_TOKEN is not UTF-8"),
+        ("DEJAQ_TOKEN", "two\nlines", "token"),
+    ]:
+        env = {**os.environ, name: value}
+        done = subprocess.run(
+            [*DEJAQ, "topic", "list", "--broker", cli.address],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            env=env,
+            timeout=TIMEOUT_S,
+        )
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith("dejaq: error: ") and done.stderr.count("\n") == 1
+        assert named in done.stderr
+
+
 @pytest.mark.parametrize(
     "command",
     [("produce", "t", "--in", "1s", "x"), ("consume", "t", "--count", "1"), ("topic", "list")],
@@ -404,7 +504,9 @@ def test_the_lease_and_max_deliveries_of_a_running_topic_are_set(cli: Cli, topic
     settings = cli.json("topic", "describe", topic_name, "--json")["settings"]
     assert (settings["lease_ms"], settings["max_deliveries"]) == (45_000, 3)
     assert "lease" in cli.fails("topic", "set", topic_name, "--lease", "1ms")
-    assert "negative" in cli.fails("topic", "set", topic_name, "--max-deliveries", "-1")
+    assert "--max-deliveries: '-1' is out of range" in cli.fails(
+        "topic", "set", topic_name, "--max-deliveries", "-1"
+    )
     assert cli.json("topic", "describe", topic_name, "--json")["settings"]["lease_ms"] == 45_000
 
 

@@ -105,3 +105,6 @@ def test_unreadable_and_malformed_files_are_named(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("principals: [unclosed")
     with pytest.raises(InvalidArgument, match=r"bad\.yaml is not valid YAML"):
         load_policy(str(tmp_path / "bad.yaml"))
+    (tmp_path / "latin1.yaml").write_bytes(b"principals: [caf\xe9]")
+    with pytest.raises(InvalidArgument, match=r"latin1\.yaml is not UTF-8 text \(byte 0xe9"):
+        load_policy(str(tmp_path / "latin1.yaml"))

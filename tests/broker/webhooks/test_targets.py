@@ -52,7 +52,16 @@ def test_a_bad_allowlist_entry_is_named() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://x.example/", "x.example/h", "http://", "http://u:p@x.example/", "http://x:99999/"],
+    [
+        "ftp://x.example/",
+        "x.example/h",
+        "http://",
+        "http://u:p@x.example/",
+        "http://x:99999/",
+        "http://[::1/",
+        "http://x .example/",
+        "http://x.example/\n",
+    ],
 )
 def test_what_is_not_an_http_url_is_refused(url: str) -> None:
     with pytest.raises(InvalidArgument, match="webhook URL"):
