@@ -69,9 +69,9 @@ def client_token(token: str | None = None, env: Mapping[str, str] | None = None)
     env = os.environ if env is None else env
     token = token or env.get("DEJAQ_TOKEN") or None
     # It travels as a gRPC header value: printable ASCII on one line.
-    if token is not None and not all(" " < c <= "~" for c in token):
+    if token is not None and not all(" " <= c <= "~" for c in token):
         raise InvalidArgument(
-            "the token (--token or DEJAQ_TOKEN) must be printable ASCII with no spaces"
+            "the token (--token or DEJAQ_TOKEN) must be printable ASCII on one line"
         )
     return token
 
