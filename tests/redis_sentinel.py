@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -234,40 +235,31 @@ class RedisSentinel:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def tls_redis_sentinel(certs: Certs) -> Iterator[RedisSentinel]:
-    """A group that takes only TLS with a client certificate, everywhere."""
-    group = RedisSentinel(
-        require_binary("redis-server"), temporary_root("rsentinel-tls"), tls=certs
-    )
+def _running(name: str, **options: Any) -> Iterator[RedisSentinel]:
+    """A group started under a fresh root named ``name``, destroyed after."""
+    group = RedisSentinel(require_binary("redis-server"), temporary_root(name), **options)
     try:
         group.start()
         yield group
     finally:
         group.destroy()
+
+
+@pytest.fixture(scope="session")
+def tls_redis_sentinel(certs: Certs) -> Iterator[RedisSentinel]:
+    """A group that takes only TLS with a client certificate, everywhere."""
+    yield from _running("rsentinel-tls", tls=certs)
 
 
 @pytest.fixture(scope="session")
 def auth_redis_sentinel() -> Iterator[RedisSentinel]:
     """A group whose sentinels take only clients that give ``sentinel_password``."""
     password = "sentinel-s3cret-" + uuid.uuid4().hex[:8]
-    group = RedisSentinel(
-        require_binary("redis-server"), temporary_root("rsentinel-auth"), sentinel_password=password
-    )
-    try:
-        group.start()
-        yield group
-    finally:
-        group.destroy()
+    yield from _running("rsentinel-auth", sentinel_password=password)
 
 
 @pytest.fixture(scope="session")
 def redis_sentinel() -> Iterator[RedisSentinel]:
     """A running master, its replica and three sentinels for the whole session
     (skipped locally when ``redis-server`` is missing, failed under ``CI=true``)."""
-    group = RedisSentinel(require_binary("redis-server"), temporary_root("rsentinel"))
-    try:
-        group.start()
-        yield group
-    finally:
-        group.destroy()
+    yield from _running("rsentinel")
