@@ -265,7 +265,7 @@ class Consumer:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Delivery]:
-        if self._call is None and not self._closing:
+        if self._reader is None and not self._closing:  # never started; a reconnect is not a start
             await self.start()
         while (d := await self.receive()) is not None:
             yield d
@@ -331,7 +331,7 @@ class Consumer:
         closed, after flushing settles."""
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        if self._call is None and not self._closing:
+        if self._reader is None and not self._closing:  # never started; a reconnect is not a start
             await self.start()
 
         async def work() -> None:

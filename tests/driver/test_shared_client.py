@@ -57,3 +57,19 @@ async def test_streams_cancelled_together_do_not_keep_cancelling_each_other() ->
             for d in got:
                 await d.ack(confirm=True)
             assert time.monotonic() < deadline
+
+
+async def test_iterating_while_the_consumer_reconnects_waits_for_the_reconnect() -> None:
+    # Given a consumer whose stream was dropped, its reconnect not yet done
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic("jobs")
+        async with Producer(client, "jobs") as producer, Consumer(client, "jobs") as consumer:
+            for round_ in range(10):
+                await client.failover()
+                # When a new iteration starts at once (a fresh ``async for``)
+                await producer.send(b"x", id=f"m{round_}")
+                got = await asyncio.wait_for(anext(aiter(consumer)), WITHIN_S)
+                # Then it gets the message over the reconnected stream, and does
+                # not open a second stream under the same consumer id
+                assert got.id == f"m{round_}"
+                await got.ack(confirm=True)
