@@ -74,6 +74,13 @@ def _not_text(argv: Sequence[str]) -> str | None:
     return None
 
 
+def one_line(text: str) -> str:
+    """``text`` with each line break (and the indent around it) made one space:
+    a server's own multi-line message (PostgreSQL's "Is the server running…")
+    stays one error line."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     problem = _not_text(argv)
@@ -103,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except DejaqError as exc:
-        print(f"dejaq: error: {redact(str(exc))}", file=sys.stderr)
+        print(f"dejaq: error: {one_line(redact(str(exc)))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -201,7 +201,14 @@ class SqliteStorage(Storage):
         self._scan_reader = ScanReader(options.path, options.busy_timeout_ms)
 
     async def migrate(self) -> Migration:
-        """``open`` upgrades an older file (``connect``); this reports it."""
+        """``open`` upgrades an older file (``connect``); this reports it. A
+        missing file is refused, not made: a broker makes its file when it first
+        starts, and a mistyped path must not leave a new store behind."""
+        if not await asyncio.to_thread(self.options.path.exists):
+            raise StorageError(
+                f"sqlite: no store at {self.options.path}: nothing to migrate"
+                " (a broker makes the file when it first starts)"
+            )
         try:
             before = await asyncio.to_thread(stored_version, self.options.path)
         except sqlite3.Error as exc:

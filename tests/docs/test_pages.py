@@ -36,3 +36,19 @@ def test_every_link_of_the_readme_leads_to_a_file() -> None:
     links = [t for t in re.findall(r"\]\(([^)#\s]+)\)", readme) if "://" not in t]
     assert links
     assert [t for t in links if not (ROOT / t).exists()] == []
+
+
+def test_the_storage_page_gives_each_store_s_current_format_version() -> None:
+    """Given the format versions the plugins write, then the page's table says them."""
+    from dejaq.storage_plugins.redis.keys import FORMAT_VERSION
+    from dejaq.storage_plugins.sqlite.sql import SCHEMA_VERSION
+
+    page = (ROOT / "docs" / "storage.md").read_text()
+    rows = {
+        cells[0]: cells[2]
+        for line in page.splitlines()
+        if line.startswith("| ")
+        and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 4
+    }
+    assert rows["Redis, Redis Cluster"] == str(FORMAT_VERSION)
+    assert rows["SQLite"] == str(SCHEMA_VERSION)

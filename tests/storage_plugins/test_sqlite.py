@@ -115,8 +115,19 @@ async def test_a_file_from_a_newer_version_is_refused(db: Path) -> None:
         assert raw.execute("PRAGMA user_version").fetchone() == (sql.SCHEMA_VERSION + 1,)
 
 
-async def test_migrate_marks_a_new_file_and_upgrades_an_older_one(db: Path) -> None:
-    # given no file, when migrated, then it is made at this format version
+async def test_migrate_refuses_a_missing_file_and_makes_nothing(db: Path) -> None:
+    # given no file (a mistyped path), when migrated, then it is refused by path
+    with pytest.raises(StorageError, match=f"no store at {db}: nothing to migrate"):
+        await storage_from_url(url_of(db)).migrate()
+    # and neither the file nor its folder was made
+    assert not db.parent.exists()
+
+
+async def test_migrate_marks_an_empty_file_and_upgrades_an_older_one(db: Path) -> None:
+    # given an empty file, when migrated, then it is marked with this format version
+    db.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(db)):
+        pass
     assert await storage_from_url(url_of(db)).migrate() == (None, sql.SCHEMA_VERSION, 0)
     # given a file of an older format (before the priority column), with a message
     async with opened(url_of(db)) as storage:
