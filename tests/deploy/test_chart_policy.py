@@ -197,3 +197,15 @@ def test_notes_never_show_a_storage_password() -> None:
 
     assert "postgresql://***@pg.data:5432/dejaq" in notes
     assert "secret" not in notes
+
+
+@pytest.mark.parametrize("option", ["sentinel_password", "password", "sslpassword"])
+def test_notes_never_show_a_password_given_as_a_url_option(option: str) -> None:
+    # Given a storage URL that carries a password in its query (the sentinels', or libpq's)
+    url = f"redis+sentinel://s-0.data:26379/mymaster/0?socket_timeout_ms=2000&{option}=hush&db=0"
+    values = {**VALUE_SETS["sentinel-url"], "storage": {"url": url}}
+    # When the chart is installed
+    notes = render(values).notes
+    # Then its notes show the URL with the option masked
+    assert f"?socket_timeout_ms=2000&{option}=***&db=0" in notes
+    assert "hush" not in notes
