@@ -30,6 +30,10 @@ _RAISED = re.compile(
     r"dejaq\.\S*\.(?:[A-Za-z]+Error|InvalidArgument|NotFound|TooManyRejects"
     r"|PermissionDenied|Unauthenticated): (.+)"
 )
+_PY4J_CALL = re.compile(r"An error occurred while calling \S+\.$")
+# A Java exception's line in the trace Py4J passes on: "Caused by: CLASS: MESSAGE",
+# or the first, ": CLASS: MESSAGE".
+_JAVA_CAUSE = re.compile(r"^(?:Caused by)?: [\w.$]+(?:Exception|Error): (.+)$", re.MULTILINE)
 # flag -> the data source option it sets
 COLUMN_FLAGS = {
     "id_column": "idColumn",
@@ -119,13 +123,20 @@ def job_of(args: argparse.Namespace) -> Job:
 
 
 def _first_line(exc: BaseException) -> str:
-    """A dejaq error raised inside Spark (in a Python worker's traceback), else
-    the first line of Spark's message."""
+    """A dejaq error raised inside Spark (in a Python worker's traceback); for
+    an error of the JVM that Py4J passes on ("An error occurred while calling
+    o41.load."), the message of its root cause; else the first line of Spark's
+    message."""
     text = str(exc).strip()
     found = _RAISED.findall(text)
     if found:
         return str(found[-1])
-    return text.splitlines()[0] if text else type(exc).__name__
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if _PY4J_CALL.match(first):
+        causes = _JAVA_CAUSE.findall(text)
+        if causes:
+            return str(causes[-1]).strip()
+    return first
 
 
 async def _check_topic(args: argparse.Namespace, topic: str) -> None:

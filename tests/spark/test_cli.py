@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dejaq.driver.cli.spark_cmd import _first_line
 from tests.e2e.broker_process import BrokerProcess
 from tests.spark.conftest import create_topic
 from tests.spark.support import now_ms, scan
@@ -122,3 +125,18 @@ def test_the_web_ui_starts_when_asked_and_on_loopback() -> None:
     assert settings["spark.ui.enabled"] == "true"
     assert settings["spark.driver.bindAddress"] == "127.0.0.1"
     assert settings["ui"].startswith("http://127.0.0.1:"), settings["ui"]
+
+
+def test_a_file_spark_cannot_read_in_the_format_given_is_told_by_its_cause(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Given a CSV file read as Parquet (what `spark schedule --format parquet` does)
+    path = tmp_path / "in.csv"
+    path.write_text("id,timestamp_ms,payload\na,1,x\n")
+    with pytest.raises(Exception) as failed:
+        spark.read.format("parquet").load(str(path)).collect()
+    # When the CLI tells the failure, then it is the root cause Spark found,
+    # not Py4J's "An error occurred while calling o41.load."
+    told = _first_line(failed.value)
+    assert "is not a Parquet file" in told, str(failed.value)[:2000]
+    assert "\n" not in told
