@@ -108,7 +108,6 @@ async def test_without_the_sentinel_password_the_sentinels_refuse_by_name(
     assert group.sentinel_password not in message
 
 
-
 async def test_a_sentinel_password_for_sentinels_that_have_none_does_no_harm(
     redis_sentinel: RedisSentinel,
 ) -> None:
