@@ -69,14 +69,21 @@ def test_a_misplaced_or_empty_sentinel_credential_is_refused_without_its_value(
 # -- sentinels with a password ----------------------------------------------------
 
 
-async def test_with_the_sentinel_password_messages_go_through(
-    auth_redis_sentinel: RedisSentinel,
+@pytest.mark.parametrize(
+    "sentinels",
+    ["auth_redis_sentinel", "redis_sentinel"],
+    ids=["that want it", "that want none"],
+)
+async def test_with_a_sentinel_password_messages_go_through(
+    request: pytest.FixtureRequest, sentinels: str
 ) -> None:
-    # Given sentinels that want a password, and a master that wants none
-    group = auth_redis_sentinel
+    # Given sentinels that want a password (or none: a default user with no
+    # password takes any, the storage speaking RESP3's HELLO AUTH), and a master
+    # that wants none
+    group: RedisSentinel = request.getfixturevalue(sentinels)
     group.flush()
-    url = f"{group.url}?sentinel_password={group.sentinel_password}"
-    # When the storage opens with the sentinels' password, and a message is stored
+    url = f"{group.url}?sentinel_password={group.sentinel_password or SECRET}"
+    # When the storage opens with a sentinel password, and a message is stored
     async with opened(url) as storage:
         await given_topic(storage)
         await storage.insert(T, [msg("a")])
@@ -106,21 +113,3 @@ async def test_without_the_sentinel_password_the_sentinels_refuse_by_name(
     assert all(f"127.0.0.1:{s.port}" in message for s in group.sentinels)
     assert "sentinel_password" in message
     assert group.sentinel_password not in message
-
-
-async def test_a_sentinel_password_for_sentinels_that_have_none_does_no_harm(
-    redis_sentinel: RedisSentinel,
-) -> None:
-    # Given sentinels that want no password, and a URL that gives them one
-    group = redis_sentinel
-    group.flush()
-    url = f"{group.url}?socket_timeout_ms=2000&sentinel_password={SECRET}"
-    # When the storage opens, and a message is stored
-    async with opened(url) as storage:
-        await given_topic(storage)
-        await storage.insert(T, [msg("a")])
-        leases = await storage.lease(LeaseRequest(T, None, NOW, 10, 1_000, "c"))
-    # Then the sentinels still named the master (the storage speaks RESP3, and a
-    # default user with no password takes HELLO's AUTH with any), and the
-    # message is read back
-    assert [m.id for m in leases.delivered] == ["a"]
