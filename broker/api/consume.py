@@ -94,7 +94,7 @@ async def consume_stream(
 ) -> AsyncIterator[pb.ConsumeResponse]:
     """One consumer's stream. ``cut_off`` ends the call with a status even while
     a write waits on a consumer that does not read (``dispatch/outbox.py``)."""
-    with broker.streams.slot():
+    async with broker.streams.slot(requests):
         async for response in _consume(broker, requests, cut_off):
             yield response
 

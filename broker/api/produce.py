@@ -174,7 +174,7 @@ def _count(broker: BrokerContext, topic: str, status: list[int]) -> None:
 async def produce_stream(
     broker: BrokerContext, requests: AsyncIterator[pb.ProduceRequest]
 ) -> AsyncIterator[pb.ProduceResponse]:
-    with broker.streams.slot():
+    async with broker.streams.slot(requests):
         async for response in _produce_frames(broker, requests):
             yield response
 

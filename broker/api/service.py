@@ -26,6 +26,7 @@ from dejaq.broker.api.calls import serve_unary
 from dejaq.broker.api.consume import consume_stream
 from dejaq.broker.api.produce import produce_stream
 from dejaq.broker.api.scan import scan_bucket
+from dejaq.broker.api.streams import after_opening_frame
 from dejaq.broker.cluster.status import cluster_status
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron
@@ -37,8 +38,6 @@ from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
-# How long a refused stream waits for its opening frame (see _authenticate_stream).
-FIRST_FRAME_WAIT_S = 1.0
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
@@ -102,13 +101,11 @@ def _stream(
 
 async def _authenticate_stream(guard: Guard, context: Any, requests: AsyncIterator[Any]) -> Caller:
     """The caller of a stream. A refused one is told after its opening frame has
-    arrived: a client still writing that frame when the refusal lands sees its
-    write fail (grpc/grpc#36066), not the refusal."""
+    arrived (``streams.after_opening_frame``)."""
     try:
         return guard.authenticate(context)
     except Unauthenticated:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(anext(requests), FIRST_FRAME_WAIT_S)
+        await after_opening_frame(requests)
         raise
 
 

@@ -124,6 +124,30 @@ async def test_streams_past_max_streams_are_refused(
                     await producer.send_batch([Outgoing(b"x", now_ms(), "a")])
 
 
+async def test_a_stream_past_max_streams_is_refused_after_its_opening_frame(
+    start_broker: StartBroker, topic_name: str
+) -> None:
+    broker = start_broker("memory://", DEJAQ_MAX_STREAMS="1")
+    async with Client(broker.address) as client:
+        await create_topic(client, topic_name)
+        # Given the one stream the broker serves, open
+        async with consuming(client, topic_name):
+            await wait_until(lambda: _consumers(client, topic_name, 1), timeout_s=10)
+            async with grpc.aio.insecure_channel(broker.address) as channel:
+                # When a second stream opens and has not written its opening frame
+                call = pb_grpc.TimelineStub(channel).Produce()
+                await asyncio.sleep(0.3)
+                # Then it is not refused yet: a refusal landing while the client
+                # writes that frame would reach it as grpc's own INTERNAL
+                assert not call.done()
+                # and once the frame is written, the refusal comes as sent
+                await call.write(pb.ProduceRequest(topic=topic_name, batch=b""))
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await call.read()
+                assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "at most 1 streams" in (refused.value.details() or "")
+
+
 async def _consumers(client: Client, topic: str, n: int) -> bool:
     return (await Admin(client).describe_topic(topic)).consumers == n
 
