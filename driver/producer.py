@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import time
 from collections import deque
@@ -39,6 +40,8 @@ from dejaq.core.wire.status import error_for, status_code
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import RETRYABLE, Client, channel_dropped, to_error
 from dejaq.proto import dejaq_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +331,20 @@ class Producer:
         return self._call
 
     async def _read(self, call: grpc.aio.StreamStreamCall, generation: int) -> None:
+        """The one reader of ``call``. Should reading its answers fail in a way
+        none of the paths below expects, the frames in flight are failed rather
+        than left waiting on a stream that nobody reads any more (the next send
+        opens a new one)."""
+        try:
+            await self._read_answers(call, generation)
+        except Exception as exc:
+            log.exception("produce stream to %s: reading its answers failed", self.client.address)
+            call.cancel()
+            async with self._lock:
+                if self._call is None or self._call is call:
+                    self._fail_all(BrokerUnavailable(f"the produce stream broke: {exc!r}"))
+
+    async def _read_answers(self, call: grpc.aio.StreamStreamCall, generation: int) -> None:
         deadline: float | None = None
         while True:
             try:
@@ -361,9 +378,11 @@ class Producer:
                 return
             deadline = None
             self._answered = True
-            frame = self._inflight.popleft()
+            frame = self._inflight[0]
+            results = _results(frame, response)  # read before the frame leaves the flight
+            self._inflight.popleft()
             if not frame.future.done():
-                frame.future.set_result(_results(frame, response))
+                frame.future.set_result(results)
 
     async def _reconnect(
         self, broken: grpc.aio.StreamStreamCall, unavailable: bool, generation: int
