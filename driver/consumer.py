@@ -406,6 +406,21 @@ class Consumer:
         self._settler.send_now()
 
     async def _read(self, call: grpc.aio.StreamStreamCall, generation: int) -> None:
+        """The one reader of ``call``. Should it fail in a way none of the paths
+        of ``_read_frames`` expects, the consumer ends with that error (logged)
+        rather than waiting for good on a stream nobody reads."""
+        try:
+            await self._read_frames(call, generation)
+        except Exception as exc:
+            log.exception("consume stream to %s: reading it failed", self.client.address)
+            call.cancel()
+            if not self._closing:
+                self._error = BrokerUnavailable(f"the consume stream broke: {exc!r}")
+            self._call = None
+            self._settler.abandon(BrokerUnavailable("consume stream ended"))
+            self._end()
+
+    async def _read_frames(self, call: grpc.aio.StreamStreamCall, generation: int) -> None:
         try:
             while True:
                 frame = await call.read()

@@ -1,6 +1,6 @@
-"""A Producer whose stream reader fails in a way none of its paths expects
-(an answer it cannot take): the frames in flight fail at once, rather than
-waiting on a stream nobody reads, and the next send opens a new stream."""
+"""A stream reader that fails in a way none of its paths expects (an answer or
+a delivery it cannot take): what waits on the stream is told at once, rather
+than waiting for good on a stream nobody reads."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from dejaq.driver import Admin, BrokerUnavailable, Producer, embedded
+from dejaq.driver import Admin, BrokerUnavailable, Consumer, Producer, embedded
+from dejaq.driver import consumer as consumer_module
 from dejaq.driver import producer as producer_module
 from dejaq.driver.producer import Outgoing
 
@@ -43,3 +44,20 @@ async def test_a_reader_that_fails_fails_the_frames_in_flight_and_the_next_send_
                 producer.send_batch([Outgoing(b"x", FAR_MS, "second")]), WITHIN_S
             )
             assert [r.id for r in again] == ["second"]
+
+
+async def test_a_consumer_whose_reader_fails_ends_with_the_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic("jobs")
+        async with Producer(client, "jobs") as producer, Consumer(client, "jobs") as consumer:
+            # Given a reader that cannot take the next deliveries it reads
+            def undecodable(*args: Any) -> Any:
+                raise ValueError("a delivery frame that does not decode")
+
+            monkeypatch.setattr(consumer_module, "decode_delivery_columns", undecodable)
+            await producer.send_batch([Outgoing(b"x", 0, "due")])
+            # When the consumer waits for it, then it is told why the stream ended
+            with pytest.raises(BrokerUnavailable, match="does not decode"):
+                await asyncio.wait_for(consumer.receive(), WITHIN_S)
