@@ -198,7 +198,9 @@ async def _produce_frames(
                 # Checked here, in order, so no frame after a refused one is
                 # stored: the stream's error then covers every frame not answered.
                 checked = await _check(broker, req)
-                await pending.put(asyncio.create_task(_store(broker, *checked)))
+                task = asyncio.create_task(_store(broker, *checked))
+                task.add_done_callback(_seen)
+                await pending.put(task)
         except (grpc.RpcError, ConnectionError):
             pass  # a broken request stream ends the response stream the same way (None)
         except Exception as exc:  # a refused frame: answered after the frames before it
@@ -224,3 +226,11 @@ async def _produce_frames(
                 t.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reader
+
+
+def _seen(task: asyncio.Task[pb.ProduceResponse]) -> None:
+    """A frame's store is done. Its error, if any, is the stream's (raised where
+    its answer is awaited); after the stream ended on an earlier one it is
+    nobody's, and would be logged as never retrieved: taken here."""
+    if not task.cancelled():
+        task.exception()
