@@ -126,8 +126,7 @@ async def test_migrate_refuses_a_missing_file_and_makes_nothing(db: Path) -> Non
 async def test_migrate_marks_an_empty_file_and_upgrades_an_older_one(db: Path) -> None:
     # given an empty file, when migrated, then it is marked with this format version
     db.parent.mkdir(parents=True)
-    with closing(sqlite3.connect(db)):
-        pass
+    sqlite3.connect(db).close()
     assert await storage_from_url(url_of(db)).migrate() == (None, sql.SCHEMA_VERSION, 0)
     # given a file of an older format (before the priority column), with a message
     async with opened(url_of(db)) as storage:
