@@ -16,14 +16,46 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
+import grpc
+
 from dejaq.core.clock import now_ms
 from dejaq.core.model import InsertStatus, TopicSettings
+from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import Consumer, Delivery
 from dejaq.driver.producer import Outgoing, Producer, ProduceResult
+from dejaq.proto import dejaq_pb2 as pb
+from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 POLL_S = 0.02
+
+
+FAR_MS = 4_102_444_800_000  # 2100-01-01
+
+
+def frame(topic: str, *ids: str) -> pb.ProduceRequest:
+    """A Produce frame of messages with these ids, due far ahead."""
+    batch = encode_messages([FAR_MS] * len(ids), [b"p"] * len(ids), list(ids))
+    return pb.ProduceRequest(topic=topic, batch=batch)
+
+
+def produce_sync(
+    address: str, frames: list[pb.ProduceRequest], token: str = ""
+) -> tuple[grpc.StatusCode, list[tuple[list[int], list[str]]]]:
+    """One Produce stream through the blocking API, whose final status is the
+    broker's (grpc.aio may report a write the broker cut short as its own
+    INTERNAL, grpc/grpc#36066); the answers, decoded. ``token``: sent as the
+    bearer token (plaintext, to a broker on loopback)."""
+    answers = []
+    metadata = (("authorization", f"Bearer {token}"),) if token else None
+    with grpc.insecure_channel(address) as channel:
+        call = pb_grpc.TimelineStub(channel).Produce(iter(frames), timeout=10, metadata=metadata)
+        try:
+            answers += [decode_results(a.results) for a in call]
+        except grpc.RpcError as exc:
+            return exc.code(), answers
+    return grpc.StatusCode.OK, answers
 
 
 async def wait_until(

@@ -9,35 +9,10 @@ import asyncio
 import grpc
 import pytest
 
-from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.driver.client import Client
 from dejaq.proto import dejaq_pb2 as pb
-from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import BrokerProcess
-from tests.e2e.support import counts, create_topic
-
-FAR = 4_102_444_800_000  # 2100-01-01
-
-
-def frame(topic: str, *ids: str) -> pb.ProduceRequest:
-    batch = encode_messages([FAR] * len(ids), [b"p"] * len(ids), list(ids))
-    return pb.ProduceRequest(topic=topic, batch=batch)
-
-
-def produce_sync(
-    address: str, frames: list[pb.ProduceRequest]
-) -> tuple[grpc.StatusCode, list[tuple[list[int], list[str]]]]:
-    """One Produce stream through the blocking API, whose final status is the
-    broker's (grpc.aio may report a write the broker cut short as its own
-    INTERNAL, grpc/grpc#36066); the answers, decoded."""
-    answers = []
-    with grpc.insecure_channel(address) as channel:
-        call = pb_grpc.TimelineStub(channel).Produce(iter(frames), timeout=10)
-        try:
-            answers += [decode_results(a.results) for a in call]
-        except grpc.RpcError as exc:
-            return exc.code(), answers
-    return grpc.StatusCode.OK, answers
+from tests.e2e.support import counts, create_topic, frame, produce_sync
 
 
 @pytest.mark.parametrize("refusal", ["unknown topic", "malformed batch"])

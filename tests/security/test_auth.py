@@ -4,6 +4,7 @@ refusals that change nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,7 +16,6 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from dejaq.core.errors import DejaqError, InvalidArgument, PermissionDenied, Unauthenticated
 from dejaq.core.model import InsertStatus
-from dejaq.core.wire.batches import decode_results, encode_messages
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
 from dejaq.driver.cluster import cluster_status
@@ -24,7 +24,7 @@ from dejaq.driver.producer import Producer
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import BrokerProcess
-from tests.e2e.support import create_topic, now_ms, produce_one
+from tests.e2e.support import create_topic, frame, now_ms, produce_one, produce_sync
 from tests.security.support import ONLY, TOKENS, cli, client
 
 HOUR_MS = 3_600_000
@@ -269,24 +269,18 @@ def test_the_cli_sends_its_token(auth_broker: BrokerProcess) -> None:
 async def test_a_produce_stream_stops_at_the_first_refused_frame(
     auth_broker: BrokerProcess,
 ) -> None:
-    async with (
-        client(auth_broker.address, token=TOKENS["admin"]) as admin,
-        client(auth_broker.address, token=TOKENS["producer"]) as producer,
-    ):
+    async with client(auth_broker.address, token=TOKENS["admin"]) as admin:
         mine, theirs = _name("t"), _name("elsewhere")  # producer may produce on t-* only
         await create_topic(admin, mine)
         await create_topic(admin, theirs)
-        call = producer.stub().Produce()
-        for topic, mid in ((mine, "first"), (theirs, "refused"), (mine, "after")):
-            batch = encode_messages([now_ms() + HOUR_MS], [b"x"], [mid])
-            try:
-                await call.write(pb.ProduceRequest(topic=topic, batch=batch))
-            except grpc.aio.AioRpcError:
-                break  # the broker ended the stream at the refused frame already
-        answer = await call.read()
-        assert decode_results(answer.results) == ([int(InsertStatus.ACCEPTED)], ["first"])
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await call.read()
-        assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        # When the producer sends a frame it may, one it may not, then one it may
+        frames = [frame(mine, "first"), frame(theirs, "refused"), frame(mine, "after")]
+        code, answers = await asyncio.to_thread(
+            produce_sync, auth_broker.address, frames, TOKENS["producer"]
+        )
+        # Then the stream ends at the refused frame: the one before it is stored
+        # (its answer may be dropped by gRPC as the stream ends), none after it
+        assert code == grpc.StatusCode.PERMISSION_DENIED
+        assert answers in ([], [([int(InsertStatus.ACCEPTED)], ["first"])])
         assert (await Admin(admin).describe_topic(theirs)).counts.waiting == 0
         assert (await Admin(admin).describe_topic(mine)).counts.waiting == 1
