@@ -230,3 +230,22 @@ def channel_dropped() -> bool:
     task itself, which must go on."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() == 0
+
+
+async def first_write(call: grpc.aio.StreamStreamCall, request: Any) -> None:
+    """The first write of a new stream. grpc.aio holds a write until its call
+    has started, and a call cancelled meanwhile (its channel closed under it, as
+    a failover of another stream on the same client does) never starts: the
+    write would wait for good. Here it raises ``asyncio.InvalidStateError``, as
+    a write to a call that has ended does. (Later writes fail by themselves.)"""
+    writing = asyncio.ensure_future(call.write(request))
+    ending = asyncio.ensure_future(call.code())
+    try:
+        await asyncio.wait((writing, ending), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ending.cancel()
+        if not writing.done():
+            writing.cancel()
+    if writing.cancelled():
+        raise asyncio.InvalidStateError("the stream ended before it started")
+    writing.result()  # the write's own error, if any

@@ -41,7 +41,7 @@ from dejaq.core.clock import now_ms
 from dejaq.core.errors import AlreadyExists, BrokerUnavailable, DejaqError
 from dejaq.core.wire.batches import decode_delivery_columns
 from dejaq.driver.backoff import Backoff
-from dejaq.driver.client import Client, channel_dropped, to_error
+from dejaq.driver.client import Client, channel_dropped, first_write, to_error
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.hold import Hold
 from dejaq.driver.settle import OnError, SettleBatcher
@@ -383,10 +383,12 @@ class Consumer:
         generation = self.client.generation
         call = self.client.stub().Consume()
         try:
-            await call.write(pb.ConsumeRequest(hello=hello))
+            await first_write(call, pb.ConsumeRequest(hello=hello))
             first = await call.read()
         except grpc.aio.AioRpcError as exc:
             raise to_error(exc) from exc
+        except asyncio.InvalidStateError:
+            raise BrokerUnavailable("the consume stream's channel was dropped") from None
         except asyncio.CancelledError:
             if not channel_dropped():
                 raise

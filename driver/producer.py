@@ -38,7 +38,7 @@ from dejaq.core.wire.frames import (
 )
 from dejaq.core.wire.status import error_for, status_code
 from dejaq.driver.backoff import Backoff
-from dejaq.driver.client import RETRYABLE, Client, channel_dropped, to_error
+from dejaq.driver.client import RETRYABLE, Client, channel_dropped, first_write, to_error
 from dejaq.proto import dejaq_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -317,18 +317,20 @@ class Producer:
 
     async def _write(self, frame: _Frame) -> None:
         try:
-            call = await self._stream()
-            await call.write(frame.request)
+            if self._call is None:
+                await first_write(self._open(), frame.request)
+            else:
+                await self._call.write(frame.request)
         except (grpc.RpcError, asyncio.InvalidStateError, DejaqError):
             pass  # the reader sees the broken stream and resends what is in flight
 
-    async def _stream(self) -> grpc.aio.StreamStreamCall:
-        if self._call is None:
-            generation = self.client.generation
-            call = self.client.stub().Produce()
-            self._call = call
-            self._reader = asyncio.create_task(self._read(call, generation))
-        return self._call
+    def _open(self) -> grpc.aio.StreamStreamCall:
+        """A new stream, with its reader."""
+        generation = self.client.generation
+        call = self.client.stub().Produce()
+        self._call = call
+        self._reader = asyncio.create_task(self._read(call, generation))
+        return call
 
     async def _read(self, call: grpc.aio.StreamStreamCall, generation: int) -> None:
         """The one reader of ``call``. Should reading its answers fail in a way
@@ -398,7 +400,9 @@ class Producer:
                 try:
                     generation = self.client.generation
                     call = self.client.stub().Produce()
-                    for frame in list(self._inflight):
+                    first, *rest = self._inflight
+                    await first_write(call, first.request)
+                    for frame in rest:
                         await call.write(frame.request)
                 except (grpc.RpcError, asyncio.InvalidStateError):  # ended before we wrote
                     if not self._answered and self._none_reached(await _ended(call)):

@@ -8,9 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 
+import grpc
 import pytest
 
 from dejaq.driver import Admin, Consumer, Producer, embedded
+from dejaq.driver.client import first_write
+from dejaq.proto import dejaq_pb2 as pb
+from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.timeout(60)
 WITHIN_S = 20.0  # far beyond a reconnect on loopback; a stall waits for good
@@ -73,3 +77,22 @@ async def test_iterating_while_the_consumer_reconnects_waits_for_the_reconnect()
                 # not open a second stream under the same consumer id
                 assert got.id == f"m{round_}"
                 await got.ack(confirm=True)
+
+
+@pytest.mark.parametrize("turns", [1, 2, 4])
+async def test_a_first_write_ends_when_the_channel_closes_before_the_stream_started(
+    turns: int,
+) -> None:
+    # Given a stream's first write under way on a fresh channel
+    async with embedded("memory://") as client:
+        channel = grpc.aio.insecure_channel(client.address)
+        call = pb_grpc.TimelineStub(channel).Produce()
+        writing = asyncio.ensure_future(first_write(call, pb.ProduceRequest(topic="jobs")))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        # When the channel closes under it (another stream's failover)
+        await channel.close()
+        # Then the write ends, as a write to an ended call does (a plain
+        # grpc.aio write waits for good here)
+        with pytest.raises(asyncio.InvalidStateError):
+            await asyncio.wait_for(writing, WITHIN_S)

@@ -6,7 +6,8 @@ public driver as an application does, and journal everything they see.
 
 A producer sends a small frame every few milliseconds for SECONDS, each
 message to the at-least-once topic or (one in five) to the at-most-once one,
-due 200-2000 ms ahead, then waits for every answer and exits. A consumer
+due 200-2000 ms ahead, then waits for every answer and exits. Each process
+has one client, shared by its two streams as an application shares one. A consumer
 takes both topics until SIGTERM: it acks each at-least-once delivery after a
 short random "work" (confirmed, so the journal knows the outcome); an
 at-most-once delivery is gone once delivered, there is nothing to ack.
@@ -42,6 +43,20 @@ CREDITS = 32
 RETRY_S = 60.0  # a driver keeps trying through every fault of the run
 
 
+def _awaiting(coro: object) -> list[str]:
+    """Where a task waits: each coroutine of the chain it awaits through, down
+    to what the last one awaits (a future, or code in Cython with no frame)."""
+    lines = []
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is None:
+            lines.append(f"awaiting {coro!r}"[:300])
+            break
+        lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+    return lines
+
+
 def _dump_tasks_on_sigusr1() -> None:
     """SIGUSR1 prints every task's stack to stderr (the worker's log): what a
     worker that does not end is waiting for."""
@@ -49,8 +64,8 @@ def _dump_tasks_on_sigusr1() -> None:
     def dump() -> None:
         for task in asyncio.all_tasks():
             print(f"-- {task!r}", file=sys.stderr)
-            with contextlib.suppress(TypeError):  # a frame in Cython code has no line
-                task.print_stack(file=sys.stderr)
+            for line in _awaiting(task.get_coro()):
+                print(f"   {line}", file=sys.stderr)
         sys.stderr.flush()
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump)
@@ -61,17 +76,10 @@ async def produce(
 ) -> None:
     _dump_tasks_on_sigusr1()
     rng = random.Random(seed)
-    # A client (channel) per producer, as each consumer has its own: two
-    # streams failing over together on one shared client have been seen to
-    # hang a resend (reported; the fault run proves the broker, not that).
-    clients = [Client(list(brokers)) for _ in TOPICS]
-    async with contextlib.AsyncExitStack() as stack:
-        for client in clients:
-            await stack.enter_async_context(client)
-        producers = {
-            t: Producer(client, t, retry_timeout_s=RETRY_S)
-            for t, client in zip(TOPICS, clients, strict=True)
-        }
+    # One client (one channel) for both producers, as an application shares
+    # one: a failover of either stream moves both.
+    async with Client(list(brokers)) as client:
+        producers = {t: Producer(client, t, retry_timeout_s=RETRY_S) for t in TOPICS}
         sends: set[asyncio.Task[None]] = set()
         deadline = time.monotonic() + seconds
         n = 0
@@ -115,8 +123,8 @@ async def consume(name: str, journal: Journal, brokers: Sequence[str], lease_ms:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     rng = random.Random(name)
     consumers = []
+    client = Client(list(brokers))  # shared by both topics' consumers, as for the producers
     for topic in TOPICS:
-        client = Client(list(brokers))
         c = Consumer(
             client,
             topic,
@@ -135,8 +143,7 @@ async def consume(name: str, journal: Journal, brokers: Sequence[str], lease_ms:
     for task in pumps:
         task.cancel()
     await asyncio.gather(*pumps, return_exceptions=True)
-    for c in consumers:
-        await c.client.close()
+    await client.close()
 
 
 async def _pump(name: str, journal: Journal, consumer: Consumer, rng: random.Random) -> None:
