@@ -418,9 +418,7 @@ class Consumer:
             call.cancel()
             if not self._closing:
                 self._error = BrokerUnavailable(f"the consume stream broke: {exc!r}")
-            self._call = None
-            self._settler.abandon(BrokerUnavailable("consume stream ended"))
-            self._end()
+            self._stream_ended()
 
     async def _read_frames(self, call: grpc.aio.StreamStreamCall, generation: int) -> None:
         try:
@@ -443,6 +441,10 @@ class Consumer:
                 return
             if not self._closing:
                 self._error = error
+        self._stream_ended()
+
+    def _stream_ended(self) -> None:
+        """No stream any more, nor one to come: settles not sent are given up."""
         self._call = None
         self._settler.abandon(BrokerUnavailable("consume stream ended"))
         self._end()

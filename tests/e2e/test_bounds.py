@@ -5,11 +5,13 @@ limit, and a frozen consumer found by keepalive."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -109,43 +111,49 @@ async def test_a_message_too_large_for_any_frame_gets_a_clear_error(
         assert "accepted 1, duplicate 0, rejected 1" in done.stdout
 
 
+@contextlib.asynccontextmanager
+async def _the_one_stream_open(start_broker: StartBroker, topic: str) -> AsyncIterator[str]:
+    """A broker serving at most one stream, that one open (a consumer of
+    ``topic``); yields the broker's address."""
+    broker = start_broker("memory://", DEJAQ_MAX_STREAMS="1")
+    async with Client(broker.address) as client:
+        await create_topic(client, topic)
+        async with consuming(client, topic):
+            await wait_until(lambda: _consumers(client, topic, 1), timeout_s=10)
+            yield broker.address
+
+
 async def test_streams_past_max_streams_are_refused(
     start_broker: StartBroker, topic_name: str
 ) -> None:
-    broker = start_broker("memory://", DEJAQ_MAX_STREAMS="1")
-    async with Client(broker.address) as client:
-        await create_topic(client, topic_name)
-        # Given one open stream (a consumer)
-        async with consuming(client, topic_name):
-            await wait_until(lambda: _consumers(client, topic_name, 1), timeout_s=10)
-            # a second one is refused with RESOURCE_EXHAUSTED
-            async with Client(broker.address) as other, Producer(other, topic_name) as producer:
-                with pytest.raises(ResourceExhausted, match="at most 1 streams"):
-                    await producer.send_batch([Outgoing(b"x", now_ms(), "a")])
+    # Given one open stream (a consumer)
+    async with _the_one_stream_open(start_broker, topic_name) as address:
+        # a second one is refused with RESOURCE_EXHAUSTED
+        async with Client(address) as other, Producer(other, topic_name) as producer:
+            with pytest.raises(ResourceExhausted, match="at most 1 streams"):
+                await producer.send_batch([Outgoing(b"x", now_ms(), "a")])
 
 
 async def test_a_stream_past_max_streams_is_refused_after_its_opening_frame(
     start_broker: StartBroker, topic_name: str
 ) -> None:
-    broker = start_broker("memory://", DEJAQ_MAX_STREAMS="1")
-    async with Client(broker.address) as client:
-        await create_topic(client, topic_name)
-        # Given the one stream the broker serves, open
-        async with consuming(client, topic_name):
-            await wait_until(lambda: _consumers(client, topic_name, 1), timeout_s=10)
-            async with grpc.aio.insecure_channel(broker.address) as channel:
-                # When a second stream opens and has not written its opening frame
-                call = pb_grpc.TimelineStub(channel).Produce()
-                await asyncio.sleep(0.3)
-                # Then it is not refused yet: a refusal landing while the client
-                # writes that frame would reach it as grpc's own INTERNAL
-                assert not call.done()
-                # and once the frame is written, the refusal comes as sent
-                await call.write(pb.ProduceRequest(topic=topic_name, batch=b""))
-                with pytest.raises(grpc.aio.AioRpcError) as refused:
-                    await call.read()
-                assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-                assert "at most 1 streams" in (refused.value.details() or "")
+    # Given the one stream the broker serves, open
+    async with (
+        _the_one_stream_open(start_broker, topic_name) as address,
+        grpc.aio.insecure_channel(address) as channel,
+    ):
+        # When a second stream opens and has not written its opening frame
+        call = pb_grpc.TimelineStub(channel).Produce()
+        await asyncio.sleep(0.3)
+        # Then it is not refused yet: a refusal landing while the client
+        # writes that frame would reach it as grpc's own INTERNAL
+        assert not call.done()
+        # and once the frame is written, the refusal comes as sent
+        await call.write(pb.ProduceRequest(topic=topic_name, batch=b""))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call.read()
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "at most 1 streams" in (refused.value.details() or "")
 
 
 async def _consumers(client: Client, topic: str, n: int) -> bool:
