@@ -1,0 +1,143 @@
+"""How long a request may take to arrive, and how many connections the HTTP surface holds.
+
+Without them one client could hold the port with connections that never finish
+a request: headers sent a byte at a time (slowloris), or a chunked body that
+never ends. So:
+
+- **headers**: a request's line and headers must be whole within the header
+  timeout of the connection opening or of the previous answer; past it the
+  connection is closed (an idle keep-alive connection too). This is aiohttp's
+  keep-alive timer, which closes a connection still waiting for a request's head.
+- **body**: a body must be whole within the body timeout of its handler
+  starting; past it the request is answered 408 and the connection closed.
+- **connections**: at most the bound are open, from accept to close (a TLS
+  handshake under way counts); one more is closed at once, unanswered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class BodyTimeout(asyncio.TimeoutError):
+    """A request's body did not arrive in time. A ``TimeoutError``: aiohttp
+    drops a body that ends so when it would otherwise read the rest."""
+
+
+def body_deadline(timeout_s: float) -> Any:
+    """A middleware that fails a body read still under way ``timeout_s`` after
+    the handler starts with ``BodyTimeout``."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not request.body_exists:
+            return await handler(request)
+        body = request.content
+
+        def expire() -> None:
+            if not body.is_eof():
+                body.set_exception(BodyTimeout(f"the body did not arrive in {timeout_s:g} s"))
+
+        timer = asyncio.get_running_loop().call_later(timeout_s, expire)
+        try:
+            return await handler(request)
+        finally:
+            timer.cancel()
+
+    return middleware
+
+
+class _Refused(asyncio.Protocol):
+    """A connection past the bound: closed as soon as it is made."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
+
+
+class _Counted(asyncio.Protocol):
+    """aiohttp's protocol for one connection, counted while it is open."""
+
+    def __init__(self, inner: Any, bound: BoundedSite) -> None:
+        self._inner = inner
+        self._bound = bound
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()  # type: ignore[no-any-return]
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._bound.open -= 1
+        self._inner.connection_lost(exc)
+
+
+class BoundedSite(web.BaseSite):
+    """aiohttp's TCP site with at most ``max_connections`` connections open."""
+
+    __slots__ = ("_address", "_bound_port", "_warned", "max_connections", "open")
+
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        max_connections: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
+        self._address = (host, port)
+        self._bound_port = port
+        self.max_connections = max_connections
+        self.open = 0
+        self._warned = False
+
+    @property
+    def name(self) -> str:
+        scheme = "https" if self._ssl_context else "http"
+        return f"{scheme}://{self._address[0]}:{self._bound_port}"
+
+    async def start(self) -> None:
+        await super().start()
+        host, port = self._address
+        self._server = await asyncio.get_running_loop().create_server(
+            self._protocol, host, port, ssl=self._ssl_context, backlog=self._backlog
+        )
+        if self._server.sockets:
+            self._bound_port = self._server.sockets[0].getsockname()[1]
+
+    def _protocol(self) -> asyncio.Protocol:
+        if self.open >= self.max_connections:
+            if not self._warned:  # once a spell at the bound, not once a connection
+                log.warning(
+                    "HTTP connections at the bound (%d, --http-max-connections):"
+                    " new ones are closed until some end",
+                    self.max_connections,
+                )
+                self._warned = True
+            return _Refused()
+        if self.open < self.max_connections // 2 + 1:
+            self._warned = False
+        server = self._runner.server
+        assert server is not None
+        self.open += 1
+        return _Counted(server(), self)
