@@ -154,16 +154,14 @@ async def serve_http(surface: Surface, address: str, tls: ssl.SSLContext | None)
     host = host.strip("[]")
     logging.getLogger("aiohttp.server").addFilter(_QUIET)  # once: the same filter
     config = surface.broker.config
+    header_s = config.http_header_timeout_ms / 1000
+    # aiohttp closes a connection still waiting for a request's head when its
+    # keep-alive timer ends: the header timeout (limits.py).
     runner = web.AppRunner(
-        build_app(surface),
-        access_log=None,
-        handle_signals=False,
-        # aiohttp closes a connection still waiting for a request's head when
-        # its keep-alive timer ends: the header timeout (limits.py).
-        keepalive_timeout=config.http_header_timeout_ms / 1000,
+        build_app(surface), access_log=None, handle_signals=False, keepalive_timeout=header_s
     )
     await runner.setup()
-    site = BoundedSite(runner, host, int(port), config.http_max_connections, tls)
+    site = BoundedSite(runner, host, int(port), config.http_max_connections, tls, header_s)
     try:
         await site.start()
     except OSError as exc:

@@ -8,6 +8,7 @@ never ends. So:
   timeout of the connection opening or of the previous answer; past it the
   connection is closed (an idle keep-alive connection too). This is aiohttp's
   keep-alive timer, which closes a connection still waiting for a request's head.
+  Over TLS the handshake must end within the same time first.
 - **body**: a body must be whole within the body timeout of its handler
   starting; past it the request is answered 408 and the connection closed.
 - **connections**: at most the bound are open, from accept to close (a TLS
@@ -94,7 +95,7 @@ class _Counted(asyncio.Protocol):
 class BoundedSite(web.BaseSite):
     """aiohttp's TCP site with at most ``max_connections`` connections open."""
 
-    __slots__ = ("_address", "_bound_port", "_warned", "max_connections", "open")
+    __slots__ = ("_address", "_bound_port", "_handshake_s", "_warned", "max_connections", "open")
 
     def __init__(
         self,
@@ -103,9 +104,11 @@ class BoundedSite(web.BaseSite):
         port: int,
         max_connections: int,
         ssl_context: ssl.SSLContext | None = None,
+        handshake_s: float = 60.0,
     ) -> None:
         super().__init__(runner, ssl_context=ssl_context)
         self._address = (host, port)
+        self._handshake_s = handshake_s
         self._bound_port = port
         self.max_connections = max_connections
         self.open = 0
@@ -120,7 +123,12 @@ class BoundedSite(web.BaseSite):
         await super().start()
         host, port = self._address
         self._server = await asyncio.get_running_loop().create_server(
-            self._protocol, host, port, ssl=self._ssl_context, backlog=self._backlog
+            self._protocol,
+            host,
+            port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            ssl_handshake_timeout=self._handshake_s if self._ssl_context else None,
         )
         if self._server.sockets:
             self._bound_port = self._server.sockets[0].getsockname()[1]

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 
 import aiohttp
 import pytest
 
 from tests.broker.http.conftest import Api, Serve
+from tests.certs import Certs
 
 DEADLINE_S = 15.0
 
 
 async def _connect(api: Api) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    host, port = api.url.removeprefix("http://").rsplit(":", 1)
+    host, port = api.url.split("://")[1].rsplit(":", 1)
     return await asyncio.open_connection(host, int(port))
 
 
@@ -80,6 +82,26 @@ async def test_headers_sent_a_byte_at_a_time_are_cut_at_the_header_timeout(
     assert got == b""
     assert time.monotonic() - started >= 0.3
     # And an ordinary request is still served
+    assert (await api.call("GET", "/v1/topics")).status == 200
+
+
+async def test_a_tls_handshake_that_never_ends_is_cut_at_the_header_timeout(
+    serve: Serve, certs: Certs
+) -> None:
+    # Given a broker serving HTTPS whose requests must have their heads within 300 ms
+    client = ssl.create_default_context(cafile=str(certs.ca))
+    api = await serve(
+        ssl=client,
+        tls_cert=str(certs.server.cert),
+        tls_key=str(certs.server.key),
+        http_header_timeout_ms=300,
+    )
+    # When a client connects and never starts the handshake
+    reader, writer = await _connect(api)
+    # Then the broker closes the connection
+    assert await asyncio.wait_for(_closed(reader), DEADLINE_S) == b""
+    writer.close()
+    # And an ordinary HTTPS request is still served
     assert (await api.call("GET", "/v1/topics")).status == 200
 
 
