@@ -66,13 +66,27 @@ class _Refused(asyncio.Protocol):
 
 
 class _Counted(asyncio.Protocol):
-    """aiohttp's protocol for one connection, counted while it is open."""
+    """aiohttp's protocol for one connection, counted from accept until it is lost."""
 
-    def __init__(self, inner: Any, bound: BoundedSite) -> None:
+    def __init__(self, inner: Any, bound: BoundedSite, handshake_s: float) -> None:
         self._inner = inner
         self._bound = bound
+        self._counted = False
+        self._count(True)
+        # A TLS handshake that fails or times out never reaches the protocol: asyncio
+        # closes the socket without a connection_lost. Past the handshake timeout a
+        # connection not made is over, and uncounted.
+        loop = asyncio.get_running_loop()
+        self._unmade = loop.call_later(handshake_s + 1, self._count, False)
+
+    def _count(self, counted: bool) -> None:
+        if counted != self._counted:
+            self._counted = counted
+            self._bound.open += 1 if counted else -1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._unmade.cancel()
+        self._count(True)
         self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
@@ -88,7 +102,8 @@ class _Counted(asyncio.Protocol):
         self._inner.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._bound.open -= 1
+        self._unmade.cancel()
+        self._count(False)
         self._inner.connection_lost(exc)
 
 
@@ -147,5 +162,4 @@ class BoundedSite(web.BaseSite):
             self._warned = False
         server = self._runner.server
         assert server is not None
-        self.open += 1
-        return _Counted(server(), self)
+        return _Counted(server(), self, self._handshake_s)

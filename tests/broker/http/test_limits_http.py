@@ -147,6 +147,35 @@ async def test_connections_past_the_bound_are_closed_and_serving_goes_on(serve: 
             await asyncio.sleep(0.05)
 
 
+async def test_failed_tls_handshakes_give_their_place_under_the_bound_back(
+    serve: Serve, certs: Certs
+) -> None:
+    # Given an HTTPS broker that holds at most 2 connections, heads within 300 ms
+    api = await serve(
+        ssl=ssl.create_default_context(cafile=str(certs.ca)),
+        tls_cert=str(certs.server.cert),
+        tls_key=str(certs.server.key),
+        http_max_connections=2,
+        http_header_timeout_ms=300,
+    )
+    # When two clients fail their handshakes: one says no TLS, one never starts
+    garbage = await _connect(api)
+    garbage[1].write(b"GET / HTTP/1.1\r\n\r\n")
+    silent = await _connect(api)
+    for reader, writer in (garbage, silent):
+        await asyncio.wait_for(_closed(reader), DEADLINE_S)
+        writer.close()
+    # Then their places come back: an ordinary HTTPS request is served again
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            assert (await api.call("GET", "/v1/topics")).status == 200
+            break
+        except aiohttp.ClientConnectionError:
+            assert time.monotonic() < deadline, "failed handshakes kept their places"
+            await asyncio.sleep(0.05)
+
+
 async def test_a_client_leaving_mid_upload_is_one_line_at_debug(
     serve: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
