@@ -105,7 +105,9 @@ async def test_a_tls_handshake_that_never_ends_is_cut_at_the_header_timeout(
     assert (await api.call("GET", "/v1/topics")).status == 200
 
 
-async def test_an_endless_chunked_upload_is_cut_at_the_body_timeout(serve: Serve) -> None:
+async def test_an_endless_chunked_upload_is_cut_at_the_body_timeout(
+    serve: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
     # Given a broker whose request bodies must arrive within 300 ms
     api = await serve(http_body_timeout_ms=300)
     before = _count(api, "Produce", "DEADLINE_EXCEEDED")
@@ -119,19 +121,24 @@ async def test_an_endless_chunked_upload_is_cut_at_the_body_timeout(serve: Serve
     # Then the broker answers 408 (if the client reads it before the close) and closes
     assert got == b"" or got.startswith(b"HTTP/1.1 408 ")
     assert _count(api, "Produce", "DEADLINE_EXCEEDED") == before + 1
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     # And an ordinary request is still served
     assert (await api.call("GET", "/v1/topics")).status == 200
 
 
-async def test_connections_past_the_bound_are_closed_and_serving_goes_on(serve: Serve) -> None:
+async def test_connections_past_the_bound_are_closed_and_serving_goes_on(
+    serve: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
     # Given a broker that holds at most 3 HTTP connections
     api = await serve(http_max_connections=3)
     # When 3 clients hold connections open, idle, and a fourth connects
     held = [await _connect(api) for _ in range(3)]
     reader, writer = await _connect(api)
-    # Then the fourth is closed unanswered
+    # Then the fourth is closed unanswered, and the broker says it reached the bound
     assert await asyncio.wait_for(_closed(reader), DEADLINE_S) == b""
     writer.close()
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "--http-max-connections" in warned[0].getMessage()
     # And once the 3 are gone, an ordinary request is served again
     for _, w in held:
         w.close()
