@@ -6,9 +6,13 @@ topic's produce, lease and ack waited. So ``ops.delete_topic`` only removes
 the topic's row and marks its name doomed (one transaction, at once: the
 topic is gone for every call), and this task removes the rows afterwards,
 ``chunk`` of each table per job, each job queued behind whatever else is
-waiting. It runs while the storage is open, wakes when a topic is deleted,
-and on open finds what a stopped broker left doomed, so a removal stopped
-half-way goes on after a restart. Several brokers on one file may remove the
+waiting, and after each job it waits as long as the job took: the removal
+takes at most half the writer's time, so the calls of other topics queue
+behind one chunk at most and the WAL checkpointer (``checkpoint``), which
+needs the writer to pause now and then, keeps the WAL short. It runs while
+the storage is open, wakes when a topic is deleted, and on open finds what a
+stopped broker left doomed, so a removal stopped half-way goes on after a
+restart. Several brokers on one file may remove the
 same topic's chunks: a chunk removes what is there.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,9 +30,9 @@ from dejaq.storage_plugins.sqlite import ops
 
 log = logging.getLogger(__name__)
 
-# Rows of each table removed by one job: about 5 ms of the writer's time
+# Rows of each table removed by one job: a few ms of the writer's time
 # (benchmarks/topic_delete.py).
-CHUNK = 1000
+CHUNK = 500
 # After a failed chunk (the file busy with another process), wait this long.
 RETRY_S = 1.0
 
@@ -63,9 +68,15 @@ class Purger:
             self._wake.clear()
             try:
                 for name in await self._run(ops.doomed_topics):
-                    while not await self._run(ops.purge_chunk, name, self.chunk):
-                        pass
+                    await self._purge(name)
             except StorageError as exc:
                 log.warning("sqlite: removing a deleted topic's rows failed, retrying: %s", exc)
                 self._wake.set()
                 await asyncio.sleep(RETRY_S)
+
+    async def _purge(self, name: str) -> None:
+        while True:
+            start = time.monotonic()
+            if await self._run(ops.purge_chunk, name, self.chunk):
+                return
+            await asyncio.sleep(time.monotonic() - start)
