@@ -1,19 +1,23 @@
 """Removing deleted topics' rows, a bounded chunk per writer job.
 
 Deleting a topic in one transaction held the writer for as long as its rows
-took to remove: 3.3 s for a million messages, during which every other
-topic's produce, lease and ack waited. So ``ops.delete_topic`` only removes
-the topic's row and marks its name doomed (one transaction, at once: the
-topic is gone for every call), and this task removes the rows afterwards,
-``chunk`` of each table per job, each job queued behind whatever else is
-waiting, and after each job it waits as long as the job took: the removal
-takes at most half the writer's time, so the calls of other topics queue
-behind one chunk at most and the WAL checkpointer (``checkpoint``), which
-needs the writer to pause now and then, keeps the WAL short. It runs while
-the storage is open, wakes when a topic is deleted, and on open finds what a
-stopped broker left doomed, so a removal stopped half-way goes on after a
-restart. Several brokers on one file may remove the
-same topic's chunks: a chunk removes what is there.
+took to remove: seconds for a million messages (3.3 s, and 15 s on a busy
+machine), during which every other topic's produce, lease and ack waited. So
+``ops.delete_topic`` only removes the topic's row and marks its name doomed
+(one transaction, at once: the topic is gone for every call), and this task
+removes the rows afterwards, ``chunk`` of each table per job, each job queued
+behind whatever else is waiting; after each job it waits as long as the job
+took. The removal so takes at most half the writer's time, and the calls of
+other topics queue behind one chunk at most. It writes a lot to the WAL (an
+index page for a few rows removed): under a steady stream of other writes the
+WAL may reach the writer's own checkpoint bound (``sql.AUTOCHECKPOINT``),
+whose checkpoint holds one commit for a fraction of a second, as any
+sustained bulk write does (``benchmarks/topic_delete.py`` shows it).
+
+It runs while the storage is open, wakes when a topic is deleted, and on open
+finds what a stopped broker left doomed, so a removal stopped half-way goes
+on after a restart. Several brokers on one file may remove the same topic's
+chunks: a chunk removes what is there.
 """
 
 from __future__ import annotations
@@ -71,8 +75,12 @@ class Purger:
                     await self._purge(name)
             except StorageError as exc:
                 log.warning("sqlite: removing a deleted topic's rows failed, retrying: %s", exc)
-                self._wake.set()
-                await asyncio.sleep(RETRY_S)
+            except Exception:  # a bug: said, and tried again rather than left undone
+                log.exception("sqlite: removing a deleted topic's rows failed, retrying")
+            else:
+                continue
+            self._wake.set()
+            await asyncio.sleep(RETRY_S)
 
     async def _purge(self, name: str) -> None:
         while True:
