@@ -17,7 +17,6 @@ own) is left as given. Elsewhere than glibc this does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 
@@ -32,12 +31,9 @@ def give_back_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at ``threshold`` bytes; whether it was set."""
     if ENV in os.environ:
         return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):  # not glibc
+        mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to set
         return False
     if mallopt(_M_MMAP_THRESHOLD, threshold) != 1:
         log.warning("mallopt refused an mmap threshold of %d bytes", threshold)
