@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dejaq.broker.cluster.endpoints import parse_endpoints
-from dejaq.broker.webhooks.targets import Allowlist
+from dejaq.broker.etcd_endpoints import parse_endpoints
+from dejaq.broker.webhook_targets import Allowlist
 from dejaq.core import hotpath
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
@@ -102,7 +102,7 @@ class BrokerConfig:
     # further than this from the cluster's (broker/clock/guard.py); 0 = never stop.
     skew_max_ms: int = 100
     # Webhook targets the broker may reach beyond public addresses: host names
-    # and CIDRs, comma-separated (broker/webhooks/targets.py); empty = public only.
+    # and CIDRs, comma-separated (broker/webhook_targets.py); empty = public only.
     webhook_allow: str = ""
 
     @classmethod

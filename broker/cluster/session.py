@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
-from dejaq.broker.cluster.endpoints import Endpoint
 from dejaq.broker.cluster.etcd_access import EtcdAccess
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Keys, Kind, decode, encode
@@ -43,6 +42,7 @@ from dejaq.broker.cluster.storage_claim import (
     check_after_joining,
     check_before_joining,
 )
+from dejaq.broker.etcd_endpoints import Endpoint
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import CoordinationUnavailable, InvalidArgument
 
