@@ -30,7 +30,8 @@ class Backoff:
 
     def step(self, attempt: int) -> float:
         """The ``attempt``-th step (0 is the first): first, 2x, 4x ..., at most ``cap``."""
-        return min(self.cap, self.first * 2 ** min(max(attempt, 0), _MAX_EXPONENT))
+        doubled: float = self.first * 2 ** min(max(attempt, 0), _MAX_EXPONENT)
+        return min(self.cap, doubled)
 
     def delay(self, attempt: int, draw: Callable[[], float] = random.random) -> float:
         """How long to wait before the next try after ``attempt`` failed tries
