@@ -78,7 +78,7 @@ class RunningBroker:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         if self.metrics_endpoint is not None:
-            self.metrics_endpoint.stop()
+            await self.metrics_endpoint.stop()
         await self._server.stop(self.config.grace_s)
         await self._cron.stop()
         await self._posters.stop()
@@ -199,7 +199,7 @@ async def _start_over(
         background.append(asyncio.create_task(guard_forever(skew_guard, view)))
     endpoint = None
     if config.metrics:
-        endpoint = serve_metrics(config, broker.metrics.registry, metrics_tls)
+        endpoint = await serve_metrics(config, broker.metrics.registry, metrics_tls)
     return RunningBroker(
         config,
         broker,
