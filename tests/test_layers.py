@@ -56,6 +56,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 # The broker's rooms, lowest first: each may import only itself and those before it.
 BROKER_ROOMS: tuple[str, ...] = (
     "tasks",  # background tasks that never fail silently
+    "allocator",  # the process's allocator settings
     "coordination",  # which buckets this broker's consumers own (an interface)
     "etcd_endpoints",  # the parsed --etcd flag
     "webhook_targets",  # the parsed --webhook-allow flag, and a target's check
