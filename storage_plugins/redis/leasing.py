@@ -173,7 +173,7 @@ async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, 
             keys_ = (s.alive, s.heads, s.owned, s.stray_homes, s.waits)
             calls.append(Call(lua.PROMOTE, keys_, args))
         promoted = 0
-        for reply in await runner.run(calls):
+        for reply in await runner.run(calls, durable=False):
             if reply[0] == lua.STRAYS:
                 return None
             promoted += body(reply)[0]
@@ -192,7 +192,9 @@ async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, 
 
 async def next_due(runner: Runner, info: TopicEntry, buckets: Buckets) -> int | None:
     """The earliest head among the asked buckets: one script per slot asked (one
-    read of ``heads`` each), and one more round only when strays live elsewhere."""
+    read of ``heads`` each), and one more round only when strays live elsewhere.
+    A master that fails its part (or does not answer in time) is left out: the
+    dispatcher's next pass, or its re-scan, looks at its slots again."""
     wanted = info.wanted(buckets)
     slots, asked = info.slots_of(wanted), info.asked(wanted)
     heads: list[int] = []
@@ -202,7 +204,9 @@ async def next_due(runner: Runner, info: TopicEntry, buckets: Buckets) -> int | 
             s = info.slot(index)
             calls.append(Call(lua.NEXT_DUE, (s.alive, s.heads, s.stray_homes), (info.gen, asked)))
         homes: set[int] = set()
-        for reply in await runner.run(calls):
+        for reply in await runner.run_each(calls, durable=False):
+            if isinstance(reply, StorageUnavailable):
+                continue  # its master failed its part: its slots are looked at by the next pass
             found_homes, head = body(reply)
             homes.update(ints(found_homes))
             if head:
@@ -284,7 +288,7 @@ async def _take_each(
     """``_take``, slot by slot: None for a slot that refused a solo call (strays);
     and the slots whose master failed its part (``Runner.run_each``): what they
     leased, if anything, is not returned and comes back when its lease runs out,
-    so a master that cannot reach its replica holds up only its own slots."""
+    so a master that fails or hangs holds up only its own slots."""
     calls = []
     for index, quota in quotas.items():
         s = info.slot(index)
@@ -298,7 +302,7 @@ async def _take_each(
         )
     out: dict[int, tuple[Taken, int] | None] = {}
     failed: set[int] = set()
-    for index, reply in zip(quotas, await runner.run_each(calls), strict=True):
+    for index, reply in zip(quotas, await runner.run_each(calls, durable=False), strict=True):
         if isinstance(reply, StorageUnavailable):
             failed.add(index)
             out[index] = ([], 0)
@@ -355,7 +359,7 @@ async def _peek(
         args = (info.gen, s.prefix, max_score, sample, homes, asked, span.low)
         calls.append(Call(lua.PEEK, (s.alive, span.key(s), s.stray_homes), args))
     peeks = {}
-    for index, reply in zip(slots, await runner.run_each(calls), strict=True):
+    for index, reply in zip(slots, await runner.run_each(calls, durable=False), strict=True):
         if isinstance(reply, StorageUnavailable):  # its master failed: leased from later
             peeks[index] = Peek(0, [], [])
             continue
