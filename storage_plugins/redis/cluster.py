@@ -42,9 +42,9 @@ A hung master (stopped, swapping, a long fork) must not hold up the others'
 slots: a lease pass (``run_each``) sends each master its part on its own,
 goes on with what came back ``STRAGGLER_S`` after the first answer, and
 sends a master still silent nothing more until it answers or its socket times
-out (its slots are leased by a later pass; a lease it took meanwhile comes
-back when it runs out). A slot map read under way does not hold a pass up
-either.
+out (its slots are leased by a later pass; the leases its late answer
+brings are handed back at once: ``leasing``). A slot map read under way does
+not hold a pass up either.
 
 Time. The storage clock (``server_time_us``) is the clock of the master
 holding the topic registry (``keys.TOPICS``): one clock for every broker, as
@@ -69,7 +69,7 @@ from dejaq.core.errors import StorageError, StorageUnavailable
 from dejaq.storage_plugins.redis import keys
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.retry import Deadline, refused_connection
-from dejaq.storage_plugins.redis.scripts import Call, Runner, storage_error
+from dejaq.storage_plugins.redis.scripts import Call, Late, Runner, storage_error
 from dejaq.storage_plugins.redis.storage import RedisStorage
 
 # Not run: the node refused before doing anything, or could not be reached.
@@ -155,17 +155,27 @@ class ClusterRunner(Runner):
         replies, acked, _ = await self._send_each(calls, wait, each=False)
         return replies, acked
 
-    async def run_each(self, calls: Sequence[Call], durable: bool = True) -> list[Any]:
+    async def run_each(
+        self, calls: Sequence[Call], durable: bool = True, late: Late | None = None
+    ) -> list[Any]:
         """``run``, but each master on its own: one that failed the call's WAIT,
         whose connection was lost after sending, that does not answer within
         ``STRAGGLER_S`` of the first master that did, or that still has an
         earlier batch unanswered, fails only its own calls: their replies are
         ``StorageUnavailable`` (what they did is unknown, or not on a
-        replica), the others' stand. Raises when every call failed so."""
+        replica), the others' stand. Raises when every call failed so.
+        ``late`` gets (index, reply) of each call whose master answered after
+        the call gave up on it."""
+        if not calls:
+            return []
         wait = self._wait if durable else None
 
         async def send(batch: Sequence[Call]) -> lua.Sent:
-            return await self._send_each(batch, wait, True)
+            def came(position: int, reply: Any) -> None:
+                if late is not None:
+                    late(next(i for i, c in enumerate(calls) if c is batch[position]), reply)
+
+            return await self._send_each(batch, wait, True, came)
 
         replies, _ = await self._reloading(calls, send)
         if all(isinstance(r, StorageUnavailable) for r in replies):
@@ -173,7 +183,11 @@ class ClusterRunner(Runner):
         return replies
 
     async def _send_each(
-        self, calls: Sequence[Call], wait: tuple[int, int] | None, each: bool
+        self,
+        calls: Sequence[Call],
+        wait: tuple[int, int] | None,
+        each: bool,
+        late: Late | None = None,
     ) -> lua.Sent:
         """The replies, the fewest replicas any master acknowledged, and (``each``)
         the calls a master failed after sending them (instead of raising)."""
@@ -194,7 +208,7 @@ class ClusterRunner(Runner):
             nodes = list(by_node.values())
             batches = [self._commands(calls, indexes, wait) for _, indexes in nodes]
             if each:
-                sent = await self._independently([n for n, _ in nodes], batches)
+                sent = await self._independently(nodes, batches, late)
             else:
                 sent = await asyncio.gather(
                     *(self._node_batch(n, b) for (n, _), b in zip(nodes, batches, strict=True)),
@@ -276,15 +290,19 @@ class ClusterRunner(Runner):
         return self._cluster.nodes_manager.get_node_from_slot(slot)
 
     async def _independently(
-        self, nodes: Sequence[ClusterNode], batches: Sequence[list[tuple[Any, ...]]]
+        self,
+        nodes: Sequence[tuple[ClusterNode, list[int]]],
+        batches: Sequence[list[tuple[Any, ...]]],
+        late: Late | None,
     ) -> list[Any]:
         """Each node's batch on its own: its replies, its exception, or
         ``StorageUnavailable`` when it had an earlier batch unanswered or gave
         none within ``STRAGGLER_S`` of the first answer (its batch is then left
-        to end alone, and the node gets no other until it has)."""
+        to end alone, ``late`` gets its replies, and the node gets no other
+        batch until it has answered)."""
         out: list[Any] = [None] * len(nodes)
         tasks: dict[int, asyncio.Task[list[Any]]] = {}
-        for k, (node, batch) in enumerate(zip(nodes, batches, strict=True)):
+        for k, ((node, _), batch) in enumerate(zip(nodes, batches, strict=True)):
             if node.name in self._unanswered:
                 out[k] = StorageUnavailable(
                     f"redis cluster: {node.name}: an earlier call is still unanswered"
@@ -304,22 +322,31 @@ class ClusterRunner(Runner):
             if task.done():
                 out[k] = task.exception() or task.result()
                 continue
-            name = nodes[k].name
+            node, indexes = nodes[k]
+            name = node.name
             self._unanswered[name] = task
-            task.add_done_callback(partial(self._answered, name))
+            task.add_done_callback(partial(self._answered, name, indexes, late))
             out[k] = StorageUnavailable(
                 f"redis cluster: {name}: no answer within {STRAGGLER_S * 1000:g} ms"
                 " of the other masters"
             )
         return out
 
-    def _answered(self, name: str, task: asyncio.Task[list[Any]]) -> None:
+    def _answered(
+        self, name: str, indexes: list[int], late: Late | None, task: asyncio.Task[list[Any]]
+    ) -> None:
         """A batch left unanswered has ended: its node takes batches again
-        (after a failure, once the slot map was read again)."""
+        (after a failure, once the slot map was read again), and ``late`` gets
+        the replies of the calls that ran."""
         if self._unanswered.get(name) is task:
             del self._unanswered[name]
         if task.cancelled() or task.exception() is not None:
             self._stale = True
+            return
+        if late is not None:
+            for i, reply in zip(indexes, task.result(), strict=False):  # the WAIT's last
+                if not isinstance(reply, Exception):
+                    late(i, reply)
 
     async def _node_batch(
         self, node: ClusterNode, commands: Sequence[tuple[Any, ...]]

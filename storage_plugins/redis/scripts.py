@@ -192,6 +192,9 @@ Arg = str | int | bytes
 # What one send of a batch gives: its replies, the fewest replicas that
 # acknowledged it, and the calls failed on their own (by index in the batch).
 Sent = tuple[list[Any], int, dict[int, StorageUnavailable]]
+# A reply that came after its call had given up on it (``ClusterRunner``): the
+# call's index and the reply, so the caller can undo what it did.
+Late = Callable[[int, Any], None]
 
 
 def storage_error(exc: BaseException) -> StorageError:
@@ -310,10 +313,13 @@ class Runner:
             todo = again
         return replies, min(acks)
 
-    async def run_each(self, calls: Sequence[Call], durable: bool = True) -> list[Any]:
+    async def run_each(
+        self, calls: Sequence[Call], durable: bool = True, late: Late | None = None
+    ) -> list[Any]:
         """``run``; on a store of several servers (a cluster) a server that fails
         its part, or does not answer in time, fails only its own calls: their
-        replies are ``StorageUnavailable`` instances (``cluster.ClusterRunner``)."""
+        replies are ``StorageUnavailable`` instances, and ``late`` gets the
+        replies of those that ran after all (``cluster.ClusterRunner``)."""
         return await self.run(calls, durable=durable)
 
     async def _send(

@@ -22,6 +22,7 @@ from tests.storage_plugins.cluster_load import BUCKETS, now_ms
 
 TOPIC = "stall"
 DELIVERY_TIMEOUT_S = 20.0  # a bound on a story's passes, far above what they need
+LONG_LEASE_MS = 120_000  # far beyond DELIVERY_TIMEOUT_S
 
 
 async def given_due_messages(storage: RedisClusterStorage, count: int) -> list[str]:
@@ -121,3 +122,43 @@ async def test_with_wait_replicas_a_master_without_its_replica_still_delivers(
     finally:
         await storage.close()
         await asyncio.to_thread(redis_cluster.wait_healthy)
+
+
+async def test_leases_a_hung_master_grants_late_are_handed_back_at_once(
+    redis_cluster: RedisCluster,
+) -> None:
+    # Given a topic over every master whose last pass took everything due (so
+    # the next sends every slot its lease script at once), and more due since
+    redis_cluster.flush()
+    storage = storage_from_url(redis_cluster.url)
+    assert isinstance(storage, RedisClusterStorage)
+    await storage.open()
+    try:
+        first = await given_due_messages(storage, 30)
+        assert sorted(await lease_until(storage, set(first))) == sorted(first)
+        due = now_ms()
+        ids = [f"n{i}" for i in range(300)]
+        await storage.insert(TOPIC, [NewMessage(i, due, b"x", bucket_of(i, BUCKETS)) for i in ids])
+        slots = storage.options.topic_slots
+        registry = redis_cluster.master_of(redis_keys.TOPICS)
+        victim = next(
+            m
+            for m in redis_cluster.masters()
+            if m.port != registry.port and slots_of(redis_cluster, m, slots)
+        )
+        hung = slots_of(redis_cluster, victim, slots)
+        theirs = {i for i in ids if slot_of(i, slots) in hung}
+        # When a pass leases while that master is stopped for a moment
+        victim.pause()
+        try:
+            request = LeaseRequest(TOPIC, None, now_ms(), 1000, LONG_LEASE_MS, "c1")
+            got = [m.id for m in (await storage.lease(request)).delivered]
+        finally:
+            victim.resume()
+        # Then that pass delivered none of its messages
+        assert not set(got) & theirs
+        # And the leases its late answer granted are handed back: its messages
+        # are delivered again long before those leases would run out
+        assert theirs <= set(await lease_until(storage, theirs))
+    finally:
+        await storage.close()
