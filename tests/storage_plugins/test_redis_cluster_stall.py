@@ -113,6 +113,8 @@ async def test_with_wait_replicas_a_master_without_its_replica_still_delivers(
             # Then every message is delivered, the cut-off master's too: a lease
             # move does not wait for replicas
             assert sorted(got) == sorted(ids)
+            # And reads do not wait either
+            assert (await storage.counts(TOPIC, now_ms())).leased == len(ids)
             # And a produce on that master still waits for its replica, and is refused
             new = NewMessage(mine, now_ms(), b"x", bucket_of(mine, BUCKETS))
             with pytest.raises(StorageUnavailable, match="replicas acknowledged"):
