@@ -4,8 +4,8 @@ A storage that cannot take the broker's first calls yet — a server still
 starting, a fresh Redis Cluster whose replicas are still syncing (with
 ``wait_replicas``, its first write is refused until one is), a failover under
 way — says so with ``StorageUnavailable``. The broker then does not exit: it
-logs why and tries again, a pause apart that doubles up to ``MAX_PAUSE_S``,
-until the storage opens. Anything else (a bad URL, a store of another
+logs why and tries again after a jittered pause that doubles up to
+``MAX_PAUSE_S`` (``core/backoff.py``), until the storage opens. Anything else (a bad URL, a store of another
 format, refused credentials reported as such) still stops it at once.
 """
 
@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 
+from dejaq.core.backoff import Backoff
 from dejaq.core.errors import DejaqError, StorageUnavailable
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import Storage
@@ -23,13 +24,15 @@ log = logging.getLogger(__name__)
 
 FIRST_PAUSE_S = 0.2
 MAX_PAUSE_S = 5.0
+BACKOFF = Backoff(FIRST_PAUSE_S, MAX_PAUSE_S)
 
 
 async def open_storage(url: str) -> Storage:
     """The storage of ``url``, opened, once it is ready (a fresh instance a try)."""
-    pause = FIRST_PAUSE_S
+    attempt = 0
     while True:
         storage = storage_from_url(url)
+        pause = BACKOFF.delay(attempt)
         try:
             await storage.open()
         except StorageUnavailable as exc:
@@ -39,4 +42,4 @@ async def open_storage(url: str) -> Storage:
         else:
             return storage
         await asyncio.sleep(pause)
-        pause = min(pause * 2, MAX_PAUSE_S)
+        attempt += 1

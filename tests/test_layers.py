@@ -62,6 +62,7 @@ BROKER_ROOMS: tuple[str, ...] = (
     "webhook_targets",  # the parsed --webhook-allow flag, and a target's check
     "ids",  # generated message ids
     "streams",  # the bound on open streams
+    "storage_open",  # opening the storage, waiting while it is not ready
     "config",  # the one typed config
     "security",  # TLS, principals, the guard
     "observability",  # metrics (every room counts into them), gauges, logs
