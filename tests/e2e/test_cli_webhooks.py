@@ -107,6 +107,8 @@ async def test_a_webhook_topic_with_a_secret_of_ones_own(
             await produce(client, topic_name, [Outgoing(b"hi", now_ms() + 50, id="s1")])
         await wait_until(lambda: "s1" in sink.ok_ids(), 15, "the request")
         (hit,) = sink.of("s1")
-        assert signature.verify("whsec_our-own-secret-0001", hit.signature, b"hi", int(time.time() * 1000))
+        assert signature.verify(
+            "whsec_our-own-secret-0001", hit.signature, b"hi", int(time.time() * 1000)
+        )
     finally:
         broker.stop()
