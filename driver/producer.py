@@ -94,7 +94,9 @@ class Producer:
         max_batch: messages per frame at most (default 1000).
         max_frame_bytes: bytes per frame at most (default 8 MiB); one larger
             message goes alone, one too large for any frame (``MAX_FRAME_BYTES``)
-            is refused with ``InvalidArgument`` before anything is sent.
+            is refused with ``InvalidArgument`` before anything is sent, as is
+            a time that can only be epoch seconds (0 < t < 10^12 ms: before
+            2001-09-09); 0 or a past time means now.
         max_in_flight: frames awaiting their answer at once (default 16).
         retry_timeout_s: how long to keep resending in-flight frames to the next
             broker of the client's list after a broker is lost.

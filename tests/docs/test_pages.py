@@ -6,7 +6,7 @@ import dataclasses
 import re
 
 from dejaq.broker.config import BrokerConfig
-from tests.docs.examples import ROOT
+from tests.docs.examples import ROOT, blocks, pages
 
 
 def test_the_configuration_page_names_every_broker_setting() -> None:
@@ -52,3 +52,24 @@ def test_the_storage_page_gives_each_store_s_current_format_version() -> None:
     }
     assert rows["Redis, Redis Cluster"] == str(FORMAT_VERSION)
     assert rows["SQLite"] == str(SCHEMA_VERSION)
+
+
+# How a page's examples create a topic: the CLI, the driver, or HTTP.
+CREATES = re.compile(
+    r"dejaq topic create ([a-z][\w.-]*)|create_topic\(\s*\"([\w.-]+)\""
+    r"|/v1/topics -d '\{\"name\": \"([\w.-]+)\""
+)
+
+
+def test_each_page_creates_topics_of_its_own() -> None:
+    """Given the pages' examples followed one after another against one broker,
+    then no topic is created twice (which would stop the second page at
+    ALREADY_EXISTS)."""
+    makers: dict[str, set[str]] = {}
+    for page in pages():
+        for block in blocks(page):
+            for match in CREATES.finditer(block.text):
+                name = next(g for g in match.groups() if g)
+                makers.setdefault(name, set()).add(block.page)
+    assert len(makers) >= 10, makers  # the pattern still finds the pages' topics
+    assert {name: sorted(p) for name, p in makers.items() if len(p) > 1} == {}
