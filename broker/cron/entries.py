@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 from dejaq.core.cron import CronEntry, Misfire
 from dejaq.core.errors import StorageError
-from dejaq.core.model import MAX_TIMESTAMP, Message, TopicSettings
+from dejaq.core.model import MAX_TIMESTAMP, Message, Topic, TopicSettings
 
 SUFFIX = "~cron"
 LEAD_MS = 10_000  # an occurrence is produced this long before it is due
@@ -37,6 +38,11 @@ def companion(topic: str) -> str:
 def target_of(companion_name: str) -> str | None:
     """The topic a cron timeline serves; None for an ordinary topic."""
     return companion_name.removesuffix(SUFFIX) if companion_name.endswith(SUFFIX) else None
+
+
+def users_topics(topics: Iterable[Topic]) -> list[Topic]:
+    """The topics users made: every listing leaves out the cron timelines kept beside them."""
+    return [t for t in topics if target_of(t.name) is None]
 
 
 def fire_at(next_ms: int) -> int:

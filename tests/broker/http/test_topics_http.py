@@ -77,6 +77,18 @@ async def test_the_cluster_status_names_this_broker(api: Api) -> None:
     assert [b["address"] for b in status.body["brokers"]] == [api.grpc_address]
 
 
+async def test_a_topic_s_cron_timeline_is_in_no_listing(api: Api) -> None:
+    # Given a topic with a cron entry (kept on its hidden TOPIC~cron timeline)
+    await api.call("POST", "/v1/topics", {"name": "r"})
+    entry = {"id": "daily", "schedule": "0 9 * * *", "payload": "report"}
+    assert (await api.call("POST", "/v1/topics/r/cron", entry)).status == 201
+    # When the topics and the cluster are listed, then only the topic is named
+    listed = await api.call("GET", "/v1/topics")
+    assert [t["name"] for t in listed.body["topics"]] == ["r"]
+    status = await api.call("GET", "/v1/cluster")
+    assert [t["name"] for t in status.body["topics"]] == ["r"]
+
+
 async def test_http_calls_are_counted_apart_from_grpc_ones(api: Api) -> None:
     registry = api.broker.context.metrics.registry
 
