@@ -6,6 +6,7 @@ import dataclasses
 import re
 
 from dejaq.broker.config import BrokerConfig
+from tests.deploy.podman import ULIMITS
 from tests.docs.examples import ROOT, blocks, pages
 
 
@@ -73,3 +74,21 @@ def test_each_page_creates_topics_of_its_own() -> None:
                 makers.setdefault(name, set()).add(block.page)
     assert len(makers) >= 10, makers  # the pattern still finds the pages' topics
     assert {name: sorted(p) for name, p in makers.items() if len(p) > 1} == {}
+
+
+def test_the_kubernetes_page_runs_the_image_with_the_ulimits_it_is_tested_with() -> None:
+    """Given hosts whose hard limits are below podman's defaults, then the page's
+    podman run gives the limits the image's own tests run it with."""
+    page = (ROOT / "docs" / "kubernetes.md").read_text()
+    flags = " ".join(ULIMITS)
+    assert [b for b in blocks(ROOT / "docs" / "kubernetes.md") if flags in b.text]
+    assert "ulimit -Hn" in page and "ulimit -Hu" in page
+
+
+def test_the_contributing_page_says_where_the_built_site_lands() -> None:
+    """Given the site_dir of mkdocs.yml, then the contributing page names it and how to view it."""
+    site_dir = re.search(r"^site_dir: (\S+)$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
+    assert site_dir is not None
+    page = (ROOT / "docs" / "contributing.md").read_text()
+    assert f"`{site_dir.group(1)}/index.html`" in page and "scripts/docs.sh --serve" in page
+    assert "--serve" in (ROOT / "scripts" / "docs.sh").read_text()
