@@ -109,7 +109,7 @@ def when_ms(args: argparse.Namespace) -> int | None:
     if args.at is not None:
         at = timestamp_ms(args.at)
         late = now_ms() - at
-        if late > PAST_WARNING_MS:
+        if at and late > PAST_WARNING_MS:  # 0: now, as meant
             # Legal (a time past means now), but likely not what was meant.
             print(
                 f"dejaq: warning: --at {args.at} is {_ago(late)} in the past: due now",

@@ -15,7 +15,14 @@ from dejaq.core.due_time import DUE_TIME, EXPIRY
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import MAX_TIMESTAMP, InsertStatus
 from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD, PRODUCE_FRAME_BYTES
-from dejaq.driver.cli.common import add_broker, add_when, client_command, priority_value, when_ms
+from dejaq.driver.cli.common import (
+    PAST_WARNING_MS,
+    add_broker,
+    add_when,
+    client_command,
+    priority_value,
+    when_ms,
+)
 from dejaq.driver.cli.feed import Feed
 from dejaq.driver.cli.numbers import UINT32
 from dejaq.driver.client import Client
@@ -86,21 +93,30 @@ async def _produce_lines(client: Client, args: argparse.Namespace) -> int:
     # Read in a thread: a pipe's line goes on as it comes, and a file's next
     # lines are read while the ones before travel.
     feed = Feed(_parse(stream), _payload_size, BATCH, BATCH_BYTES)
+    past = 0  # lines due more than a minute before they were read: legal, told once
     try:
         async with Producer(client, args.topic) as producer:
             while (lines := await _read(feed, source)) is not None:
                 batch: list[tuple[int, Outgoing]] = []
+                long_ago = now_ms() - PAST_WARNING_MS
                 for lineno, item in lines:
                     if isinstance(item, str):
                         counts[InsertStatus.REJECTED] += 1
                         print(f"line {lineno}: {item}", file=sys.stderr)
                     else:
+                        past += 0 < item.timestamp_ms < long_ago  # 0: now, as meant
                         batch.append((lineno, item))
                 await _send(producer, batch, counts)
     finally:
         feed.close()
         if stream is not sys.stdin.buffer:
             stream.close()
+    if past:
+        print(
+            f"dejaq: warning: {past} line{'s' * (past != 1)} due more than a minute in the past:"
+            " due now",
+            file=sys.stderr,
+        )
     print(
         f"accepted {counts[InsertStatus.ACCEPTED]}, duplicate {counts[InsertStatus.DUPLICATE]},"
         f" rejected {counts[InsertStatus.REJECTED]}"

@@ -226,6 +226,30 @@ def test_produce_jsonl_from_stdin_with_rejected_lines_fails(cli: Cli, topic_name
     assert info["counts"]["waiting"] == 1
 
 
+def test_produce_jsonl_of_seconds_and_misspelt_fields_refuses_those_lines(
+    cli: Cli, topic_name: str
+) -> None:
+    # Given lines due in epoch seconds, with a misspelt field, long past, and at 0
+    cli.ok("topic", "create", topic_name)
+    lines = [
+        {"id": "seconds", "timestamp_ms": now_ms() // 1000},
+        {"id": "misspelt", "timestamp_ms": now_ms(), "payload64": "AP8="},
+        {"id": "past", "timestamp_ms": now_ms() - 3_600_000},
+        {"id": "zero", "timestamp_ms": 0, "payload_base64": "AP8="},
+    ]
+    stdin = "".join(json.dumps(line) + "\n" for line in lines)
+    # When they are produced
+    done = cli.run("produce", topic_name, "--jsonl", "-", stdin=stdin)
+    # Then the seconds and the misspelt field are refused by line, nothing dropped silently
+    assert done.stdout.strip() == "accepted 2, duplicate 0, rejected 2"
+    assert "line 1: rejected: timestamp " in done.stderr and "not seconds" in done.stderr
+    assert "line 2: rejected: unknown field 'payload64'" in done.stderr
+    # and the one long past is taken with one warning line; 0 means now, quietly
+    assert done.stderr.count("dejaq: warning: ") == 1
+    assert "dejaq: warning: 1 line due more than a minute in the past" in done.stderr
+    assert cli.json("get", topic_name, "zero")["payload_base64"] == "AP8="
+
+
 def test_produce_jsonl_schedules_each_line_of_a_pipe_as_it_comes(cli: Cli, topic_name: str) -> None:
     # Given a producer reading JSON lines from a pipe that stays open
     cli.ok("topic", "create", topic_name)
