@@ -1,4 +1,5 @@
-"""A rule on a number, stated once: it lies in ``low .. high``.
+"""A rule on a number, stated once: it lies in ``low .. high`` (or is 0, for a
+field where 0 means "none" or "now" whatever the range).
 
 The same bound checks one value (naming what is wrong) and a whole column at
 once (its min and max, at C speed), so a fast path over a batch and the check
