@@ -17,12 +17,14 @@ import runpy
 import shutil
 import sys
 import tempfile
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.warnings import InformationOnly
 
 ROOT = Path(__file__).resolve().parent
 HOTPATH = runpy.run_path(str(ROOT / "core" / "hotpath.py"), run_name="dejaq_hotpath_build")
@@ -177,6 +179,12 @@ class BuildHotPath(build_ext):
             outputs.append(str(Path(self.build_lib, "dejaq", "core", HOTPATH["MANIFEST"])))
         return outputs
 
+
+# setuptools notes, on every editable install through package-dir, that a folder
+# named like the package (dejaq/) in the working directory would shadow it;
+# there is none here (the source folders are core/, broker/, ...), and pip
+# shows the note as a BuildBackendWarning block on every first install.
+warnings.filterwarnings("ignore", message="Editable installation", category=InformationOnly)
 
 # Only the commands that build code compile (pip also runs this for metadata).
 BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop"}

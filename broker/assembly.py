@@ -38,11 +38,11 @@ from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_m
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
+from dejaq.broker.storage_open import open_storage
 from dejaq.broker.webhooks.hooks import WebhookPosters
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.wire.frames import MAX_FRAME_BYTES
-from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import Storage
 
 # The shortest interval between a client's pings the broker accepts; more often
@@ -78,7 +78,7 @@ class RunningBroker:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         if self.metrics_endpoint is not None:
-            self.metrics_endpoint.stop()
+            await self.metrics_endpoint.stop()
         await self._server.stop(self.config.grace_s)
         await self._cron.stop()
         await self._posters.stop()
@@ -90,13 +90,13 @@ class RunningBroker:
 
 async def start(config: BrokerConfig) -> RunningBroker:
     """Assemble and start a broker; a bad TLS file, auth file, storage URL or
-    listen address stops it before it serves, with nothing left open."""
+    listen address stops it before it serves, with nothing left open. A
+    storage not ready yet is waited for (``storage_open``)."""
     # TLS files and the auth file are checked before anything is opened.
     tls = ServerTls.from_config(config)
     guard = Guard.from_file(config.auth)
     metrics_tls = tls_context(config)  # a bad certificate stops the broker before it starts
-    storage = storage_from_url(config.storage)
-    await storage.open()
+    storage = await open_storage(config.storage)
     try:
         return await _start_over(config, storage, tls, guard, metrics_tls)
     except BaseException:
@@ -199,7 +199,7 @@ async def _start_over(
         background.append(asyncio.create_task(guard_forever(skew_guard, view)))
     endpoint = None
     if config.metrics:
-        endpoint = serve_metrics(config, broker.metrics.registry, metrics_tls)
+        endpoint = await serve_metrics(config, broker.metrics.registry, metrics_tls)
     return RunningBroker(
         config,
         broker,

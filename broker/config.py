@@ -1,19 +1,24 @@
 """Broker configuration: one typed object, filled from flags and DEJAQ_* variables.
 
 Flags win over the environment. Unknown DEJAQ_* variables are refused by name,
-so a typo does not silently fall back to a default.
+so a typo does not silently fall back to a default. msgspec converts the values
+(a variable's text to its field's type) and checks each field's bounds, stated
+beside the field with the message that refuses it; ``validate`` adds the rules
+that span fields or read text.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, get_type_hints
 
-from dejaq.broker.cluster.endpoints import parse_endpoints
-from dejaq.broker.webhooks.targets import Allowlist
+import msgspec
+
+from dejaq.broker.etcd_endpoints import parse_endpoints
+from dejaq.broker.webhook_targets import Allowlist
 from dejaq.core import hotpath
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
@@ -38,32 +43,79 @@ MIN_FRAME_BYTES = 64 << 10
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
+def _says(low: str, high: str = "") -> dict[str, str]:
+    """The messages that refuse a value under or over a field's bounds
+    (msgspec.Meta's ``extra``; ``{name}`` is the field)."""
+    return {"low": low, "high": high or low}
+
+
+_POSITIVE = "{name} must be positive"
+Positive = Annotated[int, msgspec.Meta(gt=0, extra=_says(_POSITIVE))]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0, extra=_says(_POSITIVE))]
+# gRPC takes its keepalive times as a C int of milliseconds.
+KeepaliveMs = Annotated[
+    int,
+    msgspec.Meta(
+        gt=0,
+        le=_GRPC_MAX_MS,
+        extra=_says(_POSITIVE, f"{{name}} must be at most {_GRPC_MAX_MS} (about 24 days)"),
+    ),
+]
+FrameBytes = Annotated[
+    int,
+    msgspec.Meta(
+        ge=MIN_FRAME_BYTES,
+        le=MAX_FRAME_BYTES,
+        extra=_says(f"{{name}} must be between {MIN_FRAME_BYTES} and {MAX_FRAME_BYTES} bytes"),
+    ),
+]
+AheadMs = Annotated[
+    int,
+    msgspec.Meta(
+        ge=-1,
+        le=MAX_LOOKAHEAD_MS,
+        extra=_says(
+            f"{{name}} must be between 0 and {MAX_LOOKAHEAD_MS} (-1: the storage's default)"
+        ),
+    ),
+]
+EtcdTtlS = Annotated[
+    int, msgspec.Meta(ge=2, extra=_says("{name} must be at least 2 (heartbeats come every second)"))
+]
+SkewMaxMs = Annotated[
+    int, msgspec.Meta(ge=0, extra=_says("{name} cannot be negative (0 turns the guard off)"))
+]
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     listen: str = DEFAULT_LISTEN
     storage: str = DEFAULT_STORAGE
-    max_frame_messages: int = 1000  # deliveries per frame
-    max_frame_bytes: int = 4 << 20  # delivery frames are cut at this size (a larger message alone)
-    max_produce_messages: int = 10 * PRODUCE_FRAME_MESSAGES  # a produce frame over it is refused
-    max_produce_bytes: int = 4 * PRODUCE_FRAME_BYTES  # a produce frame over it is refused
-    max_streams: int = 10_000  # open Produce + Consume streams; more are refused
-    max_outbox_frames: int = 256  # frames a consumer leaves unread before it is cut off
+    max_frame_messages: Positive = 1000  # deliveries per frame
+    # Delivery frames are cut at this size (a larger message alone).
+    max_frame_bytes: FrameBytes = 4 << 20
+    # A produce frame over either is refused.
+    max_produce_messages: Positive = 10 * PRODUCE_FRAME_MESSAGES
+    max_produce_bytes: FrameBytes = 4 * PRODUCE_FRAME_BYTES
+    max_streams: Positive = 10_000  # open Produce + Consume streams; more are refused
+    max_outbox_frames: Positive = 256  # frames a consumer leaves unread before it is cut off
     # Bytes of delivery frames waiting for all consumers together; past it the
     # consumer holding the most is cut off (broker/held.py). A consumer's
     # credit window of payloads must fit well within it.
-    max_held_bytes: int = 256 << 20
-    keepalive_ms: int = 5_000  # ping each client connection this often when idle
-    keepalive_timeout_ms: int = 5_000  # close a connection whose ping is unanswered this long
-    rescan_ms: int = 1000  # re-check storage this often even without a hint
+    max_held_bytes: Positive = 256 << 20
+    keepalive_ms: KeepaliveMs = 5_000  # ping each client connection this often when idle
+    # Close a connection whose ping is unanswered this long.
+    keepalive_timeout_ms: KeepaliveMs = 5_000
+    rescan_ms: Positive = 1000  # re-check storage this often even without a hint
     # Lease what is due this soon, send it at its millisecond; -1: the storage's
     # own default (Storage.lookahead_ms: 20, memory 0).
-    lookahead_ms: int = -1
+    lookahead_ms: AheadMs = -1
     # A consumer that holds deliveries until due itself (Hello.hold_ms, the
     # driver's Consumer) is sent them up to this many ms early (at most its
     # hold_ms): a broker busy for a few ms then makes no delivery late. -1: the
     # storage's own default (Storage.send_ahead_ms: 100, PostgreSQL 200).
-    send_ahead_ms: int = -1
-    retention_sweep_ms: int = 60_000  # how often dead messages past retention are purged
+    send_ahead_ms: AheadMs = -1
+    retention_sweep_ms: Positive = 60_000  # how often dead messages past retention are purged
     grace_s: float = 5.0  # graceful shutdown: time given to open streams
     metrics: str = ""  # HOST:PORT for Prometheus /metrics; empty = off
     # HOST:PORT for the HTTP/JSON API (broker/http/); empty = off. It serves with the
@@ -72,10 +124,10 @@ class BrokerConfig:
     # HTTP: a request's line and headers must arrive within this of the connection
     # opening or the previous answer (an idle keep-alive connection closes then too),
     # its body within this of its headers; at most this many connections are open.
-    http_header_timeout_ms: int = 10_000
-    http_body_timeout_ms: int = 60_000
-    http_max_connections: int = 1000
-    metrics_refresh_ms: int = 5000  # how often storage-backed gauges are refreshed
+    http_header_timeout_ms: Positive = 10_000
+    http_body_timeout_ms: Positive = 60_000
+    http_max_connections: Positive = 1000
+    metrics_refresh_ms: Positive = 5000  # how often storage-backed gauges are refreshed
     # /metrics over HTTPS with this certificate and key (PEM files); with a client CA,
     # scrapers must show a certificate it signed.
     metrics_tls_cert: str = ""
@@ -95,86 +147,57 @@ class BrokerConfig:
     etcd_password_file: str = ""
     cluster: str = "default"  # the cluster's keys live under /dejaq/<cluster>/ in etcd
     advertise: str = ""  # HOST:PORT others reach this broker at; empty = the listen address
-    etcd_ttl_s: int = 4  # a broker that stops heartbeating leaves the cluster after this
-    etcd_timeout_s: float = 5.0  # at start-up, give up reaching etcd after this
-    skew_warn_ms: int = 50  # warn when another broker's clock is further off than this
+    etcd_ttl_s: EtcdTtlS = 4  # a broker that stops heartbeating leaves the cluster after this
+    etcd_timeout_s: PositiveFloat = 5.0  # at start-up, give up reaching etcd after this
+    skew_warn_ms: Positive = 50  # warn when another broker's clock is further off than this
     tls_cert: str = ""  # PEM server certificate (chain): serve TLS; empty = plaintext
     tls_key: str = ""  # PEM private key of tls_cert
     tls_client_ca: str = ""  # PEM CA bundle: require client certificates it issued (mTLS)
     auth: str = ""  # principals and grants (YAML or JSON, see broker/security/policy.py)
     insecure_allow_anonymous: bool = False  # serve a non-loopback address without --auth
-    clock_sync_ms: int = 5000  # how often the storage server's clock is read again
+    clock_sync_ms: Positive = 5000  # how often the storage server's clock is read again
     # Embedded storage in a cluster: stop dispatching while this broker's clock is
     # further than this from the cluster's (broker/clock/guard.py); 0 = never stop.
-    skew_max_ms: int = 100
+    skew_max_ms: SkewMaxMs = 100
     # Webhook targets the broker may reach beyond public addresses: host names
-    # and CIDRs, comma-separated (broker/webhooks/targets.py); empty = public only.
+    # and CIDRs, comma-separated (broker/webhook_targets.py); empty = public only.
     webhook_allow: str = ""
 
     @classmethod
     def from_sources(
         cls, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
     ) -> BrokerConfig:
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        fields = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
+        keys: dict[str, str] = {}  # each value's name as given: DEJAQ_* or the flag's
         for key, raw in (env or {}).items():
             if not key.startswith("DEJAQ_") or key in CLIENT_VARIABLES | PROCESS_VARIABLES:
                 continue
             name = key.removeprefix("DEJAQ_").lower()
             if name not in fields:
                 raise InvalidArgument(f"unknown setting {key} (known: {_known(fields)})")
-            values[name] = _convert(key, raw, fields[name].type)
+            values[name], keys[name] = _as_text_of(cls, name, raw), key
         for name, value in (flags or {}).items():
             if value is None:
                 continue
             if name not in fields:
                 raise InvalidArgument(f"unknown setting {name!r} (known: {_known(fields)})")
-            values[name] = value
-        config = cls(**values)
+            values[name], keys[name] = value, name
+        try:
+            # Not strict: a variable's text becomes its field's int, float or bool.
+            config = msgspec.convert(values, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise _refusal(cls, exc, keys, values) from None
         config.validate()
         return config
 
     def validate(self) -> None:
+        try:  # each field's type and bounds, as from_sources checks them
+            msgspec.convert(msgspec.to_builtins(self), type(self))
+        except msgspec.ValidationError as exc:
+            raise _refusal(type(self), exc, {}, dataclasses.asdict(self)) from None
         if not _is_host_port(self.listen):
             raise InvalidArgument(f"listen address {self.listen!r} is not HOST:PORT")
-        for name in (
-            "max_frame_messages",
-            "rescan_ms",
-            "retention_sweep_ms",
-            "metrics_refresh_ms",
-            "clock_sync_ms",
-            "max_produce_messages",
-            "max_streams",
-            "max_outbox_frames",
-            "max_held_bytes",
-            "keepalive_ms",
-            "keepalive_timeout_ms",
-            "http_header_timeout_ms",
-            "http_body_timeout_ms",
-            "http_max_connections",
-        ):
-            if getattr(self, name) <= 0:
-                raise InvalidArgument(f"{name} must be positive")
-        # gRPC takes its keepalive times as a C int of milliseconds.
-        for name in ("keepalive_ms", "keepalive_timeout_ms"):
-            if getattr(self, name) > _GRPC_MAX_MS:
-                raise InvalidArgument(f"{name} must be at most {_GRPC_MAX_MS} (about 24 days)")
-        for name in ("max_frame_bytes", "max_produce_bytes"):
-            if not MIN_FRAME_BYTES <= getattr(self, name) <= MAX_FRAME_BYTES:
-                raise InvalidArgument(
-                    f"{name} must be between {MIN_FRAME_BYTES} and {MAX_FRAME_BYTES} bytes"
-                )
-        if self.skew_max_ms < 0:
-            raise InvalidArgument("skew_max_ms cannot be negative (0 turns the guard off)")
-        if not -1 <= self.lookahead_ms <= MAX_LOOKAHEAD_MS:
-            raise InvalidArgument(
-                f"lookahead_ms must be between 0 and {MAX_LOOKAHEAD_MS} (-1: the storage's default)"
-            )
-        if not -1 <= self.send_ahead_ms <= MAX_LOOKAHEAD_MS:
-            raise InvalidArgument(
-                f"send_ahead_ms must be between 0 and {MAX_LOOKAHEAD_MS}"
-                " (-1: the storage's default)"
-            )
         if self.metrics and not _is_host_port(self.metrics):
             raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
         if self.http and not _is_host_port(self.http):
@@ -210,10 +233,6 @@ class BrokerConfig:
             raise InvalidArgument(f"cluster name {self.cluster!r}: letters, digits, '.', '_', '-'")
         if self.advertise and not _is_host_port(self.advertise):
             raise InvalidArgument(f"advertise address {self.advertise!r} is not HOST:PORT")
-        if self.etcd_ttl_s < 2:
-            raise InvalidArgument("etcd_ttl_s must be at least 2 (heartbeats come every second)")
-        if self.etcd_timeout_s <= 0 or self.skew_warn_ms <= 0:
-            raise InvalidArgument("etcd_timeout_s and skew_warn_ms must be positive")
 
     def _validate_links(self) -> None:
         """TLS and credentials towards etcd and of the metrics endpoint; the files
@@ -246,21 +265,32 @@ def _is_host_port(address: str) -> bool:
     return bool(sep and host and port.isdigit() and 0 <= int(port) < 65536)
 
 
-def _known(fields: Mapping[str, Any]) -> str:
+def _known(fields: Iterable[str]) -> str:
     return ", ".join("DEJAQ_" + n.upper() for n in fields)
 
 
-def _convert(key: str, raw: str, kind: Any) -> Any:
-    kind = kind if isinstance(kind, str) else kind.__name__
-    if kind == "bool":
-        if raw.strip().lower() not in _TRUE | _FALSE:
-            raise InvalidArgument(f"{key}={raw!r} is not a boolean (true or false)")
+def _as_text_of(cls: type, name: str, raw: str) -> Any:
+    """A variable's text as msgspec reads it: a boolean's yes/on/no/off/empty
+    spelled as true or false (msgspec takes true, false, 1 and 0)."""
+    if get_type_hints(cls)[name] is bool and raw.strip().lower() in _TRUE | _FALSE:
         return raw.strip().lower() in _TRUE
-    try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-    except ValueError as exc:
-        raise InvalidArgument(f"{key}={raw!r} is not a number") from exc
-    return raw
+    return raw.strip() if get_type_hints(cls)[name] in (int, float) else raw
+
+
+def _refusal(
+    cls: type, exc: msgspec.ValidationError, keys: Mapping[str, str], values: Mapping[str, Any]
+) -> InvalidArgument:
+    """msgspec's refusal (``Expected `int` >= 1 - at `$.rescan_ms```) as the
+    setting's own: the bound's message, or the key and the value of a wrong type."""
+    what, _, where = str(exc).rpartition(" - at `$.")
+    name = where.rstrip("`")
+    if ", got `" not in what:  # a bound: its message, from beside the field
+        meta = get_type_hints(cls, include_extras=True)[name].__metadata__[0]
+        low = " >= " in what or " > " in what
+        return InvalidArgument(meta.extra["low" if low else "high"].format(name=name))
+    key, value = keys.get(name, name), values.get(name)
+    if what.startswith("Expected `bool`"):
+        return InvalidArgument(f"{key}={value!r} is not a boolean (true or false)")
+    if what.startswith(("Expected `int`", "Expected `float`")):
+        return InvalidArgument(f"{key}={value!r} is not a number")
+    return InvalidArgument(f"{key}={value!r}: {what}")

@@ -2,24 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dejaq.broker.api.ids import IdGenerator
-from dejaq.broker.api.streams import StreamSlots
-from dejaq.broker.api.topics import TopicCache
 from dejaq.broker.clock.guard import ClockGuard
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.coordination import Coordinator
 from dejaq.broker.dispatch.dispatcher import Dispatcher
 from dejaq.broker.dispatch.held import HeldBytes
+from dejaq.broker.ids import IdGenerator
 from dejaq.broker.observability.activity import ActivityMeter
 from dejaq.broker.observability.metrics import Metrics
-from dejaq.broker.webhooks.targets import Allowlist
+from dejaq.broker.streams import StreamSlots
+from dejaq.broker.webhook_targets import Allowlist
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import Clock, WallClock
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
+
+
+class Topics(Protocol):
+    """The topic settings cache (``broker/api/topics.py``, which checks a name at
+    the edge before it reads storage)."""
+
+    on_load: Callable[[Topic], None] | None  # told each topic read from storage
+
+    async def get(self, name: str) -> Topic:
+        """The topic, or ``NotFound``; ``InvalidArgument`` for a malformed name."""
+
+    def forget(self, name: str) -> None:
+        """Read ``name`` from storage again next time."""
+
+    def clear(self) -> None:
+        """Forget every cached topic."""
 
 
 class CronHook(Protocol):
@@ -50,7 +66,7 @@ class BrokerContext:
     config: BrokerConfig
     storage: Storage
     coordinator: Coordinator
-    topics: TopicCache
+    topics: Topics
     metrics: Metrics = field(default_factory=Metrics)
     new_id: IdGenerator = field(default_factory=IdGenerator)
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)

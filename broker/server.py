@@ -11,6 +11,7 @@ import signal
 import sys
 
 from dejaq.broker import assembly
+from dejaq.broker.allocator import give_back_large_blocks
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
@@ -69,4 +70,6 @@ def _log_security(config: BrokerConfig, guard: Guard) -> None:
 
 
 def run(config: BrokerConfig) -> None:
+    # The process is the broker's alone: its allocator may be tuned for it.
+    give_back_large_blocks()
     asyncio.run(serve(config))

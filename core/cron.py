@@ -12,6 +12,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+# A topic's entries live on its companion topic ``TOPIC~cron`` (``~`` is not
+# allowed in topic names, so users can neither create nor address it).
+COMPANION_SUFFIX = "~cron"
+
 
 class Misfire(enum.Enum):
     """What to do with occurrences missed while every broker was down."""
@@ -41,3 +45,15 @@ class CronEntry:
 def occurrence_id(entry_id: str, at_ms: int) -> str:
     """The id of an entry's occurrence at ``at_ms``: the same on every broker."""
     return f"{entry_id}@{at_ms}"
+
+
+def companion(topic: str) -> str:
+    """The name of the cron timeline holding ``topic``'s entries."""
+    return topic + COMPANION_SUFFIX
+
+
+def target_of(companion_name: str) -> str | None:
+    """The topic a cron timeline serves; None for an ordinary topic."""
+    if companion_name.endswith(COMPANION_SUFFIX):
+        return companion_name.removesuffix(COMPANION_SUFFIX)
+    return None

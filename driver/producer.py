@@ -23,8 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
+import numpy as np
 
 from dejaq.core.clock import now_ms
+from dejaq.core.due_time import DUE_TIME, EARLIEST
 from dejaq.core.errors import BrokerUnavailable, DejaqError, InvalidArgument
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.batches import I64, decode_results, encode_messages
@@ -92,7 +94,9 @@ class Producer:
         max_batch: messages per frame at most (default 1000).
         max_frame_bytes: bytes per frame at most (default 8 MiB); one larger
             message goes alone, one too large for any frame (``MAX_FRAME_BYTES``)
-            is refused with ``InvalidArgument`` before anything is sent.
+            is refused with ``InvalidArgument`` before anything is sent, as is
+            a time that can only be epoch seconds (0 < t < 10^12 ms: before
+            2001-09-09); 0 or a past time means now.
         max_in_flight: frames awaiting their answer at once (default 16).
         retry_timeout_s: how long to keep resending in-flight frames to the next
             broker of the client's list after a broker is lost.
@@ -147,6 +151,7 @@ class Producer:
         most urgent); a timeline refuses a priority other than 0 (the result's
         ``error`` says why)."""
         ts = at_ms if at_ms is not None else now_ms() + delay_ms
+        _refuse_seconds([ts], [id])
         fut: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
         out = Outgoing(payload, ts, id, max_deliveries, expires_at_ms, priority)
         pending = self._pending
@@ -195,6 +200,7 @@ class Producer:
         if not ids:
             return []
         filled = [i or self._new_id() for i in ids]
+        _refuse_seconds(timestamps_ms, filled)
         sizes = list(map(len, payloads))
         n = len(filled)
         if n <= self.max_batch and frame_bytes(n, sum(sizes)) <= self.max_frame_bytes:
@@ -461,3 +467,17 @@ def _results(frame: _Frame, response: pb.ProduceResponse) -> list[ProduceResult]
         ProduceResult(i, InsertStatus(s), errors.get(n))
         for n, (s, i) in enumerate(zip(status, ids, strict=True))
     ]
+
+
+def _refuse_seconds(timestamps_ms: Sequence[int] | I64, ids: Sequence[str]) -> None:
+    """Refuse, before anything is sent, a time too early to be epoch ms: seconds
+    would be stored as January 1970 and delivered at once (the broker refuses
+    it too; here the caller learns it by an exception, not a result)."""
+    low = timestamps_ms.min() if isinstance(timestamps_ms, np.ndarray) else min(timestamps_ms)
+    if low >= EARLIEST:
+        return
+    i = next((k for k, ts in enumerate(timestamps_ms) if 0 < ts < EARLIEST), None)
+    if i is None:  # 0 (now) and negatives: the broker answers those
+        return
+    named = f"message {ids[i]!r}: " if ids[i] else ""
+    raise InvalidArgument(f"{named}{DUE_TIME.error(int(timestamps_ms[i]))}; nothing was sent")

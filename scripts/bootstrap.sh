@@ -11,7 +11,8 @@ fi
 stamp=".venv/.dejaq-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "== installing dejaq-timeline[dev] into .venv"
+  echo "== installing dejaq-timeline[dev] into .venv: the first time takes a few minutes" \
+    "(the dependencies, then compiling the hot path), later ones only what changed"
   .venv/bin/python -m pip install --quiet --upgrade pip
   # The build's own requirements (mypyc among them) go into .venv once, and the
   # build runs there: an isolated build would install them all again (~12 s).
@@ -35,7 +36,7 @@ PY
 )"
 if [ ! -f "$hot_stamp" ] || [ "$(cat "$hot_stamp")" != "$hot" ]; then
   if [ -z "${installed:-}" ]; then
-    echo "== compiling the hot path (mypyc)"
+    echo "== compiling the hot path (mypyc): about 30 s of CPU"
     .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
   fi
   echo "$hot" > "$hot_stamp"

@@ -327,7 +327,10 @@ class Storage(abc.ABC):
         await self._timed("create_topic", self._create_topic(topic))
 
     async def delete_topic(self, name: str) -> None:
-        """Delete a topic with all its messages (live and dead); ``NotFound`` if absent."""
+        """Delete a topic with all its messages (live and dead); ``NotFound`` if absent.
+        From its return no call finds the topic or any of its messages, and a
+        topic created under the name starts empty; a backend may free the
+        messages' space after it returns (SQLite does, in bounded chunks)."""
         await self._timed("delete_topic", self._delete_topic(name))
 
     async def update_topic(self, topic: Topic) -> None:

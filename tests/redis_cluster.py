@@ -14,7 +14,8 @@ fails to form is destroyed and formed again on other ports (``ATTEMPTS``).
 
 ``kill`` (SIGKILL) a master and its replica takes over within the node timeout
 (2 s); ``start`` it again and it rejoins as a replica of that new master (its
-``nodes.conf`` remembers the cluster).
+``nodes.conf`` remembers the cluster). ``hung`` stops a master (SIGSTOP) for
+as long as a story needs: no failover, and the other masters keep serving.
 
 The session fixture ``redis_cluster`` yields the running cluster; the storage
 URL factory calls ``flush`` (FLUSHALL on every master) so each test starts empty.
@@ -28,6 +29,7 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,6 +99,10 @@ class ClusterNode(RedisProcess):
         return dict(
             line.split(":", 1) for line in text(raw).splitlines() if ":" in line and line[0] != "#"
         )
+
+    def config_set(self, name: str, value: str) -> None:
+        with self.client() as client:
+            client.config_set(name, value)
 
     def node_id(self) -> str:
         with self.client() as client:
@@ -271,6 +277,30 @@ class RedisCluster:
 
     def node(self, port: int) -> ClusterNode:
         return next(n for n in self.nodes if n.port == port)
+
+    @contextmanager
+    def hung(self, master: ClusterNode) -> Iterator[None]:
+        """``master`` stopped (SIGSTOP) inside the block, however long it lasts:
+        its replica does not take over and the cluster stays up without it
+        (``cluster-require-full-coverage no``), so its slots hang while the
+        other masters serve theirs. Afterwards it runs again, the settings are
+        restored, and the cluster is healthy."""
+        replicas = [self.node(port) for port in master.replica_ports()]
+        others = [n for n in self.alive() if n is not master]
+        for node in replicas:
+            node.config_set("cluster-replica-no-failover", "yes")
+        for node in self.alive():
+            node.config_set("cluster-require-full-coverage", "no")
+        master.pause()
+        try:
+            yield
+        finally:
+            master.resume()
+            for node in replicas:
+                node.config_set("cluster-replica-no-failover", "no")
+            for node in [master, *others]:
+                node.config_set("cluster-require-full-coverage", "yes")
+            self.wait_healthy()
 
     def flush(self) -> None:
         """Empty every master (FLUSHALL); loaded scripts stay."""

@@ -5,6 +5,7 @@ installs and runs as pure Python."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -106,3 +107,35 @@ def test_python_m_build_makes_a_platform_wheel_with_the_compiled_modules(tmp_pat
         assert f"{path}{suffix}" in names
         assert f"{path}.py" in names
     assert f"dejaq/core/{hotpath.MANIFEST}" in names
+
+
+EDITABLE = """
+import sys, warnings
+from setuptools import build_meta
+with warnings.catch_warnings(record=True) as seen:  # as pip's hook runner does
+    build_meta.build_editable(sys.argv[1])
+for w in seen:
+    print(f"{w.category.__name__}: {str(w.message).splitlines()[0]}")
+"""
+
+
+def test_an_editable_install_adds_no_warning_block(tmp_path: Path) -> None:
+    # Given a copy of the sources (the build writes beside them) and no C compiler (quick)
+    src = tmp_path / "src"
+    for top in ("core", "proto", "fbs", "broker", "driver", "storage_plugins"):
+        shutil.copytree(ROOT / top, src / top, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    # When the editable wheel is built, as pip does on the first install
+    built = subprocess.run(
+        [sys.executable, "-c", EDITABLE, str(tmp_path / "out")],
+        cwd=src,
+        env=_env(CC="/bin/false"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # Then it builds, and no warning reaches pip to be shown as a block
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert list((tmp_path / "out").glob("*.whl"))
+    assert "Editable installation" not in built.stdout, built.stdout

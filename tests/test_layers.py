@@ -1,7 +1,10 @@
-"""Layers point one way (STYLE.md), checked by reading every module's imports.
+"""Layers point one way (docs/architecture.md), checked by reading every module's imports.
 
     core (model, errors, clock, buckets)  <-  storage_plugins  <-  broker
     core  <-  core.wire (+ proto, fbs)  <-  broker, driver
+
+Inside the broker its rooms (sub-packages and top modules) stand in the order
+of ``BROKER_ROOMS``, lowest first: a room imports only itself and rooms below.
 
 Every import counts: module level, inside functions, under ``TYPE_CHECKING``,
 relative, and ``importlib.import_module("dejaq...")`` with a literal name.
@@ -48,6 +51,34 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         " inside the function, so `import dejaq.driver` loads no broker code"
     ),
 }
+
+
+# The broker's rooms, lowest first: each may import only itself and those before it.
+BROKER_ROOMS: tuple[str, ...] = (
+    "tasks",  # background tasks that never fail silently
+    "allocator",  # the process's allocator settings
+    "coordination",  # which buckets this broker's consumers own (an interface)
+    "etcd_endpoints",  # the parsed --etcd flag
+    "webhook_addresses",  # which addresses a webhook may reach without --webhook-allow
+    "webhook_targets",  # the parsed --webhook-allow flag, and a target's check
+    "ids",  # generated message ids
+    "streams",  # the bound on open streams
+    "storage_open",  # opening the storage, waiting while it is not ready
+    "config",  # the one typed config
+    "security",  # TLS, principals, the guard
+    "observability",  # metrics (every room counts into them), gauges, logs
+    "dispatch",  # the engine
+    "clock",  # the storage's clock and the skew guard
+    "context",  # what every handler of one broker shares
+    "cron",  # cron entries and their firers
+    "cluster",  # the etcd coordinator
+    "api",  # the RPC handlers
+    "webhooks",  # webhook delivery: a consumer that settles through the api
+    "http",  # the HTTP/JSON surface over the api
+    "retention",  # the sweep of old dead messages
+    "assembly",  # builds a broker from all of the above
+    "server",  # runs one until SIGTERM
+)
 
 
 @dataclass(frozen=True)
@@ -141,6 +172,44 @@ def test_every_import_points_down_the_layers() -> None:
         if (why := wrong_way(imp)) is not None
     ]
     assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def broker_room(name: str) -> str | None:
+    """The broker room ``name`` is in (None: outside the broker's rooms)."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["dejaq", "broker"] else None
+
+
+def upward(imp: Import) -> str | None:
+    """Why ``imp`` points up the broker's rooms, or None when it does not."""
+    importer, imported = broker_room(imp.module), broker_room(imp.target)
+    if importer is None or imported is None or importer == imported:
+        return None
+    assert importer in BROKER_ROOMS, f"{importer}: a broker room not in BROKER_ROOMS"
+    assert imported in BROKER_ROOMS, f"{imported}: a broker room not in BROKER_ROOMS"
+    if BROKER_ROOMS.index(imported) < BROKER_ROOMS.index(importer):
+        return None
+    return f"broker room {importer} may import only rooms below it, and {imported} is above"
+
+
+def test_every_broker_import_points_down_the_rooms() -> None:
+    # Given every import between two of the broker's rooms
+    imports = all_imports()
+    # Then none points up BROKER_ROOMS
+    wrong = [
+        f"{imp.path.relative_to(ROOT)}:{imp.line}: {imp.module} imports {imp.target} ({why})"
+        for imp in imports
+        if (why := upward(imp)) is not None
+    ]
+    assert not wrong, "imports up the broker's rooms:\n" + "\n".join(wrong)
+
+
+def test_every_broker_room_is_ordered() -> None:
+    # Given the broker's sub-packages and top modules
+    rooms = {broker_room(m) for m in all_modules()} - {None}
+    # Then each has its place in BROKER_ROOMS, and the order names nothing else
+    assert rooms == set(BROKER_ROOMS)
+    assert len(BROKER_ROOMS) == len(set(BROKER_ROOMS))
 
 
 def all_modules() -> set[str]:
@@ -283,6 +352,21 @@ def test_the_rules_catch_each_wrong_direction() -> None:
     assert not wrong("dejaq.driver.embedded", "dejaq.broker.assembly")
     assert wrong("dejaq.driver.client", "dejaq.broker.assembly")
     assert wrong("dejaq.driver.cli.broker_cmd", "dejaq.storage_plugins.base")
+
+
+def test_the_room_rules_catch_an_upward_import() -> None:
+    def up(module: str, target: str) -> bool:
+        return upward(Import(module, target, Path("x.py"), 1)) is not None
+
+    # down the rooms, within a room, and outside the broker: allowed
+    assert not up("dejaq.broker.api.settle", "dejaq.broker.context.BrokerContext")
+    assert not up("dejaq.broker.api.settle", "dejaq.broker.api.validation")
+    assert not up("dejaq.broker.config", "dejaq.core.errors.InvalidArgument")
+    assert not up("dejaq.driver.client", "dejaq.core.model")
+    # up the rooms: refused
+    assert up("dejaq.broker.context", "dejaq.broker.api.topics.TopicCache")
+    assert up("dejaq.broker.config", "dejaq.broker.cluster.endpoints")
+    assert up("dejaq.broker.dispatch.dispatcher", "dejaq.broker.context")
 
 
 def test_the_circle_finder_finds_each_circle_and_only_circles() -> None:

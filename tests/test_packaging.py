@@ -31,3 +31,12 @@ def test_the_console_files_are_package_data() -> None:
     shipped = {p for pattern in patterns for p in folder.glob(pattern)}
     files = set(folder.iterdir())
     assert files and files <= shipped, "add the console's files to package-data"
+
+
+def test_the_first_install_says_it_takes_minutes_before_it_starts() -> None:
+    """Given a first ``scripts/serve.sh`` (minutes of quiet pip), then the line
+    printed before the first install says how long to expect."""
+    lines = (ROOT / "scripts" / "bootstrap.sh").read_text().splitlines()
+    first_pip = next(i for i, line in enumerate(lines) if "pip install" in line)
+    said = " ".join(line for line in lines[:first_pip] if "echo" in line or '"' in line)
+    assert "installing" in said and "few minutes" in said

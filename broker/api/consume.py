@@ -1,7 +1,8 @@
 """The Consume stream: one consumer session.
 
 The first frame is a Hello (topic, consumer id, lease, initial credit). Then a
-reader task applies credits and settles (ack / extend / nack) as they come,
+reader task applies credits as they come and settles (ack / extend / nack) in
+order, those that arrive while storage works grouped (``settle_groups``),
 while the dispatcher pushes DeliveryBatch frames (cut at ``max_frame_bytes``)
 through the session's bounded outbox (``dispatch/outbox.py``).
 
@@ -22,7 +23,7 @@ from typing import Any
 import grpc
 
 from dejaq.broker.api import validation
-from dejaq.broker.api.settle import Kind, settle
+from dejaq.broker.api.settle_groups import SettleGroups
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch.dispatcher import Dispatcher
 from dejaq.broker.dispatch.held import HeldBytes
@@ -33,9 +34,7 @@ from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument
 from dejaq.core.model import LeasedMessage, Leases, Topic
 from dejaq.core.wire.batches import delivery_frames
 from dejaq.core.wire.convert import topic_to_pb
-from dejaq.core.wire.status import code_for, kind_of
 from dejaq.proto import dejaq_pb2 as pb
-from dejaq.storage_plugins.base import Outcome
 
 log = logging.getLogger(__name__)
 _cleanup = Background("consumer cleanup")
@@ -183,6 +182,32 @@ async def _read(
     dispatcher: Dispatcher,
     requests: AsyncIterator[pb.ConsumeRequest],
 ) -> None:
+    """Apply the consumer's frames; its settles in groups (``settle_groups``),
+    every one received applied before the stream ends (not when cancelled)."""
+    settles = SettleGroups(
+        broker,
+        session.topic,
+        session.consumer_id,
+        lambda result: session.outbox.put(pb.ConsumeResponse(settled=result)),
+        session.fail,
+    )
+    try:
+        ended = await _frames(broker, session, dispatcher, requests, settles)
+        await settles.drain()
+    finally:
+        await settles.close()
+    if ended:  # without a goodbye: end our side too, keep the leases until they expire
+        session.outbox.end()
+
+
+async def _frames(
+    broker: BrokerContext,
+    session: Session,
+    dispatcher: Dispatcher,
+    requests: AsyncIterator[pb.ConsumeRequest],
+    settles: SettleGroups,
+) -> bool:
+    """Read the stream to its end: True when it ended without a goodbye (or broke)."""
     frames_in = broker.metrics.frame_counter("consume", "in")
     try:
         async for req in requests:
@@ -193,21 +218,21 @@ async def _read(
             elif kind == "settle":
                 if req.settle.credits:
                     _add_credits(session, dispatcher, req.settle.credits)
-                session.outbox.put(await _settle(broker, session, req.settle))
+                await settles.put(req.settle)
             elif kind == "goodbye":
+                await settles.drain()  # its settles before its leases are released
                 await _goodbye(broker, session, dispatcher, len(req.goodbye.keep))
-                return
+                return False
             elif kind == "hello":
                 raise InvalidArgument("Hello may only open the stream")
             else:
                 raise InvalidArgument("empty Consume frame")
     except DejaqError as exc:
         session.fail(exc)
-        return
+        return False
     except (grpc.RpcError, ConnectionError):
         pass
-    # Ended without a goodbye: end our side too, keep the leases until they expire.
-    session.outbox.end()
+    return True
 
 
 def _withdraw(
@@ -259,34 +284,3 @@ async def _goodbye(
             released,
         )
     session.outbox.end()
-
-
-_KINDS = {pb.Settle.ACK: Kind.ACK, pb.Settle.EXTEND: Kind.EXTEND, pb.Settle.NACK: Kind.NACK}
-
-
-async def _settle(broker: BrokerContext, session: Session, s: pb.Settle) -> pb.ConsumeResponse:
-    """One Settle frame: its ids in one storage call, answered by one SettleResult."""
-    if len(s.ids) != len(s.versions):
-        raise InvalidArgument("a Settle frame needs one version per id")
-    kind = _KINDS.get(s.kind)
-    if kind is None:
-        raise InvalidArgument(f"unknown settle kind {s.kind}")
-    items = list(zip(s.ids, s.versions, strict=True))
-    outcomes = await settle(broker, session.topic, kind, items, session.consumer_id, s.ms)
-    return pb.ConsumeResponse(settled=settle_result(s.token, kind, outcomes))
-
-
-def settle_result(token: int, kind: Kind, outcomes: list[Outcome]) -> pb.SettleResult:
-    """The refusals by index; the new versions only for an extend (an acked or
-    nacked message is no longer the consumer's, so its version is of no use)."""
-    rejections = [
-        pb.Rejection(index=i, code=code_for(o).value[0], reason=str(o), kind=kind_of(o))
-        for i, o in enumerate(outcomes)
-        if isinstance(o, DejaqError)
-    ]
-    versions = (
-        [0 if isinstance(o, DejaqError) else o.version for o in outcomes]
-        if kind is Kind.EXTEND
-        else []
-    )
-    return pb.SettleResult(token=token, versions=versions, rejections=rejections)

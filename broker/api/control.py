@@ -169,9 +169,7 @@ def _fixed_settings(topic: Topic, req: pb.UpdateTopicRequest) -> None:
 
 
 async def list_topics(broker: BrokerContext, req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
-    topics = [
-        t for t in await broker.storage.list_topics() if cron_entries.target_of(t.name) is None
-    ]
+    topics = cron_entries.users_topics(await broker.storage.list_topics())
     names = [t.name for t in topics]
     return pb.ListTopicsResponse(
         topics=[topic_to_pb(t) for t in topics],

@@ -26,12 +26,12 @@ from dejaq.broker.api.calls import serve_unary
 from dejaq.broker.api.consume import consume_stream
 from dejaq.broker.api.produce import produce_stream
 from dejaq.broker.api.scan import scan_bucket
-from dejaq.broker.api.streams import after_opening_frame
 from dejaq.broker.cluster.status import cluster_status
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import control as cron
 from dejaq.broker.security.guard import Guard, Refusal
 from dejaq.broker.security.identity import CALLER, Caller
+from dejaq.broker.streams import after_opening_frame
 from dejaq.core.errors import DejaqError, Unauthenticated
 from dejaq.core.wire.status import code_for, details_for, trailing_metadata_for
 from dejaq.proto import dejaq_pb2 as pb

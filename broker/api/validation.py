@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from dejaq.core import priority
+from dejaq.core import due_time, priority
 from dejaq.core.bounds import Bound
+from dejaq.core.due_time import DUE_TIME
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import (
     KIND_PRIORITY,
@@ -21,10 +22,9 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 CONSUMER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
 MAX_ID_BYTES = 256
 # What a message carries, each bound stated once (produce checks whole columns by them).
-TIMESTAMP = Bound(
-    0, MAX_TIMESTAMP, "timestamp {value} is outside 1970-01-01 .. 9999-12-31 (epoch ms)"
-)
-EXPIRY = Bound(0, MAX_TIMESTAMP, "expiry: " + TIMESTAMP.reason)  # 0: none
+# From 2001-09-09, or 0: an earlier time can only be seconds.
+TIMESTAMP = DUE_TIME
+EXPIRY = due_time.EXPIRY  # 0: none
 MESSAGE_ID_BYTES = Bound(0, MAX_ID_BYTES, "message id is longer than {high} bytes")
 MIN_LEASE_MS = 10
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000

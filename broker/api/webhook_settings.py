@@ -1,7 +1,7 @@
 """Checks of a topic's webhook settings, and its signing secret.
 
 The target's address is checked against the operator's allowlist too
-(``broker/webhooks/targets.py``), and again on every connection.
+(``broker/webhook_targets.py``), and again on every connection.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from dejaq.broker.webhooks import targets
+from dejaq.broker import webhook_targets as targets
 from dejaq.core import signature
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import Webhook

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import grpc
 
-from dejaq.broker.cluster.endpoints import parse_endpoints
 from dejaq.broker.config import BrokerConfig
+from dejaq.broker.etcd_endpoints import parse_endpoints
 from dejaq.core.errors import InvalidArgument
 
 

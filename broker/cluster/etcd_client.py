@@ -14,8 +14,8 @@ from typing import Any
 import aetcd
 from aetcd import rpc, watcher
 
-from dejaq.broker.cluster.endpoints import Endpoint
 from dejaq.broker.cluster.etcd_access import Credentials
+from dejaq.broker.etcd_endpoints import Endpoint
 from dejaq.core.errors import InvalidArgument
 
 # Authenticate's answers to a wrong user or password, and to auth being off.

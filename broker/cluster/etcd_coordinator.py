@@ -28,7 +28,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from dejaq.broker.cluster.assignment import assign
-from dejaq.broker.cluster.endpoints import Endpoint, parse_endpoints
 from dejaq.broker.cluster.etcd_access import EtcdAccess
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Keys, encode
@@ -44,6 +43,7 @@ from dejaq.broker.coordination import (
     Coordinator,
     Ownership,
 )
+from dejaq.broker.etcd_endpoints import Endpoint, parse_endpoints
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
 from dejaq.core.model import Topic

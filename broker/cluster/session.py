@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
-from dejaq.broker.cluster.endpoints import Endpoint
 from dejaq.broker.cluster.etcd_access import EtcdAccess
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Keys, Kind, decode, encode
@@ -43,6 +42,8 @@ from dejaq.broker.cluster.storage_claim import (
     check_after_joining,
     check_before_joining,
 )
+from dejaq.broker.etcd_endpoints import Endpoint
+from dejaq.core.backoff import Backoff
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import CoordinationUnavailable, InvalidArgument
 
@@ -52,6 +53,8 @@ OPEN_TIMEOUT_S = 5.0
 HEARTBEAT_S = 1.0
 RETRY_MIN_S = 0.2
 RETRY_MAX_S = 1.0
+REOPEN = Backoff(RETRY_MIN_S, RETRY_MAX_S)  # between tries to open a lost session again
+REOPEN_AT_CAP = 3  # tries after which REOPEN's steps are RETRY_MAX_S
 
 Entry = tuple[bytes, bytes, int]  # key, value, create revision
 
@@ -209,22 +212,23 @@ class EtcdSessions:
             )
 
     async def _reopen(self) -> Session:
-        delay = RETRY_MIN_S
+        failed = 0  # tries since the session was lost
         refused = ""  # said once: etcd refuses our user, or a TLS / password file is unreadable
         while True:
-            await asyncio.sleep(delay)
+            # Jittered: brokers that lost etcd together do not come back together.
+            await asyncio.sleep(REOPEN.delay(failed))
             try:
                 return await asyncio.wait_for(self._open(), OPEN_TIMEOUT_S)
             except StorageMismatch as exc:
                 log.error("cannot re-join: %s", exc)
-                delay = RETRY_MAX_S
+                failed = max(failed, REOPEN_AT_CAP)
             except InvalidArgument as exc:
                 if str(exc) != refused:
                     refused = str(exc)
                     log.warning("cannot rejoin etcd until this is fixed: %s", refused)
             except Exception as exc:
                 log.debug("etcd still unreachable: %s", describe(exc))
-            delay = min(RETRY_MAX_S, delay * 2)
+            failed += 1
 
     async def _open(self) -> Session:
         assert self._etcd is not None

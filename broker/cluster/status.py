@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dejaq.broker.cluster.assignment import as_ranges
 from dejaq.broker.context import BrokerContext
+from dejaq.broker.cron import entries
 from dejaq.core.clock import now_ms
 from dejaq.proto import dejaq_pb2 as pb
 
@@ -25,7 +26,7 @@ async def cluster_status(
         if b.skew_ms is not None:
             status.skew_ms = b.skew_ms
     # Bucket counts come from storage, the source of truth for topics.
-    for topic in await broker.storage.list_topics():
+    for topic in entries.users_topics(await broker.storage.list_topics()):
         count = topic.settings.buckets
         t = resp.topics.add(name=topic.name, buckets=count)
         for owner in coordinator.ownership(topic.name, count):

@@ -6,8 +6,9 @@ import re
 
 from dejaq.broker.cron.schedule import check, zone
 from dejaq.core.cron import CronEntry
+from dejaq.core.due_time import DUE_TIME
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import MAX_TIMESTAMP, Topic
+from dejaq.core.model import Topic
 from dejaq.core.priority import check_priority
 
 ENTRY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")  # no '@': it splits occurrence ids
@@ -31,8 +32,8 @@ def entry(e: CronEntry, topic: Topic) -> CronEntry:
     check(e.schedule)
     zone(e.timezone)
     for name, ms in (("start", e.start_ms), ("end", e.end_ms)):
-        if not 0 <= ms <= MAX_TIMESTAMP:
-            raise InvalidArgument(f"cron {name} {ms} is out of range")
+        if err := DUE_TIME.error(ms):  # 0: none; epoch seconds refused as such
+            raise InvalidArgument(f"cron {name}: {err}")
     if e.end_ms and e.end_ms <= e.start_ms:
         raise InvalidArgument("a cron entry's end must come after its start")
     if not 1 <= e.misfire_limit <= MAX_MISFIRE_LIMIT:

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from dejaq.core import cron as core_cron
 from dejaq.core.cron import CronEntry, Misfire
 from dejaq.core.errors import StorageError
-from dejaq.core.model import MAX_TIMESTAMP, Message, TopicSettings
+from dejaq.core.model import MAX_TIMESTAMP, Message, Topic, TopicSettings
 
-SUFFIX = "~cron"
 LEAD_MS = 10_000  # an occurrence is produced this long before it is due
 SPAN_MS = 5_000  # a firing also produces what falls due within this much more
 FIRING_LEASE_MS = 5_000  # a broker that dies while firing is replaced after this
@@ -30,13 +31,14 @@ PARKED = MAX_TIMESTAMP  # where paused and ended entries wait
 SETTINGS = TopicSettings(buckets=16, lease_ms=FIRING_LEASE_MS, dedup_window_ms=0)
 
 
-def companion(topic: str) -> str:
-    return topic + SUFFIX
+# The companion's name is a rule of the model (core/cron.py): the gauges read it too.
+companion = core_cron.companion
+target_of = core_cron.target_of
 
 
-def target_of(companion_name: str) -> str | None:
-    """The topic a cron timeline serves; None for an ordinary topic."""
-    return companion_name.removesuffix(SUFFIX) if companion_name.endswith(SUFFIX) else None
+def users_topics(topics: Iterable[Topic]) -> list[Topic]:
+    """The topics users made: every listing leaves out the cron timelines kept beside them."""
+    return [t for t in topics if target_of(t.name) is None]
 
 
 def fire_at(next_ms: int) -> int:

@@ -24,7 +24,7 @@ def caller_of(guard: Guard, request: web.Request) -> Caller:
     header = request.headers.get("Authorization")
     if header is not None:
         return guard.identify(bearer_token(header), _certificate_cn(request))
-    session = session_of(request)
+    session = session_of(request, guard.policy)
     if session is not None:
         check_csrf(request, session)
         return Caller(session.principal)

@@ -1,6 +1,8 @@
 """The web console at ``/console/``: static files shipped in the package
 (``console_files/``), served from memory (gzipped once at start), and the sign-in
-calls that open and close a session (``session.py``).
+calls that open and close a session (``session.py``). Failed sign-ins are
+limited per client address (``sign_in_limit.py``) and logged, never with the
+token.
 
 The pages call only the HTTP API, so what the console does a script can do.
 Only files in the package folder are served, by exact name: no path from a
@@ -10,14 +12,20 @@ request reaches the file system.
 from __future__ import annotations
 
 import gzip
+import logging
 from dataclasses import dataclass
 from importlib.resources import files
 
+import grpc
 from aiohttp import web
 
+from dejaq.broker.http.problems import problem
 from dejaq.broker.http.route import Surface, json_response, read_json
 from dejaq.broker.http.session import COOKIE, SESSIONS, Sessions, check_csrf, session_of
+from dejaq.broker.http.sign_in_limit import SignInLimit, retry_after_header
 from dejaq.core.errors import InvalidArgument, Unauthenticated
+
+log = logging.getLogger(__name__)
 
 PREFIX = "/console/"
 TYPES = {
@@ -64,6 +72,7 @@ def add_console(app: web.Application, surface: Surface) -> None:
     table = assets()
     sessions = Sessions()
     app[SESSIONS] = sessions
+    limit = SignInLimit()
 
     async def redirect(request: web.Request) -> web.Response:
         raise web.HTTPFound(PREFIX)
@@ -85,7 +94,7 @@ def add_console(app: web.Application, surface: Surface) -> None:
         """The session of this browser: its principal and CSRF token."""
         if surface.guard.policy is None:
             return json_response({"principal": "", "anonymous": True, "csrf_token": ""})
-        session = session_of(request)
+        session = session_of(request, surface.guard.policy)
         if session is None:
             raise Unauthenticated("not signed in")
         return json_response(
@@ -100,10 +109,26 @@ def add_console(app: web.Application, surface: Surface) -> None:
         token = doc.get("token") if isinstance(doc, dict) else None
         if not isinstance(token, str) or not token:
             raise InvalidArgument("body.token must be a non-empty string")
-        if surface.guard.policy is None:
+        policy = surface.guard.policy
+        if policy is None:
             return json_response({"principal": "", "anonymous": True, "csrf_token": ""})
-        caller = surface.guard.identify(token, None)
-        sid, session = sessions.open(caller.principal)
+        address = request.remote or ""
+        wait_s = limit.retry_after(address)
+        if wait_s > 0:
+            return _too_many(surface, wait_s)
+        principal = policy.by_token(token)
+        if principal is None:
+            paused = limit.failed(address)
+            log.warning("console sign-in from %s refused: unknown token", address)
+            if paused:
+                wait_s = limit.retry_after(address)
+                log.warning(
+                    "console sign-ins from %s paused for %s s: too many unknown tokens",
+                    address,
+                    retry_after_header(wait_s),
+                )
+            raise Unauthenticated("unknown token")
+        sid, session = sessions.open(principal, token, policy)
         answer = json_response(
             {"principal": session.principal, "anonymous": False, "csrf_token": session.csrf_token}
         )
@@ -119,7 +144,7 @@ def add_console(app: web.Application, surface: Surface) -> None:
         return answer
 
     async def sign_out(request: web.Request) -> web.Response:
-        session = session_of(request)
+        session = session_of(request, surface.guard.policy)
         if session is not None:
             check_csrf(request, session)
             sessions.close(request.cookies[COOKIE])
@@ -132,3 +157,15 @@ def add_console(app: web.Application, surface: Surface) -> None:
     app.router.add_post(PREFIX + "session", sign_in)
     app.router.add_delete(PREFIX + "session", sign_out)
     app.router.add_get(PREFIX + "{name:[A-Za-z0-9._-]*}", asset)
+
+
+def _too_many(surface: Surface, wait_s: float) -> web.Response:
+    surface.broker.metrics.http_request("http", grpc.StatusCode.RESOURCE_EXHAUSTED)
+    after = retry_after_header(wait_s)
+    return problem(
+        429,
+        grpc.StatusCode.RESOURCE_EXHAUSTED.name,
+        f"too many failed sign-ins from this address: try again in {after} s",
+        "ResourceExhausted",
+        {"Retry-After": after},
+    )

@@ -34,8 +34,10 @@ def document(routes: Sequence[Endpoint], version: str) -> dict[str, Any]:
             "title": "dejaq",
             "version": version,
             "description": "The Timeline calls of a dejaq broker as JSON over HTTP. Payloads"
-            " are text (payload) or base64 (payload_base64). Errors are RFC 9457 problems"
-            " with the gRPC status code in code.",
+            " are text (payload) or base64 (payload_base64); times are epoch milliseconds"
+            " (one that can only be seconds is refused). A field a body does not define is"
+            " refused by name. Errors are RFC 9457 problems with the gRPC status code in"
+            " code.",
         },
         "paths": paths,
         "components": {

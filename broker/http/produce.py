@@ -52,7 +52,9 @@ FIELDS: dict[str, tuple[int, bool]] = {
     "priority": (F.TYPE_UINT32, False),
 }
 DESCRIPTIONS = {
-    "timestamp_ms": "when it is due, ms since the epoch (priority topics: not before)",
+    "timestamp_ms": "when it is due, ms since the epoch (priority topics: not before);"
+    " past or 0: now. Under 1000000000000 (2001-09-09) only 0 is taken: the rest can"
+    " only be seconds",
     "max_deliveries": "0: the topic's; 1: at most once",
     "expires_at_ms": "dead-lettered if still undelivered then; 0: the topic's expiry",
     "priority": "priority topics: 0 is the most urgent",

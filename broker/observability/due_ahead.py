@@ -27,10 +27,10 @@ import asyncio
 import logging
 import zlib
 
-from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import ClusterView
-from dejaq.broker.cron import entries as cron_entries
 from dejaq.broker.observability.metrics import DUE_AHEAD_WITHIN
+from dejaq.broker.observability.observed import Observed
+from dejaq.core.cron import target_of
 from dejaq.core.errors import NotFound
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def reporter(view: ClusterView, topic: str) -> str:
     return ids[zlib.crc32(topic.encode()) % len(ids)]
 
 
-async def due_ahead(broker: BrokerContext, topic: str, now: int) -> list[int]:
+async def due_ahead(broker: Observed, topic: str, now: int) -> list[int]:
     """Waiting messages of ``topic`` due within each window of ``WITHIN`` from ``now``."""
     totals: list[int] = []
     start = 0
@@ -56,7 +56,7 @@ async def due_ahead(broker: BrokerContext, topic: str, now: int) -> list[int]:
     return totals
 
 
-async def refresh(broker: BrokerContext) -> None:
+async def refresh(broker: Observed) -> None:
     """Set the gauges of the topics this broker reports; drop the others'."""
     m = broker.metrics
     view = broker.coordinator.view()
@@ -64,7 +64,7 @@ async def refresh(broker: BrokerContext) -> None:
     reported: set[str] = set()
     for topic in await broker.storage.list_topics():
         name = topic.name
-        if cron_entries.target_of(name) is not None or reporter(view, name) != view.broker:
+        if target_of(name) is not None or reporter(view, name) != view.broker:
             continue
         m.topic_known(topic)
         try:

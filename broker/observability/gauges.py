@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from dejaq.broker.context import BrokerContext
+from dejaq.broker.observability.observed import Observed
 from dejaq.core import priority
 from dejaq.core.errors import NotFound
 from dejaq.storage_plugins.base import TopicCensus
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 SLICE = 25  # topics' gauges set between two yields to the loop
 
 
-async def refresh(broker: BrokerContext) -> None:
+async def refresh(broker: Observed) -> None:
     """Refresh every gauge once."""
     m = broker.metrics
     # Cluster gauges first: they do not need storage.
@@ -50,7 +50,7 @@ async def refresh(broker: BrokerContext) -> None:
             await asyncio.sleep(0)
 
 
-async def _lag_ms(broker: BrokerContext, name: str, census: TopicCensus, now: int) -> int:
+async def _lag_ms(broker: Observed, name: str, census: TopicCensus, now: int) -> int:
     """How long the topic has been behind at ``now``, in ms: since its oldest live
     timestamp (running leases included: only a past one counts). On a priority
     topic whose oldest is a rank (core/priority.py), since the head (the next

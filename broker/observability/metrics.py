@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from dejaq.broker.dispatch.lateness import (
+from dejaq.broker.observability.lateness import (
     CAPPED_DOC,
     CAPPED_NAME,
     WAIT_DOC,

@@ -13,9 +13,9 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from dejaq.broker.webhook_targets import Allowlist
 from dejaq.broker.webhooks.metrics import WebhookMetrics
 from dejaq.broker.webhooks.poster import Poster
-from dejaq.broker.webhooks.targets import Allowlist
 from dejaq.core.errors import DejaqError, NotFound
 from dejaq.core.model import Topic
 

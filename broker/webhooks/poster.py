@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING
 from yarl import URL
 
 from dejaq.broker.api.settle import Kind, settle
+from dejaq.broker.webhook_targets import Allowlist, literal_refused
 from dejaq.broker.webhooks import retry
 from dejaq.broker.webhooks.connection import Answer, Connection
 from dejaq.broker.webhooks.metrics import WebhookMetrics
 from dejaq.broker.webhooks.pool import Pool
 from dejaq.broker.webhooks.request import RequestHead
 from dejaq.broker.webhooks.resolver import AllowedResolver, Refused
-from dejaq.broker.webhooks.targets import Allowlist, literal_refused
 from dejaq.core.errors import DejaqError
 from dejaq.core.model import LeasedMessage, Leases, Topic, Webhook
 

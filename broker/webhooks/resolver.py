@@ -12,7 +12,7 @@ import asyncio
 import ipaddress
 import socket
 
-from dejaq.broker.webhooks.targets import Allowlist
+from dejaq.broker.webhook_targets import Allowlist
 
 
 class Refused(OSError):

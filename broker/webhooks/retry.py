@@ -2,20 +2,23 @@
 
 The endpoint's ``Retry-After`` (seconds, or an HTTP date) wins when it gives
 one; otherwise the delay doubles from the topic's ``backoff_ms`` with each
-delivery. Either is capped at ``MAX_DELAY_MS``.
+delivery, jittered (``core/backoff.py``). Either is capped at ``MAX_DELAY_MS``.
 """
 
 from __future__ import annotations
 
 from email.utils import parsedate_to_datetime
 
+from dejaq.core.backoff import Backoff
+
 MAX_DELAY_MS = 3600 * 1000
 
 
 def backoff_ms(first_ms: int, deliveries: int) -> int:
-    """The delay after the ``deliveries``-th attempt failed: first_ms, 2x, 4x, ..."""
-    exponent = min(max(deliveries - 1, 0), 40)
-    return min(first_ms << exponent, MAX_DELAY_MS)
+    """The delay after the ``deliveries``-th attempt failed: first_ms, 2x, 4x, ...,
+    each up to half again as long, at most ``MAX_DELAY_MS``."""
+    first = min(max(first_ms, 1), MAX_DELAY_MS)
+    return int(Backoff(first, MAX_DELAY_MS).delay(deliveries - 1))
 
 
 def retry_after_ms(value: str | None, now_ms: int) -> int | None:

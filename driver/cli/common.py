@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dejaq.core.clock import now_ms
+from dejaq.core.due_time import EARLIEST
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import MAX_TIMESTAMP
 from dejaq.driver.cli.durations import duration
@@ -21,6 +22,7 @@ from dejaq.driver.tls import client_tls
 
 _RATE = re.compile(r"(-?\d+(?:\.\d+)?)(?:/(s|m|min|h))?")
 _PER_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+PAST_WARNING_MS = 60_000  # an --at further in the past is warned about
 
 
 def add_broker(p: argparse.ArgumentParser) -> None:
@@ -87,6 +89,11 @@ def timestamp_ms(text: str) -> int:
     # Checked here, as the 64-bit wire fields cannot carry every number typed.
     if not 0 <= ms <= MAX_TIMESTAMP:
         raise InvalidArgument(f"time {text!r} is outside 1970-01-01 .. 9999-12-31")
+    if 0 < ms < EARLIEST:
+        raise InvalidArgument(
+            f"time {text!r} is before 2001-09-09 in epoch ms: epoch seconds?"
+            f" give milliseconds ({ms * 1000}) or an ISO 8601 time"
+        )
     return ms
 
 
@@ -100,10 +107,25 @@ def add_when(p: argparse.ArgumentParser, required: bool) -> None:
 
 def when_ms(args: argparse.Namespace) -> int | None:
     if args.at is not None:
-        return timestamp_ms(args.at)
+        at = timestamp_ms(args.at)
+        late = now_ms() - at
+        if at and late > PAST_WARNING_MS:  # 0: now, as meant
+            # Legal (a time past means now), but likely not what was meant.
+            print(
+                f"dejaq: warning: --at {args.at} is {_ago(late)} in the past: due now",
+                file=sys.stderr,
+            )
+        return at
     if args.in_ is not None:
         return now_ms() + int(args.in_)
     return None
+
+
+def _ago(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000)):
+        if ms >= size:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
 
 
 def priority_value(value: object) -> int:
@@ -118,11 +140,12 @@ def iso(ms: int) -> str:
 
 
 def payload_fields(payload: bytes) -> dict[str, str]:
-    """Text payloads as ``payload``, anything else as base64 ``payload_b64``."""
+    """Text payloads as ``payload``, anything else as base64 ``payload_base64``
+    (the spelling of the HTTP API and of ``produce --jsonl``)."""
     try:
         return {"payload": payload.decode()}
     except UnicodeDecodeError:
-        return {"payload_b64": base64.b64encode(payload).decode()}
+        return {"payload_base64": base64.b64encode(payload).decode()}
 
 
 def emit(obj: Any) -> None:

@@ -11,16 +11,30 @@ from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 from dejaq.core.clock import now_ms
+from dejaq.core.due_time import DUE_TIME, EXPIRY
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import InsertStatus
+from dejaq.core.model import MAX_TIMESTAMP, InsertStatus
 from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD, PRODUCE_FRAME_BYTES
-from dejaq.driver.cli.common import add_broker, add_when, client_command, priority_value, when_ms
+from dejaq.driver.cli.common import (
+    PAST_WARNING_MS,
+    add_broker,
+    add_when,
+    client_command,
+    priority_value,
+    when_ms,
+)
 from dejaq.driver.cli.feed import Feed
+from dejaq.driver.cli.numbers import UINT32
 from dejaq.driver.client import Client
 from dejaq.driver.producer import Outgoing, Producer
 
 BATCH = 1000  # lines sent together at most (the producer cuts them into frames)
 BATCH_BYTES = 4 * PRODUCE_FRAME_BYTES  # payload bytes read ahead at most
+# A line's fields: HTTP's, and payload_b64, the older spelling of payload_base64.
+FIELDS = (
+    "id", "timestamp_ms", "payload", "payload_base64", "payload_b64",
+    "priority", "max_deliveries", "expires_at_ms",
+)  # fmt: skip
 
 
 def register(sub: Any) -> None:
@@ -29,8 +43,9 @@ def register(sub: Any) -> None:
         help="schedule messages",
         description="Schedule one message (PAYLOAD with --at or --in, or --priority on a"
         " priority topic, where --at/--in are a not-before time), or many with --jsonl:"
-        ' one {"id", "timestamp_ms", "payload", "priority"} object a line ("payload_b64"'
-        " for binary; without timestamp_ms a message with a priority is available now).",
+        ' one {"id", "timestamp_ms", "payload", "priority"} object a line ("payload_base64"'
+        ' for binary, also spelt "payload_b64"; "max_deliveries", "expires_at_ms" as over'
+        " HTTP; without timestamp_ms a message with a priority is available now).",
     )
     p.add_argument("topic")
     p.add_argument("payload", nargs="?", help="the message payload (text)")
@@ -78,21 +93,30 @@ async def _produce_lines(client: Client, args: argparse.Namespace) -> int:
     # Read in a thread: a pipe's line goes on as it comes, and a file's next
     # lines are read while the ones before travel.
     feed = Feed(_parse(stream), _payload_size, BATCH, BATCH_BYTES)
+    past = 0  # lines due more than a minute before they were read: legal, told once
     try:
         async with Producer(client, args.topic) as producer:
             while (lines := await _read(feed, source)) is not None:
                 batch: list[tuple[int, Outgoing]] = []
+                long_ago = now_ms() - PAST_WARNING_MS
                 for lineno, item in lines:
                     if isinstance(item, str):
                         counts[InsertStatus.REJECTED] += 1
                         print(f"line {lineno}: {item}", file=sys.stderr)
                     else:
+                        past += 0 < item.timestamp_ms < long_ago  # 0: now, as meant
                         batch.append((lineno, item))
                 await _send(producer, batch, counts)
     finally:
         feed.close()
         if stream is not sys.stdin.buffer:
             stream.close()
+    if past:
+        print(
+            f"dejaq: warning: {past} line{'s' * (past != 1)} due more than a minute in the past:"
+            " due now",
+            file=sys.stderr,
+        )
     print(
         f"accepted {counts[InsertStatus.ACCEPTED]}, duplicate {counts[InsertStatus.DUPLICATE]},"
         f" rejected {counts[InsertStatus.REJECTED]}"
@@ -134,31 +158,63 @@ def _parse(stream: Iterable[bytes]) -> Iterator[tuple[int, Outgoing | str]]:
         if not line.strip():
             continue
         try:
-            obj = _json(line)
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
-            priority = priority_value(obj["priority"]) if "priority" in obj else 0
-            ts = obj["timestamp_ms"] if "timestamp_ms" in obj or "priority" not in obj else now_ms()
-            if not isinstance(ts, int) or isinstance(ts, bool):
-                raise ValueError("timestamp_ms must be an integer")
-            if "payload_b64" in obj:
-                payload = base64.b64decode(obj["payload_b64"], validate=True)
-            else:
-                payload = str(obj.get("payload", "")).encode()
-            mid = obj.get("id", "")
-            if not isinstance(mid, str):
-                raise ValueError("id must be a string")
-            if len(payload) > MAX_MESSAGE_PAYLOAD:
-                raise ValueError(
-                    f"a payload of {len(payload)} bytes does not fit any frame"
-                    f" (at most {MAX_MESSAGE_PAYLOAD} bytes)"
-                )
-            yield lineno, Outgoing(payload, ts, mid, priority=priority)
+            yield lineno, _message(_json(line))
         except NotJson as exc:
             yield lineno, str(exc)
         except (ValueError, KeyError, binascii.Error, InvalidArgument) as exc:
             reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             yield lineno, f"rejected: {reason}"
+
+
+def _message(obj: Any) -> Outgoing:
+    """A line's object as a message: the fields HTTP takes, no other (a key
+    misspelt would otherwise be dropped, its value lost without a word)."""
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    unknown = [k for k in obj if k not in FIELDS]
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r} (the fields: {', '.join(FIELDS)})")
+    priority = priority_value(obj["priority"]) if "priority" in obj else 0
+    ts = obj["timestamp_ms"] if "timestamp_ms" in obj or "priority" not in obj else now_ms()
+    if not isinstance(ts, int) or isinstance(ts, bool):
+        raise ValueError("timestamp_ms must be an integer")
+    if err := DUE_TIME.error(ts):
+        raise ValueError(err)
+    mid = obj.get("id", "")
+    if not isinstance(mid, str):
+        raise ValueError("id must be a string")
+    payload = _payload(obj)
+    if len(payload) > MAX_MESSAGE_PAYLOAD:
+        raise ValueError(
+            f"a payload of {len(payload)} bytes does not fit any frame"
+            f" (at most {MAX_MESSAGE_PAYLOAD} bytes)"
+        )
+    max_deliveries = _whole(obj, "max_deliveries", UINT32)
+    expires_at = _whole(obj, "expires_at_ms", MAX_TIMESTAMP)
+    if err := EXPIRY.error(expires_at):
+        raise ValueError(err)
+    return Outgoing(payload, ts, mid, max_deliveries, expires_at, priority)
+
+
+def _payload(obj: dict[str, Any]) -> bytes:
+    given = [k for k in ("payload", "payload_base64", "payload_b64") if k in obj]
+    if len(given) > 1:
+        raise ValueError(f"give one of {' or '.join(given)}, not both")
+    if not given:
+        return b""
+    value = obj[given[0]]
+    if not isinstance(value, str):
+        raise ValueError(f"{given[0]} must be a string")
+    if given[0] == "payload":
+        return value.encode()
+    return base64.b64decode(value, validate=True)
+
+
+def _whole(obj: dict[str, Any], name: str, most: int) -> int:
+    value = obj.get(name, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
+        raise ValueError(f"{name} must be a whole number from 0 to {most}")
+    return value
 
 
 class NotJson(ValueError):

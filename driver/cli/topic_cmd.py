@@ -211,7 +211,7 @@ def _webhook(args: argparse.Namespace, current: Webhook | None) -> Webhook | Non
         if changes:
             raise InvalidArgument("the --deliver-* flags need --deliver-to URL")
         return None
-    return dataclasses.replace(current, secret="", **changes) if changes else None
+    return dataclasses.replace(current, **{"secret": "", **changes}) if changes else None
 
 
 def _webhook_wanted(args: argparse.Namespace) -> bool:

@@ -7,7 +7,8 @@ is looked at row by row. What the broker checks itself (time range, id length
 and characters, payload against the topic's limit) is left to it, so each rule
 is stated once; refused there, a row comes back as a rejection all the same.
 Checked here is what the broker cannot see: nulls, a missing id, a topic that
-does not exist, a payload too big for any frame.
+does not exist, a payload too big for any frame; and a time in seconds, which
+the driver refuses before sending (a whole frame).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dejaq.core.due_time import EARLIEST
 from dejaq.core.model import MAX_PAYLOAD_LIMIT
 from dejaq.driver.spark.columns import Columns
 from dejaq.driver.spark.ids import key_ids
@@ -93,6 +95,11 @@ def prepare(
     ids = _ids(batch, c, refuse)
     timestamps, null_times = epoch_ms(batch.column(c.time))
     refuse(null_times, f"time ({c.time}) is null")
+    # The driver refuses a frame holding one (seconds, not ms): refused here alone.
+    refuse(
+        np.flatnonzero((timestamps > 0) & (timestamps < EARLIEST)),
+        f"time ({c.time}) is before 2001-09-09 in epoch ms: give epoch milliseconds, not seconds",
+    )
     payload_column = batch.column(c.payload)
     if not pa.types.is_binary(payload_column.type):
         payload_column = pc.cast(payload_column, pa.binary())

@@ -70,6 +70,8 @@ class DejaqWriter(DataSourceArrowWriter):  # type: ignore[misc]
             totals.rejects = promote(root, kept)
         if self.options.summary_path:
             Path(self.options.summary_path).write_text(totals.to_json())
+        if self.options.summary_path and not failed:
+            return totals  # the caller (dejaq spark schedule) prints them, with its timing
         suffix = " (the job failed)" if failed else ""
         where = f"; rejects in {root}" if root and totals.rejected else ""
         print(f"{totals.line()}{where}{suffix}", file=sys.stderr, flush=True)

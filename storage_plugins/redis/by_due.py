@@ -87,4 +87,5 @@ def _scored(reply: list[Any]) -> list[tuple[int, str]]:
 
 async def _each(runner: Runner, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Plain commands, one round trip (each reply in order)."""
-    return list(await runner.run([Call(None, (), command) for command in commands]))
+    calls = [Call(None, (), command) for command in commands]
+    return list(await runner.run(calls, durable=False))

@@ -17,7 +17,10 @@ async def list_dead(runner: Runner, info: TopicEntry, after_id: str, limit: int)
     of the first ``limit`` of them."""
     low = b"(" + after_id.encode() if after_id else b"-"
     pages = await per_slot(
-        runner, info, lambda s: Call(lua.DEAD_PAGE, (s.alive, s.dead_ids), (info.gen, low, limit))
+        runner,
+        info,
+        lambda s: Call(lua.DEAD_PAGE, (s.alive, s.dead_ids), (info.gen, low, limit)),
+        durable=False,  # a read
     )
     # Byte order of UTF-8 (Redis) is code point order (Python str).
     first = sorted((id, home) for home, page in enumerate(pages) for id in page)[:limit]

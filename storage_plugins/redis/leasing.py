@@ -33,23 +33,26 @@ instead of ``heads`` (``keys``): timelines holding only ranks are never read.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from dejaq.core import priority
 from dejaq.core.buckets import Buckets
-from dejaq.core.errors import InvalidArgument, StorageUnavailable
+from dejaq.core.errors import DejaqError, InvalidArgument, StorageUnavailable
 from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Leases
 from dejaq.storage_plugins.base import LeaseRequest
+from dejaq.storage_plugins.redis import columns
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.keys import Slot
 from dejaq.storage_plugins.redis.registry import TopicEntry
 from dejaq.storage_plugins.redis.replies import body, ints
-from dejaq.storage_plugins.redis.scripts import Call, Runner
+from dejaq.storage_plugins.redis.scripts import Call, Late, Runner
 
 # Peek 4x a slot's fair share of a lease: measured on 64 timelines of uniformly
 # spread due times, 2x needed a second round for almost every lease (3x slower).
@@ -64,6 +67,9 @@ Taken = list[tuple[int, LeasedMessage]]  # (bucket, delivery)
 _DRAINED: set[tuple[str, str]] = set()
 _STRAYS: set[tuple[str, str]] = set()
 MAX_REMEMBERED = 10_000
+# Hand-backs of leases that came late, under way (referenced until they end).
+_HANDING_BACK: set[asyncio.Task[None]] = set()
+log = logging.getLogger(__name__)
 
 
 class Span(NamedTuple):
@@ -173,7 +179,7 @@ async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, 
             keys_ = (s.alive, s.heads, s.owned, s.stray_homes, s.waits)
             calls.append(Call(lua.PROMOTE, keys_, args))
         promoted = 0
-        for reply in await runner.run(calls):
+        for reply in await runner.run(calls, durable=False):
             if reply[0] == lua.STRAYS:
                 return None
             promoted += body(reply)[0]
@@ -192,7 +198,9 @@ async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, 
 
 async def next_due(runner: Runner, info: TopicEntry, buckets: Buckets) -> int | None:
     """The earliest head among the asked buckets: one script per slot asked (one
-    read of ``heads`` each), and one more round only when strays live elsewhere."""
+    read of ``heads`` each), and one more round only when strays live elsewhere.
+    A master that fails its part (or does not answer in time) is left out: the
+    dispatcher's next pass, or its re-scan, looks at its slots again."""
     wanted = info.wanted(buckets)
     slots, asked = info.slots_of(wanted), info.asked(wanted)
     heads: list[int] = []
@@ -202,7 +210,9 @@ async def next_due(runner: Runner, info: TopicEntry, buckets: Buckets) -> int | 
             s = info.slot(index)
             calls.append(Call(lua.NEXT_DUE, (s.alive, s.heads, s.stray_homes), (info.gen, asked)))
         homes: set[int] = set()
-        for reply in await runner.run(calls):
+        for reply in await runner.run_each(calls, durable=False):
+            if isinstance(reply, StorageUnavailable):
+                continue  # its master failed its part: its slots are looked at by the next pass
             found_homes, head = body(reply)
             homes.update(ints(found_homes))
             if head:
@@ -282,9 +292,10 @@ async def _take_each(
     solo: bool,
 ) -> tuple[dict[int, tuple[Taken, int] | None], set[int]]:
     """``_take``, slot by slot: None for a slot that refused a solo call (strays);
-    and the slots whose master failed its part (``Runner.run_each``): what they
-    leased, if anything, is not returned and comes back when its lease runs out,
-    so a master that cannot reach its replica holds up only its own slots."""
+    and the slots whose master failed its part (``Runner.run_each``), so a
+    master that fails or hangs holds up only its own slots: what they leased,
+    if anything, is not returned; a late answer's leases are handed back at
+    once, the others' come back when their lease runs out."""
     calls = []
     for index, quota in quotas.items():
         s = info.slot(index)
@@ -298,27 +309,67 @@ async def _take_each(
         )
     out: dict[int, tuple[Taken, int] | None] = {}
     failed: set[int] = set()
-    for index, reply in zip(quotas, await runner.run_each(calls), strict=True):
+    late = _hand_back_late(runner, info, request.owner)
+    replies = await runner.run_each(calls, durable=False, late=late)
+    for index, reply in zip(quotas, replies, strict=True):
         if isinstance(reply, StorageUnavailable):
             failed.add(index)
             out[index] = ([], 0)
-            continue
-        if reply[0] == lua.STRAYS:
-            out[index] = None
-            continue
-        died, numbers, blob = body(reply)
-        delivered: Taken = []
-        at = 0
-        items = np.frombuffer(numbers, "<f8").astype(np.int64).reshape(-1, lua.LEASED_ITEM)
-        for bucket, ts, version, deliveries, priority_, id_len, size in items.tolist():
-            id = blob[at : at + id_len].decode()
-            payload = blob[at + id_len : at + id_len + size]
-            at += id_len + size
-            delivered.append(
-                (bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_))
-            )
-        out[index] = (delivered, died)
+        else:
+            out[index] = _delivered(reply)
     return out, failed
+
+
+def _delivered(reply: list[Any]) -> tuple[Taken, int] | None:
+    """A lease script's (bucket, delivery) pairs and dead-letter count; None
+    for a solo call refused (strays)."""
+    if reply[0] == lua.STRAYS:
+        return None
+    died, numbers, blob = body(reply)
+    delivered: Taken = []
+    at = 0
+    items = np.frombuffer(numbers, "<f8").astype(np.int64).reshape(-1, lua.LEASED_ITEM)
+    for bucket, ts, version, deliveries, priority_, id_len, size in items.tolist():
+        id = blob[at : at + id_len].decode()
+        payload = blob[at + id_len : at + id_len + size]
+        at += id_len + size
+        delivered.append((bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_)))
+    return delivered, died
+
+
+def _hand_back_late(runner: Runner, info: TopicEntry, owner: str) -> Late:
+    """What to do with a lease reply that came after the pass gave up on its
+    master (``ClusterRunner.run_each``): nobody got those messages, so they go
+    back on their timelines at their own time at once (a settle "back", as a
+    consumer's goodbye hands back), instead of waiting for the lease to run out."""
+
+    def late(_: int, reply: Any) -> None:
+        taken = _delivered(reply)
+        if not taken or not taken[0]:
+            return
+        messages = [m for _, m in taken[0]]
+        calls = []
+        for home, indexes in info.by_home([m.id for m in messages]).items():
+            s = info.slot(home)
+            mine = [messages[i] for i in indexes]
+            args: list[lua.Arg] = [info.gen, s.prefix, "back", owner, 0, 0]
+            args += columns.texts(m.id for m in mine)
+            args.append(columns.decimals(m.version for m in mine))
+            args.append(columns.decimals(m.timestamp for m in mine))
+            keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.optional(s))
+            calls.append(Call(lua.SETTLE, keys_, args))
+        task = asyncio.create_task(_quietly(runner.run(calls, durable=False), len(messages)))
+        _HANDING_BACK.add(task)
+        task.add_done_callback(_HANDING_BACK.discard)
+
+    return late
+
+
+async def _quietly(hand_back: Awaitable[list[Any]], count: int) -> None:
+    try:
+        await hand_back
+    except DejaqError as exc:  # they come back when their lease runs out
+        log.warning("redis: could not hand back %d late leases: %s", count, exc)
 
 
 async def _survey(
@@ -355,7 +406,7 @@ async def _peek(
         args = (info.gen, s.prefix, max_score, sample, homes, asked, span.low)
         calls.append(Call(lua.PEEK, (s.alive, span.key(s), s.stray_homes), args))
     peeks = {}
-    for index, reply in zip(slots, await runner.run_each(calls), strict=True):
+    for index, reply in zip(slots, await runner.run_each(calls, durable=False), strict=True):
         if isinstance(reply, StorageUnavailable):  # its master failed: leased from later
             peeks[index] = Peek(0, [], [])
             continue

@@ -19,7 +19,7 @@ async def read(
         s = info.slot(home)
         calls.append(Call(lua.READ, (s.alive,), (info.gen, s.prefix, *ids)))
     out: list[Message | None] = []
-    replies = await runner.run(calls)
+    replies = await runner.run(calls, durable=False)
     for ids, reply in zip(ids_by_home.values(), replies, strict=True):
         found = body(reply)
         for k, id in enumerate(ids):
@@ -51,6 +51,7 @@ async def counts(runner: Runner, info: TopicEntry, now: int) -> Counts:
         runner,
         info,
         lambda s: Call(lua.COUNTS, (s.alive, s.heads, s.owned, s.dead), (info.gen, s.prefix, now)),
+        durable=False,
     )
     live, due, leased, dead = (sum(column) for column in zip(*replies, strict=True))
     return Counts(waiting=live - due - leased, due=due, leased=leased, dead=dead)
@@ -66,6 +67,7 @@ async def oldest(runner: Runner, info: TopicEntry, now: int) -> tuple[int | None
         lambda s: Call(
             lua.OLDEST, (s.alive, s.heads, *info.optional(s)), (info.gen, s.prefix, now)
         ),
+        durable=False,
     )
     firsts = [(int(at), int(priority)) for at, priority, _ in replies if at]
     if not firsts:
@@ -89,5 +91,6 @@ async def forecast(runner: Runner, info: TopicEntry, request: Forecast) -> list[
         runner,
         info,
         lambda s: Call(lua.FORECAST, (s.alive, s.heads, s.owned), (info.gen, s.prefix, *args)),
+        durable=False,
     )
     return [sum(int(n) for n in column) for column in zip(*replies, strict=True)]

@@ -116,7 +116,7 @@ class Registry:
 
     async def load(self, name: str) -> TopicEntry | None:
         """Read a topic from the registry (and cache it)."""
-        entry = await self._runner.command("HGET", keys.TOPICS, name)
+        entry = await self._runner.command("HGET", keys.TOPICS, name, durable=False)
         if entry is None:
             self._cache.pop(name, None)
             return None
@@ -184,7 +184,7 @@ class Registry:
         raise StorageError(f"redis: topic {topic.name!r} kept changing while being updated")
 
     async def all(self) -> list[Topic]:
-        entries = await self._runner.command("HGETALL", keys.TOPICS)
+        entries = await self._runner.command("HGETALL", keys.TOPICS, durable=False)
         return [decode(name.decode(), entry).topic for name, entry in entries.items()]
 
 
@@ -193,7 +193,10 @@ async def per_slot(
     info: TopicEntry,
     call: Callable[[Slot], Call],
     indexes: Sequence[int] | None = None,
+    durable: bool = True,
 ) -> list[list[Any]]:
-    """One script per slot (every slot of the topic by default); their reply bodies."""
+    """One script per slot (every slot of the topic by default); their reply
+    bodies (``durable``: as ``Runner.run``)."""
     slots = [info.slot(i) for i in (range(info.slots) if indexes is None else indexes)]
-    return [body(reply) for reply in await runner.run([call(s) for s in slots])]
+    replies = await runner.run([call(s) for s in slots], durable=durable)
+    return [body(reply) for reply in replies]

@@ -17,7 +17,12 @@ import time
 
 from redis import exceptions as rex
 
+from dejaq.core.backoff import Backoff
+
 RETRY_PAUSE_S = 0.05  # between two tries while a failover or a slot move settles
+# One pause, jittered (core/backoff.py): the brokers a failover refused at once
+# do not knock together.
+PAUSE = Backoff(RETRY_PAUSE_S, RETRY_PAUSE_S)
 
 
 def refused_connection(exc: BaseException | None) -> bool:
@@ -37,4 +42,4 @@ class Deadline:
 
     async def pause(self) -> None:
         """Wait between two tries (the server needs time, not a poll of ours)."""
-        await asyncio.sleep(RETRY_PAUSE_S)
+        await asyncio.sleep(PAUSE.delay(0))

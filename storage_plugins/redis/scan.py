@@ -73,13 +73,13 @@ async def scan(
     if not 0 <= bucket < info.buckets:
         return ScanPage([], None)
     own = info.slot_of(bucket)
-    strays = await runner.command("SMEMBERS", info.slot(own).stray_homes)
+    strays = await runner.command("SMEMBERS", info.slot(own).stray_homes, durable=False)
     homes = tuple(sorted({own} | {int(h) for h in strays}))
     low = b"(" + after_id.encode() if after_id else b"-"
     calls = [_stamp(info, h, bucket) for h in homes]
     slots = [info.slot(i) for i in range(info.slots)]
     calls += [Call(lua.DEAD_PAGE, (s.alive, s.dead_ids), (info.gen, low, limit + 1)) for s in slots]
-    replies = await runner.run(calls)
+    replies = await runner.run(calls, durable=False)
 
     key = (info.topic.name, info.gen, bucket)
     order = orders.get(key)
@@ -127,7 +127,7 @@ async def _order(runner: Runner, info: TopicEntry, bucket: int, homes: tuple[int
             _stamp(info, h, bucket),
             Call(None, (), ("ZRANGE", info.slot(h).timeline(bucket), 0, -1)),
         ]
-    replies = await runner.run(calls)
+    replies = await runner.run(calls, durable=False)
     pairs = sorted(
         (member.decode(), home)
         for home, members in zip(homes, replies[1::2], strict=True)

@@ -192,6 +192,9 @@ Arg = str | int | bytes
 # What one send of a batch gives: its replies, the fewest replicas that
 # acknowledged it, and the calls failed on their own (by index in the batch).
 Sent = tuple[list[Any], int, dict[int, StorageUnavailable]]
+# A reply that came after its call had given up on it (``ClusterRunner``): the
+# call's index and the reply, so the caller can undo what it did.
+Late = Callable[[int, Any], None]
 
 
 def storage_error(exc: BaseException) -> StorageError:
@@ -242,9 +245,9 @@ class Runner:
                     f"redis: script {script.name} loaded as {sha!r}, not {script.sha}"
                 )
 
-    async def command(self, *args: Arg) -> Any:
-        """One plain command's reply."""
-        [reply] = await self.run([Call(None, (), args)])
+    async def command(self, *args: Arg, durable: bool = True) -> Any:
+        """One plain command's reply (``durable``: as ``run``)."""
+        [reply] = await self.run([Call(None, (), args)], durable=durable)
         return reply
 
     async def run(
@@ -253,6 +256,7 @@ class Runner:
         *,
         atomic: bool = False,
         wait: tuple[int, int] | None = None,
+        durable: bool = True,
     ) -> list[Any]:
         """The replies of ``calls``, in order.
 
@@ -261,10 +265,13 @@ class Runner:
         single server; Redis Cluster refuses a transaction over several slots).
         ``wait=(replicas, timeout_ms)``: end with WAIT on the same connection and
         raise ``StorageUnavailable`` when fewer replicas acknowledged the writes.
+        ``durable=False``: no WAIT at all, for reads and for lease moves (a
+        lease pass, an extend, a nack, a release), whose loss in a failover only
+        means a redelivery: they go on while a master has no replica.
         """
         if not calls:
             return []
-        wait = wait or self._wait
+        wait = (wait or self._wait) if durable else None
 
         async def send(batch: Sequence[Call]) -> Sent:
             replies, acked = await self._send(batch, atomic, wait)
@@ -306,11 +313,14 @@ class Runner:
             todo = again
         return replies, min(acks)
 
-    async def run_each(self, calls: Sequence[Call]) -> list[Any]:
+    async def run_each(
+        self, calls: Sequence[Call], durable: bool = True, late: Late | None = None
+    ) -> list[Any]:
         """``run``; on a store of several servers (a cluster) a server that fails
-        its part fails only its own calls: their replies are
-        ``StorageUnavailable`` instances (``cluster.ClusterRunner``)."""
-        return await self.run(calls)
+        its part, or does not answer in time, fails only its own calls: their
+        replies are ``StorageUnavailable`` instances, and ``late`` gets the
+        replies of those that ran after all (``cluster.ClusterRunner``)."""
+        return await self.run(calls, durable=durable)
 
     async def _send(
         self, calls: Sequence[Call], atomic: bool, wait: tuple[int, int] | None

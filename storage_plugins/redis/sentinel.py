@@ -20,13 +20,16 @@ run on the master before it died — so the call fails with
 idempotent by id; a lease taken and lost comes back when it expires). The
 new master has no scripts loaded: the first NOSCRIPT loads them (``scripts.Runner``).
 
-Replication. With ``wait_replicas=N`` every call ends with ``WAIT N
-wait_timeout_ms`` on its connection, and fails with ``StorageUnavailable``
-when fewer replicas acknowledged: what a call returned is then on N replicas
-besides the master. Sentinel promotes the replica with the largest
-replication offset it knows of, so with N equal to the number of replicas
-nothing a call returned is lost when the master dies, leases included (a
-message is never held twice). With fewer (``wait_replicas=1`` and two
+Replication. With ``wait_replicas=N`` every write but a lease move (a lease
+pass, an extend, a nack, a hand back, a release: ``RedisStorage``) ends with
+``WAIT N wait_timeout_ms`` on its connection, and fails with
+``StorageUnavailable`` when fewer replicas acknowledged: what it returned is
+then on N replicas besides the master. Sentinel promotes the replica with the
+largest replication offset it knows of, so with N equal to the number of
+replicas no produce, ack, move or cancel that returned is lost when the master
+dies. A lease move may be: its message is delivered again (while its first
+consumer may still hold it; that consumer's ack is then refused), and a
+master without replicas goes on delivering. With fewer (``wait_replicas=1`` and two
 replicas), the promoted replica is one that took the write unless Sentinel's
 view of the offsets, refreshed every second during a failover, is older than
 the last writes. Without WAIT (the default) replication is asynchronous: a
@@ -225,8 +228,8 @@ class RedisSentinelStorage(RedisStorage):
     ``sentinel_username`` and ``sentinel_password`` (without, when not given).
     ``rediss+sentinel://`` speaks TLS to the sentinels and to the master,
     with the ``ssl_*`` options of ``rediss://``. The other options are those of
-    ``redis://`` (``RedisStorage``); ``wait_replicas`` makes every call wait
-    for that many replicas, as on ``redis+cluster://``. Failover and what can
+    ``redis://`` (``RedisStorage``); ``wait_replicas`` makes every write but
+    a lease move wait for that many replicas, as on ``redis+cluster://``. Failover and what can
     be lost: this module's docstring.
     """
 

@@ -56,12 +56,16 @@ class RedisStorage(Storage):
 
     Options (integers):
 
-    - ``wait_replicas=N`` (default 0): an insert also waits (``WAIT``) until N
-      replicas have it, and raises ``StorageUnavailable`` when fewer acknowledge
-      within ``wait_timeout_ms`` (default 1000). The write may still be on the
-      primary: a retried produce then finds those ids as duplicates (produce is
-      idempotent by id). On ``redis+cluster://`` every call waits, leases and
-      settles included (``cluster``).
+    - ``wait_replicas=N`` (default 0): a produce, an ack and a move, rewrite or
+      cancel also wait (``WAIT``) until N replicas have them, and raise
+      ``StorageUnavailable`` when fewer acknowledge within ``wait_timeout_ms``
+      (default 1000). The write may still be on the primary: a retried produce
+      then finds those ids as duplicates (produce is idempotent by id). On
+      ``redis+cluster://`` and ``redis+sentinel://`` the other writes (topics,
+      dead letters) wait too. Lease moves — lease passes, extends, nacks, hand
+      backs, releases — and reads never wait: lost in a failover, a lease
+      move only means a redelivery, so a master without its replica still
+      delivers what it holds.
     - ``socket_timeout_ms=5000``, ``connect_timeout_ms=2000``: a dead or hung
       server fails a call with ``StorageUnavailable`` instead of hanging it.
       Calls are never retried by the client: a lease or insert sent twice is not
@@ -208,13 +212,13 @@ class RedisStorage(Storage):
 
     async def healthy(self) -> bool:
         try:
-            await self._runner.command("PING")
+            await self._runner.command("PING", durable=False)
         except StorageError:
             return False
         return True
 
     async def server_time_us(self) -> int | None:
-        seconds, micros = await self._runner.command("TIME")
+        seconds, micros = await self._runner.command("TIME", durable=False)
         return int(seconds) * 1_000_000 + int(micros)
 
     async def _identity(self) -> str:
@@ -359,7 +363,11 @@ class RedisStorage(Storage):
                 keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.optional(s))
                 calls.append(Call(lua.SETTLE, keys_, args))
             out: list[Outcome | None] = [None] * len(items)
-            replies = await self._runner.run(calls)
+            # An ack waits for the replicas; an extend, nack or hand back moves a
+            # lease, whose loss in a failover only means a redelivery.
+            durable = mode == "ack"
+            wait = self._wait if durable else None
+            replies = await self._runner.run(calls, wait=wait, durable=durable)
             for indexes, reply in zip(by_home.values(), replies, strict=True):
                 numbers, owners = body(reply)
                 refused = iter(owners)
@@ -411,7 +419,7 @@ class RedisStorage(Storage):
             keep = "" if priority is None else priority
             args = (info.gen, s.prefix, mode, id, version, at, now, payload, keep)
             call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.optional(s)), args)
-            [reply] = await self._runner.run([call])
+            [reply] = await self._runner.run([call], wait=self._wait)
             numbers, owners = body(reply)
             [(code, version_now, ts)] = groups(numbers, lua.SETTLED_ITEM)
             if code == lua.OK:
@@ -462,6 +470,7 @@ class RedisStorage(Storage):
                     (s.alive, s.heads, s.owned, *info.optional(s)),
                     (info.gen, s.prefix, owner, now),
                 ),
+                durable=False,  # a lease move: lost, its messages are due again
             )
             return sum(released for [released] in replies)
 

@@ -107,21 +107,45 @@ def _apply(conn: Conn, topic: str, plan: base.SettlePlan, now: int = 0) -> list[
 # -- topics -------------------------------------------------------------------
 
 
-def create_topic(conn: Conn, topic: Topic) -> None:
+def create_topic(conn: Conn, topic: Topic, limit: int) -> bool:
+    """Create the topic once the rows of a deleted one of its name are gone:
+    False (nothing created) while ``purge_chunk`` still found rows to remove."""
+    if not purge_chunk(conn, topic.name, limit):
+        return False
     cur = conn.execute(
         sql.INSERT_TOPIC, (topic.name, base.settings_json(topic), topic.created_at_ms)
     )
     if cur.rowcount == 0:
         raise AlreadyExists(f"topic {topic.name!r} already exists")
+    return True
 
 
 def delete_topic(conn: Conn, name: str) -> None:
+    """Delete the topic at once; its rows are left for ``purge_chunk``, so a
+    large topic does not hold the write lock for as long as it takes to remove."""
     if conn.execute(sql.DELETE_TOPIC, (name,)).rowcount == 0:
         raise NotFound(f"topic {name!r} does not exist")
-    conn.execute(sql.DELETE_TOPIC_MESSAGES, (name,))
-    conn.execute(sql.DELETE_TOPIC_PAYLOADS, (name,))
-    conn.execute(sql.DELETE_TOPIC_TOMBSTONES, (name,))
     conn.execute(sql.DELETE_TOPIC_COUNTS, (name,))
+    conn.execute(sql.DOOM_TOPIC, (name,))
+
+
+def doomed_topics(conn: Conn) -> list[str]:
+    """Deleted topics whose rows are not all removed yet."""
+    return [row[0] for row in conn.execute(sql.DOOMED_TOPICS)]
+
+
+def purge_chunk(conn: Conn, name: str, limit: int) -> bool:
+    """Remove up to ``limit`` rows of each table of a deleted topic; True when
+    none are left (the topic is then no longer doomed). A topic not doomed
+    has none: it costs one lookup."""
+    if conn.execute(sql.IS_DOOMED, (name,)).fetchone() is None:
+        return True
+    statements = (sql.PURGE_MESSAGES, sql.PURGE_PAYLOADS, sql.PURGE_TOPIC_TOMBSTONES)
+    removed = [conn.execute(statement, (name, limit)).rowcount for statement in statements]
+    if max(removed) >= limit:
+        return False  # a full chunk: there may be more
+    conn.execute(sql.SPARE_TOPIC, (name,))
+    return True
 
 
 def update_topic(conn: Conn, topic: Topic) -> bool:
@@ -276,6 +300,8 @@ def get(conn: Conn, topic: str, id: str) -> Message | None:
 
 
 def release(conn: Conn, topic: str, owner: str, now: int) -> int:
+    if conn.execute(sql.TOPIC_BUCKETS, (topic,)).fetchone() is None:
+        return 0  # a deleted topic's rows may still be there, being removed
     return conn.execute(sql.RELEASE_OWNER, (now, topic, owner)).rowcount
 
 

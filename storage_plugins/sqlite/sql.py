@@ -27,8 +27,9 @@ from dejaq.core.model import DEFAULT_DEDUP_WINDOW_MS
 # PRAGMA user_version: bump with a migration step in sqlite.py. 2: tombstones
 # (created by SCHEMA's IF NOT EXISTS in a version 1 file). 3: messages.priority
 # (added to an older file by ADD_PRIORITY). 4: topic_counts (filled from the
-# messages of an older file by FILL_COUNTS).
-SCHEMA_VERSION = 4
+# messages of an older file by FILL_COUNTS). 5: doomed_topics (created by
+# SCHEMA's IF NOT EXISTS; an older dejaq would not remove a doomed topic's rows).
+SCHEMA_VERSION = 5
 
 JOURNAL_WAL = "PRAGMA journal_mode = WAL"
 # The checkpointer's own connection checkpoints (checkpoint.py); the writer's
@@ -106,6 +107,11 @@ SCHEMA = (
         live INTEGER NOT NULL,
         dead INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    # Deleted topics whose rows are still being removed, a chunk a transaction
+    # (ops.purge_chunk): the topic row goes at once, its messages after.
+    """CREATE TABLE IF NOT EXISTS doomed_topics (
+        name TEXT NOT NULL PRIMARY KEY
+    ) WITHOUT ROWID""",
 )
 
 # Upgrading a file made before priority topics (schema version < 3): its
@@ -135,10 +141,21 @@ GET_TOPIC = "SELECT name, settings, created_at_ms FROM topics WHERE name = ?"
 LIST_TOPICS = "SELECT name, settings, created_at_ms FROM topics ORDER BY name"
 TOPIC_BUCKETS = "SELECT json_extract(settings, '$.buckets') FROM topics WHERE name = ?"
 DELETE_TOPIC = "DELETE FROM topics WHERE name = ?"
-DELETE_TOPIC_MESSAGES = "DELETE FROM messages WHERE topic = ?"
-DELETE_TOPIC_PAYLOADS = "DELETE FROM payloads WHERE topic = ?"
-DELETE_TOPIC_TOMBSTONES = "DELETE FROM tombstones WHERE topic = ?"
 DELETE_TOPIC_COUNTS = "DELETE FROM topic_counts WHERE topic = ?"
+# A deleted topic's rows go a chunk at a time (ops.purge_chunk), so one large
+# topic never holds the write lock for long. (name)
+DOOM_TOPIC = "INSERT OR IGNORE INTO doomed_topics (name) VALUES (?)"
+SPARE_TOPIC = "DELETE FROM doomed_topics WHERE name = ?"
+DOOMED_TOPICS = "SELECT name FROM doomed_topics ORDER BY name"
+IS_DOOMED = "SELECT 1 FROM doomed_topics WHERE name = ?"
+# (name, limit): up to ``limit`` of the topic's rows, each a seek on its
+# primary key that stops at the limit.
+PURGE_MESSAGES = """DELETE FROM messages WHERE topic = ?1 AND id IN (
+    SELECT id FROM messages WHERE topic = ?1 LIMIT ?2)"""
+PURGE_PAYLOADS = """DELETE FROM payloads WHERE rowid IN (
+    SELECT rowid FROM payloads WHERE topic = ?1 LIMIT ?2)"""
+PURGE_TOPIC_TOMBSTONES = """DELETE FROM tombstones WHERE topic = ?1 AND id IN (
+    SELECT id FROM tombstones WHERE topic = ?1 LIMIT ?2)"""
 # (topic): the dedup window (a topic stored before it existed has the default)
 TOPIC_DEDUP_WINDOW = f"""SELECT coalesce(json_extract(settings, '$.dedup_window_ms'),
     {DEFAULT_DEDUP_WINDOW_MS:d}) FROM topics WHERE name = ?"""

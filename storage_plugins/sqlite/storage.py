@@ -3,7 +3,8 @@
 One writer thread per instance owns the connection and commits concurrent
 calls in groups (``writer``); WAL checkpoints run beside it
 (``checkpoint``), and so do the long reads, the census (``census``) and
-scans (``scan``), each on connections of its own; what each call does is in
+scans (``scan``), each on connections of its own; a deleted topic's rows are
+removed after it, a chunk at a time (``purge``); what each call does is in
 ``ops``, its SQL in ``sql``.
 """
 
@@ -38,6 +39,7 @@ from dejaq.storage_plugins.base import (
 from dejaq.storage_plugins.sqlite import ops, sql
 from dejaq.storage_plugins.sqlite.census import CensusReader
 from dejaq.storage_plugins.sqlite.checkpoint import Checkpointer
+from dejaq.storage_plugins.sqlite.purge import CHUNK, Purger
 from dejaq.storage_plugins.sqlite.scan import ScanReader
 from dejaq.storage_plugins.sqlite.writer import DEFAULT_MAX_QUEUE, Writer, storage_error
 
@@ -175,6 +177,9 @@ class SqliteStorage(Storage):
         self._writer: Writer | None = None
         self._checkpointer: Checkpointer | None = None
         self._scan_reader: ScanReader | None = None
+        self._purger: Purger | None = None
+        # Rows of each table a deleted topic loses per writer job (purge.py).
+        self.purge_chunk = CHUNK
         self._census_reader = CensusReader(self.options.path, self.options.busy_timeout_ms)
 
     @property
@@ -199,6 +204,8 @@ class SqliteStorage(Storage):
         )
         self._writer.start()
         self._scan_reader = ScanReader(options.path, options.busy_timeout_ms)
+        self._purger = Purger(self._run, self.purge_chunk)
+        self._purger.start()
 
     async def migrate(self) -> Migration:
         """``open`` upgrades an older file (``connect``); this reports it. A
@@ -218,8 +225,11 @@ class SqliteStorage(Storage):
         return Migration(before, sql.SCHEMA_VERSION, 0)
 
     async def close(self) -> None:
-        # The checkpointer first: the writer's connection, closed last, then
-        # checkpoints what is left and removes the WAL.
+        # The purger first: it queues writer jobs. Then the checkpointer: the
+        # writer's connection, closed last, checkpoints what is left and
+        # removes the WAL.
+        if self._purger is not None:
+            await self._purger.close()
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.close)
         await asyncio.to_thread(self._census_reader.close)
@@ -251,10 +261,15 @@ class SqliteStorage(Storage):
     # -- topics ---------------------------------------------------------------
 
     async def _create_topic(self, topic: Topic) -> None:
-        await self._run(ops.create_topic, topic)
+        # A deleted topic of the same name may still have rows being removed:
+        # removed here first, a chunk a job, so the new topic starts empty.
+        while not await self._run(ops.create_topic, topic, self.purge_chunk):
+            pass
 
     async def _delete_topic(self, name: str) -> None:
         await self._run(ops.delete_topic, name)
+        if self._purger is not None:
+            self._purger.doomed()
 
     async def _update_topic(self, topic: Topic) -> bool:
         return await self._run(ops.update_topic, topic)

@@ -19,7 +19,7 @@ from dejaq.core.wire.batches import decode_deliveries, encode_messages
 from dejaq.core.wire.frames import frame_bytes
 from dejaq.proto import dejaq_pb2 as pb
 
-from .inprocess import ManualClock, make_broker
+from .inprocess import START_MS, ManualClock, make_broker
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -33,7 +33,7 @@ async def _broker(**limits: int) -> BrokerContext:
 
 
 def _frame(n: int, payload: bytes = b"x") -> pb.ProduceRequest:
-    batch = encode_messages([1] * n, [payload] * n, [f"m{i}" for i in range(n)])
+    batch = encode_messages([START_MS] * n, [payload] * n, [f"m{i}" for i in range(n)])
     return pb.ProduceRequest(topic="t", batch=batch)
 
 

@@ -187,3 +187,28 @@ def test_resource_bounds_have_environment_twins() -> None:
 def test_bad_bounds_are_refused_by_name(env: dict[str, str], named: str) -> None:
     with pytest.raises(InvalidArgument, match=named):
         BrokerConfig.from_sources({}, env)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "message"),
+    [
+        ({"rescan_ms": "soon"}, {}, "rescan_ms='soon' is not a number"),
+        ({}, {"DEJAQ_RESCAN_MS": "soon"}, "DEJAQ_RESCAN_MS='soon' is not a number"),
+        ({}, {"DEJAQ_INSECURE_ALLOW_ANONYMOUS": "maybe"}, "is not a boolean"),
+        ({"keepalive_ms": 2**31}, {}, "keepalive_ms must be at most 2147483647"),
+        ({}, {"DEJAQ_MAX_FRAME_BYTES": "1"}, "max_frame_bytes must be between 65536 and"),
+        ({}, {"DEJAQ_ETCD_TTL_S": "1"}, "etcd_ttl_s must be at least 2"),
+        ({"skew_max_ms": -1}, {}, "skew_max_ms cannot be negative"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_its_flag_or_variable(
+    flags: dict[str, object], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        BrokerConfig.from_sources(flags, env)
+
+
+def test_a_boolean_variable_reads_yes_and_no() -> None:
+    for text, expected in (("yes", True), ("on", True), ("TRUE", True), ("no", False), ("", False)):
+        env = {"DEJAQ_INSECURE_ALLOW_ANONYMOUS": text}
+        assert BrokerConfig.from_sources({}, env).insecure_allow_anonymous is expected

@@ -11,14 +11,18 @@ from hypothesis import strategies as st
 
 from dejaq.broker.api import validation
 from dejaq.broker.api.produce_rules import all_valid, screen
+from dejaq.core.due_time import EARLIEST
 from dejaq.core.model import KIND_PRIORITY, MAX_TIMESTAMP, Topic, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch
 from tests.servers import in_ci
 
 MAX_PAYLOAD = 8
+AT = 1_900_000_000_000
 
 # Values on both sides of every bound, and ordinary ones.
-edges = st.sampled_from([-1, 0, 1, MAX_TIMESTAMP - 1, MAX_TIMESTAMP, MAX_TIMESTAMP + 1])
+edges = st.sampled_from(
+    [-1, 0, 1, EARLIEST - 1, EARLIEST, MAX_TIMESTAMP - 1, MAX_TIMESTAMP, MAX_TIMESTAMP + 1]
+)
 stamps = st.one_of(edges, st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**41))
 ids = st.one_of(
     st.text(alphabet="ab\x00", min_size=1, max_size=3),
@@ -90,7 +94,7 @@ def test_the_screen_names_each_rule() -> None:
     # Given a timeline frame with one message breaking each rule, then a good one
     topic = Topic("t", TopicSettings(max_payload_bytes=MAX_PAYLOAD))
     batch = ProduceBatch(
-        timestamps=[1, -1, 1, 1, 1, 1],
+        timestamps=[AT, -1, AT, AT, AT, AT],
         ids=["a\x00", "b", "c", "d", "e" * 300, "f"],
         payloads=[b"", b"", b"x" * (MAX_PAYLOAD + 1), b"", b"", b""],
         expires_at=[0, 0, 0, MAX_TIMESTAMP + 1, 0, 0],
@@ -113,3 +117,19 @@ def test_the_screen_names_each_rule() -> None:
     assert screen(with_priority, batch.ids, topic)[1][-1].reason == (
         "topic 't' is a timeline: it takes no priority"
     )
+
+
+def test_a_time_in_seconds_is_refused_as_such() -> None:
+    # Given a frame whose first time is epoch seconds, its second the same in ms
+    topic = Topic("t", TopicSettings(max_payload_bytes=MAX_PAYLOAD))
+    batch = ProduceBatch(
+        timestamps=[1_795_000_000, 1_795_000_000_000], ids=["s", "ms"], payloads=[b"", b""]
+    )
+    # When it is screened
+    positions, rejections = screen(batch, batch.ids, topic)
+    # Then the seconds are refused, saying so, and the milliseconds pass
+    assert positions == [1] and not all_valid(batch, batch.ids, topic)
+    assert [r.reason for r in rejections] == [
+        "timestamp 1795000000 is before 2001-09-09 (epoch ms 1000000000000):"
+        " give epoch milliseconds, not seconds"
+    ]

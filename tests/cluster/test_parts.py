@@ -8,12 +8,12 @@ import logging
 
 import pytest
 
-from dejaq.broker.cluster.endpoints import Endpoint, parse_endpoints
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Key, Keys, Kind
 from dejaq.broker.cluster.registrar import Registrar
 from dejaq.broker.cluster.skew import SkewTracker
 from dejaq.broker.config import BrokerConfig
+from dejaq.broker.etcd_endpoints import Endpoint, parse_endpoints
 from dejaq.core.errors import InvalidArgument
 
 

@@ -6,7 +6,8 @@ import dataclasses
 import re
 
 from dejaq.broker.config import BrokerConfig
-from tests.docs.examples import ROOT
+from tests.deploy.podman import ULIMITS
+from tests.docs.examples import ROOT, blocks, pages
 
 
 def test_the_configuration_page_names_every_broker_setting() -> None:
@@ -52,3 +53,42 @@ def test_the_storage_page_gives_each_store_s_current_format_version() -> None:
     }
     assert rows["Redis, Redis Cluster"] == str(FORMAT_VERSION)
     assert rows["SQLite"] == str(SCHEMA_VERSION)
+
+
+# How a page's examples create a topic: the CLI, the driver, or HTTP.
+CREATES = re.compile(
+    r"dejaq topic create ([a-z][\w.-]*)|create_topic\(\s*\"([\w.-]+)\""
+    r"|/v1/topics -d '\{\"name\": \"([\w.-]+)\""
+)
+
+
+def test_each_page_creates_topics_of_its_own() -> None:
+    """Given the pages' examples followed one after another against one broker,
+    then no topic is created twice (which would stop the second page at
+    ALREADY_EXISTS)."""
+    makers: dict[str, set[str]] = {}
+    for page in pages():
+        for block in blocks(page):
+            for match in CREATES.finditer(block.text):
+                name = next(g for g in match.groups() if g)
+                makers.setdefault(name, set()).add(block.page)
+    assert len(makers) >= 10, makers  # the pattern still finds the pages' topics
+    assert {name: sorted(p) for name, p in makers.items() if len(p) > 1} == {}
+
+
+def test_the_kubernetes_page_runs_the_image_with_the_ulimits_it_is_tested_with() -> None:
+    """Given hosts whose hard limits are below podman's defaults, then the page's
+    podman run gives the limits the image's own tests run it with."""
+    page = (ROOT / "docs" / "kubernetes.md").read_text()
+    flags = " ".join(ULIMITS)
+    assert [b for b in blocks(ROOT / "docs" / "kubernetes.md") if flags in b.text]
+    assert "ulimit -Hn" in page and "ulimit -Hu" in page
+
+
+def test_the_contributing_page_says_where_the_built_site_lands() -> None:
+    """Given the site_dir of mkdocs.yml, then the contributing page names it and how to view it."""
+    site_dir = re.search(r"^site_dir: (\S+)$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
+    assert site_dir is not None
+    page = (ROOT / "docs" / "contributing.md").read_text()
+    assert f"`{site_dir.group(1)}/index.html`" in page and "scripts/docs.sh --serve" in page
+    assert "--serve" in (ROOT / "scripts" / "docs.sh").read_text()

@@ -43,6 +43,12 @@ class BrokerProcess:
     banner: list[str] = field(default_factory=list)  # stdout up to the listening line
 
     def start(self) -> BrokerProcess:
+        self.launch()
+        self.address = self._read_address()
+        return self
+
+    def launch(self) -> BrokerProcess:
+        """Start the process, not waiting for it to listen (``wait_listening``)."""
         env = {**os.environ, **self.env}
         env.pop("DEJAQ_BROKER", None)
         with self.log_path.open("a") as log:
@@ -63,6 +69,10 @@ class BrokerProcess:
                 text=True,
                 env=env,
             )
+        return self
+
+    def wait_listening(self) -> BrokerProcess:
+        """After ``launch``: wait (bounded) until it listens."""
         self.address = self._read_address()
         return self
 

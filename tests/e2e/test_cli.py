@@ -185,7 +185,7 @@ def test_produce_jsonl_from_a_file_counts_duplicates(
     path = tmp_path / "messages.jsonl"
     lines = [
         {"id": "a", "timestamp_ms": at, "payload": "x"},
-        {"id": "b", "timestamp_ms": at + 1, "payload_b64": "/wD+"},
+        {"id": "b", "timestamp_ms": at + 1, "payload_base64": "/wD+"},
         {"id": "a", "timestamp_ms": at + 2, "payload": "y"},
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -194,7 +194,7 @@ def test_produce_jsonl_from_a_file_counts_duplicates(
     # Then two were accepted and one was a duplicate
     assert out.strip() == "accepted 2, duplicate 1, rejected 0"
     assert cli.json("get", topic_name, "a")["payload"] == "x"
-    assert cli.json("get", topic_name, "b")["payload_b64"] == "/wD+"
+    assert cli.json("get", topic_name, "b")["payload_base64"] == "/wD+"
 
 
 def test_produce_jsonl_from_stdin_with_rejected_lines_fails(cli: Cli, topic_name: str) -> None:
@@ -224,6 +224,30 @@ def test_produce_jsonl_from_stdin_with_rejected_lines_fails(cli: Cli, topic_name
     assert cli.json("get", topic_name, "good")["state"] == "waiting"
     info = cli.json("topic", "describe", topic_name, "--json")
     assert info["counts"]["waiting"] == 1
+
+
+def test_produce_jsonl_of_seconds_and_misspelt_fields_refuses_those_lines(
+    cli: Cli, topic_name: str
+) -> None:
+    # Given lines due in epoch seconds, with a misspelt field, long past, and at 0
+    cli.ok("topic", "create", topic_name)
+    lines = [
+        {"id": "seconds", "timestamp_ms": now_ms() // 1000},
+        {"id": "misspelt", "timestamp_ms": now_ms(), "payload64": "AP8="},
+        {"id": "past", "timestamp_ms": now_ms() - 3_600_000},
+        {"id": "zero", "timestamp_ms": 0, "payload_base64": "AP8="},
+    ]
+    stdin = "".join(json.dumps(line) + "\n" for line in lines)
+    # When they are produced
+    done = cli.run("produce", topic_name, "--jsonl", "-", stdin=stdin)
+    # Then the seconds and the misspelt field are refused by line, nothing dropped silently
+    assert done.stdout.strip() == "accepted 2, duplicate 0, rejected 2"
+    assert "line 1: rejected: timestamp " in done.stderr and "not seconds" in done.stderr
+    assert "line 2: rejected: unknown field 'payload64'" in done.stderr
+    # and the one long past is taken with one warning line; 0 means now, quietly
+    assert done.stderr.count("dejaq: warning: ") == 1
+    assert "dejaq: warning: 1 line due more than a minute in the past" in done.stderr
+    assert cli.json("get", topic_name, "zero")["payload_base64"] == "AP8="
 
 
 def test_produce_jsonl_schedules_each_line_of_a_pipe_as_it_comes(cli: Cli, topic_name: str) -> None:
@@ -574,3 +598,27 @@ def test_bad_cron_entries_are_refused_readably(
     assert message in cli.fails("cron", "add", topic_name, "e", *args, "x")
     assert cli.ok("cron", "list", topic_name) == ""
     assert "not found" in cli.fails("cron", "show", topic_name, "e")
+
+
+def test_produce_at_epoch_seconds_is_refused_in_one_line(cli: Cli, topic_name: str) -> None:
+    # Given a topic, and a time typed as $(date +%s): epoch seconds
+    cli.ok("topic", "create", topic_name)
+    seconds = str(now_ms() // 1000)
+    # When it is given to --at, then it is refused, naming the likely mistake
+    error = cli.fails("produce", topic_name, "--at", seconds, "--id", "s", "x")
+    assert "epoch seconds?" in error and f"({int(seconds) * 1000})" in error
+    assert cli.run("get", topic_name, "s").returncode == 1  # nothing stored
+
+
+def test_produce_at_a_time_long_past_warns_once_and_is_due_now(cli: Cli, topic_name: str) -> None:
+    # Given a topic
+    cli.ok("topic", "create", topic_name)
+    # When a message is produced at a time an hour past
+    done = cli.run("produce", topic_name, "--at", str(now_ms() - 3_600_000), "--id", "p", "x")
+    # Then it is accepted, with one warning line saying it is due now
+    assert done.returncode == 0 and done.stdout.strip() == "accepted p"
+    assert done.stderr.startswith("dejaq: warning: --at ") and done.stderr.count("\n") == 1
+    assert "1 h in the past: due now" in done.stderr
+    # and a time a few seconds past is taken without a word
+    quiet = cli.run("produce", topic_name, "--at", str(now_ms() - 5_000), "--id", "q", "x")
+    assert quiet.returncode == 0 and quiet.stderr == ""

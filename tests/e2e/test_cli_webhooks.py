@@ -6,6 +6,7 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,30 @@ async def test_a_loopback_target_is_refused_readably(
         cli.fails, "topic", "create", topic_name, "--deliver-timeout", "2s"
     )
     assert "need --deliver-to" in flags_alone
+
+
+async def test_a_webhook_topic_with_a_secret_of_ones_own(
+    tmp_path: Path, sink: Sink, topic_name: str
+) -> None:
+    # Given a broker with its HTTP API on, as the webhooks page runs it
+    allow = {"DEJAQ_WEBHOOK_ALLOW": "127.0.0.1"}
+    broker = BrokerProcess("memory://", tmp_path / "broker.log", allow, ["--http", "127.0.0.1:0"])
+    broker.start()
+    try:
+        cli = Cli(broker.address)
+        # When a topic is created with a webhook and the secret given
+        out = await _ok(
+            cli, "topic", "create", topic_name, "--deliver-to", sink.url,
+            "--deliver-secret", "whsec_our-own-secret-0001",
+        )  # fmt: skip
+        # Then it is created, the secret is not echoed, and deliveries are signed with it
+        assert f"delivering to {sink.url}" in out and "whsec_our-own-secret-0001" not in out
+        async with Client(broker.address) as client:
+            await produce(client, topic_name, [Outgoing(b"hi", now_ms() + 50, id="s1")])
+        await wait_until(lambda: "s1" in sink.ok_ids(), 15, "the request")
+        (hit,) = sink.of("s1")
+        assert signature.verify(
+            "whsec_our-own-secret-0001", hit.signature, b"hi", int(time.time() * 1000)
+        )
+    finally:
+        broker.stop()

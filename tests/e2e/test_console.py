@@ -324,3 +324,43 @@ def test_an_anonymous_broker_serves_the_console_without_sign_in(
         page.close()
     finally:
         assert broker.stop() == 0
+
+
+def test_the_console_shows_milliseconds_an_axed_chart_and_its_icon(
+    browser: Browser, tmp_path: Path
+) -> None:
+    broker = BrokerProcess("memory://", tmp_path / "broker.log", args=["--http", "127.0.0.1:0"])
+    broker.start()
+    try:
+        # Given a topic with a message due at a millisecond that is not 0
+        for path, body in (
+            ("/v1/topics", {"name": "ms"}),
+            ("/v1/topics/ms/messages", {"id": "at-123", "timestamp_ms": FAR + 123}),
+        ):
+            urllib.request.urlopen(urllib.request.Request(
+                broker.http_url + path, method="POST", data=json.dumps(body).encode()
+            ), timeout=10).close()  # fmt: skip
+        page = browser.new_page()
+        page.set_default_timeout(WAIT_MS)
+        failed: list[str] = []
+        page.on(
+            "response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None
+        )
+        # When the topic's page is opened
+        page.goto(broker.http_url + "/console/#/topic/ms")
+        # Then its due time is shown to the millisecond, as it is scheduled
+        row = page.get_by_role("row").filter(has=page.get_by_role("link", name="at-123"))
+        expect(row).to_contain_text("2033-05-18 03:33:20.123Z")
+        # and the due-ahead chart says what its axes are
+        figure = page.locator("figure")
+        for label in ("messages a minute", "now", "+30 min", "+60 min"):
+            expect(figure).to_contain_text(label)
+        # and the page's icon is served: no request of the page answers an error
+        icon = page.locator("link[rel=icon]").get_attribute("href")
+        assert icon is not None
+        got = page.request.get(broker.http_url + "/console/" + icon)
+        assert got.status == 200 and got.headers["content-type"].startswith("image/svg+xml")
+        assert failed == []
+        page.close()
+    finally:
+        assert broker.stop() == 0

@@ -56,6 +56,39 @@ def test_schedule_a_csv_file_with_ids_from_key_columns(
     assert sorted(m.message.payload for m in stored.values())[:2] == [b"hello 0", b"hello 1"]
 
 
+def test_a_csv_time_column_with_a_stray_value_refuses_only_its_row(
+    spark: Any, broker: BrokerProcess, topic_name: str, tmp_path: Path
+) -> None:
+    # Given a CSV as the Spark page shows it, one time a word, one in seconds,
+    # one with a space before its digits (each would make Spark read the column as text)
+    topic = create_topic(broker.address, topic_name)
+    at = now_ms() + 86_400_000
+    lines = ["topic,user_id,campaign,timestamp_ms,payload"]
+    lines += [f"{topic},{i},spring,{at + i},hello {i}" for i in range(3)]
+    lines += [f"{topic},7,spring,soon,hello", f"{topic},8,spring,{at // 1000},hello"]
+    lines += [f"{topic},9,spring, {at},hello"]
+    (tmp_path / "sends.csv").write_text("\n".join(lines) + "\n")
+    # When it is scheduled as the page does
+    done = subprocess.run(
+        [
+            *SCHEDULE,
+            *("--input", str(tmp_path / "sends.csv"), "--format", "csv"),
+            *("--topic-column", "topic", "--key-columns", "user_id,campaign"),
+            *("--broker", broker.address, "--master", "local[1]"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+    # Then the good rows are scheduled, the word and the seconds refused, and
+    # the totals said once
+    assert done.returncode == 0, done.stderr[-2000:]
+    totals = "dejaq: 6 rows: accepted 4, duplicate 0, rejected 2"
+    assert (done.stdout + done.stderr).count(totals) == 1, (done.stdout, done.stderr)
+    assert len(scan(broker.address, topic)) == 4
+
+
 def test_schedule_refuses_a_missing_topic_with_one_line(
     broker: BrokerProcess, tmp_path: Path
 ) -> None:

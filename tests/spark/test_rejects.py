@@ -25,6 +25,7 @@ def given_rows(small: str, big: str) -> list[tuple[Any, ...]]:
     bad = [
         ("null time", "x1", None, None, "p", small),
         ("before 1970", "x2", None, -5, "p", small),
+        ("in seconds", "x7", None, at // 1000, "p", small),
         ("after 9999", "x3", None, 10**15, "p", small),
         ("oversized payload", "x4", None, at, "x" * 2000, small),
         ("id with NUL", "bad\x00id", None, at, "p", small),
@@ -56,13 +57,14 @@ def test_every_kind_of_bad_row_lands_in_rejects_and_good_rows_are_scheduled(
     )
 
     # then each bad row is in the rejects output with its reason
-    assert (totals.rows, totals.accepted, totals.rejected) == (119, 110, 9)
+    assert (totals.rows, totals.accepted, totals.rejected) == (120, 110, 10)
     found = rejects(out)
     why = reasons(found)
     assert sorted(why) == sorted(
         [
             "null time",
             "before 1970",
+            "in seconds",
             "after 9999",
             "oversized payload",
             "id with NUL",
@@ -73,7 +75,8 @@ def test_every_kind_of_bad_row_lands_in_rejects_and_good_rows_are_scheduled(
         ]
     )
     assert "null" in why["null time"]
-    assert "1970" in why["before 1970"] and "9999" in why["after 9999"]
+    assert "2001-09-09" in why["before 1970"] and "9999" in why["after 9999"]
+    assert "not seconds" in why["in seconds"]
     assert "1000" in why["oversized payload"]
     assert "NUL" in why["id with NUL"] and "256 bytes" in why["id too long"]
     assert "unknown topic" in why["unknown topic"] and "null" in why["null topic"]

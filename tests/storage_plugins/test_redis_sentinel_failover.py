@@ -3,7 +3,9 @@ killed with ``kill -9`` while a producer and two consumers run is replaced by th
 replica the sentinels promote, and the same storage instances keep working
 without a restart (their calls refused until the killed server is back as the
 new master's replica, as WAIT 1 wants one). No acknowledged produce or ack is
-lost, nothing is leased early, and no message is held by two consumers at once.
+lost, nothing is leased early, and no message is held by two consumers at once
+unless the first one's lease was lost with the master (leases do not wait for
+replicas: that consumer's ack is refused, and the message is delivered again).
 The session's group is healthy again for later tests."""
 
 from __future__ import annotations

@@ -37,6 +37,14 @@ export function chart({ bins }) {
     rect.append(title);
     svg.append(rect);
   });
-  return h('figure', {}, svg, h('figcaption', { class: 'muted' },
-    `${total} due in the next hour (peak ${top === 1 && !total ? 0 : top} a minute).`));
+  const peak = top === 1 && !total ? 0 : top;
+  // The axes, as text beside the drawing (the SVG is stretched to fit: text in it would be too).
+  const yTitle = h('div', { class: 'axis-title', 'aria-hidden': 'true' }, 'messages a minute');
+  const yAxis = h('div', { class: 'axis-y', 'aria-hidden': 'true' },
+    h('span', {}, String(peak)), h('span', {}, '0'));
+  const xAxis = h('div', { class: 'axis-x', 'aria-hidden': 'true' },
+    ['now', '+15 min', '+30 min', '+45 min', '+60 min'].map((t) => h('span', {}, t)));
+  return h('figure', {}, yTitle, h('div', { class: 'plot' }, yAxis, svg, h('span'), xAxis),
+    h('figcaption', { class: 'muted' },
+      `${total} due in the next hour (peak ${peak} a minute), by minute from now.`));
 }

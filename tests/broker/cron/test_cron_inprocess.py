@@ -132,6 +132,10 @@ async def test_bad_entries_are_refused_and_change_nothing(broker: BrokerContext)
     for req in bad:
         with pytest.raises(InvalidArgument):
             await cron.add(broker, req)
+    with pytest.raises(InvalidArgument, match="cron start: timestamp 1795000000 is before"):
+        await cron.add(
+            broker, pb.CronEntry(topic=T, id="x", schedule="* * * * *", start_ms=1_795_000_000)
+        )
     with pytest.raises(AlreadyExists):
         await add(broker, "ok", "* * * * *")
     with pytest.raises(NotFound):

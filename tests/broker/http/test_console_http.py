@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import trustme
 
-from dejaq.broker.http.session import Sessions
 from tests.broker.http.conftest import Api, Serve
 from tests.security.support import TOKENS, standard_policy, write_policy
 
@@ -157,14 +156,3 @@ async def test_the_console_files_are_served_by_exact_name_only(api: Api) -> None
     for path in ("/console/nope.js", "/console/..%2fconsole.py", "/console/../app.py"):
         missing = await api.call("GET", path)
         assert missing.status == 404, path
-
-
-def test_a_session_ends_at_its_lifetime() -> None:
-    sessions = Sessions(lifetime_s=0)
-    sid, _ = sessions.open("admin")
-    assert sessions.get(sid) is None
-    lasting = Sessions()
-    sid, session = lasting.open("admin")
-    assert lasting.get(sid) == session
-    lasting.close(sid)
-    assert lasting.get(sid) is None

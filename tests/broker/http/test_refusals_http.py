@@ -15,6 +15,9 @@ import pytest
 from tests.broker.http.conftest import Api, Serve
 
 FAR = 2_000_000_000_000
+SECONDS = (
+    "timestamp 1795000000 is before 2001-09-09 (epoch ms 1000000000000): give epoch milliseconds"
+)
 
 
 @pytest.mark.parametrize(
@@ -40,6 +43,16 @@ FAR = 2_000_000_000_000
         ("/v1/topics/t/batches", b'{"messages": {}}', "must be a list"),
         ("/v1/topics/t/batches", b'{"messages": [], "x": 1}', "one key"),
         ("/v1/topics/t/messages/a/move", b'{"version": "1"}', "integer"),
+        # epoch seconds, refused by name rather than stored as January 1970
+        ("/v1/topics/t/messages", b'{"timestamp_ms": 1795000000}', SECONDS),
+        ("/v1/topics/t/messages/a/move", b'{"version": 1, "timestamp_ms": 1795000000}', SECONDS),
+        # a misspelt field is named, its value never dropped
+        ("/v1/topics/t/messages", b'{"timestamp_ms": 0, "payload_b64": "AP8="}', "'payload_b64'"),
+        (
+            "/v1/topics/t/batches",
+            b'{"messages": [{"timestamp_ms": 0, "payload64": "AP8="}]}',
+            "unknown field 'payload64'",
+        ),
     ],
 )
 async def test_bad_bodies_are_refused_with_a_problem(
@@ -54,6 +67,21 @@ async def test_bad_bodies_are_refused_with_a_problem(
     got = await api.call("GET", "/v1/topics/t/messages/a")
     assert (got.body["version"], got.body["timestamp_ms"]) == (1, FAR)
     assert [t["name"] for t in (await api.call("GET", "/v1/topics")).body["topics"]] == ["t"]
+
+
+async def test_a_batch_refuses_a_time_in_seconds_message_by_message(api: Api) -> None:
+    # Given a batch whose second message is due in epoch seconds
+    await api.call("POST", "/v1/topics", {"name": "t"})
+    body = {
+        "messages": [{"id": "ms", "timestamp_ms": FAR}, {"id": "s", "timestamp_ms": 1795000000}]
+    }
+    # When it is produced
+    answer = await api.call("POST", "/v1/topics/t/batches", body)
+    # Then the first is stored and the second refused, saying why
+    assert [r["status"] for r in answer.body["results"]] == ["ACCEPTED", "REJECTED"]
+    (rejection,) = answer.body["rejections"]
+    assert rejection["index"] == 1 and rejection["reason"].startswith(SECONDS)
+    assert (await api.call("GET", "/v1/topics/t/messages/s")).status == 404
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from tests.broker.http.conftest import Api
 from tests.e2e.support import consuming
 
 FAR = 2_000_000_000_000
+PAST = 1_000_000_000_000  # 2001: due at once
 
 
 async def test_a_topic_is_created_described_set_listed_and_deleted(api: Api) -> None:
@@ -21,7 +22,7 @@ async def test_a_topic_is_created_described_set_listed_and_deleted(api: Api) -> 
     assert (again.status, again.body["code"]) == (409, "ALREADY_EXISTS")
 
     await api.call("POST", "/v1/topics/t/messages", {"timestamp_ms": FAR})
-    await api.call("POST", "/v1/topics/t/messages", {"timestamp_ms": 1})
+    await api.call("POST", "/v1/topics/t/messages", {"timestamp_ms": PAST})
     described = await api.call("GET", "/v1/topics/t")
     assert described.body["counts"] == {"waiting": 1, "due": 1, "leased": 0, "dead": 0}
 
@@ -74,6 +75,18 @@ async def test_the_cluster_status_names_this_broker(api: Api) -> None:
     status = await api.call("GET", "/v1/cluster")
     assert status.body["mode"] == "single"
     assert [b["address"] for b in status.body["brokers"]] == [api.grpc_address]
+
+
+async def test_a_topic_s_cron_timeline_is_in_no_listing(api: Api) -> None:
+    # Given a topic with a cron entry (kept on its hidden TOPIC~cron timeline)
+    await api.call("POST", "/v1/topics", {"name": "r"})
+    entry = {"id": "daily", "schedule": "0 9 * * *", "payload": "report"}
+    assert (await api.call("POST", "/v1/topics/r/cron", entry)).status == 201
+    # When the topics and the cluster are listed, then only the topic is named
+    listed = await api.call("GET", "/v1/topics")
+    assert [t["name"] for t in listed.body["topics"]] == ["r"]
+    status = await api.call("GET", "/v1/cluster")
+    assert [t["name"] for t in status.body["topics"]] == ["r"]
 
 
 async def test_http_calls_are_counted_apart_from_grpc_ones(api: Api) -> None:
@@ -147,7 +160,7 @@ async def test_the_timeline_pages_by_due_time(api: Api) -> None:
 async def test_describe_and_list_tell_the_recent_deliveries(api: Api) -> None:
     # Given a topic whose due message a consumer received and acked
     await api.call("POST", "/v1/topics", {"name": "a"})
-    await api.call("POST", "/v1/topics/a/messages", {"id": "now", "timestamp_ms": 1})
+    await api.call("POST", "/v1/topics/a/messages", {"id": "now", "timestamp_ms": PAST})
     async with Client(api.grpc_address) as client, consuming(client, "a") as inbox:
         delivery = await inbox.next()
         await delivery.ack()

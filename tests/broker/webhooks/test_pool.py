@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from dejaq.broker.webhook_targets import Allowlist
 from dejaq.broker.webhooks.connection import Answer
 from dejaq.broker.webhooks.pool import Pool
 from dejaq.broker.webhooks.resolver import AllowedResolver
-from dejaq.broker.webhooks.targets import Allowlist
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -72,6 +72,26 @@ async def test_deleting_a_topic_deletes_its_messages(storage: Storage) -> None:
     assert await storage.insert(T, [msg("live"), msg("dying")]) == [ACCEPTED, ACCEPTED]
 
 
+async def test_a_deleted_topics_messages_are_gone_for_reads_at_once(storage: Storage) -> None:
+    # given a topic with a message leased by C1
+    await given_topic(storage)
+    await given_messages(storage, msg("a"), msg("b"))
+    await lease(storage, limit=1)
+    # when it is deleted
+    await storage.delete_topic(T)
+    # then no read finds its messages, nor a release its leases
+    with pytest.raises(NotFound):
+        await storage.get(T, "a")
+    with pytest.raises(NotFound):
+        await storage.scan(T, 0, "", 10)
+    with pytest.raises(NotFound):
+        await storage.by_due(T, None, 10)
+    with pytest.raises(NotFound):
+        await storage.counts(T, NOW)
+    assert T not in await storage.census(NOW)
+    assert await storage.release(T, C1, NOW) == 0
+
+
 async def test_deleting_one_topic_leaves_the_others(storage: Storage) -> None:
     await given_topic(storage)
     await given_topic(storage, "other")

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from dejaq.broker.webhook_targets import Allowlist, check, literal_refused, target_host
 from dejaq.broker.webhooks.resolver import AllowedResolver, Refused
-from dejaq.broker.webhooks.targets import Allowlist, check, literal_refused, target_host
 from dejaq.core.errors import InvalidArgument
 
 NONE = Allowlist()

@@ -3,12 +3,12 @@
 Without ``--webhook-allow`` a target must resolve to public addresses only:
 loopback, link-local, private, shared, reserved, multicast and unspecified
 ranges are refused, and so are IPv6 forms carrying such an IPv4 address
-(NAT64, 6to4, mapped; ``addresses.py``), so whoever creates a topic cannot make the broker probe
-the internal network. The allowlist names hosts (the target's host name as
-written) or CIDRs (what it resolves to). The check runs when a topic's webhook
-is set and again for every connection, on the addresses actually dialled
-(``broker/webhooks/resolver.py``), so a name that resolves elsewhere later (DNS
-rebinding) gains nothing.
+(NAT64, 6to4, mapped; ``webhook_addresses.py``), so whoever creates a topic
+cannot make the broker probe the internal network. The allowlist names hosts
+(the target's host name as written) or CIDRs (what it resolves to). The check
+runs when a topic's webhook is set and again for every connection, on the
+addresses actually dialled (``broker/webhooks/resolver.py``), so a name that
+resolves elsewhere later (DNS rebinding) gains nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from dejaq.broker.webhooks.addresses import Network, is_public, within
+from dejaq.broker.webhook_addresses import Network, is_public, within
 from dejaq.core.errors import InvalidArgument
 
 

@@ -7,9 +7,9 @@ import ipaddress
 
 import pytest
 
-from dejaq.broker.webhooks.addresses import embedded_ipv4
+from dejaq.broker.webhook_addresses import embedded_ipv4
+from dejaq.broker.webhook_targets import Allowlist, check, literal_refused
 from dejaq.broker.webhooks.resolver import AllowedResolver, Refused
-from dejaq.broker.webhooks.targets import Allowlist, check, literal_refused
 from dejaq.core.errors import InvalidArgument
 
 NONE = Allowlist()
