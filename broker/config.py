@@ -121,6 +121,12 @@ class BrokerConfig:
     # HOST:PORT for the HTTP/JSON API (broker/http/); empty = off. It serves with the
     # gRPC port's TLS settings and --auth principals.
     http: str = ""
+    # HTTP: a request's line and headers must arrive within this of the connection
+    # opening or the previous answer (an idle keep-alive connection closes then too),
+    # its body within this of its headers; at most this many connections are open.
+    http_header_timeout_ms: Positive = 10_000
+    http_body_timeout_ms: Positive = 60_000
+    http_max_connections: Positive = 1000
     metrics_refresh_ms: Positive = 5000  # how often storage-backed gauges are refreshed
     # /metrics over HTTPS with this certificate and key (PEM files); with a client CA,
     # scrapers must show a certificate it signed.

@@ -2,12 +2,13 @@
 
 Without ``--webhook-allow`` a target must resolve to public addresses only:
 loopback, link-local, private, shared, reserved, multicast and unspecified
-ranges are refused, so whoever creates a topic cannot make the broker probe
-the internal network. The allowlist names hosts (the target's host name as
-written) or CIDRs (what it resolves to). The check runs when a topic's webhook
-is set and again for every connection, on the addresses actually dialled
-(``broker/webhooks/resolver.py``), so a name that resolves elsewhere later (DNS
-rebinding) gains nothing.
+ranges are refused, and so are IPv6 forms carrying such an IPv4 address
+(NAT64, 6to4, mapped; ``webhook_addresses.py``), so whoever creates a topic
+cannot make the broker probe the internal network. The allowlist names hosts
+(the target's host name as written) or CIDRs (what it resolves to). The check
+runs when a topic's webhook is set and again for every connection, on the
+addresses actually dialled (``broker/webhooks/resolver.py``), so a name that
+resolves elsewhere later (DNS rebinding) gains nothing.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from dejaq.broker.webhook_addresses import Network, is_public, within
 from dejaq.core.errors import InvalidArgument
-
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True)
@@ -51,18 +50,10 @@ class Allowlist:
         return host.lower().rstrip(".") in self.hosts
 
     def admits(self, address: str) -> bool:
-        """Whether the broker may connect to ``address`` (a resolved IP)."""
-        ip = _plain(ipaddress.ip_address(address.split("%")[0]))
-        if any(ip in n for n in self.networks):
-            return True
-        return ip.is_global and not ip.is_multicast
-
-
-def _plain(ip: Address) -> Address:
-    """An IPv4-mapped IPv6 address judged as the IPv4 address it is."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
+        """Whether the broker may connect to ``address`` (a resolved IP): a listed
+        range holds it (or the IPv4 address it carries), or it is public."""
+        ip = ipaddress.ip_address(address.split("%")[0])
+        return within(ip, self.networks) or is_public(ip)
 
 
 def target_host(url: str) -> tuple[str, int]:

@@ -59,6 +59,7 @@ BROKER_ROOMS: tuple[str, ...] = (
     "allocator",  # the process's allocator settings
     "coordination",  # which buckets this broker's consumers own (an interface)
     "etcd_endpoints",  # the parsed --etcd flag
+    "webhook_addresses",  # which addresses a webhook may reach without --webhook-allow
     "webhook_targets",  # the parsed --webhook-allow flag, and a target's check
     "ids",  # generated message ids
     "streams",  # the bound on open streams

@@ -4,7 +4,9 @@ request runs the broker's handlers directly, with no thread and no second loop.
 Every request passes the error middleware: a refusal becomes a problem
 (``problems.py``) and changes nothing; an error no handler expected is logged
 and answered 500, and the broker keeps serving. Bodies are bounded (twice the
-produce frame limit: base64 and JSON around a full batch).
+produce frame limit: base64 and JSON around a full batch), and so are the time
+a request's head and body may take and the connections open (``limits.py``).
+A client that leaves mid-request is said in one line at DEBUG.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from dejaq.broker.http import cron, messages, openapi, produce, topics, whoami
 from dejaq.broker.http.console import add_console
+from dejaq.broker.http.limits import BodyTimeout, BoundedSite, body_deadline
 from dejaq.broker.http.problems import from_error, problem
 from dejaq.broker.http.route import Endpoint, Surface
 from dejaq.core.errors import DejaqError
@@ -80,6 +83,9 @@ def _errors(broker_metrics: Any) -> Any:
         except DejaqError as exc:
             broker_metrics.http_request(_rpc(request), code_for(exc))
             return from_error(exc)
+        except BodyTimeout as exc:
+            broker_metrics.http_request(_rpc(request), grpc.StatusCode.DEADLINE_EXCEEDED)
+            return problem(408, "DEADLINE_EXCEEDED", str(exc), headers={"Connection": "close"})
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
@@ -89,12 +95,21 @@ def _errors(broker_metrics: Any) -> Any:
             return problem(exc.status, code, exc.reason, headers=allow)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            if isinstance(exc, ConnectionError) and _left(request):  # nobody reads an answer
+                log.debug("client left %s %s mid-request: %s", request.method, request.path, exc)
+                broker_metrics.http_request(_rpc(request), grpc.StatusCode.CANCELLED)
+                return web.Response(status=400)
             log.exception("unexpected error serving %s %s", request.method, request.path)
             broker_metrics.http_request(_rpc(request), grpc.StatusCode.INTERNAL)
             return problem(500, "INTERNAL", "internal error")
 
     return middleware
+
+
+def _left(request: web.Request) -> bool:
+    """Whether the client closed the connection (aiohttp fails its body read so)."""
+    return request.transport is None or request.transport.is_closing()
 
 
 def _rpc(request: web.Request) -> str:
@@ -103,8 +118,11 @@ def _rpc(request: web.Request) -> str:
 
 
 def build_app(surface: Surface) -> web.Application:
-    limit = 2 * surface.broker.config.max_produce_bytes + BODY_SLACK
-    app = web.Application(client_max_size=limit, middlewares=[_errors(surface.broker.metrics)])
+    config = surface.broker.config
+    limit = 2 * config.max_produce_bytes + BODY_SLACK
+    body = body_deadline(config.http_body_timeout_ms / 1000)
+    middlewares = [_errors(surface.broker.metrics), body]
+    app = web.Application(client_max_size=limit, middlewares=middlewares)
     doc = json.dumps(openapi.document(ROUTES, _package_version()))
 
     async def openapi_json(request: web.Request) -> web.Response:
@@ -135,9 +153,15 @@ async def serve_http(surface: Surface, address: str, tls: ssl.SSLContext | None)
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
     logging.getLogger("aiohttp.server").addFilter(_QUIET)  # once: the same filter
-    runner = web.AppRunner(build_app(surface), access_log=None, handle_signals=False)
+    config = surface.broker.config
+    header_s = config.http_header_timeout_ms / 1000
+    # aiohttp closes a connection still waiting for a request's head when its
+    # keep-alive timer ends: the header timeout (limits.py).
+    runner = web.AppRunner(
+        build_app(surface), access_log=None, handle_signals=False, keepalive_timeout=header_s
+    )
     await runner.setup()
-    site = web.TCPSite(runner, host, int(port), ssl_context=tls)
+    site = BoundedSite(runner, host, int(port), config.http_max_connections, tls, header_s)
     try:
         await site.start()
     except OSError as exc:

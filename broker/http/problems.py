@@ -35,8 +35,9 @@ HTTP_STATUS = {
     grpc.StatusCode.UNKNOWN: 500,
 }
 # Every code a problem may carry (the OpenAPI document lists them): the above,
-# and UNIMPLEMENTED for a method a path does not serve.
-CODES = sorted({c.name for c in HTTP_STATUS} | {"UNIMPLEMENTED"})
+# UNIMPLEMENTED for a method a path does not serve, and DEADLINE_EXCEEDED (408)
+# for a body that did not arrive in time (limits.py).
+CODES = sorted({c.name for c in HTTP_STATUS} | {"UNIMPLEMENTED", "DEADLINE_EXCEEDED"})
 
 
 def problem(

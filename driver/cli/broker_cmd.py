@@ -91,6 +91,17 @@ _LIMITS = (
     ),
     ("--keepalive-ms", "ping each client connection this often"),
     ("--keepalive-timeout-ms", "close a connection whose ping goes unanswered this long"),
+    (
+        "--http-header-timeout-ms",
+        "close an HTTP connection whose request line and headers are not whole this long"
+        " after it opened or after its previous answer (idle keep-alive included)",
+    ),
+    (
+        "--http-body-timeout-ms",
+        "answer 408 and close an HTTP connection whose request body is not whole this long"
+        " after its headers",
+    ),
+    ("--http-max-connections", "HTTP connections open at once; more are closed unanswered"),
 )
 
 

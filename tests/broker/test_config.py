@@ -148,6 +148,9 @@ def test_resource_bounds_have_environment_twins() -> None:
         "DEJAQ_MAX_HELD_BYTES": "1048576",
         "DEJAQ_KEEPALIVE_MS": "1500",
         "DEJAQ_KEEPALIVE_TIMEOUT_MS": "2500",
+        "DEJAQ_HTTP_HEADER_TIMEOUT_MS": "700",
+        "DEJAQ_HTTP_BODY_TIMEOUT_MS": "900",
+        "DEJAQ_HTTP_MAX_CONNECTIONS": "11",
     }
     c = BrokerConfig.from_sources({"max_streams": 8}, env)
     assert (c.max_frame_bytes, c.max_produce_messages, c.max_produce_bytes) == (
@@ -157,6 +160,11 @@ def test_resource_bounds_have_environment_twins() -> None:
     )
     assert (c.max_streams, c.max_outbox_frames, c.max_held_bytes) == (8, 9, 1 << 20)
     assert (c.keepalive_ms, c.keepalive_timeout_ms) == (1500, 2500)
+    assert (c.http_header_timeout_ms, c.http_body_timeout_ms, c.http_max_connections) == (
+        700,
+        900,
+        11,
+    )
 
 
 @pytest.mark.parametrize(
@@ -171,6 +179,9 @@ def test_resource_bounds_have_environment_twins() -> None:
         ({"DEJAQ_KEEPALIVE_MS": "0"}, "keepalive_ms"),
         ({"DEJAQ_KEEPALIVE_MS": str(2**31)}, "keepalive_ms"),  # past gRPC's C int
         ({"DEJAQ_KEEPALIVE_TIMEOUT_MS": str(10**20)}, "keepalive_timeout_ms"),
+        ({"DEJAQ_HTTP_HEADER_TIMEOUT_MS": "0"}, "http_header_timeout_ms"),
+        ({"DEJAQ_HTTP_BODY_TIMEOUT_MS": "-5"}, "http_body_timeout_ms"),
+        ({"DEJAQ_HTTP_MAX_CONNECTIONS": "0"}, "http_max_connections"),
     ],
 )
 def test_bad_bounds_are_refused_by_name(env: dict[str, str], named: str) -> None:

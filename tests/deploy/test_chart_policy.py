@@ -145,14 +145,27 @@ def test_the_http_api_is_served_and_exposed_only_when_enabled(
     }
 
     if port is None:
-        assert "DEJAQ_HTTP" not in env
+        assert not [name for name in env if name.startswith("DEJAQ_HTTP")]
         assert "http" not in ports and "http" not in client and "http" not in headless
         return
     assert env["DEJAQ_HTTP"] == f"0.0.0.0:{port}"
+    assert env["DEJAQ_HTTP_HEADER_TIMEOUT_MS"] == "10000"
+    assert env["DEJAQ_HTTP_BODY_TIMEOUT_MS"] == "60000"
+    assert env["DEJAQ_HTTP_MAX_CONNECTIONS"] == "1000"
     assert ports["http"] == port
     assert (client["http"]["port"], client["http"]["targetPort"]) == (port, "http")
     assert client["http"]["appProtocol"] == protocol
     assert (headless["http"]["port"], headless["http"]["targetPort"]) == (port, "http")
+
+
+def test_the_http_timeouts_and_connection_bound_reach_the_broker() -> None:
+    slow = {"headerTimeoutMs": 2500, "bodyTimeoutMs": 9000, "maxConnections": 64}
+    values = {**VALUE_SETS["http"], "http": {**VALUE_SETS["http"]["http"], **slow}}
+    broker = broker_container(render(values))
+    env = {e["name"]: e.get("value") for e in broker["env"]}
+    assert env["DEJAQ_HTTP_HEADER_TIMEOUT_MS"] == "2500"
+    assert env["DEJAQ_HTTP_BODY_TIMEOUT_MS"] == "9000"
+    assert env["DEJAQ_HTTP_MAX_CONNECTIONS"] == "64"
 
 
 def test_bundled_etcd_forms_one_cluster_of_three() -> None:

@@ -170,5 +170,10 @@ def test_broker_bound_flags_reach_the_config() -> None:
     )
     assert (config.max_produce_bytes, config.max_outbox_frames) == (2 << 20, 16)
     assert (config.keepalive_ms, config.keepalive_timeout_ms) == (2000, 900)
+    http = ["broker", "--http-header-timeout-ms", "300", "--http-body-timeout-ms", "400"]
+    http += ["--http-max-connections", "5"]
+    config = BrokerConfig.from_sources(_limits(build_parser().parse_args(http)), {})
+    assert (config.http_header_timeout_ms, config.http_body_timeout_ms) == (300, 400)
+    assert config.http_max_connections == 5
     held = build_parser().parse_args(["broker", "--max-held-bytes", "1048576"])
     assert BrokerConfig.from_sources(_limits(held), {}).max_held_bytes == 1 << 20

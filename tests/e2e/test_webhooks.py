@@ -265,6 +265,7 @@ async def test_a_webhook_set_later_starts_delivery_and_none_stops_it(
         "http://192.168.1.1/h",
         "http://169.254.169.254/latest/meta-data",
         "http://[::1]:9/h",
+        "http://[64:ff9b::a9fe:a9fe]/latest/meta-data",  # NAT64 of the metadata service
     ],
 )
 async def test_internal_targets_are_refused_without_an_allowlist(
