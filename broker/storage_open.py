@@ -5,8 +5,9 @@ starting, a fresh Redis Cluster whose replicas are still syncing (with
 ``wait_replicas``, its first write is refused until one is), a failover under
 way — says so with ``StorageUnavailable``. The broker then does not exit: it
 logs why and tries again after a jittered pause that doubles up to
-``MAX_PAUSE_S`` (``core/backoff.py``), until the storage opens. Anything else (a bad URL, a store of another
-format, refused credentials reported as such) still stops it at once.
+``MAX_PAUSE_S`` (``core/backoff.py``), until the storage opens. Anything else
+(a bad URL, a store of another format, refused credentials reported as such)
+still stops it at once.
 """
 
 from __future__ import annotations
