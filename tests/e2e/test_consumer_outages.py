@@ -175,4 +175,3 @@ async def test_storage_briefly_away_behind_a_broker_ends_no_consumer_stream(
                 assert moved == [], moved
     finally:
         redis.kill()
-
