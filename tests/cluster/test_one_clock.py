@@ -151,6 +151,12 @@ async def test_on_sqlite_the_broker_stepped_ahead_stops_and_its_consumer_moves(
         async with Client([ahead.address], timeout_s=5) as alone:
             with pytest.raises(BrokerUnavailable, match="does not serve consumers"):
                 await Consumer(alone, topic).start()
+        # while one given it first and another broker starts on the other
+        async with (
+            Client([ahead.address, addresses[0]], timeout_s=5) as either,
+            Consumer(either, topic),
+        ):
+            assert either.address == addresses[0]
         # When messages fall due over the next 1.5 s
         rng = random.Random(5)
         start = now_ms() + 300
