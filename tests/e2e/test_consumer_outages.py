@@ -23,6 +23,7 @@ from tests.servers import require_binary
 CONSUMER_LOG = "dejaq.driver.consumer"
 RESUME_S = 30.0  # a back-off step is at most 1 s: far more than enough on a busy machine
 LEASE_MS = 2_000
+RETRY_S = 120.0  # the driver consumer's: longer than a broker's restart on a busy machine
 
 
 def _dejaq() -> list[str]:
@@ -85,7 +86,8 @@ async def test_a_lone_broker_killed_and_restarted_its_consumers_say_so_once_and_
         await Admin(admin).create_topic("by-driver")
         await Admin(admin).create_topic("by-cli")
     client = Client(broker.address, timeout_s=5)
-    consumer = await Consumer(client, "by-driver", consumer_id="driver").start()
+    consumer = Consumer(client, "by-driver", consumer_id="driver", retry_timeout_s=RETRY_S)
+    await consumer.start()
     env = {k: v for k, v in os.environ.items() if k != "DEJAQ_BROKER"}
     cli = await asyncio.create_subprocess_exec(
         *_dejaq(),
