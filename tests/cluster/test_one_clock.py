@@ -131,6 +131,8 @@ async def test_on_sqlite_the_broker_stepped_ahead_stops_and_its_consumer_moves(
         await Admin(client).create_topic(topic, TopicSettings(buckets=24, lease_ms=LEASE_MS))
     recorder = Recorder()
     try:
+        # serving (its guard has heard the others' clocks and found its own on time)
+        await wait_until(lambda: _serving(ahead.address), 10, "the third to serve")
         # and a consumer on each, the one on the third given the others to fail over to
         await recorder.add("c0", [addresses[0]], topic)
         await recorder.add("c1", [addresses[1]], topic)
