@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -18,8 +19,11 @@ from dejaq.broker.streams import StreamSlots
 from dejaq.broker.webhook_targets import Allowlist
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import Clock, WallClock
+from dejaq.core.errors import BrokerUnavailable
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
+
+log = logging.getLogger(__name__)
 
 
 class Topics(Protocol):
@@ -49,6 +53,21 @@ class CronHook(Protocol):
         """``target`` was deleted: stop firing its entries."""
 
 
+class ConsumerStream(Protocol):
+    """What the broker may do to a consumer's stream from outside it."""
+
+    def fail(self, exc: Exception) -> None:
+        """End the stream with ``exc`` after the frames already queued for it."""
+
+
+# Why a broker stopped by its skew guard ends or refuses a consumer's stream: the
+# consumer should move to another broker (the driver does, on UNAVAILABLE).
+NOT_SERVING = (
+    "this broker does not serve consumers now: its clock is off the cluster's and its"
+    " skew guard stopped its dispatch; consume through another broker of the cluster"
+)
+
+
 class WebhookHook(Protocol):
     """What the handlers tell the broker's webhook posters (``broker/webhooks/hooks.py``)."""
 
@@ -71,6 +90,7 @@ class BrokerContext:
     new_id: IdGenerator = field(default_factory=IdGenerator)
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)
     consumer_ids: set[tuple[str, str]] = field(default_factory=set)  # (topic, consumer)
+    consumer_streams: set[ConsumerStream] = field(default_factory=set)  # open Consume streams
     clock: Clock = field(default_factory=WallClock)
     # The skew guard (embedded storage in a cluster); None = the clock is one
     # for every broker (a storage server's) or there is no cluster.
@@ -113,10 +133,28 @@ class BrokerContext:
             return frozenset()
         return self.coordinator.buckets(topic)
 
+    def not_serving(self) -> BrokerUnavailable | None:
+        """Why a new Consume stream is refused now (the skew guard stopped this
+        broker), or None. Not while the guard waits at start-up to hear the
+        others' clocks: that lasts a heartbeat, and a stream opened meanwhile is
+        ended if the guard then stops the broker."""
+        if self.guard is not None and self.guard.stopped:
+            return BrokerUnavailable(NOT_SERVING)
+        return None
+
     def clock_guard_changed(self, paused: bool) -> None:
-        """The skew guard stopped or resumed dispatch."""
+        """The skew guard stopped or resumed dispatch. Stopped, this broker leases
+        nothing, yet its consumers would keep their buckets: their streams end
+        (UNAVAILABLE), so they leave the bucket assignment and move to brokers
+        that dispatch."""
         self.metrics.clock_guard_paused.set(1 if paused else 0)
-        if not paused:
+        if paused:
+            streams = list(self.consumer_streams)
+            for stream in streams:
+                stream.fail(BrokerUnavailable(NOT_SERVING))
+            if streams:
+                log.warning("ended %d consumer streams: %s", len(streams), NOT_SERVING)
+        else:
             for d in self.dispatchers.values():
                 d.poke()
 

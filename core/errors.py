@@ -64,7 +64,8 @@ class StorageUnavailable(StorageError):
 
 
 class BrokerUnavailable(DejaqError):
-    """No broker could be reached (driver side)."""
+    """No broker could be reached (driver side), or the broker does not serve
+    consumers now (its clock is off the cluster's): another broker does."""
 
 
 class CoordinationUnavailable(DejaqError):

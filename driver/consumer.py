@@ -64,7 +64,9 @@ class Consumer:
         consumer_id: a stable id (reconnects and leases use it); default generated.
         lease_ms: lease per delivery; default the topic's.
         credits: how many deliveries the broker may send ahead (default 2048).
-        retry_timeout_s: how long to keep reconnecting after a broker is lost.
+        retry_timeout_s: how long to keep reconnecting after a broker is lost
+            (``math.inf``: until closed). Each outage is logged once, as a
+            warning, when it begins.
         on_settle_error: called with a ``SettleFailure`` for each unconfirmed
             settle the broker refused; default a warning in the log.
         max_settle_batch: ids per settle frame at most (default 1000).
@@ -139,8 +141,18 @@ class Consumer:
     # -- life cycle -----------------------------------------------------------
 
     async def start(self) -> Consumer:
-        """Open the stream; raises if the topic is unknown or the hello is refused."""
-        await self._connect(self.window)
+        """Open the stream, on the first broker of the client's list that takes
+        it (one that is down or not serving is skipped for the next); raises if
+        the topic is unknown, the hello is refused, or no broker takes it."""
+        for left in range(len(self.client.addresses) - 1, -1, -1):
+            generation = self.client.generation
+            try:
+                await self._connect(self.window)
+                return self
+            except BrokerUnavailable:
+                if not left:
+                    raise
+                await self.client.failover(generation)
         return self
 
     async def __aenter__(self) -> Consumer:
@@ -437,7 +449,7 @@ class Consumer:
             # While closing, a broken stream is just the end of it.
             if not self._closing and isinstance(error, BrokerUnavailable):
                 self._settler.lost(error)
-                await self._reconnect(generation)
+                await self._reconnect(generation, error)
                 return
             if not self._closing:
                 self._error = error
@@ -479,10 +491,19 @@ class Consumer:
         elif kind == "settled":
             self._settler.answered(frame.settled)
 
-    async def _reconnect(self, generation: int) -> None:
-        """Reconnect under the same consumer id; deliveries already buffered stay valid."""
+    async def _reconnect(self, generation: int, lost: DejaqError) -> None:
+        """Reconnect under the same consumer id (to the next broker of the list,
+        with a jittered back-off between tries); deliveries already buffered
+        stay valid."""
         self._call = None
         self._settler.holding = True
+        # One line an outage, as it begins: a consumer that waits says why.
+        log.warning(
+            "consumer %s lost its stream to %s (%s): reconnecting",
+            self.consumer_id,
+            self.client.address,
+            lost,
+        )
         backoff = Backoff(self.retry_timeout_s)
         while not self._closing:
             await self.client.failover(generation)

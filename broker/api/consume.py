@@ -108,6 +108,9 @@ async def _consume(
     if first.WhichOneof("frame") != "hello":
         raise InvalidArgument("a Consume stream must open with a Hello frame")
     session = await _open(broker, first.hello)
+    refusal = broker.not_serving()
+    if refusal is not None:
+        raise refusal
     dispatcher = broker.dispatcher(session.topic)
 
     def cut(exc: DejaqError) -> None:
@@ -122,6 +125,7 @@ async def _consume(
     session.outbox.on_cut_off = cut
     key = (session.topic.name, session.consumer_id)
     broker.consumer_ids.add(key)
+    broker.consumer_streams.add(session)  # ended from outside if the broker stops serving
     reader: asyncio.Task[None] | None = None
     try:
         await broker.coordinator.consumer_joined(*key)
@@ -148,6 +152,7 @@ async def _consume(
             reader.cancel()
         held = _withdraw(broker, dispatcher, session)
         broker.consumer_ids.discard(key)
+        broker.consumer_streams.discard(session)
         # Cleanup must not await here: this may run while the stream is cancelled.
         if held:
             _cleanup.spawn(dispatcher.hand_back(session.consumer_id, held))

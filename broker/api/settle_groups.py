@@ -10,6 +10,10 @@ group, as unconfirmed acks grouped by the driver do, not one a frame: at a few
 hundred confirmed acks a second on a store with WAIT, a call a frame queued the
 frames behind each other for seconds, and leases ran out meanwhile.
 
+A group storage fails (``StorageError``: a failover, a restart) is answered
+with a refusal for each of its settles, saying it may or may not have been
+applied; the stream goes on.
+
 An id settled twice in a row stays in two calls (the second sees the first's
 outcome), and a group holds at most ``MAX_GROUP_IDS`` ids. At most
 ``MAX_QUEUED`` frames wait; the reader waits beyond that (back-pressure, as
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.context import BrokerContext
-from dejaq.core.errors import DejaqError, InvalidArgument
+from dejaq.core.errors import DejaqError, InvalidArgument, StorageError, StorageUnavailable
 from dejaq.core.model import Topic
 from dejaq.core.wire.status import code_for, kind_of
 from dejaq.proto import dejaq_pb2 as pb
@@ -132,6 +136,8 @@ class SettleGroups:
             outcomes = await settle(
                 self._broker, self._topic, first.kind, items, self._owner, first.ms
             )
+        except StorageError as exc:
+            outcomes = self._storage_failed(exc, items)
         except DejaqError as exc:
             self._failed = True
             self._fail(exc)
@@ -146,6 +152,20 @@ class SettleGroups:
             mine: list[Outcome] = outcomes[at : at + len(frame.items)]
             at += len(frame.items)
             self._answer(settle_result(frame.token, frame.kind, mine))
+
+    def _storage_failed(self, exc: StorageError, items: list[SettleItem]) -> list[Outcome]:
+        """Storage failing (a failover, a restart) ends no stream: the group's
+        settles are refused, the consumer stays, and what was not acked comes
+        again after its lease."""
+        log.warning(
+            "%s: %d settles of consumer %s refused, storage failed: %s",
+            self._topic.name,
+            len(items),
+            self._owner,
+            exc,
+        )
+        failure = StorageUnavailable if isinstance(exc, StorageUnavailable) else StorageError
+        return [failure(f"{exc} (it may or may not have been applied)")] * len(items)
 
 
 def settle_result(token: int, kind: Kind, outcomes: list[Outcome]) -> pb.SettleResult:

@@ -10,7 +10,9 @@ still holds. Each broker hears the others' clocks in their heartbeats
 ``bound_ms`` it stops leasing (its
 dispatchers see no buckets), says so in its log, the
 ``dejaq_clock_guard_paused`` gauge and gRPC health (NOT_SERVING), and resumes
-once it is back within the bound. The median lets the majority decide: with
+once it is back within the bound. While stopped it serves no consumer: it ends
+their streams and refuses new ones with UNAVAILABLE, so they move to a broker
+that dispatches (``broker/api/consume.py``). The median lets the majority decide: with
 three brokers, the one that is off stops and the two that agree go on. With
 two, the one ahead stops (the earlier middle clock is the safe side: it
 delivers late, never early). A broker behind stops too: the leases it grants
@@ -85,12 +87,21 @@ class ClockGuard:
         self._judge(self.deviation_ms + moved_ms)
         return not self.paused
 
+    @property
+    def stopped(self) -> bool:
+        """Judged, and found too far off: paused for its clock, not while it
+        waits at start-up to hear the others'."""
+        return self.paused and self.deviation_ms is not None
+
     def _judge(self, deviation_ms: int) -> bool:
-        """Stop or go by ``deviation_ms``; True when ``paused`` changed."""
+        """Stop or go by ``deviation_ms``; True when ``paused`` changed (the
+        first judgement also tells ``on_change`` when it stops the broker)."""
+        first = self.deviation_ms is None
         self.deviation_ms = deviation_ms
         paused = abs(deviation_ms) > self.bound_ms
-        if paused == self.paused:
+        if paused == self.paused and not (first and paused):
             return False
+        changed = paused != self.paused
         self.paused = paused
         if paused:
             log.error(
@@ -109,7 +120,7 @@ class ClockGuard:
             )
         if self.on_change is not None:
             self.on_change(paused)
-        return True
+        return changed
 
 
 async def guard_forever(

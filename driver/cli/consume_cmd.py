@@ -5,12 +5,18 @@ is queued and leaves grouped with the others (``dejaq.driver.settle``), so the
 command never waits a broker round trip per message. On the way out (``--count``
 reached, ``--idle`` passed, SIGINT or SIGTERM) the queued acks are flushed
 before the goodbye; a refused ack is reported on stderr and exits 1.
+
+A lost broker does not end it: it says so on stderr, once an outage, and
+reconnects (to the next ``--broker``, with a jittered back-off) until it is
+back or the command is interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import math
 import signal
 import sys
 from typing import Any
@@ -23,6 +29,9 @@ from dejaq.driver.cli.numbers import INT64, UINT32, whole
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import HOLD_MS, Consumer
 from dejaq.driver.settle import SettleFailure
+
+# The consumer's reconnect lines (a lost broker, and back), on stderr.
+_DRIVER_LOG = logging.getLogger("dejaq.driver.consumer")
 
 
 def register(sub: Any) -> None:
@@ -83,7 +92,9 @@ async def consume(client: Client, args: argparse.Namespace) -> int:
         credits=args.credits,
         on_settle_error=report,
         hold_ms=HOLD_MS if args.hold is None else args.hold,
+        retry_timeout_s=math.inf,
     )
+    _say_reconnects()
     idle_s = None if args.idle is None else args.idle / 1000
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -118,3 +129,14 @@ async def consume(client: Client, args: argparse.Namespace) -> int:
     if interrupted:
         raise KeyboardInterrupt
     return 1 if refused else 0
+
+
+def _say_reconnects() -> None:
+    """Print the consumer's reconnect lines on stderr (the CLI logs nothing else)."""
+    if _DRIVER_LOG.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("dejaq: %(message)s"))
+    _DRIVER_LOG.addHandler(handler)
+    _DRIVER_LOG.setLevel(logging.INFO)
+    _DRIVER_LOG.propagate = False

@@ -157,6 +157,10 @@ class Session:
         )
         self.send(pb.ConsumeRequest(settle=settle))
 
+    async def ended(self) -> None:
+        """Until the broker ends the stream."""
+        await asyncio.shield(self._task)
+
     async def close(self) -> None:
         self.send(pb.ConsumeRequest(goodbye=pb.Goodbye()))
         self.inbound.put_nowait(None)

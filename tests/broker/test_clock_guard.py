@@ -41,6 +41,19 @@ def test_the_broker_ahead_of_the_other_two_stops_and_they_go_on() -> None:
     assert not on_time.paused
 
 
+def test_a_first_judgement_that_stops_the_broker_is_told_and_counts_as_stopped() -> None:
+    # Given a broker that just joined: paused while it waits for the others' clocks
+    guard = ClockGuard(BOUND)
+    told: list[bool] = []
+    guard.on_change = told.append
+    assert guard.paused and not guard.stopped
+    # When its first judgement finds it 500 ms ahead
+    guard.update(view(-500, -500))
+    # Then it is stopped, and the broker hears of it (it moves its consumers away)
+    assert guard.stopped
+    assert told == [True]
+
+
 def test_a_broker_behind_stops_too() -> None:
     behind = ClockGuard(BOUND)
     behind.update(view(503, 500))

@@ -1,12 +1,14 @@
 """A step of the broker's own wall clock, in-process: on embedded storage in a
 cluster the broker's clock decides, so when it steps ahead the next reading
-stops dispatch, and what the look-ahead window already holds still leaves at
-its millisecond as measured. The host's wall and monotonic clocks are the
+stops dispatch and ends its consumers' streams (they move to a broker that
+dispatches); what the look-ahead window held for them goes back to the
+timeline, to leave at its millisecond as measured. The host's wall and monotonic clocks are the
 test's (``HostClocks``); "early" is judged by the monotonic one, which no step
 moves."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -18,6 +20,7 @@ from dejaq.broker.clock.guarded import GuardedClock
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import BrokerView, ClusterView, LocalCoordinator
+from dejaq.core.errors import BrokerUnavailable
 from dejaq.core.model import TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
@@ -70,7 +73,7 @@ async def _look_again(broker: BrokerContext) -> None:
     await settle_down()
 
 
-async def test_a_step_ahead_stops_dispatch_and_nothing_leaves_early(
+async def test_a_step_ahead_stops_dispatch_and_moves_its_consumers_nothing_early(
     broker: BrokerContext, host: HostClocks
 ) -> None:
     guard = broker.guard
@@ -86,23 +89,31 @@ async def test_a_step_ahead_stops_dispatch_and_nothing_leaves_early(
     # When the wall clock steps 400 ms ahead (both are due by it), the monotonic running on
     host.step(STEP_MS)
     await _look_again(broker)
-    # Then dispatch stops at once and nothing leaves
+    # Then dispatch stops at once, nothing leaves, and the consumer's stream
+    # ends as unavailable (it is to move to a broker that dispatches)
     assert guard.paused
+    await asyncio.wait_for(session.ended(), 5)
     assert session.ids == []
-    # When 15 ms pass
-    host.advance(15)
-    await _look_again(broker)
-    # Then the message the window held leaves at its millisecond, and only it
-    assert session.ids == [soon]
+    assert isinstance(session.error, BrokerUnavailable), session.error
+    # and a consumer that comes now is refused the same way
+    refused = Session(broker, T, "c2", credits=10)
+    await asyncio.wait_for(refused.ended(), 5)
+    assert isinstance(refused.error, BrokerUnavailable), refused.error
+    assert refused.ids == []
     # When the clock is stepped back and the guard judges it again
     host.step(-STEP_MS)
     guard.update(PEER_ON_TIME)
     assert not guard.paused
+    # Then a consumer is served again: the message held for the first one is
+    # back on the timeline, and each leaves at its millisecond, never before
+    again = Session(broker, T, "c3", credits=10)
     await _look_again(broker)
-    # Then the other is not sent before it is due
-    assert session.ids == [soon]
+    assert again.ids == []
+    host.advance(15)
+    await _look_again(broker)
+    assert again.ids == [soon]
     host.advance(300 - 15)
     await _look_again(broker)
-    assert session.ids == [soon, later]
-    assert [d.timestamp for d in session.deliveries] == [start + 15, start + 300]
-    await session.close()
+    assert again.ids == [soon, later]
+    assert all(d.timestamp <= host.wall_ms for d in again.deliveries)
+    await again.close()

@@ -2,11 +2,11 @@
 delivers nothing early and never leases a message another broker's consumer
 still holds — over Redis and PostgreSQL because the storage server's clock
 decides, over SQLite because the skew guard stops that broker until its clock
-is back. Early and held are judged by this test's own, true clock."""
+is back, and its consumers move to the others meanwhile. Early and held are
+judged by this test's own, true clock."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +15,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from dejaq.core.buckets import bucket_of
+from dejaq.core.errors import BrokerUnavailable
 from dejaq.core.model import InsertStatus, TopicSettings
 from dejaq.driver.admin import Admin
 from dejaq.driver.client import Client
+from dejaq.driver.consumer import Consumer
 from dejaq.driver.producer import Outgoing, Producer
 from tests.cluster.support import (
     Cluster,
@@ -107,13 +108,13 @@ async def test_a_broker_ahead_delivers_nothing_early_and_takes_no_held_message(
     assert len(recorder.seen) == MESSAGES + HELD
 
 
-async def test_on_sqlite_the_broker_ahead_stops_until_its_clock_is_back(
+async def test_on_sqlite_the_broker_stepped_ahead_stops_and_its_consumer_moves(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    # Given two brokers on true time and a third whose clock runs 500 ms ahead,
-    # on one SQLite file (each broker's own clock judges "due")
+    # Given three brokers on one SQLite file (each broker's own clock judges
+    # "due"), the third's wall clock steppable
     shift = tmp_path / "shift"
-    shift.write_text(f"+{AHEAD_S}\n")
+    shift.write_text("+0\n")
     on_time = cluster.start(2)
     [ahead] = cluster.start(
         1,
@@ -130,11 +131,34 @@ async def test_on_sqlite_the_broker_ahead_stops_until_its_clock_is_back(
         await Admin(client).create_topic(topic, TopicSettings(buckets=24, lease_ms=LEASE_MS))
     recorder = Recorder()
     try:
-        for i, address in enumerate(addresses):
-            await recorder.add(f"c{i}", [address], topic)
+        # serving (its guard has heard the others' clocks and found its own on time)
+        await wait_until(lambda: _serving(ahead.address), 10, "the third to serve")
+        # and a consumer on each, the one on the third given the others to fail over to
+        await recorder.add("c0", [addresses[0]], topic)
+        await recorder.add("c1", [addresses[1]], topic)
+        await recorder.add("c2", [ahead.address, *addresses[:2]], topic)
         await wait_converged(addresses, topic, consumers=3)
-        # Then the broker ahead says it is not serving
+        assert await _broker_of("c2", addresses[0], topic) == ahead.address
+        # When the third's wall clock is stepped 500 ms ahead
+        shift.write_text(f"+{AHEAD_S}\n")
+        # Then its guard stops it: it says it is not serving
         await wait_until(lambda: _not_serving(ahead.address), 10, "the guard to stop it")
+
+        # and its consumer moves to a broker on time
+        async def moved() -> bool:
+            return await _broker_of("c2", addresses[0], topic) in addresses[:2]
+
+        await wait_until(moved, 20, "c2 to move to a broker on time")
+        # and a consumer that asks it alone is refused, saying why
+        async with Client([ahead.address], timeout_s=5) as alone:
+            with pytest.raises(BrokerUnavailable, match="does not serve consumers"):
+                await Consumer(alone, topic).start()
+        # while one given it first and another broker starts on the other
+        async with (
+            Client([ahead.address, addresses[0]], timeout_s=5) as either,
+            Consumer(either, topic),
+        ):
+            assert either.address == addresses[0]
         # When messages fall due over the next 1.5 s
         rng = random.Random(5)
         start = now_ms() + 300
@@ -142,31 +166,36 @@ async def test_on_sqlite_the_broker_ahead_stops_until_its_clock_is_back(
         async with Client(addresses[0]) as client, Producer(client, topic) as producer:
             results = await producer.send_batch(fresh)
             assert {r.status for r in results} == {InsertStatus.ACCEPTED}
-        # Then the two brokers on time deliver theirs, the one ahead none of its own
-        s = await status(addresses[0])
-        [t] = [t for t in s.topics if t.name == topic]
-        owner = {
-            b: c.id
-            for c in t.consumers
-            for first, last in c.buckets
-            for b in range(first, last + 1)
-        }
-        stranded = [m.id for m in fresh if owner[bucket_of(m.id, 24)] == "c2"]
-        assert stranded, "the consumer on the broker ahead owns some of the messages"
-        await recorder.wait_for([m.id for m in fresh if m.id not in stranded], timeout_s=20)
-        await asyncio.sleep(0.3)  # then a quiet spell: nothing of its share comes early
-        assert not recorder.ids() & set(stranded)
+        # Then every one is delivered, through the brokers on time
+        await recorder.wait_for([m.id for m in fresh], timeout_s=20)
         # When its clock is set right again
         shift.write_text("+0\n")
-        # Then it serves again and delivers the rest
-        await recorder.wait_for(stranded, timeout_s=20)
+        # Then it serves again, consumers included
         await wait_until(lambda: _serving(ahead.address), 10, "the guard to let it go")
+        await wait_until(lambda: _takes_a_consumer(ahead.address, topic), 10, "a consumer")
     finally:
         await recorder.close()
+    # and nothing came early, nor had two holders at once
     early = [s for s in recorder.seen if s.received_ms < s.due_ms]
     assert not early, early[:5]
     assert holder_overlaps(recorder.seen) == []
-    assert len(recorder.seen) == MESSAGES
+    print("lateness", figures([s.lateness_ms for s in recorder.seen]))
+
+
+async def _takes_a_consumer(address: str, topic: str) -> bool:
+    """A consumer of ``topic`` may start on ``address`` alone."""
+    try:
+        async with Client([address], timeout_s=5) as alone, Consumer(alone, topic):
+            return True
+    except BrokerUnavailable:
+        return False
+
+
+async def _broker_of(consumer: str, address: str, topic: str) -> str:
+    """The broker ``consumer`` of ``topic`` is on, as ``address`` sees it ("" if none)."""
+    s = await status(address)
+    [t] = [t for t in s.topics if t.name == topic]
+    return next((c.broker for c in t.consumers if c.id == consumer), "")
 
 
 async def _serving(address: str) -> bool:
