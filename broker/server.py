@@ -27,7 +27,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    broker = await assembly.start(config)
+    broker = await _start_unless_stopped(config, stop)
+    if broker is None:
+        print("dejaq broker stopped before it served", file=sys.stderr, flush=True)
+        return
     if broker.tls is not None or config.auth:  # SIGHUP reads them again
         loop.add_signal_handler(signal.SIGHUP, _reload, broker.guard, broker.tls)
     if broker.metrics_endpoint is not None:
@@ -53,6 +56,25 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         log.info("shutting down")
         await broker.stop()
         print("dejaq broker stopped", file=sys.stderr, flush=True)
+
+
+async def _start_unless_stopped(
+    config: BrokerConfig, stop: asyncio.Event
+) -> assembly.RunningBroker | None:
+    """The started broker, or None when ``stop`` came first: a broker still
+    waiting for its storage or its cluster stops on SIGTERM like a serving one."""
+    starting = asyncio.ensure_future(assembly.start(config))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if starting.done():
+        return starting.result()
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    return None
 
 
 def _reload(guard: Guard, tls: ServerTls | None) -> None:

@@ -36,6 +36,10 @@ async def open_storage(url: str) -> Storage:
         pause = BACKOFF.delay(attempt)
         try:
             await storage.open()
+        except asyncio.CancelledError:  # the broker stopped while it waited
+            with contextlib.suppress(DejaqError):
+                await storage.close()
+            raise
         except StorageUnavailable as exc:
             with contextlib.suppress(DejaqError):
                 await storage.close()
