@@ -6,7 +6,7 @@ starting, a fresh Redis Cluster whose replicas are still syncing (with
 way — says so with ``StorageUnavailable``. The broker then does not exit: it
 logs why and tries again after a jittered pause that doubles up to
 ``MAX_PAUSE_S`` (``core/backoff.py``), until the storage opens. Anything else
-(a bad URL, a store of another format, refused credentials reported as such)
+(a bad URL, a store of another format, credentials refused: ``StorageRefused``)
 still stops it at once.
 """
 
@@ -17,7 +17,7 @@ import contextlib
 import logging
 
 from dejaq.core.backoff import Backoff
-from dejaq.core.errors import DejaqError, StorageUnavailable
+from dejaq.core.errors import DejaqError, StorageRefused, StorageUnavailable
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import Storage
 
@@ -37,6 +37,10 @@ async def open_storage(url: str) -> Storage:
         try:
             await storage.open()
         except asyncio.CancelledError:  # the broker stopped while it waited
+            with contextlib.suppress(DejaqError):
+                await storage.close()
+            raise
+        except StorageRefused:  # credentials refused: waiting does not help
             with contextlib.suppress(DejaqError):
                 await storage.close()
             raise

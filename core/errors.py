@@ -63,6 +63,11 @@ class StorageUnavailable(StorageError):
     """The storage backend cannot be reached; retry later."""
 
 
+class StorageRefused(StorageUnavailable):
+    """The storage backend refused the credentials it was given: unavailable to
+    this caller, and asking again with the same ones does not help."""
+
+
 class BrokerUnavailable(DejaqError):
     """No broker could be reached (driver side), or the broker does not serve
     consumers now (its clock is off the cluster's): another broker does."""

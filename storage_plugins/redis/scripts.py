@@ -54,7 +54,7 @@ from typing import Any
 from redis import exceptions as rex
 from redis.asyncio import Redis
 
-from dejaq.core.errors import StorageError, StorageUnavailable
+from dejaq.core.errors import StorageError, StorageRefused, StorageUnavailable
 from dejaq.storage_plugins.redis import keys, record
 
 # Reply status and refusal codes, shared with the Lua constants below.
@@ -199,6 +199,8 @@ Late = Callable[[int, Any], None]
 
 def storage_error(exc: BaseException) -> StorageError:
     """The dejaq error for a redis-py error (raise it ``from exc``)."""
+    if isinstance(exc, rex.AuthenticationError):  # a ConnectionError, but no retry helps
+        return StorageRefused(f"redis: {exc}")
     if isinstance(exc, _UNAVAILABLE):
         return StorageUnavailable(f"redis: {exc}")
     return StorageError(f"redis: {exc}")

@@ -42,7 +42,8 @@ Authentication. The URL's credentials are the master's; the sentinels get
 their own, ``sentinel_username`` and ``sentinel_password`` (``requirepass`` or
 an ACL user on the sentinels), and nothing when those are not given. When no
 sentinel answers and one of them refused the credentials, the call fails at
-once with ``StorageUnavailable`` naming the sentinels (``SentinelsRefused``):
+once with ``StorageRefused`` (a ``StorageUnavailable``) naming the sentinels
+(``SentinelsRefused``):
 a wrong password does not come right by asking again.
 
 Time. The storage clock (``server_time_us``) is the master's; after a
