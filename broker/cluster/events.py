@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from dejaq.broker.cron import entries
+from dejaq.broker.tasks import Background
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError, NotFound
 
@@ -21,6 +22,7 @@ class BrokerEvents:
 
     def __init__(self, broker: BrokerContext) -> None:
         self._broker = broker
+        self._background = Background("re-reading a topic's settings")
 
     def bucket_count(self, topic: str) -> int | None:
         d = self._broker.dispatchers.get(topic)
@@ -70,7 +72,11 @@ class BrokerEvents:
             log.info("topic %s was deleted on another broker; closing its consumers here", topic)
             await broker.drop_dispatcher(topic, NotFound(f"topic {topic!r} was deleted"))
         elif current is not None and not stale and current.settings != d.topic.settings:
-            d.retune(current)  # changed on another broker (its rate cap)
+            d.retune(current)  # changed on another broker (its rate cap, a pause)
 
     def topics_reset(self) -> None:
+        """Changes may have been missed: drop the cached topics, and have each
+        dispatcher read its topic again (a pause or resume made meanwhile)."""
         self._broker.topics.clear()
+        for topic in list(self._broker.dispatchers):
+            self._background.spawn(self.topic_changed(topic))

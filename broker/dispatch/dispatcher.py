@@ -99,6 +99,7 @@ class _Pass(enum.Enum):
     NO_CREDIT = "no credit"
     NO_BUCKETS = "no buckets"  # our consumers own no bucket (cluster): wait for a rebalance
     THROTTLED = "throttled"  # the topic's rate cap allowed no more: more may be due
+    PAUSED = "paused"  # the topic was paused during the pass: the next step hands back
 
 
 STORAGE_RETRY_MS = 500
@@ -317,6 +318,8 @@ class Dispatcher:
             return self._cap.next_ms(self._share)
         if outcome is _Pass.NO_CREDIT:
             return await self._stall_check()
+        if outcome is _Pass.PAUSED:
+            return _NEVER  # the retune that paused it poked: the next step hands back
         if outcome is _Pass.NO_BUCKETS:
             # Hints cannot help, only new credit, a consumer or a rebalance (each pokes).
             self._hints = False
@@ -390,7 +393,7 @@ class Dispatcher:
         delivered = 0
         for r in ready:
             if self._paused:
-                return _Pass.NO_CREDIT  # paused while we awaited storage: the next step
+                return _Pass.PAUSED  # paused while we awaited storage
             if r not in self._receivers:
                 continue  # left while we awaited storage
             limit = min(r.credit, self._max_frame)
