@@ -121,6 +121,7 @@ async def test_a_lease_taken_before_the_pause_may_be_settled_while_paused(
     await _run(clock, 2)
     # Then the ack took: the message is gone
     assert [r.token for r in session.settled] == [1]
+    assert list(session.settled[-1].rejections) == []
     with pytest.raises(NotFound):
         await broker.storage.get(T, mid)
     await session.close()
