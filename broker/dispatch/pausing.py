@@ -35,11 +35,14 @@ def paused(settings: TopicSettings, pause: bool, now_ms: int) -> TopicSettings:
     return dataclasses.replace(settings, paused=False, resumed_at_ms=max(now_ms, 1))
 
 
-def paused_ms(settings: TopicSettings, due_ms: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
+def paused_ms(
+    settings: TopicSettings, due_ms: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64] | None:
     """Of deliveries due at ``due_ms`` (made after the resume), the part of each
     wait that fell inside the topic's latest pause; None if it was never resumed
     from one (or is paused now: nothing is delivered)."""
     if settings.paused or not settings.resumed_at_ms:
         return None
     start = np.maximum(due_ms, settings.paused_at_ms)
-    return np.maximum(settings.resumed_at_ms - start, 0)
+    part: npt.NDArray[np.int64] = np.maximum(settings.resumed_at_ms - start, 0)
+    return part

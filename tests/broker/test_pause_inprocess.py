@@ -50,6 +50,11 @@ async def _run(clock: ManualClock, ms: int) -> None:
         await settle_down()
 
 
+def _paused_gauge(broker: BrokerContext) -> float | None:
+    labels = {"topic": T, "kind": "timeline"}
+    return broker.metrics.registry.get_sample_value("dejaq_topic_paused", labels)
+
+
 def _count(histogram: object) -> int:
     return int(sum(s.counts.sum() for s in histogram._series.values()))  # type: ignore[attr-defined]
 
@@ -160,9 +165,7 @@ async def test_the_paused_gauge_and_describe_show_the_state(
     described = await control.describe_topic(broker, pb.DescribeTopicRequest(name=T))
     assert described.topic.settings.paused
     await gauges.refresh(broker)
-    assert broker.metrics.registry.get_sample_value(
-        "dejaq_topic_paused", {"topic": T, "kind": "timeline"}
-    ) == 1
+    assert _paused_gauge(broker) == 1
     # And once resumed, they say it runs, the pause's start and end kept
     clock.advance(30)
     answer = await _set_paused(broker, False)
@@ -172,9 +175,7 @@ async def test_the_paused_gauge_and_describe_show_the_state(
         clock.now,
     )
     await gauges.refresh(broker)
-    assert broker.metrics.registry.get_sample_value(
-        "dejaq_topic_paused", {"topic": T, "kind": "timeline"}
-    ) == 0
+    assert _paused_gauge(broker) == 0
 
 
 async def test_pausing_twice_keeps_the_first_start(
