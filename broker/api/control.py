@@ -123,6 +123,7 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
     topic = dataclasses.replace(current, settings=settings)
     await broker.storage.update_topic(topic)
     broker.topics.forget(name)
+    broker.metrics.topic_known(topic)  # paused or not, for its gauge
     d = broker.dispatchers.get(name)
     if d is not None and d.topic.created_at_ms == topic.created_at_ms:
         d.retune(topic)

@@ -58,14 +58,18 @@ class BrokerEvents:
         if broker.webhooks is not None:
             await broker.webhooks.changed(topic)
         d = broker.dispatchers.get(topic)
-        if d is None:
-            return
+        if d is None and not broker.metrics.knows(topic):
+            return  # nothing here serves or shows it
         try:
             current = await broker.storage.get_topic(topic)
         except NotFound:
             current = None
         except DejaqError as exc:
             log.warning("topic %s changed, but storage cannot tell how: %s", topic, exc)
+            return
+        if current is not None:
+            broker.metrics.topic_known(current)  # whether it is paused, for its gauge
+        if d is None:
             return
         stale = current is None or current.created_at_ms != d.topic.created_at_ms
         if stale and broker.dispatchers.get(topic) is d:

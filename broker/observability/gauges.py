@@ -1,5 +1,5 @@
 """Refresh the gauges that need storage: messages by state, lag, consumers, buckets,
-whether each topic is paused.
+whether each topic is paused (as the metrics were last told: ``topic_known``).
 
 One ``Storage.census`` call a refresh, however many topics: the backends
 answer it with one set-based query off their write path (SQL) or with cheap
@@ -15,7 +15,7 @@ import logging
 
 from dejaq.broker.observability.observed import Observed
 from dejaq.core import priority
-from dejaq.core.errors import InvalidArgument, NotFound
+from dejaq.core.errors import NotFound
 from dejaq.storage_plugins.base import TopicCensus
 
 log = logging.getLogger(__name__)
@@ -47,18 +47,9 @@ async def refresh(broker: Observed) -> None:
         gauges.consumers.set(len(d.receivers) if d else 0)
         owned = broker.coordinator.buckets(name)
         gauges.buckets.set(topic.buckets if owned is None else len(owned))
-        gauges.paused.set(1 if await _paused(broker, name) else 0)
+        gauges.paused.set(1 if m.is_paused(name) else 0)
         if n % SLICE == 0:
             await asyncio.sleep(0)
-
-
-async def _paused(broker: Observed, name: str) -> bool:
-    """Whether the topic is paused (its cached settings: a change drops them on
-    every broker)."""
-    try:
-        return (await broker.topics.get(name)).settings.paused
-    except (NotFound, InvalidArgument):
-        return False  # deleted meanwhile, or a cron timeline (never paused)
 
 
 async def _lag_ms(broker: Observed, name: str, census: TopicCensus, now: int) -> int:

@@ -134,6 +134,7 @@ class Metrics:
             registry=r,
         )
         self._kinds: dict[str, str] = {}  # topic -> kind its series are labelled with
+        self._paused: dict[str, bool] = {}  # topic -> paused, as last read
         self._counters: dict[str, dict[Event, Any]] = {}  # topic -> its counter children
         self.lateness = LatenessHistogram(LATENESS_BUCKETS, self.kind_of)
         r.register(self.lateness)
@@ -242,16 +243,20 @@ class Metrics:
         return self.frames.labels(stream, direction)
 
     def topic_known(self, topic: Topic) -> None:
-        """The broker read ``topic``'s settings: label its series with its kind.
-        A kind that changed (the topic was deleted and created again) drops the
-        series labelled with the old one."""
+        """The broker read ``topic``'s settings: label its series with its kind,
+        and note whether it is paused (``dejaq_topic_paused``). A kind that
+        changed (the topic was deleted and created again) drops the series
+        labelled with the old one."""
         kind = topic.settings.kind
         labelled = self._kinds.get(topic.name)
-        if labelled == kind:
-            return
-        if labelled is not None:
+        if labelled is not None and labelled != kind:
             self.forget_topic(topic.name)
         self._kinds[topic.name] = kind
+        self._paused[topic.name] = topic.settings.paused
+
+    def is_paused(self, topic: str) -> bool:
+        """Whether ``topic`` was paused when the broker last read its settings."""
+        return self._paused.get(topic, False)
 
     def knows(self, topic: str) -> bool:
         """True once ``topic``'s series have a kind."""
@@ -380,6 +385,7 @@ class Metrics:
         not pile up."""
         self.forget_due_ahead(topic)
         kind = self._kinds.pop(topic, None)
+        self._paused.pop(topic, None)
         self._topic_gauges.pop(topic, None)
         self._counters.pop(topic, None)
         self.lateness.remove(topic)
