@@ -195,3 +195,20 @@ async def test_a_pause_of_a_topic_that_does_not_exist_is_refused(broker: BrokerC
         await control.update_topic(broker, pb.UpdateTopicRequest(name="nope", paused=True))
     with pytest.raises(InvalidArgument):
         await control.update_topic(broker, pb.UpdateTopicRequest(name="bad name", paused=True))
+
+
+async def test_a_topic_created_paused_is_paused_since_its_creation(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given a topic created paused (a client's pause times are the broker's to set)
+    settings = pb.TopicSettings(buckets=4, paused=True, paused_at_ms=5, resumed_at_ms=7)
+    made = await control.create_topic(broker, pb.CreateTopicRequest(name="held", settings=settings))
+    assert (made.settings.paused, made.settings.paused_at_ms) == (True, clock.now)
+    assert made.settings.resumed_at_ms == 0
+    # When a consumer joins and a message falls due, nothing is delivered
+    session = Session(broker, "held", "c1", credits=10)
+    await settle_down()
+    await produce_at(broker, "held", [clock.now + 1])
+    await _run(clock, 20)
+    assert session.deliveries == []
+    await session.close()
