@@ -72,13 +72,22 @@ class TopicSettings:
     priorities: int = 0
     aging_ms: int = 0
     webhook: Webhook | None = None  # None: consumers read the topic over gRPC
+    # Paused: produces are stored, nothing is leased or sent (docs/topic-kinds.md).
+    # The latest pause's start and end (0: not ended) tell its lateness apart.
+    paused: bool = False
+    paused_at_ms: int = 0
+    resumed_at_ms: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """The stored form: a plain dict (JSON). A topic without a webhook stores
-        no ``webhook`` key, exactly as before webhooks existed."""
+        no ``webhook`` key, and one never paused no pause keys, exactly as before
+        either existed (a broker of an older release reads them still)."""
         d = dataclasses.asdict(self)
         if self.webhook is None:
             del d["webhook"]
+        for key in _PAUSE_KEYS:
+            if not d[key]:
+                del d[key]
         return d
 
     @classmethod
@@ -87,6 +96,9 @@ class TopicSettings:
         d = dict(d)
         hook = d.pop("webhook", None)
         return cls(**d, webhook=None if hook is None else Webhook(**hook))
+
+
+_PAUSE_KEYS = ("paused", "paused_at_ms", "resumed_at_ms")
 
 
 @dataclass(frozen=True, slots=True)

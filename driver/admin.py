@@ -109,6 +109,20 @@ class Admin:
         )
         return topic_from_pb(await self.client.call("UpdateTopic", req))
 
+    async def pause_topic(self, name: str) -> Topic:
+        """Pause a topic, cluster-wide: produces are stored, nothing is delivered
+        (leases already out may still be settled) until ``resume_topic``. It
+        stays paused across broker restarts; pausing a paused topic does nothing."""
+        return await self._paused(name, True)
+
+    async def resume_topic(self, name: str) -> Topic:
+        """Resume a paused topic: its backlog is delivered at once, in due order."""
+        return await self._paused(name, False)
+
+    async def _paused(self, name: str, paused: bool) -> Topic:
+        req = pb.UpdateTopicRequest(name=name, paused=paused)
+        return topic_from_pb(await self.client.call("UpdateTopic", req))
+
     async def set_delivery(
         self, name: str, lease_ms: int | None = None, max_deliveries: int | None = None
     ) -> Topic:

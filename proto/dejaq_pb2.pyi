@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TopicSettings(_message.Message):
-    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate", "kind", "priorities", "aging_ms", "webhook")
+    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate", "kind", "priorities", "aging_ms", "webhook", "paused", "paused_at_ms", "resumed_at_ms")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,9 @@ class TopicSettings(_message.Message):
     PRIORITIES_FIELD_NUMBER: _ClassVar[int]
     AGING_MS_FIELD_NUMBER: _ClassVar[int]
     WEBHOOK_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     buckets: int
     lease_ms: int
     max_deliveries: int
@@ -33,7 +36,10 @@ class TopicSettings(_message.Message):
     priorities: int
     aging_ms: int
     webhook: Webhook
-    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., dedup_window_ms: _Optional[int] = ..., max_rate: _Optional[float] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ...) -> None: ...
+    paused: bool
+    paused_at_ms: int
+    resumed_at_ms: int
+    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., dedup_window_ms: _Optional[int] = ..., max_rate: _Optional[float] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., paused: _Optional[bool] = ..., paused_at_ms: _Optional[int] = ..., resumed_at_ms: _Optional[int] = ...) -> None: ...
 
 class Webhook(_message.Message):
     __slots__ = ("url", "timeout_ms", "concurrency", "headers", "secret", "backoff_ms")
@@ -96,7 +102,7 @@ class DeleteTopicRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class UpdateTopicRequest(_message.Message):
-    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms", "webhook", "no_webhook", "rotate_secret", "show_secret", "lease_ms", "max_deliveries")
+    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms", "webhook", "no_webhook", "rotate_secret", "show_secret", "lease_ms", "max_deliveries", "paused")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_RATE_FIELD_NUMBER: _ClassVar[int]
     NO_MAX_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +115,7 @@ class UpdateTopicRequest(_message.Message):
     SHOW_SECRET_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_rate: float
     no_max_rate: bool
@@ -121,7 +128,8 @@ class UpdateTopicRequest(_message.Message):
     show_secret: bool
     lease_ms: int
     max_deliveries: int
-    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., no_webhook: _Optional[bool] = ..., rotate_secret: _Optional[bool] = ..., show_secret: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ...) -> None: ...
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., no_webhook: _Optional[bool] = ..., rotate_secret: _Optional[bool] = ..., show_secret: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class DeleteTopicResponse(_message.Message):
     __slots__ = ()

@@ -8,7 +8,7 @@ from dejaq.broker.api import validation, webhook_settings
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import entries as cron_entries
-from dejaq.broker.dispatch import ranks
+from dejaq.broker.dispatch import pausing, ranks
 from dejaq.broker.observability.activity import Activity
 from dejaq.broker.observability.metrics import Event
 from dejaq.broker.security.identity import lease_owner
@@ -33,7 +33,10 @@ async def create_topic(broker: BrokerContext, req: pb.CreateTopicRequest) -> pb.
     if settings.webhook is not None:
         hook = await _checked_webhook(broker, settings.webhook, settings.kind)
         settings = dataclasses.replace(settings, webhook=webhook_settings.with_secret(hook))
-    topic = Topic(name, settings, broker.clock.now_ms())
+    now = broker.clock.now_ms()
+    # Created paused or not; when is the broker's to say.
+    settings = dataclasses.replace(settings, paused_at_ms=now if settings.paused else 0)
+    topic = Topic(name, dataclasses.replace(settings, resumed_at_ms=0), now)
     await broker.storage.create_topic(topic)
     await broker.coordinator.topic_created(topic)  # other brokers drop cached copies
     if broker.webhooks is not None:
@@ -83,19 +86,21 @@ async def _delete_cron_timeline(broker: BrokerContext, name: str) -> None:
 
 async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.Topic:
     """Change what a running topic may change: its delivery rate cap, default
-    lease, max deliveries and webhook. The answer carries the webhook's signing
-    secret (an admin call)."""
+    lease, max deliveries, webhook, and whether it is paused. The answer carries
+    the webhook's signing secret (an admin call)."""
     name = validation.topic_name(req.name)
     rate_given = req.no_max_rate or req.HasField("max_rate")
     if req.no_max_rate and req.HasField("max_rate"):
         raise InvalidArgument("say what to change: a max rate, or no max rate (not both)")
     hook_given = req.HasField("webhook") or req.no_webhook or req.rotate_secret
     lease_given, md_given = req.HasField("lease_ms"), req.HasField("max_deliveries")
-    changes = rate_given or hook_given or lease_given or md_given
+    pause_given = req.HasField("paused")
+    changes = rate_given or hook_given or lease_given or md_given or pause_given
     asked = changes or req.show_secret or any(req.HasField(f) for f in _FIXED)
     if not asked:
         raise InvalidArgument(
-            "say what to change: a max rate, or no max rate, a lease, max deliveries, or a webhook"
+            "say what to change: a max rate, or no max rate, a lease, max deliveries,"
+            " a webhook, or paused"
         )
     rate = 0.0 if req.no_max_rate or not rate_given else validation.max_rate(req.max_rate)
     lease = validation.lease_ms(req.lease_ms) if lease_given else 0
@@ -113,9 +118,12 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
         settings = dataclasses.replace(settings, max_deliveries=req.max_deliveries)
     if hook_given:
         settings = dataclasses.replace(settings, webhook=_webhook_of(current, req, hook))
+    if pause_given:
+        settings = pausing.paused(settings, req.paused, broker.clock.now_ms())
     topic = dataclasses.replace(current, settings=settings)
     await broker.storage.update_topic(topic)
     broker.topics.forget(name)
+    broker.metrics.topic_known(topic)  # paused or not, for its gauge
     d = broker.dispatchers.get(name)
     if d is not None and d.topic.created_at_ms == topic.created_at_ms:
         d.retune(topic)

@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from dejaq.broker.cron import entries
+from dejaq.broker.tasks import Background
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError, NotFound
 
@@ -21,6 +22,7 @@ class BrokerEvents:
 
     def __init__(self, broker: BrokerContext) -> None:
         self._broker = broker
+        self._background = Background("re-reading a topic's settings")
 
     def bucket_count(self, topic: str) -> int | None:
         d = self._broker.dispatchers.get(topic)
@@ -56,8 +58,8 @@ class BrokerEvents:
         if broker.webhooks is not None:
             await broker.webhooks.changed(topic)
         d = broker.dispatchers.get(topic)
-        if d is None:
-            return
+        if d is None and not broker.metrics.knows(topic):
+            return  # nothing here serves or shows it
         try:
             current = await broker.storage.get_topic(topic)
         except NotFound:
@@ -65,12 +67,20 @@ class BrokerEvents:
         except DejaqError as exc:
             log.warning("topic %s changed, but storage cannot tell how: %s", topic, exc)
             return
+        if current is not None:
+            broker.metrics.topic_known(current)  # whether it is paused, for its gauge
+        if d is None:
+            return
         stale = current is None or current.created_at_ms != d.topic.created_at_ms
         if stale and broker.dispatchers.get(topic) is d:
             log.info("topic %s was deleted on another broker; closing its consumers here", topic)
             await broker.drop_dispatcher(topic, NotFound(f"topic {topic!r} was deleted"))
         elif current is not None and not stale and current.settings != d.topic.settings:
-            d.retune(current)  # changed on another broker (its rate cap)
+            d.retune(current)  # changed on another broker (its rate cap, a pause)
 
     def topics_reset(self) -> None:
+        """Changes may have been missed: drop the cached topics, and have each
+        dispatcher read its topic again (a pause or resume made meanwhile)."""
         self._broker.topics.clear()
+        for topic in list(self._broker.dispatchers):
+            self._background.spawn(self.topic_changed(topic))

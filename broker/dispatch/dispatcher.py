@@ -53,6 +53,11 @@ and what it took ahead would go out at its millisecond on top of what that
 millisecond's tokens allow. Deliveries made while the cap holds a backlog back are
 observed as rate-limited lateness, apart from the broker's own.
 
+A paused topic (``pausing.py``) runs no pass and sends nothing: what the
+window held is handed back to storage (due at its own time again, its credit
+returned), so nothing leaves ahead either. Leases already out may be settled. A
+resume pokes the dispatcher, whose next pass delivers the backlog in due order.
+
 A priority topic (core/priority.py) keeps its available messages at their
 rank, a negative timestamp: always due, most urgent first. A pass first
 promotes what became available in its buckets (a not-before time or nack
@@ -74,7 +79,7 @@ from typing import Protocol
 
 import numpy as np
 
-from dejaq.broker.dispatch import ranks
+from dejaq.broker.dispatch import pausing, ranks
 from dejaq.broker.dispatch.rate import RateCap
 from dejaq.broker.dispatch.window import Window
 from dejaq.broker.observability.metrics import Event, Metrics
@@ -94,6 +99,7 @@ class _Pass(enum.Enum):
     NO_CREDIT = "no credit"
     NO_BUCKETS = "no buckets"  # our consumers own no bucket (cluster): wait for a rebalance
     THROTTLED = "throttled"  # the topic's rate cap allowed no more: more may be due
+    PAUSED = "paused"  # the topic was paused during the pass: the next step hands back
 
 
 STORAGE_RETRY_MS = 500
@@ -160,6 +166,7 @@ class Dispatcher:
         self._cap: RateCap | None = None
         self._share = 1.0  # of the topic's buckets this broker serves (for the cap)
         self._throttled = False  # the cap holds back a backlog
+        self._paused = False
         self.retune(topic)
 
     @property
@@ -215,8 +222,9 @@ class Dispatcher:
         log.info("%s: handed back %d messages held for %s", name, len(held), owner)
 
     def retune(self, topic: Topic) -> None:
-        """The topic's settings changed (its rate cap: the only one that may)."""
+        """The topic's settings changed (its rate cap, a pause or a resume)."""
         self.topic = topic
+        self._paused = topic.settings.paused
         rate = topic.settings.max_rate
         if not rate:
             self._cap = None
@@ -280,6 +288,9 @@ class Dispatcher:
 
     async def _step(self) -> None:
         """Send what the window holds that is due; run a pass when one is due."""
+        if self._paused:
+            await self._pause()
+            return
         self._send_held()
         if self._wake.is_set() or self._clock.now_ms() >= self._pass_at:
             outcome = await self._pass()
@@ -287,6 +298,16 @@ class Dispatcher:
                 await asyncio.sleep(0)  # the streams write what it sent before it goes on
             self._pass_at = await self._after(outcome)
             self._send_held()
+
+    async def _pause(self) -> None:
+        """Paused: hand back what the window holds, and wait for a resume (its
+        retune pokes). Credit the held messages took is given back."""
+        self._wake.clear()
+        self._pass_at, self._hints = _NEVER, False
+        for r in list(self._window.receivers()):
+            held = self._window.forget(r)
+            r.credit += len(held)
+            await self.hand_back(r.consumer_id, held)
 
     async def _after(self, outcome: _Pass) -> int:
         """When to run the next pass."""
@@ -297,6 +318,8 @@ class Dispatcher:
             return self._cap.next_ms(self._share)
         if outcome is _Pass.NO_CREDIT:
             return await self._stall_check()
+        if outcome is _Pass.PAUSED:
+            return _NEVER  # the retune that paused it poked: the next step hands back
         if outcome is _Pass.NO_BUCKETS:
             # Hints cannot help, only new credit, a consumer or a rebalance (each pokes).
             self._hints = False
@@ -369,6 +392,8 @@ class Dispatcher:
                 return _Pass.MORE  # rank them all before any is leased
         delivered = 0
         for r in ready:
+            if self._paused:
+                return _Pass.PAUSED  # paused while we awaited storage
             if r not in self._receivers:
                 continue  # left while we awaited storage
             limit = min(r.credit, self._max_frame)
@@ -415,6 +440,8 @@ class Dispatcher:
         return self._cap.allowed(now, self._share)
 
     def _send_held(self) -> None:
+        if self._paused:
+            return  # handed back by the next step, never sent
         for r, leases in self._window.due(self._clock.now_ms()):
             self._send(r, leases)
 
@@ -442,7 +469,8 @@ class Dispatcher:
         # Sent ahead to a consumer that holds it until due: on time, as far as
         # the broker can tell (the consumer's release is its own).
         on_time = np.minimum(due, now)
-        self._metrics.delivered(self.topic.name, now, on_time, again, throttled)
+        paused = pausing.paused_ms(self.topic.settings, on_time)
+        self._metrics.delivered(self.topic.name, now, on_time, again, throttled, paused)
 
     def _rotated(self) -> list[Receiver]:
         rs = self._receivers

@@ -104,6 +104,10 @@ class Window(Generic[R]):
         ]
         return min(dues, default=None)
 
+    def receivers(self) -> list[R]:
+        """The receivers something is held for."""
+        return list(self._held)
+
     def forget(self, receiver: R) -> list[LeasedMessage]:
         """Take a leaving receiver's held messages out: they are still leased to it."""
         return [m for h in self._held.pop(receiver, []) for m in h.messages[h.sent :]]

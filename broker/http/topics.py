@@ -1,5 +1,5 @@
-"""Topics over HTTP: create, list, describe (counts by state), set, delete,
-the forecast of their due load; and the cluster's status."""
+"""Topics over HTTP: create, list, describe (counts by state), set, pause,
+resume, delete, the forecast of their due load; and the cluster's status."""
 
 from __future__ import annotations
 
@@ -33,7 +33,20 @@ ROUTES = [
     ),
     Route(
         "PATCH", TOPIC, "UpdateTopic", control.update_topic,
-        pb.UpdateTopicRequest, pb.Topic, "Change a topic's delivery rate cap", "topics",
+        pb.UpdateTopicRequest, pb.Topic,
+        "Change a topic's rate cap, lease, max deliveries, webhook, or pause it", "topics",
+    ),
+    Route(
+        "POST", TOPIC + "/pause", "UpdateTopic", control.update_topic,
+        pb.UpdateTopicRequest, pb.Topic,
+        "Pause a topic cluster-wide: produces are stored, nothing is delivered", "topics",
+        fixed={"paused": True}, accepts=(),
+    ),
+    Route(
+        "POST", TOPIC + "/resume", "UpdateTopic", control.update_topic,
+        pb.UpdateTopicRequest, pb.Topic,
+        "Resume a paused topic: its backlog is delivered at once, in due order", "topics",
+        fixed={"paused": False}, accepts=(),
     ),
     Route(
         "DELETE", TOPIC, "DeleteTopic", control.delete_topic,

@@ -1,4 +1,5 @@
-"""Refresh the gauges that need storage: messages by state, lag, consumers, buckets.
+"""Refresh the gauges that need storage: messages by state, lag, consumers, buckets,
+whether each topic is paused (as the metrics were last told: ``topic_known``).
 
 One ``Storage.census`` call a refresh, however many topics: the backends
 answer it with one set-based query off their write path (SQL) or with cheap
@@ -46,6 +47,7 @@ async def refresh(broker: Observed) -> None:
         gauges.consumers.set(len(d.receivers) if d else 0)
         owned = broker.coordinator.buckets(name)
         gauges.buckets.set(topic.buckets if owned is None else len(owned))
+        gauges.paused.set(1 if m.is_paused(name) else 0)
         if n % SLICE == 0:
             await asyncio.sleep(0)
 

@@ -18,9 +18,17 @@ from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 NAME = "dejaq_delivery_lateness_seconds"
-DOC = "Push time minus due time of each delivery (not held back by a rate cap)"
+DOC = (
+    "Push time minus due time of each delivery (not held back by a rate cap),"
+    " less the part of the wait that fell inside the topic's latest pause"
+)
 CAPPED_NAME = "dejaq_rate_limited_lateness_seconds"
 CAPPED_DOC = "Push time minus due time of deliveries a topic's rate cap held back"
+PAUSED_NAME = "dejaq_paused_lateness_seconds"
+PAUSED_DOC = (
+    "Of each delivery due before its topic's latest resume, the part of its wait"
+    " that fell inside the pause (from the later of due time and pause to the resume)"
+)
 WAIT_NAME = "dejaq_priority_wait_seconds"
 WAIT_DOC = "Push time minus the time each delivery of a priority topic became available"
 LABELS = ["topic", "kind"]

@@ -27,6 +27,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from dejaq.broker.observability.lateness import (
     CAPPED_DOC,
     CAPPED_NAME,
+    PAUSED_DOC,
+    PAUSED_NAME,
     WAIT_DOC,
     WAIT_NAME,
     LatenessHistogram,
@@ -113,6 +115,7 @@ class TopicGauges(NamedTuple):
     lag: Any
     consumers: Any
     buckets: Any
+    paused: Any
 
 
 class Metrics:
@@ -131,6 +134,7 @@ class Metrics:
             registry=r,
         )
         self._kinds: dict[str, str] = {}  # topic -> kind its series are labelled with
+        self._paused: dict[str, bool] = {}  # topic -> paused, as last read
         self._counters: dict[str, dict[Event, Any]] = {}  # topic -> its counter children
         self.lateness = LatenessHistogram(LATENESS_BUCKETS, self.kind_of)
         r.register(self.lateness)
@@ -138,6 +142,16 @@ class Metrics:
             LATENESS_BUCKETS, self.kind_of, CAPPED_NAME, CAPPED_DOC
         )
         r.register(self.capped_lateness)
+        self.paused_lateness = LatenessHistogram(
+            LATENESS_BUCKETS, self.kind_of, PAUSED_NAME, PAUSED_DOC
+        )
+        r.register(self.paused_lateness)
+        self.paused = Gauge(
+            "dejaq_topic_paused",
+            "1 while the topic is paused (nothing delivered), 0 while it runs",
+            TOPIC_LABELS,
+            registry=r,
+        )
         self.priority_wait = LatenessHistogram(LATENESS_BUCKETS, self.kind_of, WAIT_NAME, WAIT_DOC)
         r.register(self.priority_wait)
         self.messages = Gauge(
@@ -229,16 +243,20 @@ class Metrics:
         return self.frames.labels(stream, direction)
 
     def topic_known(self, topic: Topic) -> None:
-        """The broker read ``topic``'s settings: label its series with its kind.
-        A kind that changed (the topic was deleted and created again) drops the
-        series labelled with the old one."""
+        """The broker read ``topic``'s settings: label its series with its kind,
+        and note whether it is paused (``dejaq_topic_paused``). A kind that
+        changed (the topic was deleted and created again) drops the series
+        labelled with the old one."""
         kind = topic.settings.kind
         labelled = self._kinds.get(topic.name)
-        if labelled == kind:
-            return
-        if labelled is not None:
+        if labelled is not None and labelled != kind:
             self.forget_topic(topic.name)
         self._kinds[topic.name] = kind
+        self._paused[topic.name] = topic.settings.paused
+
+    def is_paused(self, topic: str) -> bool:
+        """Whether ``topic`` was paused when the broker last read its settings."""
+        return self._paused.get(topic, False)
 
     def knows(self, topic: str) -> bool:
         """True once ``topic``'s series have a kind."""
@@ -276,11 +294,18 @@ class Metrics:
         due_ms: npt.NDArray[np.int64],
         redelivered: int,
         capped: bool = False,
+        paused_ms: npt.NDArray[np.int64] | None = None,
     ) -> None:
         """One dispatch pass: the due times of what it delivered at ``now_ms``;
-        ``capped`` when the topic's rate cap held them back (measured apart)."""
+        ``capped`` when the topic's rate cap held them back (measured apart);
+        ``paused_ms``, of each, the part of its wait a pause of the topic caused:
+        observed apart, and not counted as the broker's lateness."""
         self._kind(topic)  # the histogram is labelled at scrape time with this kind
-        (self.capped_lateness if capped else self.lateness).observe(topic, now_ms - due_ms)
+        late = now_ms - due_ms
+        if paused_ms is not None:
+            late = late - paused_ms
+            self.paused_lateness.observe(topic, paused_ms[paused_ms > 0])
+        (self.capped_lateness if capped else self.lateness).observe(topic, late)
         self.count(Event.DELIVERED, topic, len(due_ms))
         self.count(Event.REDELIVERED, topic, redelivered)
 
@@ -318,6 +343,7 @@ class Metrics:
                 self.lag.labels(topic, kind),
                 self.consumers.labels(topic, kind),
                 self.buckets.labels(topic, kind),
+                self.paused.labels(topic, kind),
             )
         return gauges
 
@@ -352,20 +378,23 @@ class Metrics:
         else:
             self.lateness.labels(topic)
             self.capped_lateness.labels(topic)
+            self.paused_lateness.labels(topic)
 
     def forget_topic(self, topic: str) -> None:
         """Drop a topic's series (deleted, or its kind changed) so label sets do
         not pile up."""
         self.forget_due_ahead(topic)
         kind = self._kinds.pop(topic, None)
+        self._paused.pop(topic, None)
         self._topic_gauges.pop(topic, None)
         self._counters.pop(topic, None)
         self.lateness.remove(topic)
         self.capped_lateness.remove(topic)
+        self.paused_lateness.remove(topic)
         self.priority_wait.remove(topic)
         if kind is None:  # never labelled: no series to drop
             return
-        per_topic = (*self.events.values(), self.lag, self.consumers, self.buckets)
+        per_topic = (*self.events.values(), self.lag, self.consumers, self.buckets, self.paused)
         for metric in per_topic:
             drop_series(metric, topic, kind)
         drop_series(self.messages, topic, kind, each=STATES)

@@ -18,6 +18,9 @@ concurrency: as many again as can be in flight may be held or waiting, so one
 waits at most one request timeout for a connection, and the lease covers that
 wait and its own request.
 
+A paused topic's dispatcher hands over nothing; what waits here for a
+connection when the pause comes is handed back, due at its own time again.
+
 A 2xx answer acks the message. A 429, a 5xx, any other answer, a timeout or
 a connection error nacks it, due again after ``retry.delay_ms``; past the
 topic's max deliveries the nack puts it on the dead timeline. The settles of
@@ -169,9 +172,21 @@ class Poster:
         self._plan = _Plan.of(hook, self._allow)
         for origin in [o for o in self._pools if o != self._plan.origin]:
             self._pools.pop(origin).close()  # its requests in flight fail: nacked, posted again
-        self._start_waiting()
+        self._start_waiting()  # paused: what waits is handed back instead
         if self._dispatcher is not None:
             self._dispatcher.poke()
+
+    def _hand_back_waiting(self) -> None:
+        """Paused: what waits for a connection is not posted but handed back,
+        due at its own time again (requests already in flight finish)."""
+        d, waiting = self._dispatcher, list(self._waiting)
+        if d is None or not waiting:
+            return
+        self._waiting.clear()
+        self.credit += len(waiting)
+        task = asyncio.create_task(d.hand_back(self.consumer_id, waiting))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def stop(self) -> None:
         """Stop posting. Messages held or waiting for us go back at their own
@@ -200,6 +215,9 @@ class Poster:
 
     def _start_waiting(self) -> None:
         """Post the waiting messages, oldest first, while the concurrency allows."""
+        if self.topic.settings.paused:
+            self._hand_back_waiting()
+            return
         waiting, limit = self._waiting, self.hook.concurrency
         while waiting and self._busy < limit:
             m = waiting.popleft()

@@ -58,6 +58,9 @@ def settings_to_pb(s: TopicSettings, secret: bool = False) -> pb.TopicSettings:
         priorities=s.priorities,
         aging_ms=s.aging_ms,
         webhook=None if s.webhook is None else webhook_to_pb(s.webhook, secret),
+        paused=s.paused,
+        paused_at_ms=s.paused_at_ms,
+        resumed_at_ms=s.resumed_at_ms,
     )
 
 
@@ -83,6 +86,9 @@ def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
         priorities=priorities,
         aging_ms=p.aging_ms,
         webhook=webhook_from_pb(p.webhook) if p.HasField("webhook") and p.webhook.url else None,
+        paused=p.paused,
+        paused_at_ms=p.paused_at_ms,
+        resumed_at_ms=p.resumed_at_ms,
     )
 
 

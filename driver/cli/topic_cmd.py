@@ -1,4 +1,4 @@
-"""``dejaq topic create|set|list|describe|forecast|delete``."""
+"""``dejaq topic create|set|pause|resume|list|describe|forecast|delete``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from dejaq.driver.cli.numbers import INT64, UINT32, whole
 from dejaq.driver.client import Client
 
 _KIND_FIELDS = ("kind", "priorities", "aging_ms")  # shown on the kind line
+_PAUSE_FIELDS = ("paused", "paused_at_ms", "resumed_at_ms")  # shown on the state line
 _MAX_RATE_HELP = "cap deliveries across the cluster, e.g. 5000/s, 300/m (default: no cap)"
 
 
@@ -117,6 +118,15 @@ def register(sub: Any) -> None:
     p.add_argument("--show-secret", action="store_true", help="print the webhook's signing secret")
     add_broker(p)
     p.set_defaults(run=client_command(set_))
+
+    for action, doc in (
+        ("pause", "stop deliveries cluster-wide (produces are still stored)"),
+        ("resume", "deliver again: the backlog goes out at once, in due order"),
+    ):
+        p = tsub.add_parser(action, help=doc)
+        p.add_argument("name")
+        add_broker(p)
+        p.set_defaults(run=client_command(pause if action == "pause" else resume))
 
     p = tsub.add_parser("list", help="list topics")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -319,7 +329,8 @@ async def list_(client: Client, args: argparse.Namespace) -> int:
         if args.json:
             emit({"name": t.name, **_settings_dict(t.settings)})
         else:
-            print(f"{t.name:<{width}}  {_kind_text(t.settings)}")
+            paused = "  paused" if t.settings.paused else ""
+            print(f"{t.name:<{width}}  {_kind_text(t.settings)}{paused}")
     return 0
 
 
@@ -339,8 +350,10 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
         emit(out)
         return 0
     print(f"topic      {info.topic.name}  (created {iso(info.topic.created_at_ms)})")
-    shown = {k: v for k, v in settings.items() if k not in (*_KIND_FIELDS, "webhook")}
+    hidden = (*_KIND_FIELDS, *_PAUSE_FIELDS, "webhook")
+    shown = {k: v for k, v in settings.items() if k not in hidden}
     print(f"kind       {_kind_text(info.topic.settings)}")
+    print(f"state      {_state_text(info.topic.settings)}")
     print("settings   " + "  ".join(f"{k}={v}" for k, v in shown.items()))
     hook = info.topic.settings.webhook
     if hook is not None:
@@ -352,6 +365,25 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
     print("messages   " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     print(f"consumers  {info.consumers}")
     print(f"next due   {_next_due(info.topic.settings, info.next_due_ms)}")
+    return 0
+
+
+def _state_text(settings: TopicSettings) -> str:
+    """``running``, or ``paused since ...``."""
+    if settings.paused:
+        return f"paused since {iso(settings.paused_at_ms)} (nothing is delivered)"
+    return "running"
+
+
+async def pause(client: Client, args: argparse.Namespace) -> int:
+    topic = await Admin(client).pause_topic(args.name)
+    print(f"topic {topic.name}: paused since {iso(topic.settings.paused_at_ms)}")
+    return 0
+
+
+async def resume(client: Client, args: argparse.Namespace) -> int:
+    topic = await Admin(client).resume_topic(args.name)
+    print(f"topic {topic.name}: running")
     return 0
 
 

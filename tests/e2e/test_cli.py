@@ -534,6 +534,27 @@ def test_the_lease_and_max_deliveries_of_a_running_topic_are_set(cli: Cli, topic
     assert cli.json("topic", "describe", topic_name, "--json")["settings"]["lease_ms"] == 45_000
 
 
+def test_a_topic_is_paused_and_resumed(cli: Cli, topic_name: str) -> None:
+    # Given a paused topic
+    cli.ok("topic", "create", topic_name)
+    assert cli.ok("topic", "pause", topic_name).startswith(f"topic {topic_name}: paused since ")
+    # When a message falls due, a consumer gets nothing while it is paused
+    assert cli.ok("produce", topic_name, "x", "--id", "m1", "--in", "0s") == "accepted m1\n"
+    assert cli.ok("consume", topic_name, "--idle", "1s") == ""
+    # and describe and list say so
+    info = cli.json("topic", "describe", topic_name, "--json")
+    assert (info["settings"]["paused"], info["counts"]["due"]) == (True, 1)
+    assert "state      paused since " in cli.ok("topic", "describe", topic_name)
+    [line] = [x for x in cli.ok("topic", "list").splitlines() if x.split()[0] == topic_name]
+    assert line.split()[1:] == ["timeline", "paused"]
+    # When it is resumed, the message is delivered
+    assert cli.ok("topic", "resume", topic_name).strip() == f"topic {topic_name}: running"
+    assert [d["id"] for d in cli.lines("consume", topic_name, "--count", "1")] == ["m1"]
+    assert "state      running" in cli.ok("topic", "describe", topic_name)
+    # And pausing an unknown topic fails readably
+    assert "does not exist" in cli.fails("topic", "pause", "no-such-topic")
+
+
 def test_setting_the_rate_of_an_unknown_topic_fails_readably(cli: Cli) -> None:
     assert "does not exist" in cli.fails("topic", "set", "no-such-topic", "--max-rate", "none")
 

@@ -232,6 +232,15 @@ def test_an_admin_signs_in_browses_moves_cancels_redrives_and_pauses(
     expect(page.get_by_text("Rate cap lifted.")).to_be_visible()
     assert settings(guarded).max_rate == 0
 
+    # Pause the topic, then resume it, each read back from the broker
+    page.get_by_role("button", name="Pause", exact=True).click()
+    expect(page.get_by_text(re.compile("^Paused: produces are stored"))).to_be_visible()
+    assert settings(guarded).paused is True
+    expect(page.get_by_role("cell", name=re.compile("^paused since"))).to_be_visible()
+    page.get_by_role("button", name="Resume", exact=True).click()
+    expect(page.get_by_text(re.compile("^Resumed: the backlog"))).to_be_visible()
+    assert settings(guarded).paused is False
+
     # Cron: pause the entry
     page.get_by_role("link", name="Cron").click()
     entry = page.get_by_role("row").filter(has_text="nightly")
@@ -265,6 +274,7 @@ def test_a_read_only_principal_sees_no_controls_and_a_forged_call_is_refused(
     assert page.get_by_label("Rate cap (deliveries/s)").count() == 0
     assert page.get_by_label("Lease (ms)").count() == 0
     assert page.get_by_role("button", name="Redrive all").count() == 0
+    assert page.get_by_role("button", name="Pause", exact=True).count() == 0
     page.screenshot(path=str(tmp_path / "topic-read-only.png"), full_page=True)
 
     # The same call made by hand, with the session's CSRF token: the API refuses it

@@ -106,3 +106,13 @@ def test_the_document_describes_the_recent_deliveries_and_the_timeline(
     assert '"lease_ms"' in update and '"max_deliveries"' in update
     timeline = json.dumps(paths["/v1/topics/{topic}/timeline"]["get"])
     assert "after_timestamp_ms" in timeline and "next_after_id" in timeline
+
+
+def test_the_document_describes_pausing_a_topic(http_broker: BrokerProcess) -> None:
+    paths = _document(http_broker.http_url)["paths"]
+    assert isinstance(paths, dict)
+    assert '"paused"' in json.dumps(paths["/v1/topics/{name}"]["patch"])
+    for action in ("pause", "resume"):
+        operation = paths[f"/v1/topics/{{name}}/{action}"]["post"]
+        assert operation["operationId"] == f"UpdateTopic_{action}"
+        assert '"paused_at_ms"' in json.dumps(operation["responses"])

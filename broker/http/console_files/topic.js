@@ -1,5 +1,5 @@
 // One topic: counts and recent deliveries, settings (rate cap, lease and max
-// deliveries editable by an admin), the load due over the next hour, a paged
+// deliveries editable by an admin, who may also pause and resume it), the load due over the next hour, a paged
 // browse by due time, find by id with move and cancel (each quoting the
 // version shown), and the dead timeline with redrive.
 import { call, enc, permissions } from './api.js';
@@ -26,6 +26,8 @@ export function mount(view, name) {
   const summary = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   const settings = h('div');
   const settingsForm = h('div');
+  const pauseControl = h('div');
+  const pauseStatus = h('p', { role: 'status' });
   const load = h('div', {}, h('p', { class: 'muted' }, 'Reading the timeline…'));
   const found = h('div');
   const browse = h('div');
@@ -41,7 +43,7 @@ export function mount(view, name) {
   view.replaceChildren(
     h('p', {}, h('a', { href: '#/topics' }, '← Topics')),
     h('h1', {}, `Topic ${name}`), summary,
-    h('h2', {}, 'Settings'), settings, settingsForm,
+    h('h2', {}, 'Settings'), settings, pauseControl, settingsForm,
     h('h2', {}, 'Due over the next hour'), load,
     h('h2', {}, 'Find a message'), findForm, found,
     h('h2', {}, 'Messages'), browse,
@@ -190,6 +192,24 @@ export function mount(view, name) {
       status);
   }
 
+  // -- pause and resume: shown as the topic is now, on every refresh
+  function renderPause(topic) {
+    if (!may || !may.admin) { pauseControl.replaceChildren(); return; }
+    const paused = Boolean(topic.settings.paused);
+    const act = async () => {
+      try {
+        await call('POST', `${base}/${paused ? 'resume' : 'pause'}`, {});
+        say(pauseStatus, paused
+          ? 'Resumed: the backlog is delivered in due order.'
+          : 'Paused: produces are stored, nothing is delivered until it is resumed.');
+      } catch (err) { say(pauseStatus, `Not changed: ${problemText(err)}`, 'error'); }
+      await page.refresh();
+    };
+    pauseControl.replaceChildren(h('div', { class: 'row' },
+      h('button', { type: 'button', id: 'pause-topic', onclick: act }, paused ? 'Resume' : 'Pause')),
+    pauseStatus);
+  }
+
   const page = {
     async refresh() {
       may = await permissions(name);
@@ -200,12 +220,14 @@ export function mount(view, name) {
         h('td', { class: 'n' }, String(c.waiting ?? 0)), h('td', { class: 'n' }, String(c.due ?? 0)),
         h('td', { class: 'n' }, String(c.leased ?? 0)), h('td', { class: 'n' }, String(c.dead ?? 0)),
         h('td', { class: 'n' }, String(d.consumers ?? 0)), activityCells(d.activity), h('td', {}, time(d.next_due_ms)))]));
-      settings.replaceChildren(table(['Kind', 'Buckets', 'Lease', 'Max deliveries', 'Rate cap', 'Dedup window', 'Expiry'], [h('tr', {},
-        h('td', {}, s.kind), h('td', { class: 'n' }, String(s.buckets)), h('td', { class: 'n' }, `${s.lease_ms} ms`),
+      const state = s.paused ? `paused since ${time(s.paused_at_ms)}` : 'running';
+      settings.replaceChildren(table(['State', 'Kind', 'Buckets', 'Lease', 'Max deliveries', 'Rate cap', 'Dedup window', 'Expiry'], [h('tr', {},
+        h('td', {}, state), h('td', {}, s.kind), h('td', { class: 'n' }, String(s.buckets)), h('td', { class: 'n' }, `${s.lease_ms} ms`),
         h('td', { class: 'n' }, s.max_deliveries ? String(s.max_deliveries) : 'no limit'),
         h('td', { class: 'n' }, s.max_rate ? `${s.max_rate}/s` : 'none'),
         h('td', { class: 'n' }, `${s.dedup_window_ms} ms`), h('td', { class: 'n' }, s.expiry_ms ? `${s.expiry_ms} ms` : 'none'))]));
       renderSettingsForm(d.topic);
+      renderPause(d.topic);
       await Promise.all([readBrowse(), readDead()]);
       // The chart reads most: it comes after the tables, so they never wait for it.
       if (polls % CHART_EVERY === 0) load.replaceChildren(chart(await dueNextHour(name)));

@@ -27,7 +27,7 @@ export function mount(view) {
         const n = (x) => h('td', { class: 'n' }, d ? String(x ?? 0) : '?');
         return h('tr', {},
           h('td', {}, h('a', { href: `#/topic/${enc(t.name)}` }, t.name)),
-          h('td', {}, s.kind || 'timeline'),
+          h('td', {}, (s.kind || 'timeline') + (s.paused ? ' (paused)' : '')),
           h('td', { class: 'n' }, String(s.buckets ?? '')),
           n(c.waiting), n(c.due), n(c.leased), n(c.dead), n(d && d.consumers),
           activityCells(activity[i]),

@@ -171,3 +171,31 @@ async def test_describe_and_list_tell_the_recent_deliveries(api: Api) -> None:
     listed = (await api.call("GET", "/v1/topics")).body
     assert [a["topic"] for a in listed["activity"]] == ["a"]
     assert listed["activity"][0]["delivery_rate"] > 0
+
+
+async def test_an_admin_pauses_and_resumes_a_topic(api: Api) -> None:
+    # Given a topic paused over HTTP
+    await api.call("POST", "/v1/topics", {"name": "p"})
+    paused = await api.call("POST", "/v1/topics/p/pause", {})
+    assert paused.status == 200 and paused.body["settings"]["paused"] is True
+    assert int(paused.body["settings"]["paused_at_ms"]) > 0
+    described = await api.call("GET", "/v1/topics/p")
+    assert described.body["topic"]["settings"]["paused"] is True
+    # The pause route takes no settings: a body field is refused
+    extra = await api.call("POST", "/v1/topics/p/pause", {"max_rate": 5.0})
+    assert (extra.status, extra.body["code"]) == (400, "INVALID_ARGUMENT")
+    async with Client(api.grpc_address) as client, consuming(client, "p") as inbox:
+        # When a message falls due while it is paused, nothing is delivered
+        await api.call("POST", "/v1/topics/p/messages", {"id": "late", "timestamp_ms": PAST})
+        await inbox.quiet_for(0.5)
+        # And once resumed, it goes out
+        resumed = await api.call("POST", "/v1/topics/p/resume", {})
+        assert resumed.status == 200 and resumed.body["settings"]["paused"] is False
+        delivery = await inbox.next()
+        assert delivery.id == "late"
+        await delivery.ack()
+    # A PATCH says the same with a field
+    patched = await api.call("PATCH", "/v1/topics/p", {"paused": True})
+    assert patched.body["settings"]["paused"] is True
+    missing = await api.call("POST", "/v1/topics/nope/pause", {})
+    assert (missing.status, missing.body["code"]) == (404, "NOT_FOUND")

@@ -199,6 +199,22 @@ async def test_updated_settings_read_back_and_messages_stay(storage: Storage) ->
     assert (await storage.counts(T, NOW)).due == 1
 
 
+async def test_a_pause_and_a_resume_read_back(storage: Storage) -> None:
+    # Given a topic paused (its settings say since when)
+    topic = await given_topic(storage, buckets=4)
+    settings = dataclasses.replace(topic.settings, paused=True, paused_at_ms=NOW)
+    paused = dataclasses.replace(topic, settings=settings)
+    await storage.update_topic(paused)
+    # Then it reads back paused, by name and in the list (a broker restarting finds it so)
+    assert await storage.get_topic(T) == paused
+    assert [t.settings.paused for t in await storage.list_topics()] == [True]
+    # And once resumed, the pause's start and end read back
+    settings = dataclasses.replace(settings, paused=False, resumed_at_ms=NOW + 5)
+    resumed = dataclasses.replace(topic, settings=settings)
+    await storage.update_topic(resumed)
+    assert await storage.get_topic(T) == resumed
+
+
 async def test_a_webhook_and_its_secret_read_back_created_and_updated(storage: Storage) -> None:
     # Given a topic created with a webhook (headers, secret and all)
     hook = Webhook(
