@@ -22,6 +22,7 @@ def _cpu_cost() -> ModuleType:
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up by name
     spec.loader.exec_module(module)
     return module
 

@@ -28,7 +28,9 @@ PRODUCER, BROKER, STORAGE, CONSUMER = "producer", "broker", "storage", "consumer
 Reader = Callable[[], float]  # CPU seconds of one process (or server) so far
 
 
-def steady_window(first_due_ms: float, last_due_ms: float, trim: float = TRIM) -> tuple[float, float]:
+def steady_window(
+    first_due_ms: float, last_due_ms: float, trim: float = TRIM
+) -> tuple[float, float]:
     """The steady part of a step whose messages fall due from ``first_due_ms``
     to ``last_due_ms``: ``trim`` of the span cut off each end."""
     if not 0 <= trim < 0.5:
@@ -50,15 +52,16 @@ def us_per_message(
 ) -> dict[str, float | None]:
     """Each process's CPU µs a message between two readings (None: no messages)."""
     return {
-        name: (after[name] - before[name]) * 1e6 / messages if messages else None
-        for name in before
+        name: (after[name] - before[name]) * 1e6 / messages if messages else None for name in before
     }
 
 
 def by_role(per_process: Mapping[str, float | None]) -> dict[str, Any]:
     """Producer, broker, the consumers together and each, the storage server and
     the sum (a role the load has not, such as the rival's broker, is None)."""
-    each = [v for k, v in sorted(per_process.items(), key=_consumer_order) if k.startswith(CONSUMER)]
+    each = [
+        v for k, v in sorted(per_process.items(), key=_consumer_order) if k.startswith(CONSUMER)
+    ]
     known = [v for v in per_process.values() if v is not None]
     consumers = None if not each or None in each else sum(v for v in each if v is not None)
     whole = None if len(known) < len(per_process) or not known else sum(known)
