@@ -134,6 +134,7 @@ def test_the_table_sets_each_sum_beside_the_pollers() -> None:
     dejaq = {
         "rate": 20_000,
         "delivered_per_s": 19_990,
+        "kept_up": True,
         "us_per_message": cpu_cost.by_role(
             {"producer": 10.0, "broker": 50.0, "consumer-0": 10.0, "consumer-1": 10.0}
         ),
@@ -146,7 +147,7 @@ def test_the_table_sets_each_sum_beside_the_pollers() -> None:
     rows = cpu_cost.rows([("memory", dejaq), ("sqlite", {"error": "boom"})], rival)
     assert [r[0] for r in rows] == ["memory", cpu_cost.RIVAL_ROW]
     memory, poller = rows
-    assert memory[1:] == [20_000, 19_990, 10.0, 50.0, 20.0, "10.0/10.0", None, 80.0, 2.0]
+    assert memory[1:] == [20_000, 19_990, True, 10.0, 50.0, 20.0, "10.0/10.0", None, 80.0, 2.0]
     assert poller[-2:] == [40.0, 1.0]
     # without the rival's figure, no ratio
     assert cpu_cost.rows([("memory", dejaq)], None)[0][-1] is None

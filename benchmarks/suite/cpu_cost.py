@@ -147,6 +147,7 @@ HEADER = [
     "",
     "asked/s",
     "delivered/s",
+    "kept up",
     "producer",
     "broker",
     "consumers",
@@ -162,7 +163,8 @@ def title(rate: int, seconds: float) -> str:
         f"cpu: CPU µs a delivered message of each process (utime + stime from /proc),"
         f" over the middle half of a {seconds:g} s step at {rate:,}/s; storage = the"
         " storage server's processes (redis-server; PostgreSQL's postmaster and backends);"
-        " ratio = sum / the Redis poller's sum"
+        " ratio = sum / the Redis poller's sum; kept up = delivered in the window at >= 95%"
+        " of the rate (else the producer's CPU is spread over fewer deliveries than it made)"
     )
 
 
@@ -185,6 +187,7 @@ def rows(
                 name,
                 r.get("rate"),
                 r.get("delivered_per_s"),
+                r.get("kept_up"),
                 us.get(PRODUCER),
                 us.get(BROKER),
                 us.get("consumers"),
