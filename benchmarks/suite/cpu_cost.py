@@ -162,7 +162,8 @@ def title(rate: int, seconds: float) -> str:
     return (
         f"cpu: CPU µs a delivered message of each process (utime + stime from /proc),"
         f" over the middle half of a {seconds:g} s step at {rate:,}/s; storage = the"
-        " storage server's processes (redis-server; PostgreSQL's postmaster and backends);"
+        " storage server's processes (redis-server, every node of a Redis Cluster;"
+        " PostgreSQL's postmaster and backends);"
         " ratio = sum / the Redis poller's sum; kept up = delivered in the window at >= 95%"
         " of the rate (else the producer's CPU is spread over fewer deliveries than it made)"
     )
