@@ -3,6 +3,7 @@
     python benchmarks/run.py --smoke          # CI: tiny sizes, checks, no speed verdicts
     python benchmarks/run.py                  # the full run (20-40 min)
     python benchmarks/run.py --backends memory,redis,poller --scenarios steady --step-s 5
+    python benchmarks/run.py --scenarios cpu --cpu-rate 20000
 
 Per backend (memory, sqlite, redis, postgres): the backend's server when it
 has one, a broker process (``dejaq broker``), and these scenarios:
@@ -12,6 +13,10 @@ has one, a broker process (``dejaq broker``), and these scenarios:
             steps up, each step held --step-s, until p99 lateness passes
             --p99-ms, or anything is early or left behind. The figure: the
             highest rate that held, and its ratio to the rival's.
+- cpu       the steady load held at one rate (--cpu-rate, 20k/s) for
+            --cpu-step-s: over the step's middle half, the CPU µs a delivered
+            message of each process (producer, broker, each consumer, the
+            storage server's), from /proc, and the sum's ratio to the rival's
 - cli       3 x ``dejaq consume`` at 1k due/s (p50 / p99); one
             ``dejaq consume`` at rising rates until it no longer keeps up
 - bulk      produce -> deliver -> ack, all due now (memory only)
@@ -66,7 +71,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from scenarios import cluster, cluster_faults, forecast, poller, scale, spark
+from scenarios import cluster, cluster_faults, cpu, forecast, poller, scale, spark, steady
 from scenarios.per_backend import SCENARIOS, run_backend, unavailable
 from suite import profile, report
 from suite.backends import BACKENDS, RIVAL, Unavailable
@@ -77,6 +82,7 @@ from suite.targets import evaluate
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ALL_SCENARIOS = (
     "steady",
+    "cpu",
     "cli",
     "bulk",
     "burst",
@@ -122,6 +128,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--drain-s", type=_positive(float), help="how long stragglers may take after a step"
+    )
+    p.add_argument(
+        "--cpu-rate", type=_positive(int), help="cpu: the due rate held, msgs/s (20,000)"
+    )
+    p.add_argument(
+        "--cpu-step-s", type=_positive(float), help="cpu: seconds the rate is held (full: 20)"
     )
     p.add_argument("--cli-rates", help="cli: rates one `dejaq consume` is stepped through")
     p.add_argument(
@@ -233,6 +245,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
         ("priority_s", "priority_s"),
         ("priority_backlog", "priority_backlog"),
         ("webhook_step_s", "webhook_step_s"),
+        ("cpu_rate", "cpu_rate"),
+        ("cpu_step_s", "cpu_step_s"),
     ):
         if getattr(args, flag) is not None:
             changes[name] = getattr(args, flag)
@@ -271,13 +285,14 @@ async def main(argv: Sequence[str] | None = None) -> int:
             results["backends"][backend] = await run_backend(
                 backend, plan, per_backend, profile_dir
             )
-    if RIVAL in args.backends and "steady" in args.scenarios:
+    rival_scenarios = [s for s in ("steady", "cpu") if s in args.scenarios]
+    if RIVAL in args.backends and rival_scenarios:
         print(
             "[poller] the rival: Redis sorted set, Lua pop-due every"
             f" {plan.poll_ms:g} ms in {plan.consumers} processes",
             flush=True,
         )
-        results["poller"] = await rival(plan)
+        results["poller"] = await rival(plan, rival_scenarios)
     if "scale" in args.scenarios and "memory" in args.backends:
         results["scale"] = await bounded(scale.run(plan, profile_dir), scale.bound_s(plan))
     if "forecast" in args.scenarios:
@@ -317,11 +332,14 @@ async def main(argv: Sequence[str] | None = None) -> int:
     return 1 if found else 0
 
 
-async def rival(plan: Plan) -> dict[str, Any]:
+async def rival(plan: Plan, scenarios: Sequence[str]) -> dict[str, Any]:
+    """The rival's steady ramp and cpu step, each on a fresh redis-server."""
+    runs = {
+        "steady": lambda: bounded(poller.run(plan), steady.bound_s(plan)),
+        "cpu": lambda: bounded(cpu.rival(plan), cpu.bound_s(plan)),
+    }
     try:
-        from scenarios.steady import bound_s
-
-        return {"steady": await bounded(poller.run(plan), bound_s(plan))}
+        return {name: await runs[name]() for name in scenarios}
     except Unavailable as exc:
         return unavailable(RIVAL, str(exc))
 

@@ -15,11 +15,12 @@ from suite.procstat import rss_bytes
 
 from dejaq.driver.client import Client
 
-from . import bulk, burst, cli, priority, produce, scan, steady, webhooks, wire_limit
+from . import bulk, burst, cli, cpu, priority, produce, scan, steady, webhooks, wire_limit
 
 # name -> (scenario, its time bound from the plan, the backends it runs on (None: all))
 SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | None]] = {
     "steady": (steady.run, steady.bound_s, None),
+    "cpu": (cpu.run, cpu.bound_s, None),
     "cli": (cli.run, cli.bound_s, None),
     "bulk": (bulk.run, bulk.bound_s, ("memory",)),
     "burst": (burst.run, burst.bound_s, ("memory",)),

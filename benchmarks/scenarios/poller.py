@@ -9,9 +9,11 @@ to this one, measured in the same run on the same machine.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
-from suite.backends import redis_store
+from suite.backends import Store, redis_store
 from suite.fleets import WorkerFleet
 from suite.plan import Plan
 from suite.probes import RedisProbe
@@ -21,7 +23,9 @@ from suite.workers import Worker, poller_main, producer_main
 from .steady import rule
 
 
-async def run(plan: Plan) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def rig(plan: Plan) -> AsyncIterator[tuple[Rig, Store]]:
+    """A fresh redis-server, the producer process and the pollers, while the block runs."""
     async with redis_store() as served:
         url = served.url
         producer = Worker("poller-producer", producer_main, "zset", url, plan.in_flight)
@@ -31,12 +35,14 @@ async def run(plan: Plan) -> dict[str, Any]:
                 "poller", plan.consumers, poller_main, url, plan.poll_ms
             ).start()
             try:
-                rig = Rig("poller", producer, fleet, RedisProbe(url))
-                out = await ramp(
-                    rig, plan.rates, plan.step_s, plan.lead_ms, plan.drain_s, rule(plan)
-                )
+                yield Rig("poller", producer, fleet, RedisProbe(url)), served
             finally:
                 await fleet.stop()
         finally:
             await producer.stop()
+
+
+async def run(plan: Plan) -> dict[str, Any]:
+    async with rig(plan) as (load, _):
+        out = await ramp(load, plan.rates, plan.step_s, plan.lead_ms, plan.drain_s, rule(plan))
     return {"processes": plan.consumers, "poll_ms": plan.poll_ms, "step_s": plan.step_s, **out}

@@ -64,6 +64,10 @@ class Plan:
     webhook_rates: tuple[int, ...] = (500, 1_000, 2_000, 5_000, 10_000, 15_000, 20_000)
     webhook_step_s: float = 5.0
     webhook_concurrency: int = 64
+    # cpu: one step at cpu_rate held cpu_step_s; each process's CPU a delivered
+    # message over its middle half
+    cpu_rate: int = 20_000
+    cpu_step_s: float = 20.0
     poll_ms: float = 1.0  # the Redis poller's period
     credits: int = 10_000  # the private client's window
     broker_env: dict[str, str] = field(default_factory=dict)  # DEJAQ_* settings for brokers
@@ -129,4 +133,6 @@ SMOKE = Plan(
     forecast_topics=5,
     webhook_rates=(200, 500),
     webhook_step_s=1.0,
+    cpu_rate=2_000,
+    cpu_step_s=2.0,
 )

@@ -27,6 +27,7 @@ import numpy as np
 from dejaq.core.clock import now_ms
 
 from . import procstat
+from .cpu_cost import Meter
 from .fleets import Fleet
 from .probes import Probe
 from .stats import lateness_summary, rate
@@ -119,14 +120,24 @@ class Seen:
 
 
 async def step(
-    rig: Rig, per_s: int, seconds: float, lead_ms: int, drain_s: float, index: int
+    rig: Rig,
+    per_s: int,
+    seconds: float,
+    lead_ms: int,
+    drain_s: float,
+    index: int,
+    meter: Meter | None = None,
 ) -> tuple[dict[str, Any], Seen]:
+    """One step; with a ``meter``, every process's CPU a delivered message over
+    the step's steady window too (``window`` in the figures)."""
     seen = Seen(f"s{index:02d}-")
     start_ms = now_ms() + START_SLACK_MS
     first_due = start_ms + lead_ms
     last_due = first_due + seconds * 1000
     command = ("steady", rig.topic, per_s, seconds, start_ms, lead_ms, seen.prefix)
     producing = asyncio.create_task(rig.producer.ask(command, seconds + lead_ms / 1000 + 120))
+    # The meter reads inside the step, away from the probe's scrapes at its ends.
+    metering = asyncio.create_task(meter.watch(first_due, last_due)) if meter else None
     pids = [rig.producer.pid, *rig.fleet.pids()]
     try:
         await _until(first_due)
@@ -136,9 +147,12 @@ async def step(
         b = await rig.probe.sample()
         cpu_b, at_b = [procstat.cpu_s(p) for p in pids], time.monotonic()
         produced = await producing
+        if metering is not None:
+            await metering
     finally:
-        if not producing.done():
-            producing.cancel()
+        for task in (producing, metering):
+            if task is not None and not task.done():
+                task.cancel()
     await seen.drain(rig.fleet, produced["accepted"], last_due + drain_s * 1000)
     got_ns = np.array(seen.received_ns, dtype=np.int64)
     due_ms = np.array(seen.due_ms, dtype=np.int64)
@@ -171,6 +185,8 @@ async def step(
             ],
         },
     }
+    if meter is not None:
+        figures["window"] = meter.figures(got_ns)
     return figures, seen
 
 
@@ -207,17 +223,19 @@ async def ramp(
     drain_s: float,
     rule: Rule,
     final_drain_s: float = FINAL_DRAIN_S,
+    meter: Meter | None = None,
 ) -> dict[str, Any]:
     """Step up through ``rates``; stop after the first step the rule fails.
 
     A step that left messages behind (late, not necessarily lost) gets
-    ``final_drain_s`` more: what is still missing then is ``lost``."""
+    ``final_drain_s`` more: what is still missing then is ``lost``. A ``meter``
+    reads each step's CPU a delivered message."""
     steps: list[dict[str, Any]] = []
     best: int | None = None
     stopped = None
     lost = 0
     for n, per_s in enumerate(rates):
-        s, seen = await step(rig, per_s, seconds, lead_ms, drain_s, n)
+        s, seen = await step(rig, per_s, seconds, lead_ms, drain_s, n, meter)
         why = rule(s)
         s["holds"], s["why"] = why is None, why
         steps.append(s)

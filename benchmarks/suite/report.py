@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import storage_split
+from . import cpu_cost, storage_split
 from .plan import BATCH_SIZES, Plan
 from .targets import dig, evaluate
 
@@ -123,6 +123,13 @@ def steady_tables(results: dict[str, Any], plan: Plan) -> str:
             ),
         ]
     )
+
+
+def cpu_table(results: dict[str, Any], plan: Plan) -> str:
+    found = [(name, r["cpu"]) for name, r in _ran(results) if isinstance(r.get("cpu"), dict)]
+    rival = dig(results, "poller", "cpu")
+    rows = cpu_cost.rows(found, rival if isinstance(rival, dict) else None)
+    return table(cpu_cost.title(plan.cpu_rate, plan.cpu_step_s), cpu_cost.HEADER, rows)
 
 
 def cli_table(results: dict[str, Any]) -> str:
@@ -499,6 +506,7 @@ def render(results: dict[str, Any], plan: Plan) -> str:
     parts = [
         steady_tables(results, plan),
         split_table(results),
+        cpu_table(results, plan),
         cli_table(results),
         bulk_table(results),
         burst_table(results),
@@ -563,6 +571,7 @@ def problems(results: dict[str, Any], plan: Plan) -> list[str]:
 # Where every scenario's headline figure sits (a smoke run checks each was produced).
 FIGURES: dict[str, tuple[str | int, ...]] = {
     "steady": ("steady", "steps", -1, "lateness", "p99_ms"),
+    "cpu": ("cpu", "us_per_message", "sum"),
     "cli": ("cli", "at_rate", "steps", 0, "lateness", "p99_ms"),
     "cli one process": ("cli", "one_process", "steps", 0, "delivered_per_s"),
     "bulk": ("bulk", "msgs_per_s"),
@@ -597,8 +606,9 @@ def missing_figures(results: dict[str, Any]) -> list[str]:
                 found.append(f"{name}: no {figure} figure")
     poller = results.get("poller")
     if isinstance(poller, dict) and not {"skipped", "error"} & poller.keys():
-        if dig(poller, *FIGURES["steady"]) is None:
-            found.append("poller: no steady figure")
+        for figure in ("steady", "cpu"):
+            if figure in poller and dig(poller, *FIGURES[figure]) is None:
+                found.append(f"poller: no {figure} figure")
     scale = results.get("scale")
     if isinstance(scale, dict) and not {"skipped", "error"} & scale.keys():
         if not any(s.get("bytes_per_message") for s in (scale.get("stages") or {}).values()):
