@@ -83,8 +83,8 @@ async def produce(client: Client, args: argparse.Namespace) -> int:
         at = now_ms()  # a priority alone: available now
     if (args.payload is None and args.payload_file is None) or at is None:
         raise InvalidArgument(
-            "give a PAYLOAD (or --payload-file PATH) and --at or --in, or --priority on a"
-            " priority topic (or --jsonl FILE)"
+            "give a PAYLOAD and --at or --in, or --priority on a priority topic (or --jsonl"
+            " FILE); --payload-file PATH gives the PAYLOAD from a file"
         )
     payload = (
         args.payload.encode() if args.payload is not None else _read_payload(args.payload_file)
