@@ -16,6 +16,11 @@ class InvalidArgument(DejaqError):
     """The request is malformed or out of range; nothing was changed."""
 
 
+class PayloadTooLarge(InvalidArgument):
+    """A message's payload is over its topic's max payload; nothing was stored.
+    Travels as INVALID_ARGUMENT (HTTP: 413 Content Too Large)."""
+
+
 class NotFound(DejaqError):
     """The topic or message does not exist."""
 

@@ -93,11 +93,16 @@ class Admin:
     def __init__(self, client: Client) -> None:
         self.client = client
 
-    async def create_topic(self, name: str, settings: TopicSettings | None = None) -> Topic:
+    async def create_topic(
+        self, name: str, settings: TopicSettings | None = None, *, exist_ok: bool = False
+    ) -> Topic:
+        """Create a topic; ``AlreadyExists`` if one of that name exists. With
+        ``exist_ok``, one that exists with these very settings is returned
+        instead (a set-up that runs again), and one with other settings is
+        still ``AlreadyExists``, its message naming each difference."""
         s = settings_to_pb(settings or TopicSettings(), secret=True)  # a secret given is kept
-        return topic_from_pb(
-            await self.client.call("CreateTopic", pb.CreateTopicRequest(name=name, settings=s))
-        )
+        req = pb.CreateTopicRequest(name=name, settings=s, exist_ok=exist_ok)
+        return topic_from_pb(await self.client.call("CreateTopic", req))
 
     async def set_max_rate(self, name: str, rate: float | None) -> Topic:
         """Cap a topic's deliveries at ``rate`` a second across the cluster; None lifts

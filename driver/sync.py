@@ -4,7 +4,7 @@ One background thread runs an event loop; every call is submitted to it and
 waited for. The objects behave like their async counterparts with plain calls::
 
     with SyncClient("127.0.0.1:7700") as client:
-        client.admin.create_topic("jobs")
+        client.create_topic("jobs", exist_ok=True)
         client.producer("jobs").send(b"hello", delay_ms=1000)
         consumer = client.consumer("jobs")
         for delivery in consumer:
@@ -29,6 +29,7 @@ from dejaq.driver.consumer import SETTLED_LOOK_S, Consumer
 from dejaq.driver.cron import Cron
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.producer import Producer
+from dejaq.driver.sync_admin import SyncAdmin
 from dejaq.driver.tls import ClientTls
 
 T = TypeVar("T")
@@ -170,10 +171,12 @@ class SyncConsumer(_Proxy):
         return SyncDelivery(self._loop, d)
 
 
-class SyncClient:
-    """The driver for synchronous code: ``admin``, ``producer(topic, **options)``
-    and ``consumer(topic, **options)`` take the options of ``Admin``, ``Producer``
-    and ``Consumer``; calls run on one background event loop and wait.
+class SyncClient(SyncAdmin):
+    """The driver for synchronous code: ``Admin``'s calls are its own methods
+    (``create_topic``, ``describe_topic``, ... ; ``admin`` is the client
+    itself), and ``producer(topic, **options)`` and ``consumer(topic,
+    **options)`` take the options of ``Producer`` and ``Consumer``; calls run
+    on one background event loop and wait.
 
     Options:
         brokers: ``"h1:7700,h2:7700"`` (default ``DEJAQ_BROKER`` or 127.0.0.1:7700).
@@ -200,8 +203,13 @@ class SyncClient:
         except BaseException:
             self._loop.stop()  # no thread left behind by a refused setting
             raise
-        self.admin = _Proxy(self._loop, Admin(self._client))
+        super().__init__(self._loop, Admin(self._client))
         self.cron = _Proxy(self._loop, Cron(self._client))
+
+    @property
+    def admin(self) -> SyncAdmin:
+        """The admin calls (the client's own methods)."""
+        return self
 
     def producer(self, topic: str, **options: Any) -> _Proxy:
         async def make() -> Producer:

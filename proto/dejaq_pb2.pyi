@@ -88,12 +88,14 @@ class Counts(_message.Message):
     def __init__(self, waiting: _Optional[int] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., dead: _Optional[int] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("name", "settings")
+    __slots__ = ("name", "settings", "exist_ok")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    EXIST_OK_FIELD_NUMBER: _ClassVar[int]
     name: str
     settings: TopicSettings
-    def __init__(self, name: _Optional[str] = ..., settings: _Optional[_Union[TopicSettings, _Mapping]] = ...) -> None: ...
+    exist_ok: bool
+    def __init__(self, name: _Optional[str] = ..., settings: _Optional[_Union[TopicSettings, _Mapping]] = ..., exist_ok: _Optional[bool] = ...) -> None: ...
 
 class DeleteTopicRequest(_message.Message):
     __slots__ = ("name",)

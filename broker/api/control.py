@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from dejaq.broker.api import validation, webhook_settings
+from dejaq.broker.api import existing_topic, validation, webhook_settings
 from dejaq.broker.api.settle import Kind, settle
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.cron import entries as cron_entries
@@ -13,8 +13,8 @@ from dejaq.broker.observability.activity import Activity
 from dejaq.broker.observability.metrics import Event
 from dejaq.broker.security.identity import lease_owner
 from dejaq.core import priority, signature
-from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, WrongKind
-from dejaq.core.model import KIND_TIMELINE, Settled, Topic, Webhook
+from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument, NotFound, WrongKind
+from dejaq.core.model import KIND_TIMELINE, Settled, Topic, TopicSettings, Webhook
 from dejaq.core.wire.convert import (
     counts_to_pb,
     message_to_pb,
@@ -28,20 +28,41 @@ MAX_DEAD_PAGE = 1000
 
 
 async def create_topic(broker: BrokerContext, req: pb.CreateTopicRequest) -> pb.Topic:
+    """Create a topic; with ``exist_ok``, one that exists with the settings
+    asked is the answer (``existing_topic.py``)."""
     name = validation.topic_name(req.name)
-    settings = validation.settings(settings_from_pb(req.settings), broker.config.max_produce_bytes)
-    if settings.webhook is not None:
-        hook = await _checked_webhook(broker, settings.webhook, settings.kind)
-        settings = dataclasses.replace(settings, webhook=webhook_settings.with_secret(hook))
+    asked = validation.settings(settings_from_pb(req.settings), broker.config.max_produce_bytes)
+    settings = asked
+    if asked.webhook is not None:
+        hook = await _checked_webhook(broker, asked.webhook, asked.kind)
+        asked = dataclasses.replace(asked, webhook=hook)
+        settings = dataclasses.replace(asked, webhook=webhook_settings.with_secret(hook))
     now = broker.clock.now_ms()
     # Created paused or not; when is the broker's to say.
-    settings = dataclasses.replace(settings, paused_at_ms=now if settings.paused else 0)
-    topic = Topic(name, dataclasses.replace(settings, resumed_at_ms=0), now)
-    await broker.storage.create_topic(topic)
+    settings = dataclasses.replace(
+        settings, paused_at_ms=now if settings.paused else 0, resumed_at_ms=0
+    )
+    topic = Topic(name, settings, now)
+    try:
+        await broker.storage.create_topic(topic)
+    except AlreadyExists:
+        if not req.exist_ok:
+            raise
+        return topic_to_pb(await _same_topic(broker, name, asked), secret=True)
     await broker.coordinator.topic_created(topic)  # other brokers drop cached copies
     if broker.webhooks is not None:
         await broker.webhooks.changed(name)
     return topic_to_pb(topic, secret=True)  # an admin call: the secret is shown
+
+
+async def _same_topic(broker: BrokerContext, name: str, asked: TopicSettings) -> Topic:
+    """The existing topic ``name`` when its settings are those ``asked``, else
+    ``SettingsDiffer`` naming each difference."""
+    current = await broker.storage.get_topic(name)
+    found = existing_topic.differences(current.settings, asked)
+    if found:
+        raise existing_topic.SettingsDiffer(name, found)
+    return current
 
 
 async def _checked_webhook(

@@ -10,12 +10,13 @@ what is wrong with each refused one. Both read the same rules.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import grpc
 
 from dejaq.broker.api import validation
 from dejaq.core.bounds import Bound
-from dejaq.core.errors import InvalidArgument
+from dejaq.core.errors import InvalidArgument, PayloadTooLarge
 from dejaq.core.model import Topic
 from dejaq.core.priority import priority_bound
 from dejaq.core.wire.batches import ProduceBatch
@@ -24,26 +25,37 @@ from dejaq.proto import dejaq_pb2 as pb
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 _INVALID_KIND = kind_of(InvalidArgument(""))
+_TOO_LARGE_KIND = kind_of(PayloadTooLarge(""))  # still INVALID_ARGUMENT; HTTP says 413
 
 
-def column_rules(batch: ProduceBatch, topic: Topic) -> list[tuple[Bound, Sequence[int]]]:
+class Rule(NamedTuple):
+    bound: Bound
+    values: Sequence[int]  # the batch's column it applies to
+    kind: str = _INVALID_KIND  # the kind of its refusals
+
+
+def column_rules(batch: ProduceBatch, topic: Topic) -> list[Rule]:
     """Each bound a message meets, with the batch's column it applies to (a
     column the batch leaves out is all defaults, within every bound)."""
-    rules: list[tuple[Bound, Sequence[int]]] = [
-        (validation.TIMESTAMP, batch.timestamps),
-        (validation.payload_bound(topic.settings), list(map(len, batch.payloads))),
+    rules = [
+        Rule(validation.TIMESTAMP, batch.timestamps),
+        Rule(
+            validation.payload_bound(topic.settings),
+            list(map(len, batch.payloads)),
+            _TOO_LARGE_KIND,
+        ),
     ]
     if batch.expires_at is not None:
-        rules.append((validation.EXPIRY, batch.expires_at))
+        rules.append(Rule(validation.EXPIRY, batch.expires_at))
     if batch.priorities is not None:
-        rules.append((priority_bound(topic), batch.priorities))
+        rules.append(Rule(priority_bound(topic), batch.priorities))
     return rules
 
 
 def all_valid(batch: ProduceBatch, ids: list[str], topic: Topic) -> bool:
     """Whether every message is valid, checked a column at a time."""
     return validation.message_ids_valid(ids) and all(
-        bound.holds_for_all(values) for bound, values in column_rules(batch, topic)
+        rule.bound.holds_for_all(rule.values) for rule in column_rules(batch, topic)
     )
 
 
@@ -56,12 +68,13 @@ def screen(
     rejections: list[pb.Rejection] = []
     for i, mid in enumerate(ids):
         err = validation.message_id_error(mid)
-        for bound, values in rules:
+        kind = _INVALID_KIND
+        for rule in rules:
             if err is not None:
                 break
-            err = bound.error(values[i])
+            err, kind = rule.bound.error(rule.values[i]), rule.kind
         if err is not None:
-            rejections.append(pb.Rejection(index=i, code=_INVALID, reason=err, kind=_INVALID_KIND))
+            rejections.append(pb.Rejection(index=i, code=_INVALID, reason=err, kind=kind))
         else:
             positions.append(i)
     return positions, rejections

@@ -7,7 +7,7 @@ import re
 from dejaq.broker.cron.schedule import check, zone
 from dejaq.core.cron import CronEntry
 from dejaq.core.due_time import DUE_TIME
-from dejaq.core.errors import InvalidArgument
+from dejaq.core.errors import InvalidArgument, PayloadTooLarge
 from dejaq.core.model import Topic
 from dejaq.core.priority import check_priority
 
@@ -39,7 +39,7 @@ def entry(e: CronEntry, topic: Topic) -> CronEntry:
     if not 1 <= e.misfire_limit <= MAX_MISFIRE_LIMIT:
         raise InvalidArgument(f"misfire limit must be between 1 and {MAX_MISFIRE_LIMIT}")
     if len(e.payload) > topic.settings.max_payload_bytes:
-        raise InvalidArgument(
+        raise PayloadTooLarge(
             f"payload of {len(e.payload)} bytes is over the topic's maximum"
             f" ({topic.settings.max_payload_bytes})"
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Annotated, Any
 
@@ -34,6 +34,9 @@ class NewMessages:
     timestamps: list[int]
     payloads: list[bytes]
     columns: dict[str, list[int]]  # the optional ones a message gave (0: not given)
+    # A message due after a delay instead of at a time (index: delay_ms): its
+    # timestamp is set from the broker's clock when the batch is stored.
+    delays: dict[int, int] = field(default_factory=dict)
 
 
 # gc=False: records of strings and integers hold no cycles, and left untracked a

@@ -19,6 +19,21 @@ PROBLEM = {
         "detail": {"type": "string"},
         "code": {"type": "string", "enum": CODES},
         "kind": {"type": "string", "description": "the error's class: StaleVersion, Leased, ..."},
+        "differences": {
+            "type": "array",
+            "description": "a topic that exists with other settings (PUT): each setting"
+            " that differs, with the topic's value and the one asked",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "setting": {"type": "string"},
+                    "existing": {},
+                    "requested": {},
+                },
+                "required": ["setting", "existing", "requested"],
+                "additionalProperties": False,
+            },
+        },
     },
     "required": ["type", "title", "status", "detail", "code"],
 }

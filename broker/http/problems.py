@@ -9,6 +9,7 @@ HTTP status that fits the code.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from http import HTTPStatus
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from dejaq.core.errors import DejaqError, Unauthenticated
+from dejaq.broker.api.existing_topic import SettingsDiffer
+from dejaq.core.errors import DejaqError, PayloadTooLarge, Unauthenticated
 from dejaq.core.wire.status import code_for, kind_of
 
 CONTENT_TYPE = "application/problem+json"
@@ -34,6 +36,9 @@ HTTP_STATUS = {
     grpc.StatusCode.INTERNAL: 500,
     grpc.StatusCode.UNKNOWN: 500,
 }
+# Kinds whose HTTP status says more than their code's: a payload over its
+# topic's limit is INVALID_ARGUMENT on gRPC, and 413 Content Too Large here.
+KIND_STATUS = {PayloadTooLarge.__name__: 413}
 # Every code a problem may carry (the OpenAPI document lists them): the above,
 # UNIMPLEMENTED for a method a path does not serve, and DEADLINE_EXCEEDED (408)
 # for a body that did not arrive in time (limits.py).
@@ -41,8 +46,14 @@ CODES = sorted({c.name for c in HTTP_STATUS} | {"UNIMPLEMENTED", "DEADLINE_EXCEE
 
 
 def problem(
-    status: int, code: str, detail: str, kind: str = "", headers: dict[str, str] | None = None
+    status: int,
+    code: str,
+    detail: str,
+    kind: str = "",
+    headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> web.Response:
+    """``extra``: members the refusal adds (RFC 9457 extension members)."""
     body: dict[str, Any] = {
         "type": "about:blank",
         "title": HTTPStatus(status).phrase,
@@ -52,13 +63,30 @@ def problem(
     }
     if kind:
         body["kind"] = kind
+    body.update(extra or {})
     return web.Response(
         status=status, text=json.dumps(body), content_type=CONTENT_TYPE, headers=headers
     )
 
 
+def status_for(code: grpc.StatusCode | None, kind: str, default: int = 500) -> int:
+    """The HTTP status of a refusal: by its kind where that says more, else by
+    its code (one not mapped: ``default``)."""
+    if kind in KIND_STATUS:
+        return KIND_STATUS[kind]
+    return default if code is None else HTTP_STATUS.get(code, default)
+
+
 def from_error(exc: DejaqError) -> web.Response:
     code = code_for(exc)
-    status = HTTP_STATUS.get(code, 500)
+    kind = kind_of(exc)
+    status = status_for(code, kind)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthenticated) else None
-    return problem(status, code.name, str(exc), kind_of(exc), headers)
+    return problem(status, code.name, str(exc), kind, headers, _extra(exc))
+
+
+def _extra(exc: DejaqError) -> dict[str, Any] | None:
+    """A topic that exists with other settings lists each difference."""
+    if not isinstance(exc, SettingsDiffer):
+        return None
+    return {"differences": [dataclasses.asdict(d) for d in exc.differences]}

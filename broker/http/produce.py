@@ -22,7 +22,7 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.http import batch_json, codec, schemas
 from dejaq.broker.http.auth import caller_of
 from dejaq.broker.http.batch_json import NewMessages
-from dejaq.broker.http.problems import HTTP_STATUS, problem
+from dejaq.broker.http.problems import problem, status_for
 from dejaq.broker.http.route import (
     Surface,
     json_body,
@@ -34,7 +34,7 @@ from dejaq.broker.http.route import (
 )
 from dejaq.broker.security.identity import Caller
 from dejaq.core.errors import InvalidArgument
-from dejaq.core.model import InsertStatus
+from dejaq.core.model import MAX_TIMESTAMP, InsertStatus
 from dejaq.core.wire.batches import (
     ProduceBatch,
     decode_results,
@@ -44,17 +44,23 @@ from dejaq.core.wire.batches import (
 from dejaq.proto import dejaq_pb2 as pb
 
 F = codec.F
-# A message's fields, each with its wire type (its range) and whether it must be given.
-FIELDS: dict[str, tuple[int, bool]] = {
-    "timestamp_ms": (F.TYPE_INT64, True),
-    "max_deliveries": (F.TYPE_UINT32, False),
-    "expires_at_ms": (F.TYPE_INT64, False),
-    "priority": (F.TYPE_UINT32, False),
+# When a message is due: at a time, or after a delay from the broker's clock.
+AT, DELAY = "timestamp_ms", "delay_ms"
+# A message's options, each with its wire type (its range); 0 when not given.
+OPTIONS: dict[str, int] = {
+    "max_deliveries": F.TYPE_UINT32,
+    "expires_at_ms": F.TYPE_INT64,
+    "priority": F.TYPE_UINT32,
 }
+FIELDS: dict[str, int] = {AT: F.TYPE_INT64, **OPTIONS}  # with a wire type of their own
+# A delay reaches 9999-12-31 at most (the latest due time, from the broker's clock).
+DELAY_RANGE = (0, MAX_TIMESTAMP)
 DESCRIPTIONS = {
-    "timestamp_ms": "when it is due, ms since the epoch (priority topics: not before);"
+    AT: "when it is due, ms since the epoch (priority topics: not before);"
     " past or 0: now. Under 1000000000000 (2001-09-09) only 0 is taken: the rest can"
-    " only be seconds",
+    " only be seconds. Give this or delay_ms",
+    DELAY: "due this many ms from now, by the broker's clock (priority topics: not"
+    " before); 0: now. Give this or timestamp_ms",
     "max_deliveries": "0: the topic's; 1: at most once",
     "expires_at_ms": "dead-lettered if still undelivered then; 0: the topic's expiry",
     "priority": "priority topics: 0 is the most urgent",
@@ -77,7 +83,7 @@ def read_messages(docs: Any, limit: int) -> NewMessages:
 def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
     if not isinstance(doc, dict):
         raise InvalidArgument(f"{where} must be a JSON object")
-    known = {"id", "payload", "payload" + codec.BASE64_SUFFIX, *FIELDS}
+    known = {"id", "payload", "payload" + codec.BASE64_SUFFIX, DELAY, *FIELDS}
     for key in doc:
         if key not in known:
             raise InvalidArgument(f"{where}: unknown field {key!r}")
@@ -94,18 +100,43 @@ def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
     encoded = "payload_base64" in doc
     raw = doc.get("payload_base64" if encoded else "payload", "")
     new.payloads.append(codec.bytes_from_json(raw, f"{where}.payload", encoded))
-    for name, (kind, required) in FIELDS.items():
+    _read_due(new, doc, where, index)
+    for name, kind in OPTIONS.items():
         if name not in doc:
-            if required:
-                raise InvalidArgument(f"{where}.{name} is missing")
             if name in new.columns:
                 new.columns[name].append(0)
             continue
         value = _integer(doc[name], kind, f"{where}.{name}")
-        if name == "timestamp_ms":
-            new.timestamps.append(value)
-        else:
-            new.columns.setdefault(name, [0] * index).append(value)
+        new.columns.setdefault(name, [0] * index).append(value)
+
+
+def _read_due(new: NewMessages, doc: dict[str, Any], where: str, index: int) -> None:
+    """A message's due time, or its delay (its time is then set when it is stored)."""
+    if AT in doc and DELAY in doc:
+        raise InvalidArgument(f"{where}: give {AT} or {DELAY}, not both")
+    if DELAY in doc:
+        low, high = DELAY_RANGE
+        delay = codec.integer(doc[DELAY])
+        if delay is None or not low <= delay <= high:
+            raise InvalidArgument(f"{where}.{DELAY} must be an integer between {low} and {high}")
+        new.delays[index] = delay
+        new.timestamps.append(0)
+    elif AT in doc:
+        new.timestamps.append(_integer(doc[AT], FIELDS[AT], f"{where}.{AT}"))
+    else:
+        raise InvalidArgument(f"{where}.{AT} is missing (or give {DELAY})")
+
+
+def due_after_delays(new: NewMessages, now: int) -> None:
+    """Set the time of each message given a delay: ``now`` plus its delay. One
+    that would be due after the latest due time is refused, by name."""
+    for index, delay in new.delays.items():
+        at = now + delay
+        if at > MAX_TIMESTAMP:
+            raise InvalidArgument(
+                f"body.messages[{index}].{DELAY}: {delay} ms from now is after 9999-12-31"
+            )
+        new.timestamps[index] = at
 
 
 def _integer(value: Any, kind: int, where: str) -> int:
@@ -123,9 +154,11 @@ async def _produce(
     frame's byte cap goes to storage as it is; one that may be over it is
     encoded first, so the cap judges the very frame."""
     c = new.columns
-    columns = [c.get(name) for name in ("max_deliveries", "expires_at_ms", "priority")]
+    columns = [c.get(name) for name in OPTIONS]
     req = pb.ProduceRequest(topic=request.match_info["topic"])
     broker = surface.broker
+    if new.delays:
+        due_after_delays(new, broker.clock.now_ms())
     payload_bytes = sum(map(len, new.payloads))
     id_chars = sum(map(len, new.ids))
     size = messages_frame_at_most(len(new.ids), payload_bytes, id_chars, len(c))
@@ -172,7 +205,7 @@ def produce_one(surface: Surface) -> Callable[[web.Request], Awaitable[web.Respo
         if rejections:
             r = rejections[0]
             code = grpc.StatusCode[r["code"]] if r["code"] in grpc.StatusCode.__members__ else None
-            status = HTTP_STATUS.get(code, 400) if code is not None else 400
+            status = status_for(code, r["kind"], default=400)
             return problem(status, r["code"], r["reason"], r["kind"])
         return json_response({"id": mid, "status": stored}, 201 if stored == "ACCEPTED" else 200)
 
@@ -209,13 +242,21 @@ NEW_MESSAGE: dict[str, Any] = {
         },
         **{
             name: {**schemas.integer_schema(kind), "description": DESCRIPTIONS[name]}
-            for name, (kind, _) in FIELDS.items()
+            for name, kind in FIELDS.items()
+        },
+        DELAY: {
+            "type": "integer",
+            "minimum": DELAY_RANGE[0],
+            "maximum": DELAY_RANGE[1],
+            "description": DESCRIPTIONS[DELAY],
         },
         **schemas.text_and_base64("payload"),
     },
-    "required": ["timestamp_ms"],
     "additionalProperties": False,
-    "allOf": [schemas.one_spelling(["payload", "payload" + codec.BASE64_SUFFIX])],
+    "allOf": [
+        schemas.one_spelling(["payload", "payload" + codec.BASE64_SUFFIX]),
+        {"oneOf": [{"required": [AT]}, {"required": [DELAY]}]},  # when: one, not both
+    ],
 }
 RESULT = {
     "type": "object",

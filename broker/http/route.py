@@ -1,5 +1,5 @@
 """A route of the HTTP surface: one Timeline call, its request read from the
-path, the query (GET, DELETE) or the JSON body (POST, PATCH), served through
+path, the query (GET, DELETE) or the JSON body (POST, PUT, PATCH), served through
 the gRPC surface's own call path (``broker/api/calls.py``).
 
 The route table is also the source of the OpenAPI document (``openapi.py``).
@@ -69,6 +69,7 @@ class Route:
     # OpenAPI links from the answer to the calls it leads to (a generated client, and
     # schemathesis's stateful phase, follow them): link name -> (operationId, parameters)
     links: Mapping[str, tuple[str, Mapping[str, str]]] = field(default_factory=dict)
+    operation_id: str = ""  # where the call and path alone would name two operations alike
 
     @property
     def path_fields(self) -> list[str]:
@@ -76,7 +77,7 @@ class Route:
 
     @property
     def has_body(self) -> bool:
-        return self.method in ("POST", "PATCH")
+        return self.method in ("POST", "PUT", "PATCH")
 
     @property
     def set_by_route(self) -> set[str]:
@@ -207,5 +208,7 @@ def links(table: Mapping[str, tuple[str, Mapping[str, str]]]) -> dict[str, Any]:
 
 
 def _operation_id(route: Route) -> str:
+    if route.operation_id:
+        return route.operation_id
     last = route.path.rstrip("/").rsplit("/", 1)[-1]
     return route.rpc if last.startswith("{") or not route.fixed else f"{route.rpc}_{last}"

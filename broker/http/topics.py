@@ -1,5 +1,6 @@
-"""Topics over HTTP: create, list, describe (counts by state), set, pause,
-resume, delete, the forecast of their due load; and the cluster's status."""
+"""Topics over HTTP: create (PUT: or find made alike), list, describe (counts
+by state), set, pause, resume, delete, the forecast of their due load; and the
+cluster's status."""
 
 from __future__ import annotations
 
@@ -9,18 +10,32 @@ from dejaq.broker.http.route import Route
 from dejaq.proto import dejaq_pb2 as pb
 
 TOPIC = "/v1/topics/{name}"
+# What a created topic leads to (a generated client, and schemathesis, follow them).
+TOPIC_LINKS = {
+    op: (op, {param: "$response.body#/name"})
+    for op, param in (
+        ("DescribeTopic", "name"),
+        ("UpdateTopic", "name"),
+        ("DeleteTopic", "name"),
+        ("Produce", "topic"),
+        ("ProduceBatch", "topic"),
+        ("CronAdd", "topic"),
+        ("ListDead", "topic"),
+        ("CronList", "topic"),
+    )
+}
 ROUTES = [
     Route(
         "POST", "/v1/topics", "CreateTopic", control.create_topic,
         pb.CreateTopicRequest, pb.Topic, "Create a topic", "topics", status=201,
-        links={
-            op: (op, {param: "$response.body#/name"})
-            for op, param in (
-                ("DescribeTopic", "name"), ("UpdateTopic", "name"), ("DeleteTopic", "name"),
-                ("Produce", "topic"), ("ProduceBatch", "topic"), ("CronAdd", "topic"),
-                ("ListDead", "topic"), ("CronList", "topic"),
-            )
-        },
+        links=TOPIC_LINKS,
+    ),
+    Route(
+        "PUT", TOPIC, "CreateTopic", control.create_topic,
+        pb.CreateTopicRequest, pb.Topic,
+        "Create a topic, or find it made with these settings (idempotent); one with"
+        " other settings is refused (409), each difference listed", "topics",
+        fixed={"exist_ok": True}, links=TOPIC_LINKS, operation_id="PutTopic",
     ),
     Route(
         "GET", "/v1/topics", "ListTopics", control.list_topics,

@@ -41,8 +41,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "produce",
         help="schedule messages",
-        description="Schedule one message (PAYLOAD with --at or --in, or --priority on a"
-        " priority topic, where --at/--in are a not-before time), or many with --jsonl:"
+        description="Schedule one message (PAYLOAD, or --payload-file PATH for any bytes, with"
+        " --at or --in, or --priority on a priority topic, where --at/--in are a not-before"
+        " time), or many with --jsonl:"
         ' one {"id", "timestamp_ms", "payload", "priority"} object a line ("payload_base64"'
         ' for binary, also spelt "payload_b64"; "max_deliveries", "expires_at_ms" as over'
         " HTTP; without timestamp_ms a message with a priority is available now).",
@@ -56,6 +57,11 @@ def register(sub: Any) -> None:
         type=int,
         help="priority topics: 0 is the most urgent (without --at/--in: available now)",
     )
+    p.add_argument(
+        "--payload-file",
+        metavar="PATH",
+        help="the payload: PATH's bytes as they are (any bytes), or - for stdin",
+    )
     p.add_argument("--jsonl", metavar="FILE", help="read messages from FILE, or - for stdin")
     add_broker(p)
     p.set_defaults(run=client_command(produce), trailing="payload")
@@ -63,24 +69,46 @@ def register(sub: Any) -> None:
 
 async def produce(client: Client, args: argparse.Namespace) -> int:
     if args.jsonl:
-        if args.payload is not None or args.at or args.in_ or args.id or args.priority is not None:
-            raise InvalidArgument("--jsonl takes no PAYLOAD, --id, --at, --in or --priority")
+        one = (args.payload, args.payload_file, args.at, args.in_, args.id or None, args.priority)
+        if any(given is not None for given in one):
+            raise InvalidArgument(
+                "--jsonl takes no PAYLOAD, --payload-file, --id, --at, --in or --priority"
+            )
         return await _produce_lines(client, args)
+    if args.payload is not None and args.payload_file is not None:
+        raise InvalidArgument("give PAYLOAD or --payload-file, not both")
     priority = 0 if args.priority is None else priority_value(args.priority)
     at = when_ms(args)
     if at is None and args.priority is not None:
         at = now_ms()  # a priority alone: available now
-    if args.payload is None or at is None:
+    if (args.payload is None and args.payload_file is None) or at is None:
         raise InvalidArgument(
-            "give a PAYLOAD and --at or --in, or --priority on a priority topic (or --jsonl FILE)"
+            "give a PAYLOAD and --at or --in, or --priority on a priority topic (or --jsonl"
+            " FILE); --payload-file PATH gives the PAYLOAD from a file"
         )
-    out = Outgoing(args.payload.encode(), at, args.id, priority=priority)
+    payload = (
+        args.payload.encode() if args.payload is not None else _read_payload(args.payload_file)
+    )
+    out = Outgoing(payload, at, args.id, priority=priority)
     async with Producer(client, args.topic) as producer:
         (result,) = await producer.send_batch([out])
     if result.status == InsertStatus.REJECTED:
         raise InvalidArgument(f"rejected: {result.error}")
     print(f"{result.status.name.lower()} {result.id}")
     return 0
+
+
+def _read_payload(path: str) -> bytes:
+    """The bytes of ``path`` (``-``: stdin) as they are, whatever they hold; a
+    file that cannot be read is said in one line."""
+    source = "stdin" if path == "-" else path
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {source}: {exc.strerror or exc}") from None
 
 
 async def _produce_lines(client: Client, args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from dejaq.core.errors import InvalidArgument
+from dejaq.core.errors import AlreadyExists, InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, KINDS, TopicSettings, Webhook
 from dejaq.driver.admin import Admin
 from dejaq.driver.cli.common import (
@@ -93,6 +93,12 @@ def register(sub: Any) -> None:
         "--deliver-secret",
         metavar="SECRET",
         help="the webhook's signing secret (default: the broker makes one, printed once)",
+    )
+    p.add_argument(
+        "--exist-ok",
+        action="store_true",
+        help="succeed when the topic exists with these settings (one with other settings"
+        " is refused, naming each difference)",
     )
     add_broker(p)
     p.set_defaults(run=client_command(create))
@@ -272,7 +278,16 @@ async def create(client: Client, args: argparse.Namespace) -> int:
         webhook=_webhook(args, None),
         **kind,
     )
-    topic = await Admin(client).create_topic(args.name, settings)
+    admin = Admin(client)
+    try:
+        topic = await admin.create_topic(args.name, settings)
+    except AlreadyExists:
+        if not args.exist_ok:
+            raise
+        # The broker judges "the same settings" (or names each difference).
+        topic = await admin.create_topic(args.name, settings, exist_ok=True)
+        print(f"topic {topic.name} exists with these settings")
+        return 0
     kind_note = f" ({_kind_text(topic.settings)})" if topic.settings.kind != KIND_TIMELINE else ""
     print(f"created topic {topic.name}{kind_note}")
     hook = topic.settings.webhook

@@ -103,13 +103,13 @@ def test_terminal_sessions_print_what_the_page_shows(
             )
 
 
+def _is_program(block: Block) -> bool:
+    """A python block that runs: an asyncio program, or any block showing its output."""
+    return block.lang == "python" and ("asyncio.run(" in block.text or block.output is not None)
+
+
 def _programs() -> list[tuple[str, int]]:
-    return [
-        (b.page, b.line)
-        for p in pages()
-        for b in blocks(p)
-        if b.lang == "python" and "asyncio.run(" in b.text
-    ]
+    return [(b.page, b.line) for p in pages() for b in blocks(p) if _is_program(b)]
 
 
 def _block(page: str, line: int) -> Block:
@@ -140,9 +140,7 @@ def test_programs_print_what_the_page_shows(
 
 
 def test_python_fragments_compile() -> None:
-    fragments = [
-        b for p in pages() for b in blocks(p) if b.lang == "python" and "asyncio.run(" not in b.text
-    ]
+    fragments = [b for p in pages() for b in blocks(p) if b.lang == "python" and not _is_program(b)]
     assert fragments
     for block in fragments:
         compile(block.text, f"{block.page}:{block.line}", "exec")

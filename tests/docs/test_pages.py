@@ -55,10 +55,11 @@ def test_the_storage_page_gives_each_store_s_current_format_version() -> None:
     assert rows["SQLite"] == str(SCHEMA_VERSION)
 
 
-# How a page's examples create a topic: the CLI, the driver, or HTTP.
+# How a page's examples create a topic: the CLI, the driver, or HTTP (POST or PUT).
 CREATES = re.compile(
     r"dejaq topic create ([a-z][\w.-]*)|create_topic\(\s*\"([\w.-]+)\""
     r"|/v1/topics -d '\{\"name\": \"([\w.-]+)\""
+    r"|-X PUT \S+/v1/topics/([\w.-]+)"
 )
 
 

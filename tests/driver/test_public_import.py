@@ -27,6 +27,7 @@ PUBLIC = {
     # what a caller catches
     "DejaqError",
     "InvalidArgument",
+    "PayloadTooLarge",
     "NotFound",
     "AlreadyExists",
     "StaleVersion",

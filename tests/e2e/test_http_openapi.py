@@ -72,8 +72,14 @@ def test_generated_requests_get_answers_inside_the_document(
             # or the broker's limits (a max rate's bounds, a timestamp's) are
             # answered 400 with the reason, as on gRPC: a valid-looking request
             # may be refused, so that check is left out.
+            # A message leaves by design right after it is produced: cancelled
+            # (a POST, which the check does not count as a delete), delivered at
+            # most once, or a produce answered DUPLICATE (200) for an id whose
+            # message was cancelled or acked (the dedup window keeps the id). A
+            # 404 that follows is the API's meaning, not a lost resource, so the
+            # check that calls it one (ST302) is left out too.
             "--exclude-checks",
-            "positive_data_acceptance",
+            "positive_data_acceptance,ensure_resource_availability",
             "--max-examples",
             str(MAX_EXAMPLES),
             "--seed",

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from dejaq.core.errors import NotFound
-from dejaq.core.model import InsertStatus
+from dejaq.core.errors import AlreadyExists, NotFound
+from dejaq.core.model import InsertStatus, TopicSettings
 from dejaq.driver.sync import SyncClient
 
 from .broker_process import BrokerProcess
@@ -82,3 +82,26 @@ def test_sync_close_lets_another_thread_finish_its_delivery(
         assert acked == ["w-1"]
         with pytest.raises(NotFound):
             client.admin.get(topic_name, "w-1")
+
+
+def test_the_admin_calls_are_the_sync_client_s_own(
+    memory_broker: BrokerProcess, topic_name: str
+) -> None:
+    with SyncClient(memory_broker.address) as client:
+        # Given a topic made, then made again alike, by a set-up that runs twice
+        made = client.create_topic(topic_name, TopicSettings(lease_ms=45_000), exist_ok=True)
+        again = client.create_topic(topic_name, TopicSettings(lease_ms=45_000), exist_ok=True)
+        assert again == made
+        with pytest.raises(AlreadyExists, match="lease_ms 45000"):
+            client.create_topic(topic_name, TopicSettings(lease_ms=10_000), exist_ok=True)
+        # When it is listed, set, described and deleted with the client's own calls
+        assert topic_name in [t.name for t in client.list_topics()]
+        client.set_max_rate(topic_name, 50.0)
+        client.set_delivery(topic_name, max_deliveries=3)
+        info = client.describe_topic(topic_name)
+        # Then each call did its part
+        assert (info.topic.settings.max_rate, info.topic.settings.max_deliveries) == (50.0, 3)
+        assert (info.topic.settings.lease_ms, info.counts.waiting) == (45_000, 0)
+        client.delete_topic(topic_name)
+        with pytest.raises(NotFound):
+            client.describe_topic(topic_name)

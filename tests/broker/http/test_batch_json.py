@@ -22,7 +22,7 @@ from dejaq.broker.http.route import parse_json
 from dejaq.core.errors import InvalidArgument
 
 LIMIT = 5
-KEYS = ["id", "timestamp_ms", "payload", "payload_base64", *batch_json.OPTIONAL]
+KEYS = ["id", "timestamp_ms", "delay_ms", "payload", "payload_base64", *batch_json.OPTIONAL]
 
 scalars = st.one_of(
     st.none(),
