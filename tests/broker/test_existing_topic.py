@@ -37,6 +37,13 @@ def test_each_differing_setting_is_named_with_both_values_in_order() -> None:
     ]
 
 
+def test_a_paused_topic_is_still_the_one_a_create_asks_for() -> None:
+    # Given a topic an operator paused (its state, not its set-up)
+    have = TopicSettings(buckets=8, paused=True, paused_at_ms=1_800_000_000_000)
+    # When a set-up that runs again asks for it, then nothing differs
+    assert differences(have, TopicSettings(buckets=8)) == []
+
+
 def test_a_webhook_asked_without_a_secret_matches_the_one_the_broker_made() -> None:
     have = TopicSettings(webhook=HOOK)
     assert differences(have, TopicSettings(webhook=replace(HOOK, secret=""))) == []
