@@ -40,6 +40,7 @@ PUBLIC = {
     "PermissionDenied",
     "ResourceExhausted",
     "StorageError",
+    "StorageRefused",
     "StorageUnavailable",
     "BrokerUnavailable",
     "CoordinationUnavailable",
