@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 from suite.backends import redis_cluster_store
-from suite.procstat import load_average, machine
+from suite.procstat import load_average
+from suite.record import save_record
 
 from dejaq.broker.dispatch.dispatcher import Dispatcher
 from dejaq.core.buckets import bucket_of
@@ -162,18 +161,12 @@ def main() -> None:
         f" {figures['healthy_worst_lateness_ms']} ms; load average {load_before}"
         f" -> {load_average()}"
     )
-    record = {
-        "benchmark": args.name,
-        "machine": machine(),
-        "config": {"stop_s": args.stop_s, "rate": args.rate, "buckets": BUCKETS},
-        "load_average_1min_before": load_before,
-        "load_average_1min_after": load_average(),
-        "results": figures,
-    }
-    path = Path(__file__).parent / "results" / f"{args.name}.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"saved {path}")
+    save_record(
+        args.name,
+        {"stop_s": args.stop_s, "rate": args.rate, "buckets": BUCKETS},
+        figures,
+        load_before,
+    )
 
 
 if __name__ == "__main__":

@@ -23,15 +23,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import random
 import time
-from pathlib import Path
 from typing import Any
 
 from suite.backends import redis_cluster_store
 from suite.broker import broker
-from suite.procstat import load_average, machine
+from suite.procstat import load_average
+from suite.record import save_record
 
 from dejaq.driver import Admin, Client, Consumer, Delivery, Producer
 from dejaq.driver.producer import Outgoing
@@ -156,18 +155,12 @@ def main() -> None:
     load_before = load_average()
     results = asyncio.run(measure(rates, args.seconds))
     print(f"load average {load_before} -> {load_average()}")
-    record = {
-        "benchmark": args.name,
-        "machine": machine(),
-        "config": {"rates": rates, "seconds": args.seconds, "lease_ms": LEASE_MS},
-        "load_average_1min_before": load_before,
-        "load_average_1min_after": load_average(),
-        "results": results,
-    }
-    path = Path(__file__).parent / "results" / f"{args.name}.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"saved {path}")
+    save_record(
+        args.name,
+        {"rates": rates, "seconds": args.seconds, "lease_ms": LEASE_MS},
+        results,
+        load_before,
+    )
 
 
 if __name__ == "__main__":

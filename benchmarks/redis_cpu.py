@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
-from pathlib import Path
 
 from suite.backends import redis_store
-from suite.procstat import cpu_s, load_average, machine
+from suite.procstat import cpu_s, load_average
+from suite.record import save_record
 
 from dejaq.core.buckets import bucket_of
 from dejaq.core.model import NewMessage, Topic, TopicSettings
@@ -96,18 +95,9 @@ def main() -> None:
         f" {figures['us_per_message']} us ({phases}); load average {load_before}"
         f" -> {load_average()}"
     )
-    record = {
-        "benchmark": args.name,
-        "machine": machine(),
-        "config": {"messages": args.messages, "buckets": args.buckets},
-        "load_average_1min_before": load_before,
-        "load_average_1min_after": load_average(),
-        "results": figures,
-    }
-    path = Path(__file__).parent / "results" / f"{args.name}.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"saved {path}")
+    save_record(
+        args.name, {"messages": args.messages, "buckets": args.buckets}, figures, load_before
+    )
 
 
 if __name__ == "__main__":
