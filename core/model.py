@@ -121,6 +121,8 @@ class NewMessage(NamedTuple):
     max_deliveries: int = 0  # 0 = topic setting
     expires_at: int = 0  # 0 = none
     priority: int = 0  # priority topics only; 0 = most urgent
+    key: str = ""  # the fairness key (core/keys.py); "" = none
+    headers: bytes = b""  # encoded headers (core/headers.py); b"" = none
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,8 @@ class Message:
     expires_at: int = 0
     dead: bool = False
     priority: int = 0
+    key: str = ""
+    headers: bytes = b""
 
     def state(self, now: int) -> State:
         if self.dead:
@@ -156,6 +160,8 @@ class LeasedMessage(NamedTuple):
     version: int
     deliveries: int
     priority: int = 0
+    key: str = ""
+    headers: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

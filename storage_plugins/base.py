@@ -76,6 +76,37 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   available now, before the first bin. Read from the time index at bounded
   cost (range counts, never a read of every message of the topic); exact when
   nothing changes during the call.
+- **Keys and headers.** A message may carry a ``key`` (``""``: none;
+  core/keys.py) and ``headers`` (opaque encoded bytes, ``b""``: none;
+  core/headers.py; storage never reads them). Both are stored with the
+  message, headers apart from the time index as payloads are, and returned by
+  ``get``, ``scan``, ``list_dead``, ``by_due`` and in every ``LeasedMessage``.
+  Neither ever changes: a move that replaces the payload, a nack, a death and
+  a redrive keep both.
+- **Fair lease passes.** A pass on a timeline shares its ``limit`` among the
+  *keys* with messages due by its ``bound`` in its buckets, the messages
+  without a key counting together as one key (``""``), max-min fair: each key
+  takes up to an equal share, what a key leaves (it has fewer due) goes to the
+  others, in rounds, until the limit is reached or nothing more is due. When
+  there are more such keys than the limit, those whose earliest due message is
+  earliest go first. Within a key, messages go in timestamp order. A key's
+  share is the key's across the pass's buckets, not a share per bucket. A
+  topic none of whose messages has a key leases exactly as before. Cost: a pass
+  reads about ``limit`` entries plus one per key with due messages, never the
+  whole backlog of a key (a million messages of one key due at one
+  millisecond do not slow a pass). ``caps`` (key -> n) bounds how many
+  messages of each named key the pass may take (0: none); keys it does not
+  name are not bounded. The messages a pass returns are in timestamp order.
+  On a priority topic keys are stored and returned, and a pass takes by rank
+  as before (no sharing by key, no caps).
+- **Busiest keys.** ``keys`` names up to ``limit`` keys of a topic (the
+  messages without a key are not a key here) with the most messages due by
+  ``now`` (live, timestamp ``<= now``, a lease run out included), most first,
+  ties by key, each with that count, the earliest timestamp among them
+  (``oldest``, 0 when none is due: how late the key runs) and how many of its
+  messages are held under a live lease (owner set, timestamp ``> now``); keys
+  with neither due nor held messages are left out. Read at a cost bounded by the topic's keys and due messages, never
+  a scan of waiting messages.
 - **Dead messages** keep their payload; their timestamp is the time they died.
   ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
   no expiry (a re-driven message gets a fresh start).
@@ -86,7 +117,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
@@ -124,12 +155,17 @@ class LeaseRequest:
     owner: str
     max_deliveries: int = 0
     horizon_ms: int = 0
+    # The most messages of each named key this pass may take (see the contract);
+    # None: no key is bounded.
+    caps: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
         if self.limit <= 0 or self.lease_ms <= 0 or not self.owner:
             raise InvalidArgument("lease needs limit > 0, lease_ms > 0 and an owner")
         if self.horizon_ms < 0:
             raise InvalidArgument("a lease cannot look behind: horizon_ms >= 0")
+        if self.caps is not None and any(n < 0 for n in self.caps.values()):
+            raise InvalidArgument("a key's cap in a lease pass is 0 or more")
 
     @classmethod
     def of(
@@ -142,9 +178,14 @@ class LeaseRequest:
         owner: str,
         max_deliveries: int = 0,
         horizon_ms: int = 0,
+        caps: Mapping[str, int] | None = None,
     ) -> LeaseRequest:
         normal = None if buckets is None else tuple(sorted({int(b) for b in buckets}))
-        return cls(topic, normal, now, limit, lease_ms, owner, max_deliveries, horizon_ms)
+        return cls(topic, normal, now, limit, lease_ms, owner, max_deliveries, horizon_ms, caps)
+
+    def cap(self, key: str) -> int | None:
+        """How many messages of ``key`` the pass may take (None: no bound)."""
+        return None if self.caps is None else self.caps.get(key)
 
     @property
     def bound(self) -> int:
@@ -155,6 +196,21 @@ class LeaseRequest:
     def until(self) -> int:
         """When the leases it grants run out."""
         return self.bound + self.lease_ms
+
+
+class KeyLoad(NamedTuple):
+    """One of a topic's busiest keys (``Storage.keys``): its messages due now,
+    the earliest timestamp among them (0: none due) and its messages held under
+    a live lease."""
+
+    key: str
+    due: int
+    held: int
+    oldest: int
+
+
+# The most keys one ``keys`` call names.
+MAX_KEYS_LISTED = 1000
 
 
 class Head(NamedTuple):
@@ -477,6 +533,14 @@ class Storage(abc.ABC):
             raise InvalidArgument(f"page limit must be positive, not {limit}")
         return await self._timed("by_due", self._by_due(topic, after, limit))
 
+    async def keys(self, topic: str, now: int, limit: int) -> list[KeyLoad]:
+        """The busiest keys of a topic by due messages (see the contract);
+        ``NotFound`` for a missing topic, ``InvalidArgument`` unless
+        ``1 <= limit <= MAX_KEYS_LISTED``."""
+        if not 1 <= limit <= MAX_KEYS_LISTED:
+            raise InvalidArgument(f"keys limit must be 1 to {MAX_KEYS_LISTED}, not {limit}")
+        return await self._timed("keys", self._keys(topic, now, limit))
+
     async def redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         """Put dead messages (all when ``ids`` is None) back, due at ``at``."""
         return await self._timed("redrive", self._redrive(topic, ids, at))
@@ -569,6 +633,8 @@ class Storage(abc.ABC):
     async def _by_due(
         self, topic: str, after: tuple[int, str] | None, limit: int
     ) -> list[Message]: ...
+    @abc.abstractmethod
+    async def _keys(self, topic: str, now: int, limit: int) -> list[KeyLoad]: ...
     @abc.abstractmethod
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int: ...
     @abc.abstractmethod

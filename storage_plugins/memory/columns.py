@@ -2,8 +2,8 @@
 
 A message lives in a *slot*, an index into every column. A deleted message's
 slot is reused by a later insert, so the arrays only grow to the largest count
-the topic has held. Its UTF-8 id followed by its payload is one record in
-``blobs``. Nothing here is a Python object per message, so the garbage
+the topic has held. Its UTF-8 id, key and encoded headers followed by its
+payload are one record in ``blobs``. Nothing here is a Python object per message, so the garbage
 collector never walks millions of them.
 """
 
@@ -48,7 +48,9 @@ class Columns:
         self.id_hash = np.zeros(0, np.int64)  # hash(id), for IdTable
         self.id_at = np.zeros(0, np.uint32)  # the IdTable position that names this slot
         self.id_len = np.zeros(0, np.uint16)  # UTF-8 bytes of the id at the start of the record
-        self.record_len = np.zeros(0, np.uint32)  # id + payload bytes
+        self.key_len = np.zeros(0, np.uint16)  # UTF-8 bytes of the key after the id (0: none)
+        self.headers_len = np.zeros(0, np.uint16)  # encoded headers after the key (0: none)
+        self.record_len = np.zeros(0, np.uint32)  # id + key + headers + payload bytes
         self.record_at = np.zeros(0, np.int64)  # the record's handle in blobs
         self.blobs = Blobs()
         self._free = np.zeros(0, np.int64)
@@ -68,25 +70,59 @@ class Columns:
         self.used += fresh
         return np.concatenate((recycled, new)) if reuse else new
 
-    def store(self, slots: I64, ids: list[bytes], payloads: Sequence[bytes]) -> None:
-        """Write the records (UTF-8 id, payload) of new messages in ``slots``."""
-        records = list(map(bytes.__add__, ids, payloads))
+    def store(
+        self,
+        slots: I64,
+        ids: list[bytes],
+        payloads: Sequence[bytes],
+        keys: Sequence[bytes] | None = None,
+        headers: Sequence[bytes] | None = None,
+    ) -> None:
+        """Write the records (UTF-8 id, key, headers, payload) of new messages in
+        ``slots`` (no ``keys`` / ``headers``: none)."""
+        if keys is None and headers is None:
+            records = list(map(bytes.__add__, ids, payloads))
+            self.key_len[slots] = 0
+            self.headers_len[slots] = 0
+        else:
+            keys = keys if keys is not None else [b""] * len(ids)
+            headers = headers if headers is not None else [b""] * len(ids)
+            records = list(map(b"".join, zip(ids, keys, headers, payloads, strict=True)))
+            self.key_len[slots] = list(map(len, keys))
+            self.headers_len[slots] = list(map(len, headers))
         self.id_len[slots] = list(map(len, ids))
         self.record_len[slots] = list(map(len, records))
         self.record_at[slots] = self.blobs.put(records)
 
     def rewrite(self, slot: int, payload: bytes) -> None:
-        """Replace the payload of the message in ``slot`` (its id stays)."""
+        """Replace the payload of the message in ``slot`` (its id, key and headers stay)."""
         id, _ = self.record(slot)
+        key, headers = self.extras_of(slot)
         slots = np.array([slot], np.int64)
         self.blobs.free(self.record_at[slots], self.record_len[slots].astype(np.int64))
-        self.store(slots, [id.encode()], [payload])
+        self.store(slots, [id.encode()], [payload], [key.encode()], [headers])
+
+    def _skip(self, slots: I64) -> I64:
+        """Bytes before each record's payload: its id, key and headers."""
+        return (
+            self.id_len[slots].astype(np.int64)
+            + self.key_len[slots].astype(np.int64)
+            + self.headers_len[slots].astype(np.int64)
+        )
 
     def record(self, slot: int) -> tuple[str, bytes]:
         """The id and payload of the message in ``slot``."""
         rec = self.blobs.view(int(self.record_at[slot]), int(self.record_len[slot]))
         n = int(self.id_len[slot])
-        return str(rec[:n], "utf-8"), bytes(rec[n:])
+        skip = n + int(self.key_len[slot]) + int(self.headers_len[slot])
+        return str(rec[:n], "utf-8"), bytes(rec[skip:])
+
+    def extras_of(self, slot: int) -> tuple[str, bytes]:
+        """The key and encoded headers of the message in ``slot``."""
+        rec = self.blobs.view(int(self.record_at[slot]), int(self.record_len[slot]))
+        start = int(self.id_len[slot])
+        mid = start + int(self.key_len[slot])
+        return str(rec[start:mid], "utf-8"), bytes(rec[mid : mid + int(self.headers_len[slot])])
 
     def records(self, slots: I64) -> tuple[list[str], list[bytes]]:
         """The ids and payloads of ``slots``."""
@@ -95,17 +131,35 @@ class Columns:
         chunks = self.blobs.chunks
         ids: list[str] = []
         payloads: list[bytes] = []
-        for chunk, first, mid, end in zip(
+        for chunk, first, mid, skip, end in zip(
             (at >> OFFSET_BITS).tolist(),
             start.tolist(),
             (start + self.id_len[slots]).tolist(),
+            (start + self._skip(slots)).tolist(),
             (start + self.record_len[slots]).tolist(),
             strict=True,
         ):
             view = chunks[chunk]
             ids.append(view[first:mid].tobytes().decode())  # type: ignore[index]
-            payloads.append(view[mid:end].tobytes())  # type: ignore[index]
+            payloads.append(view[skip:end].tobytes())  # type: ignore[index]
         return ids, payloads
+
+    def extras(self, slots: I64) -> tuple[list[str], list[bytes]]:
+        """The keys and encoded headers of ``slots``."""
+        at = self.record_at[slots]
+        start = (at & OFFSET_MASK) + self.id_len[slots]
+        mid = start + self.key_len[slots]
+        end = mid + self.headers_len[slots]
+        chunks = self.blobs.chunks
+        keys: list[str] = []
+        headers: list[bytes] = []
+        for chunk, a, m, e in zip(
+            (at >> OFFSET_BITS).tolist(), start.tolist(), mid.tolist(), end.tolist(), strict=True
+        ):
+            view = chunks[chunk]
+            keys.append(view[a:m].tobytes().decode() if m > a else "")  # type: ignore[index]
+            headers.append(view[m:e].tobytes())  # type: ignore[index]
+        return keys, headers
 
     def same_ids(self, slots: I64, ids: list[bytes]) -> Mask:
         """Whether each slot's message has the id ``ids`` names (UTF-8)."""
@@ -122,6 +176,8 @@ class Columns:
         in order): the payloads' rows are given back."""
         self.blobs.free(self.record_at[slots], self.record_len[slots].astype(np.int64))
         self.record_len[slots] = self.id_len[slots]
+        self.key_len[slots] = 0
+        self.headers_len[slots] = 0
         self.record_at[slots] = self.blobs.put(ids)
 
     def release(self, slots: I64) -> None:
@@ -158,6 +214,8 @@ class Columns:
             "id_hash",
             "id_at",
             "id_len",
+            "key_len",
+            "headers_len",
             "record_len",
             "record_at",
         ):

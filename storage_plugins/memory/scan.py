@@ -45,10 +45,11 @@ def _messages(tl: Timeline, slots: I64) -> list[Message]:
     """``Timeline.message`` of each slot, a column at a time."""
     c = tl.cols
     ids, payloads = c.records(slots)
+    keys, headers = c.extras(slots)
     names = tl.owners.names
     return [
-        Message(id, ts, payload, v, n, names[o], b, md, ex, state == DEAD, p)
-        for id, payload, ts, v, n, o, b, md, ex, state, p in zip(
+        Message(id, ts, payload, v, n, names[o], b, md, ex, state == DEAD, p, k, h)
+        for id, payload, ts, v, n, o, b, md, ex, state, p, k, h in zip(
             ids,
             payloads,
             c.timestamp[slots].tolist(),
@@ -60,6 +61,8 @@ def _messages(tl: Timeline, slots: I64) -> list[Message]:
             c.expires_at[slots].tolist(),
             c.state[slots].tolist(),
             c.priority[slots].tolist(),
+            keys,
+            headers,
             strict=True,
         )
     ]

@@ -26,6 +26,7 @@ from dejaq.storage_plugins.base import (
     Forecast,
     HandBack,
     Head,
+    KeyLoad,
     LeaseRequest,
     Outcome,
     ScanPage,
@@ -143,15 +144,29 @@ class MemoryStorage(Storage):
                 dues = [dues[i] for i in kept]
                 fates = [fates[i] for i in kept]
             ids, payloads = c.records(slots)
-            out += map(
-                LeasedMessage,
-                ids,
-                dues,
-                payloads,
-                (c.version[slots] + 1).tolist(),
-                (c.deliveries[slots] + 1).tolist(),
-                c.priority[slots].tolist(),
-            )
+            if c.key_len[slots].any() or c.headers_len[slots].any():
+                keys, headers = c.extras(slots)
+                out += map(
+                    LeasedMessage,
+                    ids,
+                    dues,
+                    payloads,
+                    (c.version[slots] + 1).tolist(),
+                    (c.deliveries[slots] + 1).tolist(),
+                    c.priority[slots].tolist(),
+                    keys,
+                    headers,
+                )
+            else:
+                out += map(
+                    LeasedMessage,
+                    ids,
+                    dues,
+                    payloads,
+                    (c.version[slots] + 1).tolist(),
+                    (c.deliveries[slots] + 1).tolist(),
+                    c.priority[slots].tolist(),
+                )
             c.deliveries[slots] += 1
             if fates is not None and Fate.DROP in fates:  # at-most-once: gone as it is delivered
                 drop = np.array([f is Fate.DROP for f in fates], np.bool_)
@@ -379,6 +394,25 @@ class MemoryStorage(Storage):
         tl = self._tl(topic)
         # The time lanes only: a priority topic's ranks are available already.
         return forecast.forecast(tl.lanes, tl.cols, request)
+
+    async def _keys(self, topic: str, now: int, limit: int) -> list[KeyLoad]:
+        tl = self._tl(topic)
+        c = tl.cols
+        used = c.used
+        keyed = (c.state[:used] == LIVE) & (c.key_len[:used] > 0)
+        ts = c.timestamp[:used]
+        due = np.flatnonzero(keyed & (ts <= now))
+        held = np.flatnonzero(keyed & (ts > now) & (c.owner[:used] != 0))
+        loads: dict[str, list[int]] = {}
+        due_keys = c.extras(due)[0]
+        for key, ts_ in zip(due_keys, ts[due].tolist(), strict=True):
+            load = loads.setdefault(key, [0, 0, ts_])
+            load[0] += 1
+            load[2] = min(load[2], ts_)
+        for key in c.extras(held)[0]:
+            loads.setdefault(key, [0, 0, 0])[1] += 1
+        ranked = sorted(loads.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+        return [KeyLoad(key, d, h, o if d else 0) for key, (d, h, o) in ranked]
 
     async def _list_dead(self, topic: str, after_id: str, limit: int) -> list[Message]:
         tl = self._tl(topic)

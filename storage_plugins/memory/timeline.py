@@ -109,6 +109,7 @@ class Timeline:
     def message(self, slot: int) -> Message:
         c = self.cols
         id, payload = c.record(slot)
+        key, headers = c.extras_of(slot)
         return Message(
             id,
             int(c.timestamp[slot]),
@@ -121,6 +122,8 @@ class Timeline:
             int(c.expires_at[slot]),
             bool(c.state[slot] == DEAD),
             int(c.priority[slot]),
+            key,
+            headers,
         )
 
     # -- by time --------------------------------------------------------------
@@ -280,8 +283,8 @@ class Timeline:
 
     def insert(self, messages: Sequence[NewMessage]) -> list[InsertStatus]:
         """Store the messages whose id is new; the first of a repeated id wins."""
-        ids, timestamps, payloads, buckets, max_deliveries, expires, priorities = map(
-            list, zip(*messages, strict=True)
+        ids, timestamps, payloads, buckets, max_deliveries, expires, priorities, mkeys, mheaders = (
+            map(list, zip(*messages, strict=True))
         )
         n = len(ids)
         hashes = hashes_of(ids)
@@ -301,6 +304,8 @@ class Timeline:
             chosen = pick.tolist()
             ids = [ids[i] for i in chosen]
             payloads = [payloads[i] for i in chosen]
+            mkeys = [mkeys[i] for i in chosen]
+            mheaders = [mheaders[i] for i in chosen]
             timestamps, buckets, max_deliveries, expires, priorities = (
                 [col[i] for i in chosen]
                 for col in (timestamps, buckets, max_deliveries, expires, priorities)
@@ -330,7 +335,10 @@ class Timeline:
         c.priority[slots] = priority_col
         c.state[slots] = LIVE
         c.id_hash[slots] = hashes[pick]
-        c.store(slots, keys, payloads)
+        if any(mkeys) or any(mheaders):
+            c.store(slots, keys, payloads, [k.encode() for k in mkeys], mheaders)
+        else:
+            c.store(slots, keys, payloads)
         self.ids.add(hashes[pick], slots, spots[pick])
         self._push(bucket_col, ts_col, slots)
         self.id_order.entered(bucket_col)

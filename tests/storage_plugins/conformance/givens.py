@@ -23,9 +23,11 @@ def msg(
     payload: bytes | None = None,
     max_deliveries: int = 0,
     expires_at: int = 0,
+    key: str = "",
+    headers: bytes = b"",
 ) -> NewMessage:
     body = id.encode() if payload is None else payload
-    return NewMessage(id, ts, body, bucket, max_deliveries, expires_at)
+    return NewMessage(id, ts, body, bucket, max_deliveries, expires_at, 0, key, headers)
 
 
 async def given_topic(
@@ -54,8 +56,11 @@ async def lease(
     buckets: Buckets = None,
     max_deliveries: int = 0,
     horizon_ms: int = 0,
+    caps: dict[str, int] | None = None,
 ) -> Leases:
-    request = LeaseRequest.of(topic, buckets, now, limit, LEASE, owner, max_deliveries, horizon_ms)
+    request = LeaseRequest.of(
+        topic, buckets, now, limit, LEASE, owner, max_deliveries, horizon_ms, caps
+    )
     return await storage.lease(request)
 
 
