@@ -105,8 +105,8 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   ties by key, each with that count, the earliest timestamp among them
   (``oldest``, 0 when none is due: how late the key runs) and how many of its
   messages are held under a live lease (owner set, timestamp ``> now``); keys
-  with neither due nor held messages are left out. Read at a cost bounded by the topic's keys and due messages, never
-  a scan of waiting messages.
+  with neither due nor held messages are left out. Read at a cost bounded by
+  the topic's keys and due messages, never a scan of waiting messages.
 - **Dead messages** keep their payload; their timestamp is the time they died.
   ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
   no expiry (a re-driven message gets a fresh start).
