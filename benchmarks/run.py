@@ -22,6 +22,10 @@ has one, a broker process (``dejaq broker``), and these scenarios:
 - bulk      produce -> deliver -> ack, all due now (memory only)
 - burst     100k due at one ms, drained with a 20k/s rate cap (drain time,
             per-100 ms spread) and without one (msgs/s) (memory only)
+- fairness  a campaign of 1M (served backends 200k) messages of one key due
+            at one ms beside 100 keys of 10 msgs/s for 30 s in the same
+            topic: the other keys' lateness, the campaign's drain rate, with
+            keys and the same load without (scenarios/fairness.py)
 - produce   msgs/s by batch size through ``Producer.send_batch``; batches of
             1,000 over the HTTP/JSON API beside it
 - priority  priority topics: one message at a time at 200/s, mixed priorities,
@@ -86,6 +90,7 @@ ALL_SCENARIOS = (
     "cli",
     "bulk",
     "burst",
+    "fairness",
     "priority",
     "produce",
     "scan",
@@ -144,6 +149,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--burst-messages", type=_positive(int), help="burst: messages (full: 100,000)")
     p.add_argument(
         "--burst-rate", type=_positive(int), help="burst: the rate cap, msgs/s (full: 20,000)"
+    )
+    p.add_argument(
+        "--fair-messages", type=_positive(int), help="fairness: campaign messages (1,000,000)"
+    )
+    p.add_argument(
+        "--fair-messages-served",
+        type=_positive(int),
+        help="fairness: campaign messages on a served backend (200,000)",
     )
     p.add_argument(
         "--priority-rate", type=_positive(int), help="priority: msgs/s sent one at a time (200)"
@@ -240,6 +253,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
         ("bulk_messages", "bulk_messages"),
         ("burst_messages", "burst_messages"),
         ("burst_rate", "burst_rate"),
+        ("fair_messages", "fair_messages"),
+        ("fair_messages_served", "fair_messages_served"),
         ("poll_ms", "poll_ms"),
         ("priority_rate", "priority_rate"),
         ("priority_s", "priority_s"),

@@ -15,7 +15,19 @@ from suite.procstat import rss_bytes
 
 from dejaq.driver.client import Client
 
-from . import bulk, burst, cli, cpu, priority, produce, scan, steady, webhooks, wire_limit
+from . import (
+    bulk,
+    burst,
+    cli,
+    cpu,
+    fairness,
+    priority,
+    produce,
+    scan,
+    steady,
+    webhooks,
+    wire_limit,
+)
 
 # name -> (scenario, its time bound from the plan, the backends it runs on (None: all))
 SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | None]] = {
@@ -24,6 +36,7 @@ SCENARIOS: dict[str, tuple[Scenario, Callable[[Plan], float], tuple[str, ...] | 
     "cli": (cli.run, cli.bound_s, None),
     "bulk": (bulk.run, bulk.bound_s, ("memory",)),
     "burst": (burst.run, burst.bound_s, ("memory",)),
+    "fairness": (fairness.run, fairness.bound_s, None),
     "produce": (produce.run, produce.bound_s, None),
     "wire": (wire_limit.run, wire_limit.bound_s, ("memory",)),
     "priority": (priority.run, priority.bound_s, None),

@@ -68,6 +68,13 @@ class Plan:
     # message over its middle half
     cpu_rate: int = 20_000
     cpu_step_s: float = 20.0
+    # fairness: a campaign of fair_messages (served backends: fair_messages_served)
+    # due at one ms beside fair_keys keys of fair_key_rate msgs/s for fair_s seconds
+    fair_messages: int = 1_000_000
+    fair_messages_served: int = 200_000
+    fair_keys: int = 100
+    fair_key_rate: float = 10.0
+    fair_s: float = 30.0
     poll_ms: float = 1.0  # the Redis poller's period
     credits: int = 10_000  # the private client's window
     broker_env: dict[str, str] = field(default_factory=dict)  # DEJAQ_* settings for brokers
@@ -135,4 +142,8 @@ SMOKE = Plan(
     webhook_step_s=1.0,
     cpu_rate=2_000,
     cpu_step_s=2.0,
+    fair_messages=5_000,
+    fair_messages_served=5_000,
+    fair_keys=10,
+    fair_s=3.0,
 )

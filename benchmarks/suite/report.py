@@ -497,6 +497,46 @@ def skipped(results: dict[str, Any]) -> str:
     return "\n== skipped ==\n" + "\n".join(lines) if lines else ""
 
 
+def fairness_table(results: dict[str, Any]) -> str:
+    rows = []
+    for name, r in _ran(results):
+        for label in ("keyed", "unkeyed"):
+            f = dig(r, "fairness", label)
+            if isinstance(f, dict) and "campaign_drain_s" in f:
+                rows.append(
+                    [
+                        f"{name} {label}",
+                        f["campaign"],
+                        f["reminders"],
+                        f["campaign_drain_s"],
+                        f["campaign_msgs_per_s"],
+                        dig(f, "reminders_lateness", "p50_ms"),
+                        dig(f, "reminders_lateness", "p99_ms"),
+                        dig(f, "reminders_during_drain", "p99_ms"),
+                        dig(f, "reminders_lateness", "max_ms"),
+                        f["early"],
+                        f["lost"],
+                    ]
+                )
+    return table(
+        "fairness: a campaign due at one ms beside other keys' reminders, one topic",
+        [
+            "",
+            "campaign",
+            "reminders",
+            "drain s",
+            "msgs/s",
+            "rem. p50 ms",
+            "rem. p99 ms",
+            "p99 in drain",
+            "rem. max ms",
+            "early",
+            "lost",
+        ],
+        rows,
+    )
+
+
 def split_table(results: dict[str, Any]) -> str:
     found = storage_split.rows(results)
     return table(storage_split.TITLE, storage_split.HEADER, found) if found else ""
@@ -510,6 +550,7 @@ def render(results: dict[str, Any], plan: Plan) -> str:
         cli_table(results),
         bulk_table(results),
         burst_table(results),
+        fairness_table(results),
         priority_table(results),
         produce_table(results),
         scan_table(results),
@@ -576,6 +617,7 @@ FIGURES: dict[str, tuple[str | int, ...]] = {
     "cli one process": ("cli", "one_process", "steps", 0, "delivered_per_s"),
     "bulk": ("bulk", "msgs_per_s"),
     "burst": ("burst", "capped", "drain_s"),
+    "fairness": ("fairness", "keyed", "reminders_lateness", "p99_ms"),
     "priority": ("priority", "latency", "latency", "p99_ms"),
     "priority backlog": ("priority", "backlog", "inversions"),
     "priority relay floor": ("priority", "relay_floor", "latency", "p99_ms"),

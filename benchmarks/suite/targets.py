@@ -163,6 +163,26 @@ TARGETS: tuple[Target, ...] = (
         lambda r: dig(r, "burst", "capped", "per_100ms_max_pct_of_cap"),
         only="memory",
     ),
+    *(
+        Target(
+            f"campaign beside reminders: other keys' p99 <= {limit} ms",
+            limit,
+            False,
+            "ms",
+            "fairness",
+            lambda r: dig(r, "fairness", "keyed", "reminders_lateness", "p99_ms"),
+            only=backend,
+        )
+        for backend, limit in (("memory", 50.0), ("redis", 100.0), ("postgres", 100.0))
+    ),
+    Target(
+        "a keyed campaign drains at >= 0.9x the same campaign without keys",
+        0.9,
+        True,
+        "x",
+        "fairness",
+        lambda r: dig(r, "fairness", "campaign_rate_ratio"),
+    ),
     Target(
         "priority topic, idle consumers: produce-to-receive p99 <= 2 ms",
         2.0,

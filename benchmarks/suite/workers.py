@@ -307,7 +307,9 @@ class PollerService:
 
 
 class Sink(Protocol):
-    async def send(self, topic: str, ids: list[str], dues: list[int]) -> int: ...
+    async def send(
+        self, topic: str, ids: list[str], dues: list[int], keys: list[str] | None = None
+    ) -> int: ...
     async def close(self) -> None: ...
 
 
@@ -319,12 +321,20 @@ class DejaqSink:
         self.in_flight = in_flight
         self.producers: dict[str, Producer] = {}
 
-    async def send(self, topic: str, ids: list[str], dues: list[int]) -> int:
+    async def send(
+        self, topic: str, ids: list[str], dues: list[int], keys: list[str] | None = None
+    ) -> int:
         producer = self.producers.get(topic)
         if producer is None:
             producer = Producer(self.client, topic, max_batch=CHUNK, max_in_flight=self.in_flight)
             self.producers[topic] = producer
-        batch = [Outgoing(PAYLOAD, due, id=i) for i, due in zip(ids, dues, strict=True)]
+        if keys is None:
+            batch = [Outgoing(PAYLOAD, due, id=i) for i, due in zip(ids, dues, strict=True)]
+        else:
+            batch = [
+                Outgoing(PAYLOAD, due, id=i, key=k)
+                for i, due, k in zip(ids, dues, keys, strict=True)
+            ]
         return sum(r.accepted for r in await producer.send_batch(batch))
 
     async def close(self) -> None:
@@ -339,8 +349,10 @@ class ZsetSink:
     def __init__(self, url: str) -> None:
         self.r = Redis.from_url(url)
 
-    async def send(self, topic: str, ids: list[str], dues: list[int]) -> int:
-        return await rival.insert(self.r, ids, dues)
+    async def send(
+        self, topic: str, ids: list[str], dues: list[int], keys: list[str] | None = None
+    ) -> int:
+        return await rival.insert(self.r, ids, dues)  # a sorted set has no keys
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -363,6 +375,8 @@ class ProducerService:
             return await self.bulk(*command[1:])
         if command[0] == "burst":
             return await self.burst(*command[1:])
+        if command[0] == "campaign":
+            return await self.campaign(*command[1:])
         if command[0] in ("trickle", "backlog") and isinstance(self.sink, DejaqSink):
             run = prioritized.trickle if command[0] == "trickle" else prioritized.backlog
             return await run(self.sink.client, *command[1:])
@@ -450,6 +464,45 @@ class ProducerService:
 
         await asyncio.gather(*(send(s) for s in range(0, n, CHUNK)))
         return {"sent": n, "accepted": accepted, "answered_ms": now_ms()}
+
+    async def campaign(
+        self, topic: str, load: tuple[Any, ...], due_ms: int, keyed: bool
+    ) -> dict[str, Any]:
+        """The fairness load (``scenarios/fairness.py``): first the reminders of
+        ``keys`` keys, ``per_key`` a second each over ``seconds`` from a second
+        before ``due_ms`` (ids ``r-KEY-N``, key ``kKEY``), then ``n`` campaign
+        messages all due at ``due_ms`` (ids ``c-N``, key ``campaign``);
+        ``keyed`` False sends the same without keys."""
+        n, keys, per_key, seconds = load
+        accepted = 0
+        per = int(per_key * seconds)
+        step = 1000 / per_key
+        ids, dues, names = [], [], []
+        for j in range(keys):
+            for i in range(per):
+                ids.append(f"r-{j:03d}-{i:06d}")
+                dues.append(due_ms - 1000 + int(i * step + j * step / keys))
+                names.append(f"k{j:03d}")
+
+        async def send(ids: list[str], dues: list[int], names: list[str]) -> None:
+            nonlocal accepted
+            async with self.slots:
+                ok = await self.sink.send(topic, ids, dues, names if keyed else None)
+                accepted += ok
+
+        chunks = range(0, len(ids), CHUNK)
+        await asyncio.gather(
+            *(send(ids[c : c + CHUNK], dues[c : c + CHUNK], names[c : c + CHUNK]) for c in chunks)
+        )
+        reminders = accepted
+
+        async def burst(start: int) -> None:
+            count = min(CHUNK, n - start)
+            ids = [f"c-{start + j:022d}" for j in range(count)]
+            await send(ids, [due_ms] * count, ["campaign"] * count)
+
+        await asyncio.gather(*(burst(s) for s in range(0, n, CHUNK)))
+        return {"reminders": reminders, "campaign": accepted - reminders, "answered_ms": now_ms()}
 
 
 # -- entry points (module-level: the spawned interpreter imports them by name) --
