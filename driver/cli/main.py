@@ -16,6 +16,7 @@ from dejaq.driver.cli import (
     cron_cmd,
     dead_cmd,
     message_cmd,
+    outbox_cmd,
     produce_cmd,
     spark_cmd,
     storage_cmd,
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         cluster_cmd,
         spark_cmd,
         storage_cmd,
+        outbox_cmd,
     )
     for command in commands:
         command.register(sub)
