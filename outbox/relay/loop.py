@@ -74,13 +74,13 @@ class Relay:
             await self.close()
 
     async def drain(self) -> int:
-        """Relay batches until one comes back short; the rows relayed."""
+        """Relay batches until none is left to claim; the rows relayed. (A batch
+        may come back short while rows wait: a later row of a message waits
+        for the batch that holds its earlier one.)"""
         total = 0
-        while True:
-            done = await self.relay_once()
+        while done := await self.relay_once():
             total += done
-            if done < self.batch:
-                return total
+        return total
 
     async def relay_once(self) -> int:
         """Claim one batch, hand it over, delete (or park) its rows; how many."""
