@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from dejaq.core import headers as header_codec
 from dejaq.core.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -122,6 +123,8 @@ def _outgoing(row: Claimed) -> Outgoing:
         row.max_deliveries,
         row.expires_at_ms,
         row.priority,
+        row.key,
+        header_codec.decode(row.headers) if row.headers else None,
     )
 
 

@@ -173,3 +173,21 @@ def test_install_twice_changes_nothing(app_db: str) -> None:
     # Given an installed outbox; when installed again, then it says so
     again = outbox.install(app_db)
     assert again.before == again.after == 1
+
+
+async def test_key_and_headers_reach_the_topic(app_db: str, broker: Client) -> None:
+    # Given a message written with a key and headers
+    with psycopg.connect(app_db) as conn, conn.transaction():
+        msg_id = outbox.schedule(
+            conn,
+            TOPIC,
+            b"order 17",
+            delay_ms=HOUR_MS,
+            key="customer-9",
+            headers={"content-type": "text/plain", "traceparent": "00-ab-cd-01"},
+        )
+    # When the relay runs; then the message on the topic carries both
+    await drain(app_db, broker)
+    info = await Admin(broker).get(TOPIC, msg_id)
+    assert info.key == "customer-9"
+    assert info.headers == {"content-type": "text/plain", "traceparent": "00-ab-cd-01"}
