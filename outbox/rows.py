@@ -108,10 +108,30 @@ def schedule_row(
 
 def move_row(topic: str, id: str, at_ms: int | None, delay_ms: int | None) -> Row:
     at = due_at(at_ms, delay_ms)
-    return (sql.MOVE, _text("topic", topic, MAX_TOPIC_BYTES), _text("message id", id, MAX_ID_BYTES),
-            at, b"", "", b"", 0, 0, 0)
+    return (
+        sql.MOVE,
+        _text("topic", topic, MAX_TOPIC_BYTES),
+        _text("message id", id, MAX_ID_BYTES),
+        at,
+        b"",
+        "",
+        b"",
+        0,
+        0,
+        0,
+    )
 
 
 def cancel_row(topic: str, id: str) -> Row:
-    return (sql.CANCEL, _text("topic", topic, MAX_TOPIC_BYTES),
-            _text("message id", id, MAX_ID_BYTES), 0, b"", "", b"", 0, 0, 0)
+    return (
+        sql.CANCEL,
+        _text("topic", topic, MAX_TOPIC_BYTES),
+        _text("message id", id, MAX_ID_BYTES),
+        0,
+        b"",
+        "",
+        b"",
+        0,
+        0,
+        0,
+    )

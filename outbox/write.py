@@ -29,7 +29,9 @@ def write(conn: Any, row: Row, result: str) -> str | Awaitable[str]:
         return result
     if _is(conn, "psycopg", "AsyncConnection"):
         return _awaited(conn.execute(sql.INSERT_PSYCOPG, row), result)
-    if _is(conn, "asyncpg.connection", "Connection") or _is(conn, "asyncpg.pool", "PoolConnectionProxy"):
+    if _is(conn, "asyncpg.connection", "Connection") or _is(
+        conn, "asyncpg.pool", "PoolConnectionProxy"
+    ):
         return _awaited(conn.execute(sql.INSERT_ASYNCPG, *row), result)
     if _is(conn, "sqlalchemy.ext.asyncio", "AsyncSession", "AsyncConnection"):
         return _awaited(conn.execute(_text(), _named(row)), result)

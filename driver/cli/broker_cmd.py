@@ -69,6 +69,13 @@ def register(sub: Any) -> None:
         help="webhook targets allowed beyond public addresses, comma-separated host names"
         " and CIDRs, e.g. 10.0.0.0/8,hooks.internal (default: public addresses only)",
     )
+    p.add_argument(
+        "--outbox",
+        action="append",
+        metavar="URL",
+        help="relay the transactional outbox in this application database, postgresql://..."
+        " (repeatable; every broker of a cluster may relay the same one)",
+    )
     broker_link_flags.add(p)
     _add_limits(p)
     p.set_defaults(run=run)
@@ -143,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
             "auth": args.auth,
             "insecure_allow_anonymous": args.insecure_allow_anonymous,
             "webhook_allow": args.webhook_allow,
+            "outbox": " ".join(args.outbox) if args.outbox else None,
             **broker_link_flags.values(args),
             **_limits(args),
         },

@@ -88,6 +88,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def relay(args: argparse.Namespace) -> int:
+    from dejaq.outbox.driver_handoff import DriverHandOff
     from dejaq.outbox.relay import Relay, RelayMetrics
 
     for flag, value in (("--batch", args.batch), ("--poll-ms", args.poll_ms)):
@@ -108,7 +109,13 @@ def relay(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with connect(args) as client:
-            relay = Relay(args.url, client, batch=args.batch, poll_ms=args.poll_ms, metrics=metrics)
+            relay = Relay(
+                args.url,
+                DriverHandOff(client),
+                batch=args.batch,
+                poll_ms=args.poll_ms,
+                metrics=metrics,
+            )
             runner = asyncio.create_task(relay.run(stop))
             await stop.wait()
             runner.cancel()

@@ -17,7 +17,6 @@ from typing import Any
 
 from dejaq.core.backoff import Backoff
 from dejaq.core.redact import redact
-from dejaq.driver.client import Client
 from dejaq.outbox import sql
 from dejaq.outbox.connect import psycopg_module
 from dejaq.outbox.relay.claimed import Claimed
@@ -32,12 +31,12 @@ RETRY = Backoff(0.05, 5.0)  # seconds, after the database or the brokers failed
 
 
 class Relay:
-    """Relays the outbox at ``url`` to the brokers of ``client`` until stopped."""
+    """Relays the outbox at ``url`` through ``handoff`` until stopped."""
 
     def __init__(
         self,
         url: str,
-        client: Client,
+        handoff: HandOff,
         *,
         batch: int = DEFAULT_BATCH,
         poll_ms: int = DEFAULT_POLL_MS,
@@ -48,7 +47,7 @@ class Relay:
         self.batch = batch
         self.poll_s = poll_ms / 1000
         self.metrics = metrics or RelayMetrics()
-        self.handoff = HandOff(client)
+        self.handoff = handoff
         self._work: Any = None
         self._listen: Any = None
 

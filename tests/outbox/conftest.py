@@ -10,6 +10,7 @@ import pytest
 
 from dejaq import outbox
 from dejaq.driver import Admin, Client, embedded
+from dejaq.outbox.driver_handoff import DriverHandOff
 from dejaq.outbox.relay import Relay
 from tests.postgres_server import PostgresServer
 
@@ -38,7 +39,7 @@ async def broker() -> AsyncIterator[Client]:
 
 async def drain(url: str, client: Client) -> int:
     """Everything committed in the outbox at ``url`` relayed once; how many rows."""
-    relay = Relay(url, client)
+    relay = Relay(url, DriverHandOff(client))
     try:
         return await relay.drain()
     finally:

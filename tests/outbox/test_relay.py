@@ -16,6 +16,7 @@ import pytest
 from dejaq import outbox
 from dejaq.core.clock import now_ms
 from dejaq.driver import Admin, Client
+from dejaq.outbox.driver_handoff import DriverHandOff
 from dejaq.outbox.relay import Relay, RelayMetrics
 from tests.outbox.conftest import HOUR_MS, TOPIC, drain, on_topic
 
@@ -29,7 +30,9 @@ def schedule_many(url: str, n: int, prefix: str, per_tx: int = 50) -> list[str]:
         for start in range(0, n, per_tx):
             with conn.transaction():
                 for i in range(start, min(n, start + per_tx)):
-                    ids.append(outbox.schedule(conn, TOPIC, b"x", delay_ms=HOUR_MS, id=f"{prefix}{i}"))
+                    ids.append(
+                        outbox.schedule(conn, TOPIC, b"x", delay_ms=HOUR_MS, id=f"{prefix}{i}")
+                    )
     return ids
 
 
@@ -76,9 +79,7 @@ async def test_a_rolled_back_cancel_leaves_the_message(app_db: str, broker: Clie
     assert await on_topic(broker, kept)
 
 
-async def test_a_parked_row_does_not_block_the_rows_behind_it(
-    app_db: str, broker: Client
-) -> None:
+async def test_a_parked_row_does_not_block_the_rows_behind_it(app_db: str, broker: Client) -> None:
     # Given a row for a topic that does not exist, written before two good ones
     with psycopg.connect(app_db) as conn:
         with conn.transaction():
@@ -88,7 +89,7 @@ async def test_a_parked_row_does_not_block_the_rows_behind_it(
             second = outbox.schedule(conn, TOPIC, b"2", delay_ms=HOUR_MS)
     # When the relay runs
     metrics = RelayMetrics()
-    relay = Relay(app_db, broker, metrics=metrics)
+    relay = Relay(app_db, DriverHandOff(broker), metrics=metrics)
     try:
         await relay.drain()
     finally:
@@ -106,7 +107,10 @@ async def test_a_parked_row_does_not_block_the_rows_behind_it(
 async def test_three_relays_share_an_outbox(app_db: str, broker: Client) -> None:
     # Given 3 relays on one outbox, and rows committed while they run
     metrics = RelayMetrics()
-    relays = [Relay(app_db, broker, batch=20, poll_ms=50, metrics=metrics) for _ in range(3)]
+    relays = [
+        Relay(app_db, DriverHandOff(broker), batch=20, poll_ms=50, metrics=metrics)
+        for _ in range(3)
+    ]
     stop = asyncio.Event()
     running = [asyncio.create_task(r.run(stop)) for r in relays]
     ids = await asyncio.to_thread(schedule_many, app_db, 600, "shared-", 10)
@@ -130,8 +134,20 @@ async def test_three_relays_share_an_outbox(app_db: str, broker: Client) -> None
 
 def relay_process(url: str, broker: Client) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "dejaq.driver.cli.main", "outbox", "relay", url,
-         "--broker", broker.address, "--batch", "25", "--poll-ms", "50"],
+        [
+            sys.executable,
+            "-m",
+            "dejaq.driver.cli.main",
+            "outbox",
+            "relay",
+            url,
+            "--broker",
+            broker.address,
+            "--batch",
+            "25",
+            "--poll-ms",
+            "50",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

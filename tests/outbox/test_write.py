@@ -46,9 +46,7 @@ async def psycopg_async(url: str, order: str, commit: bool) -> str:
         try:
             async with conn.transaction():
                 await conn.execute("INSERT INTO orders (id) VALUES (%s)", (order,))
-                msg_id: str = await outbox.schedule(
-                    conn, TOPIC, order.encode(), delay_ms=HOUR_MS
-                )
+                msg_id: str = await outbox.schedule(conn, TOPIC, order.encode(), delay_ms=HOUR_MS)
                 if not commit:
                     raise Rollback
         except Rollback:
@@ -62,9 +60,7 @@ async def with_asyncpg(url: str, order: str, commit: bool) -> str:
         try:
             async with conn.transaction():
                 await conn.execute("INSERT INTO orders (id) VALUES ($1)", order)
-                msg_id: str = await outbox.schedule(
-                    conn, TOPIC, order.encode(), delay_ms=HOUR_MS
-                )
+                msg_id: str = await outbox.schedule(conn, TOPIC, order.encode(), delay_ms=HOUR_MS)
                 if not commit:
                     raise Rollback
         except Rollback:
@@ -96,9 +92,7 @@ async def sqlalchemy_async_session(url: str, order: str, commit: bool) -> str:
     try:
         async with AsyncSession(engine) as session:
             await session.execute(text("INSERT INTO orders (id) VALUES (:id)"), {"id": order})
-            msg_id: str = await outbox.schedule(
-                session, TOPIC, order.encode(), delay_ms=HOUR_MS
-            )
+            msg_id: str = await outbox.schedule(session, TOPIC, order.encode(), delay_ms=HOUR_MS)
             if commit:
                 await session.commit()
             else:
