@@ -48,6 +48,11 @@ def register(sub: Any) -> None:
         "--poll-ms", type=int, default=500, help="look for rows this often unwoken (default 500)"
     )
     p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (default: off)")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="relay what is committed now, say how many rows, and exit (a catch-up, a check)",
+    )
     p.set_defaults(run=relay)
 
 
@@ -88,6 +93,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def relay(args: argparse.Namespace) -> int:
+    from dejaq.outbox.connect import database_errors
     from dejaq.outbox.driver_handoff import DriverHandOff
     from dejaq.outbox.relay import Relay, RelayMetrics
 
@@ -109,6 +115,15 @@ def relay(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with connect(args) as client:
+            if args.once:
+                once = Relay(args.url, DriverHandOff(client), batch=args.batch, metrics=metrics)
+                try:
+                    with database_errors(args.url):
+                        done = await once.drain()
+                finally:
+                    await once.close()
+                print(f"relayed {done} rows")
+                return
             relay = Relay(
                 args.url,
                 DriverHandOff(client),
