@@ -201,7 +201,8 @@ async def one_rate(
         async with Client(address) as client:
             states = [(i, (await Admin(client).get(topic, i)).state) for i in missing[:5]]
         print(
-            f"not received: {len(missing)} {states}; outbox waiting {left.waiting}, parked {left.parked}"
+            f"not received: {len(missing)} {states};"
+            f" outbox waiting {left.waiting}, parked {left.parked}"
         )
     return {
         "rate": rate,
