@@ -14,15 +14,16 @@ process of its own, through the public driver, as a user runs it.
   least 1) paced evenly; a consumer here receives them, after a warm-up of a
   second whose rows are not counted. Two figures: the
   relay's own histogram ``dejaq_outbox_relay_lag_seconds`` (from the row's
-  write to dejaq accepting it; p50/p99 read from its buckets after the first
-  second, so each is the upper edge of its bucket), and the lag from the writer's commit returning
+  commit, the server keeping commit times, to dejaq accepting it; p50/p99
+  read from its buckets after the warm-up, so each is the upper edge of its
+  bucket), and the lag from the writer's commit returning
   to the consumer receiving the message, exact, an upper bound of the relay's
   (it adds dispatch and delivery).
 - **Drain.** ``--drain-rows`` rows committed with no relay running, due in an
   hour; then a relay starts and the time until the outbox is empty is taken:
   rows a second one relay drains (its start included).
 - **Insert cost.** Transactions that insert an order row, with and without an
-  outbox row beside it, in alternating blocks: the median time of each from
+  outbox row beside it, alternating one by one: the median time of each from
   ``BEGIN`` to the commit returning, and their difference.
 
 Figures print and go to benchmarks/results/outbox.json (``--name``).
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from suite.backends import postgres_store
+from suite.backends import ROOT
 from suite.broker import broker, dejaq_command, free_port
 from suite.procstat import load_average
 from suite.record import save_record
@@ -55,8 +56,19 @@ from dejaq.driver import Admin, Client, Consumer
 
 WARMUP_S = 1.0
 DRAIN_TIMEOUT_S = 120.0
-COST_BLOCKS = 10  # alternating blocks of each kind of transaction
-COST_BLOCK = 200  # transactions a block
+COST_EACH = 2000  # transactions of each kind, alternating one by one
+
+
+@contextlib.contextmanager
+def app_database() -> Any:
+    """A fresh PostgreSQL (the tests' helper: fsync off) keeping commit times, so
+    the relay's lag counts from each row's commit; its URL."""
+    sys.path.insert(0, str(ROOT))
+    from tests.postgres_server import PostgresServer, bin_dir
+    from tests.servers import running
+
+    with running(PostgresServer.create(bin_dir(), track_commit_timestamp="on")) as server:
+        yield server.create_database("app")
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -244,18 +256,15 @@ def insert_cost(url: str) -> dict[str, Any]:
     with psycopg.connect(url) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, body text)")
         conn.commit()
-        for block in range(2 * COST_BLOCKS):
-            kind = "with" if block % 2 else "without"
-            for _ in range(COST_BLOCK):
-                n += 1
-                started = time.perf_counter()
-                with conn.transaction():
-                    conn.execute("INSERT INTO orders VALUES (%s, 'an order')", (f"o-{n}",))
-                    if kind == "with":
-                        dejaq.outbox.schedule(
-                            conn, "cost", b"x" * 100, delay_ms=1_800_000, id=f"c-{n}"
-                        )
-                timings[kind].append((time.perf_counter() - started) * 1e6)
+        for _ in range(2 * COST_EACH):
+            n += 1
+            kind = "with" if n % 2 else "without"
+            started = time.perf_counter()
+            with conn.transaction():
+                conn.execute("INSERT INTO orders VALUES (%s, 'an order')", (f"o-{n}",))
+                if kind == "with":
+                    dejaq.outbox.schedule(conn, "cost", b"x" * 100, delay_ms=1_800_000, id=f"c-{n}")
+            timings[kind].append((time.perf_counter() - started) * 1e6)
     without = statistics.median(timings["without"])
     with_row = statistics.median(timings["with"])
     return {
@@ -266,39 +275,45 @@ def insert_cost(url: str) -> dict[str, Any]:
     }
 
 
+async def run_all(
+    url: str, address: str, args: argparse.Namespace, log: Path, results: dict[str, Any]
+) -> None:
+    dejaq.outbox.install(url)
+    metrics = f"127.0.0.1:{free_port()}"
+    with relay_process(url, address, metrics, log):
+        results["lag"] = [
+            await one_rate(url, address, metrics, rate, args.seconds, args.writers)
+            for rate in args.rates
+        ]
+    for row in results["lag"]:
+        print(
+            f"{row['rate']:>6}/s ({row['rows_a_transaction']} a tx,"
+            f" {row['written_per_s']}/s written):"
+            f" relay lag p50 <= {row['relay_lag_p50_ms_bucket']:g} ms,"
+            f" p99 <= {row['relay_lag_p99_ms_bucket']:g} ms (bucket edges);"
+            f" commit to delivery p50 {row['commit_to_delivery_p50_ms']} ms,"
+            f" p99 {row['commit_to_delivery_p99_ms']} ms"
+        )
+    results["drain"] = await drain(url, address, args.drain_rows, log)
+    print(
+        f"drain: {results['drain']['rows']} rows in {results['drain']['seconds']} s,"
+        f" {results['drain']['rows_per_s']} rows/s"
+    )
+    results["insert_cost"] = await asyncio.to_thread(insert_cost, url)
+    cost = results["insert_cost"]
+    print(
+        f"insert cost: {cost['median_us_without']} us a transaction without the outbox row,"
+        f" {cost['median_us_with']} us with it: +{cost['extra_us']} us"
+    )
+
+
 async def main(args: argparse.Namespace) -> None:
     load_before = load_average()
     results: dict[str, Any] = {}
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "dejaq-outbox-relay.log"
-    async with postgres_store() as store, broker("memory://", http_api=False) as proc:
-        url = store.url
-        dejaq.outbox.install(url)
-        metrics = f"127.0.0.1:{free_port()}"
-        with relay_process(url, proc.address, metrics, log):
-            results["lag"] = [
-                await one_rate(url, proc.address, metrics, rate, args.seconds, args.writers)
-                for rate in args.rates
-            ]
-        for row in results["lag"]:
-            print(
-                f"{row['rate']:>6}/s ({row['rows_a_transaction']} a tx,"
-                f" {row['written_per_s']}/s written):"
-                f" relay lag p50 <= {row['relay_lag_p50_ms_bucket']:g} ms,"
-                f" p99 <= {row['relay_lag_p99_ms_bucket']:g} ms (bucket edges);"
-                f" commit to delivery p50 {row['commit_to_delivery_p50_ms']} ms,"
-                f" p99 {row['commit_to_delivery_p99_ms']} ms"
-            )
-        results["drain"] = await drain(url, proc.address, args.drain_rows, log)
-        print(
-            f"drain: {results['drain']['rows']} rows in {results['drain']['seconds']} s,"
-            f" {results['drain']['rows_per_s']} rows/s"
-        )
-        results["insert_cost"] = await asyncio.to_thread(insert_cost, url)
-        cost = results["insert_cost"]
-        print(
-            f"insert cost: {cost['median_us_without']} us a transaction without the outbox row,"
-            f" {cost['median_us_with']} us with it: +{cost['extra_us']} us"
-        )
+    with app_database() as url:
+        async with broker("memory://", http_api=False) as proc:
+            await run_all(url, proc.address, args, log, results)
     config = {
         "rates": args.rates,
         "seconds": args.seconds,

@@ -114,11 +114,20 @@ ORDER BY r.xid, r.seq
 LIMIT %s
 FOR UPDATE SKIP LOCKED
 """
-# Rows handed over: gone, each with its lag from write to hand-over in seconds.
+# Rows handed over: gone, each with its lag in seconds from its write to the
+# hand-over; from its transaction's commit where the server keeps commit times
+# (track_commit_timestamp = on).
 DELETE_DONE = f"""
 DELETE FROM {ROWS} WHERE seq = ANY(%s)
 RETURNING extract(epoch FROM clock_timestamp() - written_at)::float8
 """
+DELETE_DONE_FROM_COMMIT = f"""
+DELETE FROM {ROWS} WHERE seq = ANY(%s)
+RETURNING extract(
+    epoch FROM clock_timestamp() - coalesce(pg_xact_commit_timestamp(xmin), written_at)
+)::float8
+"""
+COMMIT_TIMES = "SELECT current_setting('track_commit_timestamp')::boolean"
 PARK = f"""
 WITH gone AS (DELETE FROM {ROWS} WHERE seq = %s RETURNING *)
 INSERT INTO {PARKED} (seq, written_at, reason, op, topic, msg_id, at_ms, payload, key,

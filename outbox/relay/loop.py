@@ -50,6 +50,7 @@ class Relay:
         self.handoff = handoff
         self._work: Any = None
         self._listen: Any = None
+        self._delete = sql.DELETE_DONE
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Relay until ``stop`` is set (or the task is cancelled); a lost
@@ -93,7 +94,7 @@ class Relay:
             refused = await self.handoff.rows(claimed)
             accepted = [row.seq for row in claimed if row.seq not in refused]
             if accepted:
-                cur = await conn.execute(sql.DELETE_DONE, (accepted,))
+                cur = await conn.execute(self._delete, (accepted,))
                 lag = self.metrics.lag.labels(self.name)
                 for (seconds,) in await cur.fetchall():
                     lag.observe(max(seconds, 0.0))
@@ -116,6 +117,9 @@ class Relay:
         self._work = await psycopg.AsyncConnection.connect(self.url)
         self._listen = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         await self._listen.execute(sql.LISTEN)
+        cur = await self._listen.execute(sql.COMMIT_TIMES)
+        (commit_times,) = await cur.fetchone()
+        self._delete = sql.DELETE_DONE_FROM_COMMIT if commit_times else sql.DELETE_DONE
         await self._count_parked()
 
     async def _disconnect(self) -> None:

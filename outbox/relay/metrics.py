@@ -33,8 +33,8 @@ class RelayMetrics:
         self.registry = registry or CollectorRegistry()
         self.lag = Histogram(
             "dejaq_outbox_relay_lag_seconds",
-            "Time from an outbox row's write in the application's transaction to dejaq"
-            " accepting it",
+            "Time from an outbox row's commit (its write when the database keeps no"
+            " commit times: track_commit_timestamp) to dejaq accepting it",
             ["outbox"],
             buckets=LAG_BUCKETS,
             registry=self.registry,
