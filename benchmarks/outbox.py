@@ -120,6 +120,19 @@ def histogram(metrics: str) -> list[tuple[float, float]]:
     return found
 
 
+def bucket_counts(
+    before: list[tuple[float, float]], after: list[tuple[float, float]]
+) -> dict[str, float]:
+    """Rows observed in each bucket between two scrapes, by upper edge in ms."""
+    earlier = dict(before)
+    found, below = {}, 0.0
+    for edge, cumulative in after:
+        n = cumulative - earlier.get(edge, 0.0)
+        found[f"{edge * 1000:g}"] = n - below
+        below = n
+    return found
+
+
 def bucket_quantile(
     before: list[tuple[float, float]], after: list[tuple[float, float]], q: float
 ) -> float:
@@ -223,6 +236,7 @@ async def one_rate(
         "written": len(commits),
         "received": sum(1 for i in commits if i in received),
         "written_per_s": round(len(commits) / seconds),
+        "relay_lag_buckets": bucket_counts(before, after),
         "relay_lag_p50_ms_bucket": bucket_quantile(before, after, 0.5) * 1000,
         "relay_lag_p99_ms_bucket": bucket_quantile(before, after, 0.99) * 1000,
         "commit_to_delivery_p50_ms": round(percentile(lags, 0.5), 2),
