@@ -132,9 +132,10 @@ class Relay:
         self._work = self._listen = None
 
     async def _wait(self) -> None:
-        """Until a commit notifies, or the poll interval passes."""
+        """Until a commit notifies, or the poll interval passes (then the parked
+        rows are counted again: an operator may have cleared them)."""
         async for _ in self._listen.notifies(timeout=self.poll_s, stop_after=1):
-            break
+            return
         await self._count_parked()
 
     async def _count_parked(self) -> None:
