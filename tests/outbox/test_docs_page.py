@@ -1,5 +1,5 @@
 """The outbox page, run as written against a real PostgreSQL and a broker
-process: its terminal sessions and its program, the application's database in
+process: its console blocks and its program, the application's database in
 place of the page's, and the relay under the role the page grants."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_the_outbox_page_runs_as_written(
     consoles = [b for b in found if b.lang == "console"]
     (program,) = [b for b in found if b.lang == "python" and b.output is not None]
     (grants,) = [b for b in found if b.lang == "sql"]
-    # Given the schema installed and the topic created, as the page's first session
+    # Given the schema installed and the topic created, as the page's first console block
     _run_console(consoles[0], owner, relay, broker.address, tmp_path)
     _grant_as_the_page_says(owner, grants)
     # When the application's program runs, then it prints what the page shows
@@ -89,7 +89,7 @@ def test_the_outbox_page_runs_as_written(
     )
     assert done.returncode == 0, done.stderr
     assert matches(program.output.splitlines(), done.stdout.splitlines()), done.stdout  # type: ignore[union-attr]
-    # And the rest of the sessions print what the page shows, the relay and the
+    # And the rest of the console blocks print what the page shows, the relay and the
     # status under the relay role
     for block in consoles[1:]:
         _run_console(block, owner, relay, broker.address, tmp_path)
