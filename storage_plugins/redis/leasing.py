@@ -304,7 +304,7 @@ async def _take_each(
             Call(
                 lua.LEASE,
                 (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, *info.optional(s)),
-                (*args, request.max_deliveries, "1" if solo else "0", asked),
+                (*args, request.max_deliveries, "1" if solo else "0", asked, *_caps(request)),
             )
         )
     out: dict[int, tuple[Taken, int] | None] = {}
@@ -320,6 +320,12 @@ async def _take_each(
     return out, failed
 
 
+def _caps(request: LeaseRequest) -> tuple[bytes, str, str]:
+    """A pass's caps as the lease script's columns: keys, their lengths, the numbers."""
+    caps = request.caps or {}
+    return (*columns.texts(caps), columns.decimals(caps.values()))
+
+
 def _delivered(reply: list[Any]) -> tuple[Taken, int] | None:
     """A lease script's (bucket, delivery) pairs and dead-letter count; None
     for a solo call refused (strays)."""
@@ -329,11 +335,18 @@ def _delivered(reply: list[Any]) -> tuple[Taken, int] | None:
     delivered: Taken = []
     at = 0
     items = np.frombuffer(numbers, "<f8").astype(np.int64).reshape(-1, lua.LEASED_ITEM)
-    for bucket, ts, version, deliveries, priority_, id_len, size in items.tolist():
+    for bucket, ts, version, deliveries, priority_, id_len, size, klen, hlen in items.tolist():
         id = blob[at : at + id_len].decode()
-        payload = blob[at + id_len : at + id_len + size]
-        at += id_len + size
-        delivered.append((bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_)))
+        at += id_len
+        payload = blob[at : at + size]
+        at += size
+        key = blob[at : at + klen].decode()
+        at += klen
+        headers = blob[at : at + hlen]
+        at += hlen
+        delivered.append(
+            (bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_, key, headers))
+        )
     return delivered, died
 
 
