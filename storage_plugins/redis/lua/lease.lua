@@ -86,10 +86,15 @@ local function visit(lane, id)
     return false, true
   end
   local body = string.sub(packed, from)
-  if flags % 4 >= 2 or hlen == false then  -- apart, or headers: read after the walk
-    payloads[i] = flags % 4 >= 2 and false or body
+  local apart = flags % 4 >= 2
+  if apart or hlen == false then  -- apart, or headers: read after the walk
     numbers[i] = {b, ts, v, n, p, #id, #body, #key}
-    if flags % 4 >= 2 then unread[#unread + 1] = id end
+    if apart then
+      payloads[i] = false
+      unread[#unread + 1] = id
+    else
+      payloads[i] = body
+    end
   else
     payloads[i] = body
     numbers[i] = struct.pack(K_NUMBERS, b, ts, v, n, p, #id, #body, #key, 0)
