@@ -3,7 +3,10 @@
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
 -- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
 -- in other slots), asked buckets ('*' or 'lo-hi,...'), then the caps as columns
--- (columns.py: keys, their lengths, the most of each to take).
+-- (columns.py: keys, their lengths, the most of each to take), then shares ('1':
+-- one of several slots' shares of a pass: refuse with KEYED, changing nothing,
+-- when keyed messages are due, since the pass must then share among keys
+-- across the slots, leasing.py).
 -- Takes the slot's messages of the asked buckets with timestamp <= bound (the
 -- pass's bound, or less when merging slots) until `quota` are delivered; dead
 -- letters do not count against the quota. The quota is shared max-min fairly
@@ -155,6 +158,9 @@ for _, item in ipairs(heap) do
   end
   g.heap[#g.heap + 1] = item
   g.lanes[#g.lanes + 1] = lane
+end
+if ARGV[14] == '1' and (#order > 1 or (order[1] and order[1].key ~= '')) then
+  return {KEYED}
 end
 local caps = {}
 if not extra.waits then  -- a priority topic takes by rank: no caps
