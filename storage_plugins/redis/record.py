@@ -109,9 +109,7 @@ def decode(packed: bytes) -> Record:
     )
 
 
-def new_records(
-    batch: Sequence[NewMessage], lanes: bool = True
-) -> tuple[list[bytes], list[int]]:
+def new_records(batch: Sequence[NewMessage], lanes: bool = True) -> tuple[list[bytes], list[int]]:
     """The records of new messages (version 1, no delivery, no owner), each
     with its payload inline, and the indexes of those whose payload is too
     large for that (kept apart): the fixed parts made in one numpy call, so the

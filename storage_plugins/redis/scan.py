@@ -2,13 +2,14 @@
 
 A bucket's live ids are the members of its timeline ``tl:<bucket>`` and of its
 keys' lanes ``tl:<bucket>:<key>`` (those ``heads`` lists) — in the bucket's
-slot, and in the slots its ``stray-homes`` name — whose order is by time, not id. The first page of a bucket reads them all and sorts them; the
-order is kept (``IdOrders``) for the next pages for as long as the bucket's
-``entered`` counts stand still (no insert or redrive added a member since:
-members that left are skipped when their records are read). A page then takes
-its ids from the kept order by bisection, so reading a whole bucket costs its
-size once, not once a page. Each page reads the counts, so an order kept by
-one broker is never used after another broker added to the bucket.
+slot, and in the slots its ``stray-homes`` name — whose order is by time, not
+id. The first page of a bucket reads them all and sorts them; the order is kept
+(``IdOrders``) for the next pages for as long as the bucket's ``entered``
+counts stand still (no insert or redrive added a member since: members that
+left are skipped when their records are read). A page then takes its ids from
+the kept order by bisection, so reading a whole bucket costs its size once,
+not once a page. Each page reads the counts, so an order kept by one broker is
+never used after another broker added to the bucket.
 
 Dead ids are kept per slot in byte order (``dead-ids``) without their bucket,
 so a page takes up to ``limit + 1`` of them after the cursor from every slot

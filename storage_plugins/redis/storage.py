@@ -31,9 +31,9 @@ from dejaq.core.model import (
 )
 from dejaq.storage_plugins.base import (
     Forecast,
-    KeyLoad,
     HandBack,
     Head,
+    KeyLoad,
     LeaseRequest,
     Migration,
     Outcome,
