@@ -142,12 +142,6 @@ def lane_bucket(lane_id: str | bytes) -> int:
     return int(text.partition(":")[0])
 
 
-def lane_key(lane_id: str | bytes) -> str:
-    """The key of a lane id ("" for a bucket's timeline)."""
-    text = lane_id.decode() if isinstance(lane_id, bytes) else lane_id
-    return text.partition(":")[2]
-
-
 HASH_SLOTS = 16384  # Redis Cluster's
 # How far ``tag`` looks for a suffix, in multiples of the slot count: a name
 # whose tag Redis cuts short (a '}' in it) hashes the same whatever the suffix.

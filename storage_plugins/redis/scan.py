@@ -133,7 +133,7 @@ async def _order(runner: Runner, info: TopicEntry, bucket: int, homes: tuple[int
         reads.append(None)
         # The bucket's timeline and its keys' lanes (keys.lane) that hold anything.
         mine = [x.decode() for x in lanes if b":" in x and keys.lane_bucket(x) == bucket]
-        for lane in [str(bucket), *mine]:
+        for lane in [keys.lane(bucket), *mine]:
             calls.append(Call(None, (), ("ZRANGE", info.slot(h).timeline(lane), 0, -1)))
             reads.append(h)
     replies = await runner.run(calls, durable=False)

@@ -290,6 +290,7 @@ class RedisStorage(Storage):
             laned = info.topic.settings.kind != KIND_PRIORITY  # a priority topic takes by rank
             records, apart = record.new_records(batch, laned)
             headed = [i for i, m in enumerate(batch) if m.headers]
+            keyed = [i for i, m in enumerate(batch) if m.key] if laned else []
             args = (
                 info.gen,
                 s.prefix,
@@ -299,7 +300,8 @@ class RedisStorage(Storage):
                 *columns.strings(records),
                 *columns.strings(batch[i].payload for i in apart),
                 columns.decimals(i + 1 for i in apart),
-                *columns.texts(keys.lane(m.bucket, m.key if laned else "") for m in batch),
+                *columns.texts(batch[i].key for i in keyed),
+                columns.decimals(i + 1 for i in keyed),
                 *columns.strings(batch[i].headers for i in headed),
                 columns.decimals(i + 1 for i in headed),
             )

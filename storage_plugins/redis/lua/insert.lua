@@ -2,9 +2,9 @@
 -- then the batch as columns (columns.py): ids, their lengths, timestamps and
 -- buckets (comma-separated decimals), the records (record.new_records: each
 -- with its payload inline, or marked apart), their lengths, and the payloads
--- kept apart, their lengths and their indexes in the batch (1-based), the lane
--- ids (keys.lane) and their lengths, and the headers of those that have some,
--- their lengths and indexes.
+-- kept apart, their lengths and their indexes in the batch (1-based), the keys
+-- of the messages that go on their key's lane (keys.lane), their lengths and
+-- indexes, and the headers of those that have some, their lengths and indexes.
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- a tombstoned one, or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
@@ -14,8 +14,10 @@ local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(
 local packed = cut(ARGV[7], ARGV[8])
 local apart, bodies = {}, cut(ARGV[9], ARGV[10])
 for i, at in ipairs(decimals(ARGV[11])) do apart[tonumber(at)] = bodies[i] end
-local lanes, headed, blobs = cut(ARGV[12], ARGV[13]), {}, cut(ARGV[14], ARGV[15])
-for i, at in ipairs(decimals(ARGV[16])) do headed[tonumber(at)] = blobs[i] end
+local laned, named = {}, cut(ARGV[12], ARGV[13])
+for i, at in ipairs(decimals(ARGV[14])) do laned[tonumber(at)] = named[i] end
+local headed, blobs = {}, cut(ARGV[15], ARGV[16])
+for i, at in ipairs(decimals(ARGV[17])) do headed[tonumber(at)] = blobs[i] end
 local out = {OK}
 local records, payloads, headers, timelines, earliest, pending = {}, {}, {}, {}, {}, {}
 local entered = {}
@@ -25,7 +27,8 @@ local existing = collect('HMGET', prefix .. K_RECORDS, ids)
 local buried = tombs and collect('ZMSCORE', tombs, ids) or {}
 local seen = {}
 for i = 1, #ids do
-  local id, ts, bucket, lane = ids[i], stamps[i], buckets[i], lanes[i]
+  local id, ts, bucket = ids[i], stamps[i], buckets[i]
+  local lane = laned[i] and bucket .. ':' .. laned[i] or bucket
   if seen[id] or buried[i] or existing[i] then
     out[#out + 1] = 1
   else
