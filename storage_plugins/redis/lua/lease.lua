@@ -116,32 +116,34 @@ local function visit(lane, id)
   return true, true
 end
 
--- Take up to `want` of the timelines in `heap` (their lane ids in `lanes`),
--- earliest first. When all that is due fits (the steady case), each due
--- timeline is read once and its members visited as read: the pass takes them
--- all, so the merge in time order (walk) would only cost a heap step a
--- message. Otherwise the reads stop one past `want` (nothing written yet) and
--- the walk runs.
-local function take(heap, lanes, want)
+-- Take everything due on `lanes` when it fits in `want` (the steady case):
+-- each due timeline is read once and its members visited as read, since the
+-- pass takes them all and the merge in time order (walk) would only cost a heap
+-- step a message. False when it does not fit: the reads stopped one past
+-- `want`, nothing was written.
+local function all_of(lanes, want)
   local due, room = {}, want + 1
   for i = 1, #lanes do
     local r = redis.call('ZRANGE', timeline(prefix, lanes[i]), '-inf', bound, 'BYSCORE',
                          'LIMIT', 0, room)
     due[i] = r
     room = room - #r
-    if room <= 0 then break end
+    if room <= 0 then return false end
   end
-  if room > 0 then
-    for i = 1, #lanes do
-      local ids = due[i]
-      if ids and #ids > 0 then
-        fetch(ids)
-        for j = 1, #ids do visit(lanes[i], ids[j]) end
-      end
+  for i = 1, #lanes do
+    local ids = due[i]
+    if #ids > 0 then
+      fetch(ids)
+      for j = 1, #ids do visit(lanes[i], ids[j]) end
     end
-  else
-    walk(prefix, heap, '-inf', bound, want, visit, nil, fetch)
   end
+  return true
+end
+
+-- Take up to `want` of the timelines in `heap` (their lane ids in `lanes`),
+-- earliest first.
+local function take(heap, lanes, want)
+  if not all_of(lanes, want) then walk(prefix, heap, '-inf', bound, want, visit, nil, fetch) end
 end
 
 local heap, lanes = due_heads(KEYS[2], asked(ARGV[10]), bound)
@@ -171,7 +173,8 @@ if #order == 1 or extra.waits then
   local want = quota
   if #order == 1 and caps[order[1].key] then want = math.min(want, caps[order[1].key]) end
   if want > 0 then take(heap, lanes, want) end
-elseif #order > 1 then
+elseif #order > 1 and (next(caps) or not all_of(lanes, quota)) then
+  -- (Everything due fitting the quota, all_of took it: every key had its share.)
   -- Max-min fair shares: how many each key has due (a ZCOUNT a lane, capped),
   -- then rounds of equal shares of what is left among the keys not yet
   -- served in full; fewer left than keys: the earliest keys one more each.
