@@ -51,9 +51,7 @@ async def cycle(
         for _ in range(LEASE // INSERT):
             ids = [f"msg-{seq + i:020d}" for i in range(INSERT)]
             batch = [
-                NewMessage(
-                    id, now - 5, PAYLOAD, bucket_of(id, buckets), key=_key(seq + i, keys)
-                )
+                NewMessage(id, now - 5, PAYLOAD, bucket_of(id, buckets), key=_key(seq + i, keys))
                 for i, id in enumerate(ids)
             ]
             seq += INSERT
