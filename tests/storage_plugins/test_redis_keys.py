@@ -1,64 +1,61 @@
-"""What only the redis:// backend promises about keys: a pass over several
-slots shares among the keys across them, also after passes that took each
-slot's share at once; an unkeyed topic keeps its one script a slot."""
+"""The hash tags of a topic's slots on ``redis://`` and ``redis+cluster://``:
+slot ``i`` of ``n`` lands in the ``i``-th of ``n`` equal ranges of Redis
+Cluster's hash slots, so a topic spreads evenly over masters that share them."""
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+import random
+import string
 
-from dejaq.core.model import NewMessage
-from dejaq.storage_plugins.base import LeaseRequest
-from tests.redis_server import RedisServer
-from tests.storage_plugins.redis_support import LEASE, NOW, T, given_topic, msg, opened
+import pytest
+from redis.crc import key_slot
 
-
-def scripts_run(server: RedisServer) -> int:
-    with server.client() as client:
-        stats = client.info("commandstats")
-    return sum(v["calls"] for k, v in stats.items() if k.startswith("cmdstat_evalsha"))
+from dejaq.storage_plugins.redis import keys as redis_keys
+from dejaq.storage_plugins.redis.keys import Slot, hash_range
 
 
-def keyed(id: str, ts: int, key: str) -> NewMessage:
-    return msg(id, ts, 64)._replace(key=key)
+@pytest.mark.parametrize("slots", [1, 2, 3, 6, 8, 12, 16, 64])
+def test_each_slot_of_many_random_topics_lands_in_its_range(slots: int) -> None:
+    rng = random.Random(slots)
+    alphabet = string.ascii_letters + string.digits + "._-"
+    for _ in range(300):
+        topic = "".join(rng.choices(alphabet, k=rng.randint(1, 40)))
+        for index in range(slots):
+            lo, hi = hash_range(index, slots)
+            s = Slot(topic, index, slots)
+            assert lo <= key_slot(s.records.encode()) < hi, (topic, index, s.prefix)
+            assert key_slot(s.timeline(3).encode()) == key_slot(s.alive.encode())
 
 
-async def test_keys_due_after_a_drained_pass_are_shared_across_the_slots(
-    server: RedisServer,
-) -> None:
-    # given a topic over 8 slots whose last pass took everything due (so the
-    # next takes each slot's share in one script a slot)
-    async with opened(f"{server.url}?topic_slots=8") as storage:
-        await given_topic(storage, buckets=64)
-        await storage.insert(T, [msg(f"a{i}", NOW - 5, 64) for i in range(20)])
-        first = await storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, "c1"))
-        assert len(first.delivered) == 20
-        # when one key's backlog and five other keys' messages fall due
-        await storage.insert(T, [keyed(f"c{i:03}", NOW - 100, "campaign") for i in range(300)])
-        await storage.insert(T, [keyed(f"r{i}", NOW - i, f"r{i}") for i in range(5)])
-        leases = await storage.lease(LeaseRequest.of(T, None, NOW, 10, LEASE, "c1"))
-        # then the pass shares among the keys over every slot, in time order
-        got = Counter(d.key for d in leases.delivered)
-        assert got == Counter({"campaign": 5, "r0": 1, "r1": 1, "r2": 1, "r3": 1, "r4": 1})
-        stamps = [d.timestamp for d in leases.delivered]
-        assert stamps == sorted(stamps)
+def test_the_ranges_cover_the_hash_slots_and_meet_the_masters_of_a_created_cluster() -> None:
+    # redis-cli --cluster create gives 3 masters 0-5460, 5461-10922, 10923-16383
+    assert [hash_range(i, 3) for i in range(3)] == [(0, 5461), (5461, 10923), (10923, 16384)]
+    for slots in (5, 6, 7, 12):
+        bounds = [hash_range(i, slots) for i in range(slots)]
+        assert bounds[0][0] == 0 and bounds[-1][1] == redis_keys.HASH_SLOTS
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
+    assert {hash_range(2 * i, 6)[0] for i in range(3)} == {0, 5461, 10923}
 
 
-async def test_an_unkeyed_topic_after_keys_are_gone_is_one_script_a_slot_again(
-    server: RedisServer,
-) -> None:
-    # given an 8-slot topic that had keys, all leased and acked
-    async with opened(f"{server.url}?topic_slots=8") as storage:
-        await given_topic(storage, buckets=64)
-        await storage.insert(T, [keyed(f"k{i}", NOW - 5, f"k{i % 3}") for i in range(30)])
-        taken = await storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, "c1"))
-        assert len(taken.delivered) == 30
-        await storage.ack(T, [(d.id, d.version) for d in taken.delivered], "c1", NOW)
-        # when passes find only unkeyed messages due, each taking all there is
-        for round in range(3):
-            await storage.insert(T, [msg(f"u{round}-{i}", NOW - 1, 64) for i in range(20)])
-            with server.client() as client:
-                client.config_resetstat()
-            leases = await storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, "c1"))
-            assert len(leases.delivered) == 20
-        # then the last one ran one lease script a slot, as a topic that never had keys
-        assert scripts_run(server) == 8
+def test_a_tag_is_plain_when_it_lands_in_its_range_and_suffixed_only_when_not() -> None:
+    for topic in ("orders", "emails", "a"):
+        for index, tag in enumerate(redis_keys.tags(topic, 8)):
+            lo, hi = hash_range(index, 8)
+            plain = f"{topic}:{index}"
+            if lo <= key_slot(plain.encode()) < hi:
+                assert tag == plain
+            else:
+                k = int(tag.removeprefix(plain + ":"))
+                assert all(not lo <= key_slot(f"{plain}:{j}".encode()) < hi for j in range(1, k))
+
+
+def test_one_slot_keeps_the_plain_tag_and_the_first_layout_s_tag_is_kept_apart() -> None:
+    assert Slot("orders", 0, 1).prefix == "dejaq:{orders:0}:"
+    assert Slot.format1("orders", 3, 8).prefix == "dejaq:{orders:3}:"
+    assert Slot("orders", 3, 8).prefix == "dejaq:{" + redis_keys.tags("orders", 8)[3] + "}:"
+
+
+def test_a_topic_name_redis_cuts_short_keeps_its_plain_tags() -> None:
+    # a '}' in the name ends the hash tag there: no suffix moves it
+    assert redis_keys.tags("a}b", 4) == ("a}b:0", "a}b:1", "a}b:2", "a}b:3")
