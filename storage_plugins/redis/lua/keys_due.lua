@@ -1,6 +1,6 @@
 -- KEYS: alive, heads, stray-homes. ARGV: gen, prefix, bound, asked buckets ('*'
 -- or 'lo-hi,...'), with homes ('1' / '0').
--- Reply {OK, 'home,...', keys, 'due,first,...'}: the first round of a fair pass
+-- Reply {OK, 'home,...', keys, 'due,first,...'}: the first step of a fair pass
 -- over several slots (leasing.py): per key with messages of the asked buckets
 -- due by bound in the slot ('' for those without a key), how many (a ZCOUNT a
 -- lane) and its earliest head; and the stray homes of the slot's buckets.

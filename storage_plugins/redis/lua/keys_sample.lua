@@ -1,7 +1,7 @@
 -- KEYS: alive, heads. ARGV: gen, prefix, bound, asked buckets ('*' or
 -- 'lo-hi,...'), then keys as columns (columns.py: the keys, their lengths, how
 -- many of each).
--- Reply {OK, 'count,...', 'score,...'}: the second round of a fair pass over
+-- Reply {OK, 'count,...', 'score,...'}: the second step of a fair pass over
 -- several slots (leasing.py): per key, the first due timestamps of its messages
 -- in the asked buckets of the slot, up to its count, in order (merged along
 -- its lanes, as the pass would take them); the counts say where each key's end.
