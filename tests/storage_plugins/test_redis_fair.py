@@ -8,6 +8,7 @@ from collections import Counter
 
 from dejaq.core.model import NewMessage
 from dejaq.storage_plugins.base import LeaseRequest
+from dejaq.storage_plugins.redis import fair
 from tests.redis_server import RedisServer
 from tests.storage_plugins.redis_support import LEASE, NOW, T, given_topic, msg, opened
 
@@ -62,3 +63,23 @@ async def test_an_unkeyed_topic_after_keys_are_gone_is_one_script_a_slot_again(
             assert len(leases.delivered) == 20
         # then the last one ran one lease script a slot, as a topic that never had keys
         assert scripts_run(server) == 8
+
+
+# -- the shares a pass over several slots plans ---------------------------------
+
+
+def test_shares_are_max_min_fair_and_what_a_key_leaves_goes_to_the_others() -> None:
+    # given keys with 1, 2 and 100 due (due count, earliest)
+    due = {"a": (1, 7), "b": (2, 8), "c": (100, 5)}
+    # then a limit of 30 gives a and b all they have and c the rest
+    assert fair.shares(due, 30) == {"a": 1, "b": 2, "c": 27}
+
+
+def test_with_fewer_left_than_keys_the_earliest_keys_take_one_each() -> None:
+    due = {f"k{i}": (5, 100 - i) for i in range(6)}
+    assert fair.shares(due, 3) == {"k5": 1, "k4": 1, "k3": 1}
+
+
+def test_caps_bound_a_key_and_a_cap_of_0_leaves_it_out() -> None:
+    due = {"c": (40, 1), "d": (40, 2), "e": (40, 3)}
+    assert fair.shares(due, 20, {"c": 2, "e": 0}) == {"c": 2, "d": 18}
