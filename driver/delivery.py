@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError
+from dejaq.driver.tracing import current_context_of
 from dejaq.proto import dejaq_pb2 as pb
 
 if TYPE_CHECKING:
     from dejaq.driver.settle import SettleBatcher
+    from dejaq.driver.tracing import Process
 
 
 class Delivery:
@@ -28,6 +30,7 @@ class Delivery:
     __slots__ = (
         "_extending",
         "_lease_ms",
+        "_process",
         "_settled",
         "_settler",
         "deliveries",
@@ -69,6 +72,7 @@ class Delivery:
         # cancelled, as keep_alive's renewer is when its block ends).
         self._extending: asyncio.Future[None] | None = None
         self._settled = False  # acked or nacked: no settle of it is to come
+        self._process: Process | None = None  # its span and metrics, while they are on
 
     def __repr__(self) -> str:
         return (
@@ -76,9 +80,17 @@ class Delivery:
             f"version={self.version}, deliveries={self.deliveries}, priority={self.priority})"
         )
 
+    @property
+    def trace_context(self) -> Any:
+        """The OpenTelemetry context of this delivery's ``process`` span, to start
+        the application's own spans under it (None while tracing is off)."""
+        return current_context_of(self._process)
+
     async def ack(self, *, confirm: bool = False) -> None:
         """Done with it: the message is deleted."""
         self._settled = True
+        if self._process is not None:
+            self._process.end("ack")
         if self._extending is not None:
             await self._after_extend()
         await self._settler.settle(pb.Settle.ACK, self, 0, confirm)
@@ -86,6 +98,8 @@ class Delivery:
     async def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
         """Give it back, due again in ``delay_ms`` (dead-lettered after max deliveries)."""
         self._settled = True
+        if self._process is not None:
+            self._process.end("nack")
         if self._extending is not None:
             await self._after_extend()
         await self._settler.settle(pb.Settle.NACK, self, delay_ms, confirm)
