@@ -8,7 +8,7 @@ from opentelemetry.trace import SpanKind
 
 from dejaq.driver import Admin, Client, Consumer, Delivery, Producer, embedded, tracing
 from dejaq.driver.producer import Outgoing
-from tests.otel import Otel, otel  # noqa: F401 - fixture
+from tests.otel import Otel
 
 pytestmark = pytest.mark.timeout(60)
 
