@@ -154,7 +154,7 @@ async def _produce(
     frame's byte cap goes to storage as it is; one that may be over it is
     encoded first, so the cap judges the very frame."""
     c = new.columns
-    columns = [c.get(name) for name in OPTIONS]
+    md, exp, pri = (c.get(name) for name in OPTIONS)
     req = pb.ProduceRequest(topic=request.match_info["topic"])
     broker = surface.broker
     if new.delays:
@@ -163,14 +163,14 @@ async def _produce(
     id_chars = sum(map(len, new.ids))
     size = messages_frame_at_most(len(new.ids), payload_bytes, id_chars, len(c))
     if size <= broker.config.max_produce_bytes:
-        batch = ProduceBatch(new.timestamps, new.ids, new.payloads, *columns)
+        batch = ProduceBatch(new.timestamps, new.ids, new.payloads, md, exp, pri)
 
         async def store(b: BrokerContext, r: pb.ProduceRequest) -> pb.ProduceResponse:
             return await produce_decoded(b, r.topic, batch)
 
         answer = await serve_unary(broker, surface.guard, "Produce", caller, store, req)
     else:
-        req.batch = encode_messages(new.timestamps, new.payloads, new.ids, *columns)
+        req.batch = encode_messages(new.timestamps, new.payloads, new.ids, md, exp, pri)
         answer = await serve_unary(broker, surface.guard, "Produce", caller, produce, req)
     broker.metrics.http_request("Produce", grpc.StatusCode.OK)
     return answer
