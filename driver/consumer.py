@@ -321,7 +321,14 @@ class Consumer:
 
     def _taken(self, trace: ConsumeTrace, d: Delivery) -> None:
         """The application took ``d``: its process span and metrics start."""
-        d._process = trace.taken(d.id, d.timestamp_ms, d.deliveries, "", None, now_ms())
+        d._process = trace.taken(
+            d.id,
+            d.timestamp_ms,
+            d.deliveries,
+            d.key,
+            d.headers if d._raw_headers else None,
+            now_ms(),
+        )
 
     def ready(self) -> list[Delivery]:
         """Take every delivery already buffered, without waiting (maybe none)."""

@@ -276,8 +276,10 @@ class Producer:
         headers: Sequence[bytes] | None,
     ) -> list[ProduceResult]:
         await self._slots.acquire()  # encoded only when it may go: in flight is bounded
-        traced = self._traced(ids, timestamps_ms)
+        traced = self._traced(ids, timestamps_ms, keys)
         try:
+            if traced is not None:
+                headers = traced.stamped(headers)
             batch = encode_messages(
                 timestamps_ms,
                 payloads,
@@ -309,14 +311,14 @@ class Producer:
         return await asyncio.shield(task)
 
     def _traced(
-        self, ids: Sequence[str], timestamps_ms: Sequence[int] | I64
+        self, ids: Sequence[str], timestamps_ms: Sequence[int] | I64, keys: Sequence[str] | None
     ) -> tracing.SendTrace | None:
         """The frame's ``send`` span and metrics; None (no work a message) while off."""
         tracer, instruments = tracing.tracer(), tracing.meter()
         if tracer is None and instruments is None:
             return None
         return tracing.SendTrace(
-            tracer, instruments, self.topic, self.client.address, ids, timestamps_ms, None
+            tracer, instruments, self.topic, self.client.address, ids, timestamps_ms, keys
         )
 
     async def _send(self, frame: _Frame) -> list[ProduceResult]:

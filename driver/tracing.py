@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dejaq.core import headers as header_codec
 from dejaq.core.headers import MAX_HEADER_BYTES, MAX_HEADERS
 
 try:
@@ -184,17 +185,16 @@ class SendTrace:
         if span.is_recording() or span.get_span_context().is_valid:
             _propagate.inject(self.carrier, context=_trace.set_span_in_context(span))
 
-    def headers(
-        self, own: Sequence[Mapping[str, str] | None] | None
-    ) -> list[Mapping[str, str] | None] | None:
-        """Each message's headers with the creation context written in (a
-        message's own ``traceparent`` kept; one with no room left as it is)."""
+    def stamped(self, own: Sequence[bytes] | None) -> Sequence[bytes] | None:
+        """Each message's encoded headers with the creation context written in
+        (a message's own ``traceparent`` kept; one with no room left as it is)."""
         carrier = self.carrier
         if not carrier:
-            return list(own) if own is not None else None
+            return own
+        context = header_codec.encode(carrier)
         if own is None:
-            return [carrier] * self.count
-        return [_with_context(h, carrier) for h in own]
+            return [context] * self.count
+        return [_stamp(h, carrier) if h else context for h in own]
 
     def done(self, task: asyncio.Future[list[Any]]) -> None:
         """The frame's task ended: answered, failed or cancelled."""
@@ -224,14 +224,13 @@ class SendTrace:
             self.instruments.sent.add(self.count, attrs)
 
 
-def _with_context(own: Mapping[str, str] | None, carrier: dict[str, str]) -> Mapping[str, str]:
-    if not own:
-        return carrier
+def _stamp(encoded: bytes, carrier: dict[str, str]) -> bytes:
+    own = header_codec.decode(encoded)
     if any(name.lower() == TRACEPARENT for name in own):
-        return own  # its own creation context, set by whoever made it
+        return encoded  # its own creation context, set by whoever made it
     if len(own) + len(carrier) > MAX_HEADERS or _size(own) + _size(carrier) > MAX_HEADER_BYTES:
-        return own  # no room: the message goes untraced rather than refused
-    return {**own, **carrier}
+        return encoded  # no room: the message goes untraced rather than refused
+    return header_codec.encode({**own, **carrier})
 
 
 def _size(headers: Mapping[str, str]) -> int:

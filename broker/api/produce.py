@@ -55,7 +55,7 @@ async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, 
 
 
 async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb.ProduceResponse:
-    span = broker.tracing.produce(topic.name, len(batch.ids), None)
+    span = broker.tracing.produce(topic.name, len(batch.ids), batch.headers)
     if span is None:
         return await _store_frame(broker, topic, batch)
     try:

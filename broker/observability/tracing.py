@@ -20,6 +20,8 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from dejaq.core import headers as message_headers
 from dejaq.core.errors import InvalidArgument
 
@@ -152,8 +154,12 @@ def _trace_headers(encoded: bytes) -> dict[str, str]:
     """A message's ``traceparent`` and ``tracestate`` headers, lower-cased."""
     if not encoded:
         return {}
+    try:
+        decoded = message_headers.decode(encoded)
+    except msgspec.MsgspecError:
+        return {}  # refused with its message by produce's checks, not here
     found = {}
-    for name, value in message_headers.decode(encoded).items():
+    for name, value in decoded.items():
         lowered = name.lower()
         if lowered in ("traceparent", "tracestate"):
             found[lowered] = value

@@ -94,3 +94,13 @@ def test_a_traced_webhook_request_carries_its_span_s_context(otel: Otel) -> None
 def test_headers_without_a_trace_context_give_no_lines() -> None:
     assert own_trace_lines(b"") == b""
     assert own_trace_lines(headers.encode({"x-env": "t"})) == b""
+
+
+def test_headers_that_do_not_decode_are_no_trace_context(otel: Otel) -> None:
+    # Given a frame whose headers are not a map (produce refuses that message itself)
+    span = BrokerTracing(1.0).produce("t", 1, [b"\xc1not msgpack"])
+    # Then its span starts all the same, with no parent and no link
+    assert span is not None
+    span.end()
+    (done,) = otel.spans("produce t")
+    assert done.parent is None and not done.links

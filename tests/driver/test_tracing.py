@@ -4,6 +4,8 @@ broker in the test's loop, recorded by the OpenTelemetry SDK's in-memory exporte
 from __future__ import annotations
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
 from dejaq.driver import Admin, Client, Consumer, Delivery, Producer, embedded, tracing
@@ -113,3 +115,117 @@ async def test_a_handler_that_raises_marks_its_process_span(otel: Otel) -> None:
     assert process.attributes is not None
     assert process.attributes["error.type"] == "ValueError"
     assert process.attributes["dejaq.settled"] == "nack"
+
+
+def _hex(span: ReadableSpan) -> tuple[str, str]:
+    assert span.context is not None
+    return f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
+
+
+async def test_the_consumer_s_span_continues_the_producer_s_trace(otel: Otel) -> None:
+    async with embedded() as client:
+        await Admin(client).create_topic("followed")
+        # When a message with a key is produced and consumed
+        async with Producer(client, "followed") as producer:
+            await producer.send(b"x", id="k1", key="tenant-7")
+        got = await take_one(client, "followed")
+    (send,) = otel.spans("send followed")
+    (process,) = otel.spans("process followed")
+    trace_id, send_id = _hex(send)
+    # Then the message carried the send span's context as its traceparent
+    assert got.headers["traceparent"].startswith(f"00-{trace_id}-{send_id}-")
+    # And the process span is its child, in its trace, and linked to it
+    assert process.parent is not None and f"{process.parent.span_id:016x}" == send_id
+    assert _hex(process)[0] == trace_id
+    assert [f"{link.context.span_id:016x}" for link in process.links] == [send_id]
+    assert send.attributes is not None and process.attributes is not None
+    assert send.attributes["dejaq.key"] == process.attributes["dejaq.key"] == "tenant-7"
+
+
+async def test_a_message_keeps_its_own_traceparent_and_the_current_tracestate(
+    otel: Otel,
+) -> None:
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    async with embedded() as client:
+        await Admin(client).create_topic("stated")
+        async with Producer(client, "stated") as producer:
+            # Given one message with a traceparent of its own, and one without
+            parent = trace.NonRecordingSpan(
+                trace.SpanContext(
+                    0x4BF92F3577B34DA6A3CE929D0E0E4736,
+                    0x00F067AA0BA902B7,
+                    True,
+                    trace.TraceFlags(1),
+                    trace.TraceState([("vendor", "x")]),
+                )
+            )
+            # When both are sent under the application's span, whose state says vendor=x
+            with trace.use_span(parent):
+                await producer.send_batch(
+                    [
+                        Outgoing(b"a", 0, id="own", headers={"traceparent": own, "x-env": "t"}),
+                        Outgoing(b"b", 0, id="new", headers={"x-env": "t"}),
+                    ]
+                )
+        async with Consumer(client, "stated") as consumer:
+            got = {d.id: d for d in await _take(consumer, 2)}
+    # Then the first kept its own, and the second carries the send span's with the state
+    assert got["own"].headers == {"traceparent": own, "x-env": "t"}
+    (send,) = otel.spans("send stated")
+    trace_id, send_id = _hex(send)
+    assert trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"  # the application's trace
+    assert got["new"].headers == {
+        "x-env": "t",
+        "traceparent": got["new"].headers["traceparent"],
+        "tracestate": "vendor=x",
+    }
+    assert got["new"].headers["traceparent"].startswith(f"00-{trace_id}-{send_id}-")
+
+
+async def test_a_redelivery_is_a_new_process_span_linked_to_the_same_creation(
+    otel: Otel,
+) -> None:
+    async with embedded() as client:
+        await Admin(client).create_topic("again")
+        async with Producer(client, "again") as producer:
+            await producer.send(b"x", id="r1")
+        # When the first delivery is nacked and the second acked
+        async with Consumer(client, "again") as consumer:
+            first = await consumer.receive(10)
+            assert first is not None
+            await first.nack(confirm=True)
+            second = await consumer.receive(10)
+            assert second is not None
+            await second.ack(confirm=True)
+    # Then there are two process spans, attempts 1 and 2, both linked to the send span
+    assert (first.deliveries, second.deliveries) == (1, 2)
+    (send,) = otel.spans("send again")
+    spans = otel.spans("process again")
+    assert [s.attributes["dejaq.delivery"] for s in spans if s.attributes] == [1, 2]
+    assert [s.attributes["dejaq.settled"] for s in spans if s.attributes] == ["nack", "ack"]
+    send_id = _hex(send)[1]
+    for span in spans:
+        assert [f"{link.context.span_id:016x}" for link in span.links] == [send_id]
+        assert _hex(span)[0] == _hex(send)[0]
+
+
+async def test_without_a_provider_messages_carry_no_trace_headers() -> None:
+    async with embedded() as client:
+        await Admin(client).create_topic("bare")
+        async with Producer(client, "bare") as producer:
+            await producer.send(b"x", id="b1", headers={"x-env": "t"})
+            await producer.send(b"y", id="b2")
+        async with Consumer(client, "bare") as consumer:
+            got = {d.id: d for d in await _take(consumer, 2)}
+    assert got["b1"].headers == {"x-env": "t"}
+    assert got["b2"].headers == {} and got["b2"]._raw_headers == b""
+
+
+async def _take(consumer: Consumer, n: int) -> list[Delivery]:
+    out = []
+    async for d in consumer:
+        await d.ack(confirm=True)
+        out.append(d)
+        if len(out) == n:
+            break
+    return out
