@@ -13,7 +13,8 @@ and consumes and acks them, and reports the CPU time of its whole process
 - ``no-provider``: the API installed, no provider set (its no-op);
 - ``sdk-100``: the SDK's tracer and meter providers, every span sampled and
   handed to a batch processor whose exporter drops them (the cost of making
-  the spans and the headers, not of sending them anywhere).
+  the spans, the headers and the metrics, not of sending them anywhere);
+- ``sdk-1``: the same with the SDK's sampler keeping 1% of the traces.
 
 Figures print and go to benchmarks/results/tracing_cost.json (``--name``).
 """
@@ -32,7 +33,7 @@ from suite.broker import broker
 from suite.procstat import load_average
 from suite.record import save_record
 
-MODES = ("no-api", "no-provider", "sdk-100")
+MODES = ("no-api", "no-provider", "sdk-1", "sdk-100")
 BATCH = 1000
 TOGETHER = 100
 
@@ -52,12 +53,14 @@ def _setup(mode: str) -> None:
         SpanExporter,
         SpanExportResult,
     )
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
     class Dropped(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    ratio = 0.01 if mode == "sdk-1" else 1.0
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
     provider.add_span_processor(BatchSpanProcessor(Dropped()))
     trace.set_tracer_provider(provider)
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
