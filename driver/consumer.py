@@ -225,7 +225,12 @@ class Consumer:
                     await asyncio.wait_for(asyncio.shield(self._reader), self.client.timeout_s)
                 self._reader.cancel()
         self._settler.abandon(BrokerUnavailable("the consumer is closed"))
-        for taken in self._processing.values():  # their process spans end with the consumer
+        # The process spans of other tasks' deliveries end with the consumer; the
+        # closing task's own go on until it settles them.
+        me = asyncio.current_task()
+        for task, taken in self._processing.items():
+            if task is me:
+                continue
             for d in taken if isinstance(taken, list) else (taken,):
                 if d._process is not None:
                     d._process.end("closed")

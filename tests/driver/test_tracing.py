@@ -3,6 +3,8 @@ broker in the test's loop, recorded by the OpenTelemetry SDK's in-memory exporte
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
@@ -229,3 +231,28 @@ async def _take(consumer: Consumer, n: int) -> list[Delivery]:
         if len(out) == n:
             break
     return out
+
+
+async def test_a_delivery_still_in_another_task_s_hands_ends_its_span_with_the_consumer(
+    otel: Otel,
+) -> None:
+    async with embedded() as client:
+        await Admin(client).create_topic("left")
+        async with Producer(client, "left") as producer:
+            await producer.send(b"x", id="l1")
+        consumer = await Consumer(client, "left", close_timeout_s=0.1).start()
+        taken = asyncio.Event()
+
+        async def hold_it() -> None:
+            await consumer.receive(10)
+            taken.set()
+            await asyncio.Event().wait()  # processing for good
+
+        holder = asyncio.create_task(hold_it())
+        await asyncio.wait_for(taken.wait(), 10)
+        # When the consumer closes while another task still holds the delivery
+        await consumer.close()
+        holder.cancel()
+    # Then its process span ended, saying so
+    (process,) = otel.spans("process left")
+    assert process.attributes is not None and process.attributes["dejaq.settled"] == "closed"
