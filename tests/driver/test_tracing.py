@@ -256,3 +256,29 @@ async def test_a_delivery_still_in_another_task_s_hands_ends_its_span_with_the_c
     # Then its process span ended, saying so
     (process,) = otel.spans("process left")
     assert process.attributes is not None and process.attributes["dejaq.settled"] == "closed"
+
+
+async def test_a_process_span_ends_when_its_task_takes_the_next_delivery(otel: Otel) -> None:
+    async with embedded() as client:
+        await Admin(client).create_topic("onwards")
+        async with Producer(client, "onwards") as producer:
+            await producer.send_batch([Outgoing(b"x", 0, id=f"n{i}") for i in range(2)])
+        async with Consumer(client, "onwards") as consumer:
+            # When a task takes a delivery, then the next before settling the first
+            first = await consumer.receive(10)
+            second = await consumer.receive(10)
+            assert first is not None and second is not None
+            # Then the first's span has ended, saying so; the second's is still open
+            (ended,) = otel.spans("process onwards")
+            assert ended.attributes is not None
+            assert ended.attributes["messaging.message.id"] == first.id
+            assert ended.attributes["dejaq.settled"] == "next"
+            await first.ack()
+            await second.ack(confirm=True)
+    # And acking the first later leaves its span as it was
+    assert [
+        s.attributes["dejaq.settled"] for s in otel.spans("process onwards") if s.attributes
+    ] == [
+        "next",
+        "ack",
+    ]
