@@ -45,6 +45,7 @@ from dejaq.driver.client import Client, channel_dropped, first_write, to_error
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.hold import Hold
 from dejaq.driver.settle import OnError, SettleBatcher
+from dejaq.driver.tracing import ConsumeTrace, SettleTrace, meter, tracer
 from dejaq.proto import dejaq_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,11 @@ class Consumer:
             max_batch=max_settle_batch,
             linger_ms=settle_linger_ms,
             on_error=on_settle_error,
+            trace=SettleTrace(topic, lambda: self.client.address),
         )
+        # Spans and metrics of the deliveries taken: set per delivery frame while
+        # they are on, None (no work a delivery) while off.
+        self._trace: ConsumeTrace | None = None
         self._settler.set_window(credits)
         self._closing = False
         self._closed: asyncio.Future[None] | None = None  # done when close() is
@@ -220,6 +225,15 @@ class Consumer:
                     await asyncio.wait_for(asyncio.shield(self._reader), self.client.timeout_s)
                 self._reader.cancel()
         self._settler.abandon(BrokerUnavailable("the consumer is closed"))
+        # The process spans of other tasks' deliveries end with the consumer; the
+        # closing task's own go on until it settles them.
+        me = asyncio.current_task()
+        for task, taken in self._processing.items():
+            if task is me:
+                continue
+            for d in taken if isinstance(taken, list) else (taken,):
+                if d._process is not None:
+                    d._process.end("closed")
         self._buffer.clear()  # their leases were handed back with the goodbye
         self._early.clear()
         self._end()
@@ -261,7 +275,13 @@ class Consumer:
 
     def _came_back(self, task: asyncio.Task[Any] | None) -> None:
         """``task`` is done with what it took before."""
-        if task is not None and self._processing.pop(task, None) is not None:
+        if task is None:
+            return
+        taken = self._processing.pop(task, None)
+        if taken is not None:
+            for d in taken if isinstance(taken, list) else (taken,):
+                if d._process is not None:
+                    d._process.end("next")
             event = self._done_processing
             if event is not None:
                 event.set()
@@ -304,7 +324,20 @@ class Consumer:
         self._settler.credit(1)
         if task is not None:
             self._hold(task, d)
+        if self._trace is not None:
+            self._taken(self._trace, d)
         return d
+
+    def _taken(self, trace: ConsumeTrace, d: Delivery) -> None:
+        """The application took ``d``: its process span and metrics start."""
+        d._process = trace.taken(
+            d.id,
+            d.timestamp_ms,
+            d.deliveries,
+            d.key,
+            d.headers if d._raw_headers else None,
+            now_ms(),
+        )
 
     def ready(self) -> list[Delivery]:
         """Take every delivery already buffered, without waiting (maybe none)."""
@@ -319,6 +352,9 @@ class Consumer:
             task = asyncio.current_task()
             if task is not None:
                 self._hold(task, out)
+            if self._trace is not None:
+                for d in out:
+                    self._taken(self._trace, d)
         return out
 
     def _released(self, deliveries: list[Delivery]) -> None:
@@ -350,8 +386,10 @@ class Consumer:
             while (d := await self.receive()) is not None:
                 try:
                     await handler(d)
-                except Exception:
+                except Exception as exc:
                     log.exception("handler failed for message %s", d.id)
+                    if d._process is not None:
+                        d._process.failed(exc)
                     if auto_ack:
                         await d.nack()
                     continue
@@ -464,22 +502,39 @@ class Consumer:
     def _on_frame(self, frame: pb.ConsumeResponse) -> None:
         kind = frame.WhichOneof("frame")
         if kind == "deliveries":
+            self._trace = self._tracing()
             received = now_ms()
             c = decode_delivery_columns(frame.deliveries)
             settler, lease, until = self._settler, self.lease_ms, c.lease_until
             priorities = c.priorities or itertools.repeat(0, len(c.ids))
-            deliveries = [
-                Delivery(i, t, p, v, n, until, received, settler, lease, pr)
-                for i, t, p, v, n, pr in zip(
-                    c.ids,
-                    c.timestamps,
-                    c.payloads,
-                    c.versions,
-                    c.deliveries,
-                    priorities,
-                    strict=True,
-                )
-            ]
+            if c.keys is None and c.headers is None:
+                deliveries = [
+                    Delivery(i, t, p, v, n, until, received, settler, lease, pr)
+                    for i, t, p, v, n, pr in zip(
+                        c.ids,
+                        c.timestamps,
+                        c.payloads,
+                        c.versions,
+                        c.deliveries,
+                        priorities,
+                        strict=True,
+                    )
+                ]
+            else:
+                deliveries = [
+                    Delivery(i, t, p, v, n, until, received, settler, lease, pr, k, h)
+                    for i, t, p, v, n, pr, k, h in zip(
+                        c.ids,
+                        c.timestamps,
+                        c.payloads,
+                        c.versions,
+                        c.deliveries,
+                        priorities,
+                        c.keys or itertools.repeat("", len(c.ids)),
+                        c.headers or itertools.repeat(b"", len(c.ids)),
+                        strict=True,
+                    )
+                ]
             sent_at = frame.sent_at
             if sent_at and (self._early.holding or (c.timestamps and max(c.timestamps) > sent_at)):
                 # Sent ahead, or behind held ones that may be due by now: the hold
@@ -490,6 +545,16 @@ class Consumer:
                 self._arrived()
         elif kind == "settled":
             self._settler.answered(frame.settled)
+
+    def _tracing(self) -> ConsumeTrace | None:
+        """What traces the deliveries of a frame; None while tracing and metrics are off."""
+        t, instruments = tracer(), meter()
+        if t is None and instruments is None:
+            return None
+        trace = self._trace
+        if trace is not None and trace.tracer is t and trace.instruments is instruments:
+            return trace
+        return ConsumeTrace(t, instruments, self.topic, self.client.address)
 
     async def _reconnect(self, generation: int, lost: DejaqError) -> None:
         """Reconnect under the same consumer id (to the next broker of the list,

@@ -75,19 +75,24 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from dejaq.broker.dispatch import pausing, ranks
 from dejaq.broker.dispatch.rate import RateCap
 from dejaq.broker.dispatch.window import Window
+from dejaq.broker.observability import tracing
 from dejaq.broker.observability.metrics import Event, Metrics
+from dejaq.broker.observability.tracing import BrokerTracing
 from dejaq.core.buckets import Buckets, bucket_of
 from dejaq.core.clock import Clock, Wake, WallClock
 from dejaq.core.errors import DejaqError, NotFound, StorageError
 from dejaq.core.model import LeasedMessage, Leases, NewMessage, Topic
 from dejaq.storage_plugins.base import LeaseRequest, Storage
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +142,10 @@ class Dispatcher:
         clock: Clock | None = None,
         lookahead_ms: int = 0,
         on_stall: OnStall | None = None,
+        tracing: BrokerTracing | None = None,
     ) -> None:
         self.topic = topic
+        self._tracing = tracing
         self._storage = storage
         self._buckets = buckets
         self._max_frame = max_frame
@@ -208,7 +215,15 @@ class Dispatcher:
                 buckets = self.topic.settings.buckets
                 again = [
                     NewMessage(
-                        m.id, m.timestamp, m.payload, bucket_of(m.id, buckets), 1, 0, m.priority
+                        m.id,
+                        m.timestamp,
+                        m.payload,
+                        bucket_of(m.id, buckets),
+                        1,
+                        0,
+                        m.priority,
+                        m.key,
+                        m.headers,
                     )
                     for m in gone
                 ]
@@ -401,7 +416,9 @@ class Dispatcher:
             if capped:
                 assert allowed is not None
                 limit = allowed - delivered
-            leases = await self._storage.lease(
+            span = self._tracing.lease(self.topic.name) if self._tracing is not None else None
+            leases = await self._lease(
+                span,
                 LeaseRequest.of(
                     self.topic.name,
                     buckets,
@@ -411,7 +428,7 @@ class Dispatcher:
                     r.consumer_id,
                     self.topic.settings.max_deliveries,
                     self._horizon(r),
-                )
+                ),
             )
             if self._metrics is not None:
                 self._metrics.count(Event.DEAD_LETTERED, self.topic.name, leases.dead_lettered)
@@ -430,6 +447,20 @@ class Dispatcher:
                 self._throttled = True
                 return _Pass.THROTTLED
         return _Pass.MORE
+
+    async def _lease(self, span: Span | None, request: LeaseRequest) -> Leases:
+        """One lease call, in ``span`` when this pass is traced."""
+        if span is None:
+            return await self._storage.lease(request)
+        assert self._tracing is not None
+        try:
+            leases = await self._storage.lease(request)
+        except BaseException as exc:
+            tracing.failed(span, exc)
+            span.end()
+            raise
+        self._tracing.leased(span, (m.headers for m in leases.delivered), len(leases.delivered))
+        return leases
 
     def _allowed(self, now: int, buckets: Buckets) -> int | None:
         """Deliveries the rate cap allows this pass; None without a cap."""
