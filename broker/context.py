@@ -121,6 +121,9 @@ class BrokerContext:
                 self.clock,
                 self.lookahead_ms,
                 lambda ids, stalled: self.coordinator.stalled(topic.name, ids, stalled),
+                lambda limit: self.coordinator.key_share(
+                    topic.name, topic.settings.buckets, limit
+                ),
             )
             d.start()
             self.dispatchers[topic.name] = d

@@ -36,6 +36,7 @@ from dejaq.broker.cluster.registrar import Registrar
 from dejaq.broker.cluster.session import EtcdSessions
 from dejaq.broker.cluster.view import WatchedView
 from dejaq.broker.config import BrokerConfig
+from dejaq.broker.dispatch.key_shares import bucket_counts, concurrency_share
 from dejaq.broker.coordination import (
     BrokerView,
     ClusterListener,
@@ -219,6 +220,11 @@ class EtcdCoordinator(Coordinator):
     def ownership(self, topic: str, bucket_count: int) -> list[Ownership]:
         shares = assign(self._view.members.members(topic), bucket_count)
         return [Ownership(b, c, frozenset(share)) for (b, c), share in sorted(shares.items())]
+
+    def key_share(self, topic: str, bucket_count: int, limit: int) -> int:
+        shares = assign(self._view.members.members(topic), bucket_count)
+        owners = [(b, len(share)) for (b, _), share in shares.items()]
+        return concurrency_share(limit, bucket_counts(owners), self._id)
 
     def _local_topics(self) -> Iterator[str]:
         return (topic for topic, _ in self._local)
