@@ -12,7 +12,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dejaq.broker.dispatch.key_shares import bucket_counts, concurrency_share
+from dejaq.core.key_shares import bucket_counts, concurrency_share
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
 from dejaq.core.model import Topic
@@ -118,7 +118,7 @@ class Coordinator(abc.ABC):
 
     def key_share(self, topic: str, bucket_count: int, limit: int) -> int:
         """This broker's whole share of a concurrency limit per key of ``topic``
-        (``broker/dispatch/key_shares.py``): by largest remainder of the buckets
+        (``core/key_shares.py``): by largest remainder of the buckets
         its consumers own, so the brokers' shares sum to ``limit``."""
         owners = [(o.broker, len(o.buckets)) for o in self.ownership(topic, bucket_count)]
         return concurrency_share(limit, bucket_counts(owners), self.view().broker)

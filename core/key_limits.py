@@ -6,7 +6,7 @@ A topic sets them for every key (``TopicSettings.key_concurrency``,
 (``key_limits``, at most ``MAX_KEY_OVERRIDES``). An override's field left
 ``None`` takes the topic's; 0 in it lifts that limit for the key.
 
-The brokers share each limit out (``broker/dispatch/key_shares.py``) and pass
+The brokers share each limit out (``core/key_shares.py``) and pass
 each lease pass the caps that keep every key under its share.
 """
 

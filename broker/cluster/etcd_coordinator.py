@@ -36,7 +36,7 @@ from dejaq.broker.cluster.registrar import Registrar
 from dejaq.broker.cluster.session import EtcdSessions
 from dejaq.broker.cluster.view import WatchedView
 from dejaq.broker.config import BrokerConfig
-from dejaq.broker.dispatch.key_shares import bucket_counts, concurrency_share
+from dejaq.core.key_shares import bucket_counts, concurrency_share
 from dejaq.broker.coordination import (
     BrokerView,
     ClusterListener,

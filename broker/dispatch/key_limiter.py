@@ -10,7 +10,7 @@ has not been told of (its first messages) may come back over its allowance,
 and ``trim`` cuts what is over, for the dispatcher to hand back at once. The
 key is named in every pass after that.
 
-Shares across the cluster: ``key_shares.py``.
+Shares across the cluster: ``core/key_shares.py``.
 """
 
 from __future__ import annotations

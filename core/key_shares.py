@@ -5,7 +5,7 @@ key's messages are spread over the buckets by a hash of their id, so a broker
 serving a fraction of the buckets sees that fraction of each key's backlog.
 
 - A **rate** (deliveries a second) is shared as ``max_rate`` is
-  (``rate.py``): each broker takes its fraction of the buckets.
+  (``broker/dispatch/rate.py``): each broker takes its fraction of the buckets.
 - A **concurrency** (messages held at once) is a whole number: it is
   apportioned over the brokers with consumers of the topic by largest
   remainder of their bucket counts, ties by broker id, so the shares are whole

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dejaq.broker.cluster.assignment import assign
-from dejaq.broker.dispatch.key_shares import bucket_counts, concurrency_share
+from dejaq.core.key_shares import bucket_counts, concurrency_share
 
 
 def _shares(limit: int, counts: dict[str, int]) -> dict[str, int]:
