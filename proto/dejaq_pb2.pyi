@@ -536,12 +536,18 @@ class KeyLimit(_message.Message):
     def __init__(self, key: _Optional[str] = ..., concurrency: _Optional[int] = ..., rate: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
 
 class SetKeyLimitRequest(_message.Message):
-    __slots__ = ("topic", "limit")
+    __slots__ = ("topic", "key", "concurrency", "rate", "burst")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
-    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
     topic: str
-    limit: KeyLimit
-    def __init__(self, topic: _Optional[str] = ..., limit: _Optional[_Union[KeyLimit, _Mapping]] = ...) -> None: ...
+    key: str
+    concurrency: int
+    rate: float
+    burst: int
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., concurrency: _Optional[int] = ..., rate: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
 
 class KeyLimitRequest(_message.Message):
     __slots__ = ("topic", "key")

@@ -17,7 +17,7 @@ from dejaq.core.errors import InvalidArgument, NotFound, WrongKind
 from dejaq.core.key_limits import KeyLimit, resolve
 from dejaq.core.keys import check_key
 from dejaq.core.model import KIND_TIMELINE, Topic
-from dejaq.core.wire.convert import key_limit_from_pb, key_limit_to_pb
+from dejaq.core.wire.convert import key_limit_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import MAX_KEYS_LISTED
 
@@ -65,8 +65,12 @@ async def _store(broker: BrokerContext, topic: Topic, limits: tuple[KeyLimit, ..
 
 
 async def set_limit(broker: BrokerContext, req: pb.SetKeyLimitRequest) -> pb.KeyLimitView:
-    asked = key_limit_from_pb(req.limit)
-    _key(asked.key)
+    asked = KeyLimit(
+        _key(req.key),
+        req.concurrency if req.HasField("concurrency") else None,
+        req.rate if req.HasField("rate") else None,
+        req.burst if req.HasField("burst") else None,
+    )
     topic = await _stored(broker, req.topic)
     limits = key_limits.with_override(topic.settings.key_limits, asked)
     topic = await _store(broker, topic, limits)

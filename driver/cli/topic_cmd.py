@@ -1,4 +1,4 @@
-"""``dejaq topic create|set|pause|resume|list|describe|forecast|delete``."""
+"""``dejaq topic create|set|pause|resume|list|describe|forecast|keys|delete``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from dejaq.core.errors import AlreadyExists, InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, KINDS, TopicSettings, Webhook
 from dejaq.driver.admin import Admin
+from dejaq.driver.cli import key_cmd
 from dejaq.driver.cli.common import (
     add_broker,
     client_command,
@@ -122,6 +123,7 @@ def register(sub: Any) -> None:
         "--rotate-secret", action="store_true", help="a new webhook signing secret (printed)"
     )
     p.add_argument("--show-secret", action="store_true", help="print the webhook's signing secret")
+    key_cmd.add_limit_flags(p, "key-")
     add_broker(p)
     p.set_defaults(run=client_command(set_))
 
@@ -144,6 +146,8 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_broker(p)
     p.set_defaults(run=client_command(describe))
+
+    key_cmd.register_topic_keys(tsub)
 
     p = tsub.add_parser("forecast", help="how many messages fall due ahead, as a histogram")
     p.add_argument("name")
@@ -303,11 +307,16 @@ async def set_(client: Client, args: argparse.Namespace) -> int:
     none = args.deliver_to is not None and args.deliver_to.strip().lower() == "none"
     wanted = _webhook_wanted(args) or args.rotate_secret or args.show_secret
     delivery = args.lease is not None or args.max_deliveries is not None
-    if args.max_rate is None and not wanted and not delivery:
+    key_limits = (args.key_concurrency, args.key_rate, args.key_burst)
+    keyed = any(v is not None for v in key_limits)
+    if args.max_rate is None and not wanted and not delivery and not keyed:
         raise InvalidArgument(
-            "say what to change: --max-rate, --lease, --max-deliveries, --deliver-to"
-            " or a --deliver-* flag"
+            "say what to change: --max-rate, --lease, --max-deliveries, --deliver-to,"
+            " a --deliver-* flag or a --key-* limit"
         )
+    if keyed:
+        topic = await admin.set_key_limits(args.name, *key_limits)
+        print(f"topic {topic.name}: per key {key_cmd.limits_text(topic.settings.key_defaults())}")
     if delivery:
         topic = await admin.set_delivery(args.name, args.lease, args.max_deliveries)
         s = topic.settings
@@ -365,7 +374,7 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
         emit(out)
         return 0
     print(f"topic      {info.topic.name}  (created {iso(info.topic.created_at_ms)})")
-    hidden = (*_KIND_FIELDS, *_PAUSE_FIELDS, "webhook")
+    hidden = (*_KIND_FIELDS, *_PAUSE_FIELDS, "webhook", "key_limits")
     shown = {k: v for k, v in settings.items() if k not in hidden}
     print(f"kind       {_kind_text(info.topic.settings)}")
     print(f"state      {_state_text(info.topic.settings)}")

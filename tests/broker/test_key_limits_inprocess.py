@@ -153,8 +153,7 @@ async def test_an_override_set_at_run_time_applies_at_once(
 ) -> None:
     # Given no limit on the topic, and a key's override of 1 held at once
     await given_topic(broker)
-    limit = pb.KeyLimit(key="vip", concurrency=1)
-    shown = await keys.set_limit(broker, pb.SetKeyLimitRequest(topic=T, limit=limit))
+    shown = await keys.set_limit(broker, pb.SetKeyLimitRequest(topic=T, key="vip", concurrency=1))
     assert (shown.overridden, shown.concurrency) == (True, 1)
     session = Session(broker, T, "c1", credits=1_000)
     await settle_down()
@@ -163,8 +162,7 @@ async def test_an_override_set_at_run_time_applies_at_once(
     await run(clock, 5)
     assert (len(of_key(session, "vip")), len(of_key(session, "free"))) == (1, 5)
     # When the override is raised to 3 at run time
-    limit = pb.KeyLimit(key="vip", concurrency=3)
-    await keys.set_limit(broker, pb.SetKeyLimitRequest(topic=T, limit=limit))
+    await keys.set_limit(broker, pb.SetKeyLimitRequest(topic=T, key="vip", concurrency=3))
     await run(clock, 5)
     # Then 3 are held; and removing the override lifts the limit (the topic has none)
     assert len(of_key(session, "vip")) == 3
@@ -179,20 +177,20 @@ async def test_an_override_set_at_run_time_applies_at_once(
 @pytest.mark.parametrize(
     "limit",
     [
-        pb.KeyLimit(key="", concurrency=1),
-        pb.KeyLimit(key="k"),
-        pb.KeyLimit(key="k", rate=-1.0),
-        pb.KeyLimit(key="k", rate=float("nan")),
-        pb.KeyLimit(key="k\x00", concurrency=1),
-        pb.KeyLimit(key="k", concurrency=2_000_000),
+        pb.SetKeyLimitRequest(topic=T, key="", concurrency=1),
+        pb.SetKeyLimitRequest(topic=T, key="k"),
+        pb.SetKeyLimitRequest(topic=T, key="k", rate=-1.0),
+        pb.SetKeyLimitRequest(topic=T, key="k", rate=float("nan")),
+        pb.SetKeyLimitRequest(topic=T, key="k\x00", concurrency=1),
+        pb.SetKeyLimitRequest(topic=T, key="k", concurrency=2_000_000),
     ],
 )
 async def test_a_bad_override_is_refused_and_changes_nothing(
-    broker: BrokerContext, limit: pb.KeyLimit
+    broker: BrokerContext, limit: pb.SetKeyLimitRequest
 ) -> None:
     await given_topic(broker, key_concurrency=4)
     with pytest.raises(InvalidArgument):
-        await keys.set_limit(broker, pb.SetKeyLimitRequest(topic=T, limit=limit))
+        await keys.set_limit(broker, limit)
     assert (await broker.storage.get_topic(T)).settings.key_limits == ()
 
 
@@ -227,9 +225,7 @@ async def test_the_busiest_keys_show_backlog_held_lateness_and_limits(
 ) -> None:
     # Given a key with 2 held of its concurrency and 8 due since 100 ms ago
     await given_topic(broker, key_concurrency=2)
-    await keys.set_limit(
-        broker, pb.SetKeyLimitRequest(topic=T, limit=pb.KeyLimit(key="big", rate=50.0))
-    )
+    await keys.set_limit(broker, pb.SetKeyLimitRequest(topic=T, key="big", rate=50.0))
     session = Session(broker, T, "c1", credits=1_000)
     await settle_down()
     await given_due(broker, "big", 10, clock.now)
