@@ -21,6 +21,8 @@ def key_rate(text: str) -> float:
     """``100/s``, ``300/m``...; ``none`` or ``0``: no limit."""
     if text.strip().lower() in ("none", "0"):
         return 0.0
+    if text.strip().startswith("-"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a key's rate is above 0 (none lifts it)")
     try:
         return rate_per_s(text)
     except InvalidArgument as exc:
