@@ -121,9 +121,7 @@ class BrokerContext:
                 self.clock,
                 self.lookahead_ms,
                 lambda ids, stalled: self.coordinator.stalled(topic.name, ids, stalled),
-                lambda limit: self.coordinator.key_share(
-                    topic.name, topic.settings.buckets, limit
-                ),
+                lambda limit: self.coordinator.key_share(topic.name, topic.settings.buckets, limit),
             )
             d.start()
             self.dispatchers[topic.name] = d

@@ -12,9 +12,9 @@ import abc
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dejaq.core.key_shares import bucket_counts, concurrency_share
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
+from dejaq.core.key_shares import bucket_counts, concurrency_share
 from dejaq.core.model import Topic
 
 

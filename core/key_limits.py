@@ -120,9 +120,7 @@ def check_override(o: KeyLimit) -> KeyLimit:
     )
 
 
-def with_override(
-    overrides: tuple[KeyLimit, ...], o: KeyLimit
-) -> tuple[KeyLimit, ...]:
+def with_override(overrides: tuple[KeyLimit, ...], o: KeyLimit) -> tuple[KeyLimit, ...]:
     """``overrides`` with ``o`` set (merged into the key's own, if any), in key
     order; ``InvalidArgument`` past ``MAX_KEY_OVERRIDES``."""
     o = check_override(o)

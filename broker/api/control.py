@@ -157,14 +157,14 @@ def _key_limits(settings: TopicSettings, req: pb.UpdateTopicRequest) -> TopicSet
     """The topic's limits per key after an update (each checked)."""
     if settings.kind != KIND_TIMELINE:
         raise WrongKind("limits per key are settings of timelines, not of a priority topic")
-    changed = {}
+    s = settings
     if req.HasField("key_concurrency"):
-        changed["key_concurrency"] = key_limits.concurrency(req.key_concurrency)
+        s = dataclasses.replace(s, key_concurrency=key_limits.concurrency(req.key_concurrency))
     if req.HasField("key_rate"):
-        changed["key_rate"] = key_limits.rate(req.key_rate)
+        s = dataclasses.replace(s, key_rate=key_limits.rate(req.key_rate))
     if req.HasField("key_burst"):
-        changed["key_burst"] = key_limits.burst(req.key_burst)
-    return dataclasses.replace(settings, **changed)  # type: ignore[arg-type]
+        s = dataclasses.replace(s, key_burst=key_limits.burst(req.key_burst))
+    return s
 
 
 async def topic_changed(broker: BrokerContext, topic: Topic) -> None:

@@ -58,7 +58,9 @@ async def _stored(broker: BrokerContext, name: str) -> Topic:
 
 
 async def _store(broker: BrokerContext, topic: Topic, limits: tuple[KeyLimit, ...]) -> Topic:
-    changed = dataclasses.replace(topic, settings=dataclasses.replace(topic.settings, key_limits=limits))
+    changed = dataclasses.replace(
+        topic, settings=dataclasses.replace(topic.settings, key_limits=limits)
+    )
     await broker.storage.update_topic(changed)
     await control.topic_changed(broker, changed)
     return changed
@@ -82,9 +84,7 @@ async def get_limit(broker: BrokerContext, req: pb.KeyLimitRequest) -> pb.KeyLim
     return view(await broker.topics.get(req.topic), key)
 
 
-async def remove_limit(
-    broker: BrokerContext, req: pb.KeyLimitRequest
-) -> pb.RemoveKeyLimitResponse:
+async def remove_limit(broker: BrokerContext, req: pb.KeyLimitRequest) -> pb.RemoveKeyLimitResponse:
     key = _key(req.key)
     topic = await _stored(broker, req.topic)
     try:

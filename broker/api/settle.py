@@ -72,7 +72,9 @@ def _tell_dispatcher(
     if d is None or d.topic.created_at_ms != topic.created_at_ms:
         return
     if kind is Kind.EXTEND:
-        done = [id for (id, _), o in zip(items, outcomes, strict=True) if not isinstance(o, DejaqError)]
+        done = [
+            id for (id, _), o in zip(items, outcomes, strict=True) if not isinstance(o, DejaqError)
+        ]
         d.settled(done, now + ms)
     else:
         d.settled([id for id, _ in items], None)

@@ -36,7 +36,6 @@ from dejaq.broker.cluster.registrar import Registrar
 from dejaq.broker.cluster.session import EtcdSessions
 from dejaq.broker.cluster.view import WatchedView
 from dejaq.broker.config import BrokerConfig
-from dejaq.core.key_shares import bucket_counts, concurrency_share
 from dejaq.broker.coordination import (
     BrokerView,
     ClusterListener,
@@ -47,6 +46,7 @@ from dejaq.broker.coordination import (
 from dejaq.broker.etcd_endpoints import Endpoint, parse_endpoints
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
+from dejaq.core.key_shares import bucket_counts, concurrency_share
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
 

@@ -103,7 +103,9 @@ class KeyLimiter:
         self._caps = caps
         return caps
 
-    def trim(self, delivered: Sequence[LeasedMessage]) -> tuple[list[LeasedMessage], list[LeasedMessage]]:
+    def trim(
+        self, delivered: Sequence[LeasedMessage]
+    ) -> tuple[list[LeasedMessage], list[LeasedMessage]]:
         """``delivered`` split into what its keys' allowances take (in order) and
         what is over them (to hand back)."""
         left: dict[str, int | None] = {}

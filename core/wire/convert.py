@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dejaq.core import priority
 from dejaq.core.cron import CronEntry, Misfire
-from dejaq.core.key_limits import KeyLimit
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.key_limits import KeyLimit
 from dejaq.core.model import (
     DEFAULT_DELIVER_BACKOFF_MS,
     DEFAULT_DELIVER_CONCURRENCY,

@@ -19,13 +19,22 @@ def cli(brokers: Brokers) -> Cli:
 def test_a_topics_limits_per_key_are_set_and_stored(cli: Cli, topic_name: str) -> None:
     cli.ok("topic", "create", topic_name)
     out = cli.ok(
-        "topic", "set", topic_name, "--key-concurrency", "5", "--key-rate", "100/s",
-        "--key-burst", "10",
+        "topic",
+        "set",
+        topic_name,
+        "--key-concurrency",
+        "5",
+        "--key-rate",
+        "100/s",
+        "--key-burst",
+        "10",
     )
     assert out.strip() == f"topic {topic_name}: per key concurrency 5, rate 100/s burst 10"
     settings = cli.json("topic", "describe", topic_name, "--json")["settings"]
     assert (settings["key_concurrency"], settings["key_rate"], settings["key_burst"]) == (
-        5, 100.0, 10,
+        5,
+        100.0,
+        10,
     )
     lifted = cli.ok("topic", "set", topic_name, "--key-rate", "none")
     assert lifted.strip() == f"topic {topic_name}: per key concurrency 5, rate none"
