@@ -25,6 +25,7 @@ from dejaq.driver.client import Client
 
 _KIND_FIELDS = ("kind", "priorities", "aging_ms")  # shown on the kind line
 _PAUSE_FIELDS = ("paused", "paused_at_ms", "resumed_at_ms")  # shown on the state line
+_KEY_FIELDS = ("key_concurrency", "key_rate", "key_burst", "key_limits")  # the per key line
 _MAX_RATE_HELP = "cap deliveries across the cluster, e.g. 5000/s, 300/m (default: no cap)"
 
 
@@ -374,7 +375,7 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
         emit(out)
         return 0
     print(f"topic      {info.topic.name}  (created {iso(info.topic.created_at_ms)})")
-    hidden = (*_KIND_FIELDS, *_PAUSE_FIELDS, "webhook", "key_limits")
+    hidden = (*_KIND_FIELDS, *_PAUSE_FIELDS, *_KEY_FIELDS, "webhook")
     shown = {k: v for k, v in settings.items() if k not in hidden}
     print(f"kind       {_kind_text(info.topic.settings)}")
     print(f"state      {_state_text(info.topic.settings)}")
@@ -386,6 +387,9 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
             f"  concurrency={hook.concurrency}  backoff_ms={hook.backoff_ms}"
             f"  headers={','.join(k for k, _ in hook.headers) or '-'}"
         )
+    per_key = info.topic.settings.key_defaults()
+    if per_key.any:
+        print(f"per key    {key_cmd.limits_text(per_key)}")
     print("messages   " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     print(f"consumers  {info.consumers}")
     print(f"next due   {_next_due(info.topic.settings, info.next_due_ms)}")
