@@ -70,7 +70,9 @@ class KeyLanes:
         """Enter keyed messages (every ``key_nos`` > 0) in their lanes."""
         ids = (key_nos << BUCKET_BITS) | buckets
         if len(slots) <= FEW:
-            for lid, ts, slot in zip(ids.tolist(), timestamps.tolist(), slots.tolist(), strict=True):
+            for lid, ts, slot in zip(
+                ids.tolist(), timestamps.tolist(), slots.tolist(), strict=True
+            ):
                 self._lane(lid).push(ts, slot)
                 self._offer(lid, ts)
             return
@@ -106,7 +108,9 @@ class KeyLanes:
         known = self.head.get(lid)
         if known is None or timestamp < known:
             self.head[lid] = timestamp
-            heapq.heappush(self.heads[lid & BUCKET_MASK], timestamp << SLOT_BITS | lid >> BUCKET_BITS)
+            heapq.heappush(
+                self.heads[lid & BUCKET_MASK], timestamp << SLOT_BITS | lid >> BUCKET_BITS
+            )
 
     # -- heads ----------------------------------------------------------------
 
