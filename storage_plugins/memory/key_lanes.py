@@ -40,15 +40,16 @@ KEY_MASK: Final = SLOT_MASK  # key numbers are 32 bits, as slots are
 class KeyLanes:
     """The lanes of a timeline's keys, found by key and bucket, and their heads."""
 
-    __slots__ = ("_cols", "head", "heads", "lanes", "names", "numbers")
+    __slots__ = ("_base", "_cols", "head", "heads", "lanes", "names", "numbers")
 
-    def __init__(self, buckets: int, columns: Columns) -> None:
+    def __init__(self, base: list[TimeIndex], columns: Columns) -> None:
+        self._base = base  # the buckets' own indexes: a new lane starts where they stand
         self._cols = columns
         self.names: list[str] = [""]  # key number -> key; 0 is no key
         self.numbers: dict[str, int] = {"": 0}
         self.lanes: dict[int, TimeIndex] = {}  # key_no << 16 | bucket -> its lane
         # Per bucket, a heap of timestamp << 32 | key_no (see the module's text).
-        self.heads: list[list[int]] = [[] for _ in range(buckets)]
+        self.heads: list[list[int]] = [[] for _ in base]
         # Lane -> the time of its entry in heads (absent: none, or out for a pass).
         self.head: dict[int, int] = {}
 
@@ -82,8 +83,15 @@ class KeyLanes:
         ends = [*starts[1:].tolist(), len(ids)]
         for start, end in zip(starts.tolist(), ends, strict=True):
             lid = int(ids[start])
+            lane = self._lane(lid)
+            if end - start <= FEW:
+                ts_list = timestamps[start:end].tolist()
+                for ts, slot in zip(ts_list, slots[start:end].tolist(), strict=True):
+                    lane.push(ts, slot)
+                self._offer(lid, min(ts_list))
+                continue
             ts, at = timestamps[start:end], slots[start:end]
-            push_all([self._lane(lid)], np.zeros(len(at), np.int64), ts, at)
+            push_all([lane], np.zeros(len(at), np.int64), ts, at)
             self._offer(lid, int(ts.min()))
 
     def touch(self, key_nos: I64, buckets: I64, timestamps: I64) -> None:
@@ -98,7 +106,9 @@ class KeyLanes:
     def _lane(self, lid: int) -> TimeIndex:
         lane = self.lanes.get(lid)
         if lane is None:
-            lane = TimeIndex(lid & BUCKET_MASK, self._cols, False, lid >> BUCKET_BITS)
+            bucket = lid & BUCKET_MASK
+            lane = TimeIndex(bucket, self._cols, False, lid >> BUCKET_BITS)
+            lane.follow(self._base[bucket])
             self.lanes[lid] = lane
         return lane
 

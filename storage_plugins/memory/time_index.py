@@ -124,6 +124,15 @@ class TimeIndex:
         self._first_slot = 0
         self._exact = True
 
+    def follow(self, other: TimeIndex) -> None:
+        """Start this (empty) index where ``other`` stands, at its horizon and
+        in its split windows: a new key's lane (key_lanes.py) then takes its
+        first entries as the bucket's index would, not split down level by
+        level from the far past on its first advance."""
+        self.horizon = other.horizon
+        for mine, theirs in zip(self._levels, other._levels, strict=True):
+            mine.split = theirs.split
+
     # -- writing --------------------------------------------------------------
 
     def push(self, timestamp: int, slot: int) -> None:
@@ -383,9 +392,15 @@ class TimeIndex:
         while order and (last is None or order[0] <= last):
             pulled = True
             index = heapq.heappop(order)
-            keys, timestamps, slots = self._entries(level, index, level.windows.pop(index))
-            keys = keys[self.current(timestamps, slots)]
+            win = level.windows.pop(index)
             base = index << level.bits << SLOT_BITS
+            if len(win) <= SMALL_WINDOW and not self.pending:
+                # A few entries (a key's lane): checked one by one, no arrays.
+                current = self.current_one
+                self.near.extend(sorted([base + k for k in win if current(base + k)]))
+                continue
+            keys, timestamps, slots = self._entries(level, index, win)
+            keys = keys[self.current(timestamps, slots)]
             if not self.pending and len(keys) <= CHUNK:
                 # Later than every entry of near, and sorted: appended, near stays a heap.
                 self.near.extend([base + k for k in keys.tolist()])
@@ -395,6 +410,12 @@ class TimeIndex:
 
     def _split(self, level: _Level, below: _Level, index: int, win: array[int]) -> None:
         """Spread window ``index`` of ``level`` over the (empty) windows of ``below``."""
+        if len(win) <= SMALL_WINDOW:  # a few entries (a key's lane): no arrays
+            base = index << level.bits << SLOT_BITS
+            for key in sorted([base + k for k in win if self.current_one(base + k)]):
+                ts = key >> SLOT_BITS
+                below.add(ts >> below.bits, ((ts & below.mask) << SLOT_BITS | key & SLOT_MASK,))
+            return
         _, timestamps, slots = self._entries(level, index, win)
         keep = self.current(timestamps, slots)
         timestamps, slots = timestamps[keep], slots[keep]

@@ -82,7 +82,7 @@ class Timeline:
         self.ranked = 0  # live messages at a rank (negative timestamp) in ranks
         # A timeline's keyed messages, a lane per key and bucket (a priority
         # topic's stay in its indexes: its passes go by rank, not by key).
-        self.keyed = KeyLanes(topic.settings.buckets, self.cols)
+        self.keyed = KeyLanes(self.lanes, self.cols)
         self.owners = Owners()
         # Kept as messages change, so counts() never scans every message.
         self.live = 0  # messages not dead
@@ -301,6 +301,20 @@ class Timeline:
                     replace(tops, (near[0], b, near, lane))
                 else:
                     pop(tops)
+            if len(keys) <= FEW:  # a key's small share: no arrays for so few
+                for k, b in zip(keys, lanes_of, strict=True):
+                    slot, due = k & SLOT_MASK, k >> SLOT_BITS
+                    if (
+                        slot not in seen
+                        and c.state[slot] == LIVE
+                        and c.timestamp[slot] == due
+                        and c.bucket[slot] == b
+                        and (key_no < 0 or c.key_no[slot] == key_no)
+                    ):
+                        seen.add(slot)
+                        slots.append(slot)
+                        dues.append(due)
+                continue
             # Stale entries are dropped here, a batch at a time.
             ts = np.array([k >> SLOT_BITS for k in keys], np.int64)
             at = np.array([k & SLOT_MASK for k in keys], np.int64)
