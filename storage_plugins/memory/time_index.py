@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from collections import deque
 from collections.abc import Iterable
 from typing import Final
 
@@ -115,7 +114,9 @@ class TimeIndex:
         self._cols = columns
         self.all_due = all_due  # an index of ranks: see ``fill``
         self.near: list[int] = []  # heap of timestamp << 32 | slot, every timestamp < horizon
-        self.pending: deque[_Pulled] = deque()  # pulled windows not yet in near, in order
+        # Pulled windows not yet in near, in order: a few at most, so a list (an
+        # empty deque costs 760 bytes, and a timeline has an index a key and bucket).
+        self.pending: list[_Pulled] = []
         self.horizon = FAR_PAST
         self._levels = [_Level(bits) for bits in LEVEL_BITS]
         # No current entry in the windows is earlier than _first (None: there is
@@ -203,7 +204,7 @@ class TimeIndex:
         chunk = run.keys[run.at : run.at + CHUNK].tolist()
         run.at += len(chunk)
         if run.at == len(run.keys):
-            pending.popleft()
+            del pending[0]
         base = run.base
         if near:
             for k in chunk:
