@@ -466,9 +466,9 @@ _ASKED = """SELECT unnest(coalesce(%(buckets)s::int[], ARRAY(
 # (key, bucket, head), then the unkeyed messages' earliest due time as ("",
 # NULL, ts) when there is one: a seek per asked bucket on dejaq_messages_key.
 FAIR_HEADS = f"""WITH asked AS MATERIALIZED ({_ASKED})
-    SELECT l.key, l.bucket, l.head FROM asked AS a CROSS JOIN LATERAL (
-        SELECT key, bucket, head FROM dejaq_lanes
-        WHERE topic = %(topic)s AND bucket = a.bucket AND head <= %(bound)s) AS l
+    SELECT key, bucket, head FROM dejaq_lanes
+    WHERE topic = %(topic)s AND bucket = ANY (ARRAY(SELECT bucket FROM asked))
+        AND head <= %(bound)s
     UNION ALL
     SELECT '', NULL, h.ts FROM (SELECT min(c.ts) AS ts FROM asked AS a CROSS JOIN LATERAL (
             SELECT ts FROM dejaq_messages

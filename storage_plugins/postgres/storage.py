@@ -92,13 +92,11 @@ def _written(rows: list[Any]) -> list[Any]:
 def _delivered(written: list[Any], out: list[LeasedMessage]) -> int:
     """Add the deliveries among ``written`` to ``out``; how many were dead-lettered."""
     dead = 0
-    for _, fate, id, ts, version, deliveries, priority, key, payload, headers in written:
+    for _, fate, *message in written:
         if fate == _KILLED:
             dead += 1
         else:
-            out.append(
-                LeasedMessage(id, ts, payload, version, deliveries, priority, key, headers)
-            )
+            out.append(LeasedMessage(*message))
     return dead
 
 

@@ -246,9 +246,7 @@ def lease(conn: Conn, request: LeaseRequest) -> Leases:
     return Leases(out, request.until, dead)
 
 
-def _lease_fairly(
-    conn: Conn, request: LeaseRequest, wanted: str, lanes: list[Any]
-) -> Leases:
+def _lease_fairly(conn: Conn, request: LeaseRequest, wanted: str, lanes: list[Any]) -> Leases:
     """A pass over a topic with keyed messages due: the limit shared among the
     keys (sql_base.FairShare), each key's earliest messages read from the
     buckets where its lanes are due, the unkeyed ones from every asked bucket."""
