@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dejaq.core import headers as header_codec
 from dejaq.core.key_limits import KeyLimit
 from dejaq.core.model import Counts, Message, Topic, TopicSettings, Webhook
 from dejaq.core.wire.convert import (
@@ -47,8 +48,20 @@ class Forecast:
 
 @dataclass(frozen=True)
 class MessageInfo:
+    """A message as stored (its ``key``, and its ``headers`` encoded as storage
+    keeps them) and its state."""
+
     message: Message
     state: str
+
+    @property
+    def key(self) -> str:
+        return self.message.key
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The message's headers (empty: none)."""
+        return header_codec.decode(self.message.headers)
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,8 @@ def _message(p: pb.Message) -> MessageInfo:
         p.expires_at_ms,
         p.state == "dead",
         p.priority,
+        p.key,
+        header_codec.encode(dict(p.headers)),
     )
     return MessageInfo(m, p.state)
 

@@ -468,18 +468,34 @@ class Consumer:
             c = decode_delivery_columns(frame.deliveries)
             settler, lease, until = self._settler, self.lease_ms, c.lease_until
             priorities = c.priorities or itertools.repeat(0, len(c.ids))
-            deliveries = [
-                Delivery(i, t, p, v, n, until, received, settler, lease, pr)
-                for i, t, p, v, n, pr in zip(
-                    c.ids,
-                    c.timestamps,
-                    c.payloads,
-                    c.versions,
-                    c.deliveries,
-                    priorities,
-                    strict=True,
-                )
-            ]
+            if c.keys is None and c.headers is None:
+                deliveries = [
+                    Delivery(i, t, p, v, n, until, received, settler, lease, pr)
+                    for i, t, p, v, n, pr in zip(
+                        c.ids,
+                        c.timestamps,
+                        c.payloads,
+                        c.versions,
+                        c.deliveries,
+                        priorities,
+                        strict=True,
+                    )
+                ]
+            else:
+                deliveries = [
+                    Delivery(i, t, p, v, n, until, received, settler, lease, pr, k, h)
+                    for i, t, p, v, n, pr, k, h in zip(
+                        c.ids,
+                        c.timestamps,
+                        c.payloads,
+                        c.versions,
+                        c.deliveries,
+                        priorities,
+                        c.keys or itertools.repeat("", len(c.ids)),
+                        c.headers or itertools.repeat(b"", len(c.ids)),
+                        strict=True,
+                    )
+                ]
             sent_at = frame.sent_at
             if sent_at and (self._early.holding or (c.timestamps and max(c.timestamps) > sent_at)):
                 # Sent ahead, or behind held ones that may be due by now: the hold

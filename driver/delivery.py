@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from dejaq.core import headers as header_codec
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError
 from dejaq.proto import dejaq_pb2 as pb
@@ -27,11 +28,14 @@ class Delivery:
 
     __slots__ = (
         "_extending",
+        "_headers",
         "_lease_ms",
+        "_raw_headers",
         "_settled",
         "_settler",
         "deliveries",
         "id",
+        "key",
         "lease_until_ms",
         "payload",
         "priority",
@@ -52,6 +56,8 @@ class Delivery:
         settler: SettleBatcher,
         lease_ms: int,
         priority: int = 0,
+        key: str = "",
+        headers: bytes = b"",
     ) -> None:
         self.id = id
         # When it was due; of a priority topic, when it became available.
@@ -60,6 +66,11 @@ class Delivery:
         self.version = version  # the version this consumer holds (extend bumps it)
         self.deliveries = deliveries  # 1 on the first delivery
         self.priority = priority  # priority topics; 0 = most urgent (0 on a timeline)
+        self.key = key  # "" = none
+        # Encoded as they came (core/headers.py): decoded on first read of
+        # ``headers``, so a consumer that never reads them builds no dict.
+        self._raw_headers = headers
+        self._headers: dict[str, str] | None = None
         self.lease_until_ms = lease_until_ms
         self.received_at_ms = received_at_ms
         self._settler = settler
@@ -73,8 +84,17 @@ class Delivery:
     def __repr__(self) -> str:
         return (
             f"Delivery(id={self.id!r}, timestamp_ms={self.timestamp_ms}, "
-            f"version={self.version}, deliveries={self.deliveries}, priority={self.priority})"
+            f"version={self.version}, deliveries={self.deliveries}, priority={self.priority}"
+            + (f", key={self.key!r})" if self.key else ")")
         )
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The message's headers as the producer set them (empty: none)."""
+        h = self._headers
+        if h is None:
+            h = self._headers = header_codec.decode(self._raw_headers)
+        return h
 
     async def ack(self, *, confirm: bool = False) -> None:
         """Done with it: the message is deleted."""

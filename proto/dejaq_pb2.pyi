@@ -196,7 +196,14 @@ class TopicDescription(_message.Message):
     def __init__(self, topic: _Optional[_Union[Topic, _Mapping]] = ..., counts: _Optional[_Union[Counts, _Mapping]] = ..., consumers: _Optional[int] = ..., next_due_ms: _Optional[int] = ..., activity: _Optional[_Union[TopicActivity, _Mapping]] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("topic", "id", "timestamp_ms", "payload", "version", "deliveries", "lease_owner", "state", "max_deliveries", "expires_at_ms", "priority")
+    __slots__ = ("topic", "id", "timestamp_ms", "payload", "version", "deliveries", "lease_owner", "state", "max_deliveries", "expires_at_ms", "priority", "key", "headers")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +215,8 @@ class Message(_message.Message):
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     id: str
     timestamp_ms: int
@@ -219,7 +228,9 @@ class Message(_message.Message):
     max_deliveries: int
     expires_at_ms: int
     priority: int
-    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., deliveries: _Optional[int] = ..., lease_owner: _Optional[str] = ..., state: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
+    key: str
+    headers: _containers.ScalarMap[str, str]
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., deliveries: _Optional[int] = ..., lease_owner: _Optional[str] = ..., state: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., priority: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GetMessageRequest(_message.Message):
     __slots__ = ("topic", "id")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dejaq.core import priority
+from dejaq.core import headers, priority
 from dejaq.core.cron import CronEntry, Misfire
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.key_limits import KeyLimit
@@ -145,6 +145,8 @@ def message_to_pb(topic: Topic, m: Message, now: int) -> pb.Message:
         max_deliveries=m.max_deliveries,
         expires_at_ms=m.expires_at,
         priority=m.priority,
+        key=m.key,
+        headers=headers.decode(m.headers),
     )
 
 
