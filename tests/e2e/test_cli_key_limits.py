@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.broker_process import BrokerProcess, Brokers
+from tests.e2e.support import now_ms
 from tests.e2e.test_cli import Cli
 
 
@@ -55,6 +56,25 @@ def test_a_keys_override_is_set_shown_listed_and_removed(cli: Cli, topic_name: s
     assert removed.strip() == f"key 'acme' of topic {topic_name}: override removed"
     assert cli.ok("key", "list", topic_name) == ""
     assert "no override" in cli.fails("key", "remove", topic_name, "acme")
+
+
+def test_the_busiest_keys_show_their_backlog_lateness_and_limits(cli: Cli, topic_name: str) -> None:
+    # Given a key limited to 2 held, with 3 messages due a second ago, and another with 1
+    cli.ok("topic", "create", topic_name)
+    cli.ok("key", "set", topic_name, "acme", "--concurrency", "2")
+    past = str(now_ms() - 1_000)
+    for _ in range(3):
+        cli.ok("produce", topic_name, "--key", "acme", "--at", past, "x")
+    cli.ok("produce", topic_name, "--key", "bob", "--at", past, "y")
+    # When the operator lists the busiest keys
+    rows = cli.lines("topic", "keys", topic_name, "--json")
+    # Then acme leads with its backlog, how late it runs and its limits
+    assert [r["key"] for r in rows] == ["acme", "bob"]
+    assert (rows[0]["due"], rows[0]["held"], rows[0]["concurrency"]) == (3, 0, 2)
+    assert rows[0]["lateness_ms"] >= 1_000
+    text = cli.ok("topic", "keys", topic_name).splitlines()
+    assert text[0].split() == ["KEY", "DUE", "HELD", "LATE", "LIMITS"]
+    assert text[1].startswith("acme") and "concurrency 2, rate none" in text[1]
 
 
 def test_the_busiest_keys_of_a_quiet_topic_are_none(cli: Cli, topic_name: str) -> None:
