@@ -378,9 +378,12 @@ class Dispatcher:
             return _NEVER  # the retune that paused it poked: the next step hands back
         if outcome in (_Pass.DRAINED, _Pass.DRAINED_SOME) and self._key_waits():
             assert self._keys is not None
-            token = self._keys.next_token_ms()
-            wait = self._last_pass_ms + KEY_WAIT_MS
-            return max(self._last_pass_ms + 1, wait if token is None else min(token, wait))
+            due = await self._storage.next_due(self.topic.name, self._buckets())
+            if due is not None and due <= self._last_pass_ms:
+                token = self._keys.next_token_ms()
+                wait = self._last_pass_ms + KEY_WAIT_MS
+                return max(self._last_pass_ms + 1, wait if token is None else min(token, wait))
+            self._keys.unblock()  # nothing is due here now: no key waits
         if outcome is _Pass.NO_BUCKETS:
             # Hints cannot help, only new credit, a consumer or a rebalance (each pokes).
             self._hints = False

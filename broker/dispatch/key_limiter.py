@@ -165,6 +165,10 @@ class KeyLimiter:
         """Some key may have messages due that its limit holds back."""
         return bool(self._waiting)
 
+    def unblock(self) -> None:
+        """Nothing is due: no key waits at its limit."""
+        self._waiting.clear()
+
     def _known(self) -> set[str]:
         keys = set(self.held.keys())
         keys.update(self._tokens)

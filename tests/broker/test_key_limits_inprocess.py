@@ -10,6 +10,7 @@ import pytest
 
 from dejaq.broker.api import control, keys
 from dejaq.broker.context import BrokerContext
+from dejaq.broker.dispatch.dispatcher import KEY_WAIT_MS
 from dejaq.core.buckets import bucket_of
 from dejaq.core.errors import InvalidArgument, NotFound
 from dejaq.core.model import LeasedMessage, NewMessage, TopicSettings
@@ -238,4 +239,28 @@ async def test_the_busiest_keys_show_backlog_held_lateness_and_limits(
     assert (first.key, first.due, first.held) == ("big", 8, 2)
     assert first.lateness_ms == resp.now_ms - first.oldest_ms >= 99
     assert (first.concurrency, first.rate) == (2, 50.0)
+    await session.close()
+
+
+async def test_a_key_waiting_at_its_limit_is_looked_at_every_few_ms_not_every_ms(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given a key at its concurrency of 1 with 5 more due, nothing else due
+    await given_topic(broker, key_concurrency=1)
+    session = Session(broker, T, "c1", credits=1_000)
+    await settle_down()
+    await given_due(broker, "k", 6, clock.now)
+    await run(clock, 2)
+    assert len(of_key(session, "k")) == 1
+    passes: list[str] = []
+    broker.storage.on_operation = lambda op, seconds, ok: passes.append(op)
+    # When 100 ms go by with its one message unsettled
+    await run(clock, 100)
+    # Then the dispatcher looked again every few ms (KEY_WAIT_MS), not at every one
+    assert 10 <= passes.count("lease") <= 100 // KEY_WAIT_MS + 2
+    assert len(of_key(session, "k")) == 1
+    # And an ack lets the next one go at once
+    await ack(session, of_key(session, "k"))
+    await run(clock, 1)
+    assert len(of_key(session, "k")) == 2
     await session.close()
