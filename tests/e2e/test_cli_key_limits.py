@@ -37,6 +37,8 @@ def test_a_topics_limits_per_key_are_set_and_stored(cli: Cli, topic_name: str) -
         100.0,
         10,
     )
+    described = cli.ok("topic", "describe", topic_name).splitlines()
+    assert "per key    concurrency 5, rate 100/s burst 10" in described
     lifted = cli.ok("topic", "set", topic_name, "--key-rate", "none")
     assert lifted.strip() == f"topic {topic_name}: per key concurrency 5, rate none"
 

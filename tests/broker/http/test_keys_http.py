@@ -22,6 +22,9 @@ async def test_a_topics_limits_per_key_are_set_and_shown(api: Api) -> None:
     assert (bad.status, bad.body["code"]) == (400, "INVALID_ARGUMENT")
     shown = await api.call("GET", "/v1/topics/t")
     assert shown.body["topic"]["settings"]["key_rate"] == 100.0
+    refused = await api.call("POST", "/v1/topics", {"name": "u", "settings": {"key_rate": -1.0}})
+    assert (refused.status, refused.body["code"]) == (400, "INVALID_ARGUMENT")
+    assert (await api.call("GET", "/v1/topics/u")).status == 404
 
 
 async def test_a_keys_override_is_set_shown_listed_and_removed(api: Api) -> None:
