@@ -1,14 +1,16 @@
 """A topic's limits per key, as one broker's dispatcher applies them.
 
 Before each lease call the dispatcher asks ``caps``: for every key it knows of
-(held here, rate-limited lately, overridden, or cut lately) the most messages
+(held here, rate-limited lately, or cut lately) the most messages
 of it the call may take, from the key's share of the concurrency (``share``
 of the topic's limit, less what this broker holds of it: ``key_held.py``) and
 its token bucket (the rate's share, refilled by the dispatcher's clock, holding
 at most the burst's share, at least one). Storage honours the caps; a key it
 has not been told of (its first messages) may come back over its allowance,
 and ``trim`` cuts what is over, for the dispatcher to hand back at once. The
-key is named in every pass after that.
+key is named in every pass after that. A key with an override is named only
+once met, as any other (a caps map of every override, up to 10,000, in every
+lease call would cost more than the one cut).
 
 Shares across the cluster: ``core/key_shares.py``.
 """
@@ -173,7 +175,6 @@ class KeyLimiter:
         keys = set(self.held.keys())
         keys.update(self._tokens)
         keys.update(self._cut)
-        keys.update(self._overrides)
         return keys
 
     def _capacity(self, lim: Limits) -> float:

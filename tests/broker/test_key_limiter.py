@@ -34,11 +34,12 @@ def test_a_released_message_makes_room_and_an_override_wins() -> None:
     settings = TopicSettings(key_concurrency=2, key_limits=(KeyLimit("vip", concurrency=4),))
     limiter = KeyLimiter(settings, T0)
     limiter.begin(T0, 1.0, lambda limit: limit)
-    assert limiter.caps() == {"vip": 4}
-    kept, _ = limiter.trim(_msgs("a", 2))
+    assert limiter.caps() == {}  # no key met yet
+    kept, over = limiter.trim(_msgs("a", 3) + _msgs("vip", 5))
+    assert len(over) == 2  # a's third and vip's fifth
     limiter.took(kept, T0 + 1000)
-    limiter.held.released(["a-0"])
-    assert limiter.caps() == {"a": 1, "vip": 4}
+    limiter.held.released(["a-0", "vip-0"])
+    assert limiter.caps() == {"a": 1, "vip": 1}
 
 
 def test_a_rate_fills_its_bucket_at_the_brokers_share() -> None:
