@@ -125,6 +125,7 @@ class BrokerContext:
                 self.lookahead_ms,
                 lambda ids, stalled: self.coordinator.stalled(topic.name, ids, stalled),
                 self.tracing,
+                lambda limit: self.coordinator.key_share(topic.name, topic.settings.buckets, limit),
             )
             d.start()
             self.dispatchers[topic.name] = d
