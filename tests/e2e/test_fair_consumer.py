@@ -1,7 +1,7 @@
-"""A consumer working through a full window of one key's deliveries still hands
-out another key's delivery soon after it is due: the broker shares each pass
-among the keys, and the consumer's ready deliveries go round the keys and let
-the stream be read while the application works (docs/keys.md)."""
+"""A consumer working through a backlog of one key's deliveries still gets
+another key's delivery soon after it is due: the broker shares each pass among
+the keys, and the consumer's ready deliveries go round the keys
+(docs/keys.md)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ async def test_a_reminder_is_not_queued_behind_a_window_of_a_campaign(
                     if taken == CAMPAIGN + 1:
                         break
                 assert sending is not None and (await sending)
-        # then it is handed out well before the window the consumer held when it
-        # was due has been worked through (without the sharing: after > 2,048)
+        # then it is handed out with the next frames, long before the campaign is
+        # half done (taken in due order it would come after all 6,000)
         assert position is not None
-        assert position < WINDOW // 2, position
+        assert position < CAMPAIGN // 2, position
