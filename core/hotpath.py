@@ -39,6 +39,7 @@ COMPILED: tuple[str, ...] = (
     "dejaq.storage_plugins.memory.blobs",
     "dejaq.storage_plugins.memory.columns",
     "dejaq.storage_plugins.memory.ids",
+    "dejaq.storage_plugins.memory.key_lanes",
     "dejaq.storage_plugins.memory.storage",
     "dejaq.storage_plugins.memory.time_index",
     "dejaq.storage_plugins.memory.timeline",

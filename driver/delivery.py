@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dejaq.core import headers as header_codec
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError
+from dejaq.driver.tracing import current_context_of
 from dejaq.proto import dejaq_pb2 as pb
 
 if TYPE_CHECKING:
     from dejaq.driver.settle import SettleBatcher
+    from dejaq.driver.tracing import Process
 
 
 class Delivery:
@@ -30,6 +32,7 @@ class Delivery:
         "_extending",
         "_headers",
         "_lease_ms",
+        "_process",
         "_raw_headers",
         "_settled",
         "_settler",
@@ -80,6 +83,7 @@ class Delivery:
         # cancelled, as keep_alive's renewer is when its block ends).
         self._extending: asyncio.Future[None] | None = None
         self._settled = False  # acked or nacked: no settle of it is to come
+        self._process: Process | None = None  # its span and metrics, while they are on
 
     def __repr__(self) -> str:
         return (
@@ -96,9 +100,17 @@ class Delivery:
             h = self._headers = header_codec.decode(self._raw_headers)
         return h
 
+    @property
+    def trace_context(self) -> Any:
+        """The OpenTelemetry context of this delivery's ``process`` span, to start
+        the application's own spans under it (None while tracing is off)."""
+        return current_context_of(self._process)
+
     async def ack(self, *, confirm: bool = False) -> None:
         """Done with it: the message is deleted."""
         self._settled = True
+        if self._process is not None:
+            self._process.end("ack")
         if self._extending is not None:
             await self._after_extend()
         await self._settler.settle(pb.Settle.ACK, self, 0, confirm)
@@ -106,6 +118,8 @@ class Delivery:
     async def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
         """Give it back, due again in ``delay_ms`` (dead-lettered after max deliveries)."""
         self._settled = True
+        if self._process is not None:
+            self._process.end("nack")
         if self._extending is not None:
             await self._after_extend()
         await self._settler.settle(pb.Settle.NACK, self, delay_ms, confirm)

@@ -41,6 +41,7 @@ from dejaq.core.wire.frames import (
     frame_bytes,
 )
 from dejaq.core.wire.status import error_for, status_code
+from dejaq.driver import tracing
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import RETRYABLE, Client, channel_dropped, first_write, to_error
 from dejaq.proto import dejaq_pb2 as pb
@@ -275,7 +276,10 @@ class Producer:
         headers: Sequence[bytes] | None,
     ) -> list[ProduceResult]:
         await self._slots.acquire()  # encoded only when it may go: in flight is bounded
+        traced = self._traced(ids, timestamps_ms, keys)
         try:
+            if traced is not None:
+                headers = traced.stamped(headers)
             batch = encode_messages(
                 timestamps_ms,
                 payloads,
@@ -287,8 +291,10 @@ class Producer:
                 headers,
             )
             frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), ids)
-        except BaseException:
+        except BaseException as exc:
             self._slots.release()
+            if traced is not None:
+                traced.ended(exc)
             raise
         # From here the frame is the stream's: it is written whole and answered
         # whatever its caller does. A caller that is cancelled (its wait_for ran
@@ -300,7 +306,20 @@ class Producer:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
         task.add_done_callback(_sent)
+        if traced is not None:
+            task.add_done_callback(traced.done)
         return await asyncio.shield(task)
+
+    def _traced(
+        self, ids: Sequence[str], timestamps_ms: Sequence[int] | I64, keys: Sequence[str] | None
+    ) -> tracing.SendTrace | None:
+        """The frame's ``send`` span and metrics; None (no work a message) while off."""
+        tracer, instruments = tracing.tracer(), tracing.meter()
+        if tracer is None and instruments is None:
+            return None
+        return tracing.SendTrace(
+            tracer, instruments, self.topic, self.client.address, ids, timestamps_ms, keys
+        )
 
     async def _send(self, frame: _Frame) -> list[ProduceResult]:
         try:

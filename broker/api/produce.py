@@ -17,6 +17,7 @@ import grpc
 from dejaq.broker.api.produce_rules import Extras, all_valid, extras, screen
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch import ranks
+from dejaq.broker.observability import tracing
 from dejaq.broker.observability.metrics import Event
 from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
@@ -54,6 +55,21 @@ async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, 
 
 
 async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb.ProduceResponse:
+    span = broker.tracing.produce(topic.name, len(batch.ids), batch.headers)
+    if span is None:
+        return await _store_frame(broker, topic, batch)
+    try:
+        return await _store_frame(broker, topic, batch)
+    except BaseException as exc:
+        tracing.failed(span, exc)
+        raise
+    finally:
+        span.end()
+
+
+async def _store_frame(
+    broker: BrokerContext, topic: Topic, batch: ProduceBatch
+) -> pb.ProduceResponse:
     # Frames that arrive together would otherwise run back to back without a
     # suspension (an in-process backend never waits): let a due dispatch pass
     # go first, so a burst of produce frames delays delivery by one frame at most.

@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
+from operator import attrgetter
 from types import TracebackType
 from typing import Any, Final, NamedTuple
 
@@ -30,6 +31,8 @@ from dejaq.core.wire.frames import cuts, frame_bytes
 
 I64 = npt.NDArray[np.int64]
 _I64: Final = struct.Struct("<q")
+_KEY: Final = attrgetter("key")
+_HEADERS: Final = attrgetter("headers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,8 +410,10 @@ def _encode_deliveries(
         priorities = np.fromiter((m.priority for m in deliveries), np.int64, n)
         timestamps = shown_timestamps(topic, timestamps, priorities)
         columns.append((d.PRIORITIES, _pack("I", priorities), 4))
-    keys = [m.key for m in deliveries]
-    columns += _extras(keys, [m.headers for m in deliveries], d.KEY_OFFSETS, d.HEADER_OFFSETS)
+    # Looked for in one C pass each: most batches have neither.
+    keys = [m.key for m in deliveries] if any(map(_KEY, deliveries)) else None
+    heads = [m.headers for m in deliveries] if any(map(_HEADERS, deliveries)) else None
+    columns += _extras(keys, heads, d.KEY_OFFSETS, d.HEADER_OFFSETS)
     columns.append((d.TIMESTAMPS, _pack("q", timestamps), 8))
     return write_table(columns, [(d.LEASE_UNTIL, lease_until)])
 

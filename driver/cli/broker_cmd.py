@@ -70,6 +70,14 @@ def register(sub: Any) -> None:
         " and CIDRs, e.g. 10.0.0.0/8,hooks.internal (default: public addresses only)",
     )
     p.add_argument(
+        "--trace-sample",
+        type=float,
+        metavar="SHARE",
+        help="trace this share (0..1) of produce frames, lease passes and webhook requests"
+        " by OpenTelemetry, sent by OTLP/HTTP as the OTEL_EXPORTER_OTLP_* variables say"
+        " (default 0: off; needs dejaq-timeline[otel])",
+    )
+    p.add_argument(
         "--outbox",
         action="append",
         metavar="URL",
@@ -150,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
             "auth": args.auth,
             "insecure_allow_anonymous": args.insecure_allow_anonymous,
             "webhook_allow": args.webhook_allow,
+            "trace_sample": args.trace_sample,
             "outbox": " ".join(args.outbox) if args.outbox else None,
             **broker_link_flags.values(args),
             **_limits(args),

@@ -50,6 +50,9 @@ class Columns:
         self.id_len = np.zeros(0, np.uint16)  # UTF-8 bytes of the id at the start of the record
         self.key_len = np.zeros(0, np.uint16)  # UTF-8 bytes of the key after the id (0: none)
         self.headers_len = np.zeros(0, np.uint16)  # encoded headers after the key (0: none)
+        # The key's number in its timeline's time indexes (key_lanes.py; 0: none,
+        # and always 0 on a priority topic, whose passes ignore keys).
+        self.key_no = np.zeros(0, np.uint32)
         self.record_len = np.zeros(0, np.uint32)  # id + key + headers + payload bytes
         self.record_at = np.zeros(0, np.int64)  # the record's handle in blobs
         self.blobs = Blobs()
@@ -216,6 +219,7 @@ class Columns:
             "id_len",
             "key_len",
             "headers_len",
+            "key_no",
             "record_len",
             "record_at",
         ):

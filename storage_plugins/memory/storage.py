@@ -128,9 +128,12 @@ class MemoryStorage(Storage):
         now, until, limit = request.now, request.until, request.limit
         out: list[LeasedMessage] = []
         dead = 0
+        caps = dict(request.caps) if request.caps is not None else None  # lowered as taken
+        rounds = 0
         while len(out) < limit:
             need = limit - len(out)
-            chosen, dues = tl.select(request.buckets, request.bound, need)
+            rounds += 1
+            chosen, dues = tl.select(request.buckets, request.bound, need, caps)
             slots = np.array(chosen, np.int64)
             c = tl.cols
             fates = _fates(c, slots, dues, request.max_deliveries, now)  # None: all KEEP
@@ -181,6 +184,8 @@ class MemoryStorage(Storage):
             tl.reschedule(slots, until, request.owner, ids)
             if len(chosen) < need:  # nothing more is due
                 break
+        if rounds > 1:  # a later round (after dead letters) may take earlier messages
+            out.sort(key=_due_time)
         return Leases(out, until, dead)
 
     async def _promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int:
@@ -393,10 +398,13 @@ class MemoryStorage(Storage):
     async def _forecast(self, topic: str, request: Forecast) -> list[int]:
         tl = self._tl(topic)
         # The time lanes only: a priority topic's ranks are available already.
-        return forecast.forecast(tl.lanes, tl.cols, request)
+        return forecast.forecast(tl.time_lanes(), tl.cols, request)
 
     async def _keys(self, topic: str, now: int, limit: int) -> list[KeyLoad]:
         tl = self._tl(topic)
+        if tl.ranks is None:
+            return _busiest(tl, now, limit)
+        # A priority topic's keyed messages share its indexes: a scan of the columns.
         c = tl.cols
         used = c.used
         keyed = (c.state[:used] == LIVE) & (c.key_len[:used] > 0)
@@ -453,6 +461,31 @@ class MemoryStorage(Storage):
 
     async def _purge_tombstones(self, topic: str, deleted_before: int, limit: int) -> int:
         return self._tl(topic).forget(deleted_before, limit)
+
+
+def _due_time(message: LeasedMessage) -> int:
+    return message.timestamp
+
+
+def _busiest(tl: Timeline, now: int, limit: int) -> list[KeyLoad]:
+    """A timeline's busiest keys (``Storage.keys``): the due messages from the
+    keys' lanes, the held ones from ``held`` (bounded by consumers' credit)."""
+    loads = tl.keyed.loads(now)
+    held: dict[int, int] = {}
+    if tl.held:
+        c = tl.cols
+        slots = np.array(list(tl.held.values()), np.int64)
+        key_nos = c.key_no[slots]
+        slots = slots[(key_nos != 0) & (c.timestamp[slots] > now)]
+        numbers, counts = np.unique(c.key_no[slots], return_counts=True)
+        held = dict(zip(numbers.tolist(), counts.tolist(), strict=True))
+    names = tl.keyed.names
+    rows = [
+        KeyLoad(names[k], loads.get(k, (0, 0))[0], held.get(k, 0), loads.get(k, (0, 0))[1])
+        for k in loads.keys() | held.keys()
+    ]
+    rows.sort(key=lambda load: (-load.due, load.key))
+    return rows[:limit]
 
 
 def _normal(buckets: Buckets) -> tuple[int, ...] | None:

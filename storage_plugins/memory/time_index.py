@@ -18,7 +18,9 @@ Entries are never updated in place: a mutation pushes a new entry and leaves
 the old one, which no longer matches its slot's timestamp, state or bucket
 (``current``), to be dropped when reached. A reused slot can make an old
 entry match again, so one message may have two current entries: readers
-count a slot once.
+count a slot once. An index holds the messages of one key number
+(``key_no``, key_lanes.py) and checks it too, so a reused slot never shows
+one key's message in another key's index.
 
 The index of a priority topic's *ranks* (core/priority.py: negative
 timestamps, every one due) is a TimeIndex too, made ``all_due``: its horizon
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from collections import deque
 from collections.abc import Iterable
 from typing import Final
 
@@ -98,16 +99,24 @@ class TimeIndex:
         "all_due",
         "bucket",
         "horizon",
+        "key_no",
         "near",
         "pending",
     )
 
-    def __init__(self, bucket: int, columns: Columns, all_due: bool = False) -> None:
+    def __init__(
+        self, bucket: int, columns: Columns, all_due: bool = False, key_no: int = 0
+    ) -> None:
         self.bucket = bucket
+        # The number of the key whose messages this index holds (key_lanes.py);
+        # 0: those without a key (or every message, on a priority topic).
+        self.key_no = key_no
         self._cols = columns
         self.all_due = all_due  # an index of ranks: see ``fill``
         self.near: list[int] = []  # heap of timestamp << 32 | slot, every timestamp < horizon
-        self.pending: deque[_Pulled] = deque()  # pulled windows not yet in near, in order
+        # Pulled windows not yet in near, in order: a few at most, so a list (an
+        # empty deque costs 760 bytes, and a timeline has an index a key and bucket).
+        self.pending: list[_Pulled] = []
         self.horizon = FAR_PAST
         self._levels = [_Level(bits) for bits in LEVEL_BITS]
         # No current entry in the windows is earlier than _first (None: there is
@@ -115,6 +124,15 @@ class TimeIndex:
         self._first: int | None = None
         self._first_slot = 0
         self._exact = True
+
+    def follow(self, other: TimeIndex) -> None:
+        """Start this (empty) index where ``other`` stands, at its horizon and
+        in its split windows: a new key's lane (key_lanes.py) then takes its
+        first entries as the bucket's index would, not split down level by
+        level from the far past on its first advance."""
+        self.horizon = other.horizon
+        for mine, theirs in zip(self._levels, other._levels, strict=True):
+            mine.split = theirs.split
 
     # -- writing --------------------------------------------------------------
 
@@ -151,6 +169,7 @@ class TimeIndex:
             (c.state[slots] == LIVE)
             & (c.timestamp[slots] == timestamps)
             & (c.bucket[slots] == self.bucket)
+            & (c.key_no[slots] == self.key_no)
         )
         return ok
 
@@ -160,6 +179,7 @@ class TimeIndex:
             c.state[slot] == LIVE
             and c.timestamp[slot] == key >> SLOT_BITS
             and c.bucket[slot] == self.bucket
+            and c.key_no[slot] == self.key_no
         )
 
     def bound(self) -> int | None:
@@ -184,7 +204,7 @@ class TimeIndex:
         chunk = run.keys[run.at : run.at + CHUNK].tolist()
         run.at += len(chunk)
         if run.at == len(run.keys):
-            pending.popleft()
+            del pending[0]
         base = run.base
         if near:
             for k in chunk:
@@ -373,9 +393,15 @@ class TimeIndex:
         while order and (last is None or order[0] <= last):
             pulled = True
             index = heapq.heappop(order)
-            keys, timestamps, slots = self._entries(level, index, level.windows.pop(index))
-            keys = keys[self.current(timestamps, slots)]
+            win = level.windows.pop(index)
             base = index << level.bits << SLOT_BITS
+            if len(win) <= SMALL_WINDOW and not self.pending:
+                # A few entries (a key's lane): checked one by one, no arrays.
+                current = self.current_one
+                self.near.extend(sorted([base + k for k in win if current(base + k)]))
+                continue
+            keys, timestamps, slots = self._entries(level, index, win)
+            keys = keys[self.current(timestamps, slots)]
             if not self.pending and len(keys) <= CHUNK:
                 # Later than every entry of near, and sorted: appended, near stays a heap.
                 self.near.extend([base + k for k in keys.tolist()])
@@ -385,6 +411,12 @@ class TimeIndex:
 
     def _split(self, level: _Level, below: _Level, index: int, win: array[int]) -> None:
         """Spread window ``index`` of ``level`` over the (empty) windows of ``below``."""
+        if len(win) <= SMALL_WINDOW:  # a few entries (a key's lane): no arrays
+            base = index << level.bits << SLOT_BITS
+            for key in sorted([base + k for k in win if self.current_one(base + k)]):
+                ts = key >> SLOT_BITS
+                below.add(ts >> below.bits, ((ts & below.mask) << SLOT_BITS | key & SLOT_MASK,))
+            return
         _, timestamps, slots = self._entries(level, index, win)
         keep = self.current(timestamps, slots)
         timestamps, slots = timestamps[keep], slots[keep]

@@ -17,6 +17,11 @@ clock-driven ``lanes`` that hold its not-yet-available messages (timestamps
 ``>= 0``). A lease pass merges both; ``promote`` takes the due entries of
 ``lanes`` to ``ranks``. ``ranked`` counts the messages at a rank: all due.
 
+On a timeline, ``lanes`` hold the messages without a key; each keyed message
+sits in its key's lane of its bucket, in ``keyed`` (key_lanes.py). A lease
+pass shares its limit among the keys with due messages (``select``), and
+every read by time (next_due, due, forecast, busiest keys) asks both.
+
 The semantic rules (who may settle, when a message dies) are applied by the
 caller, ``MemoryStorage``; this module only carries out their verdicts, a
 batch of slots at a time.
@@ -38,6 +43,7 @@ from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.graves import Graves
 from dejaq.storage_plugins.memory.id_order import IdOrder
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
+from dejaq.storage_plugins.memory.key_lanes import BUCKET_BITS, KeyLanes
 from dejaq.storage_plugins.memory.owners import Owners
 from dejaq.storage_plugins.memory.time_index import (
     SLOT_BITS,
@@ -49,6 +55,8 @@ from dejaq.storage_plugins.memory.time_index import (
     push_all,
 )
 from dejaq.storage_plugins.memory.types import FEW, I64, U16
+
+Caps = dict[str, int]  # key -> messages a pass may still take of it
 
 ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
 MAX_ID_BYTES: Final = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
@@ -72,6 +80,9 @@ class Timeline:
         if topic.settings.kind == KIND_PRIORITY:
             self.ranks = [TimeIndex(b, self.cols, True) for b in range(topic.settings.buckets)]
         self.ranked = 0  # live messages at a rank (negative timestamp) in ranks
+        # A timeline's keyed messages, a lane per key and bucket (a priority
+        # topic's stay in its indexes: its passes go by rank, not by key).
+        self.keyed = KeyLanes(self.lanes, self.cols)
         self.owners = Owners()
         # Kept as messages change, so counts() never scans every message.
         self.live = 0  # messages not dead
@@ -144,21 +155,99 @@ class Timeline:
             return self._lanes(buckets)
         return self._lanes(buckets, self.ranks) + self._lanes(buckets)
 
-    def select(
-        self, buckets: tuple[int, ...] | None, now: int, limit: int
-    ) -> tuple[list[int], list[int]]:
-        """Up to ``limit`` distinct due messages of ``buckets``, earliest first
-        (ranks first: they are all due).
+    def _buckets(self, buckets: tuple[int, ...] | None) -> Sequence[int]:
+        """The bucket numbers of ``buckets`` the topic has."""
+        n = len(self.lanes)
+        return range(n) if buckets is None else [b for b in buckets if 0 <= b < n]
 
-        Returns their slots and timestamps.
+    def time_lanes(self) -> list[TimeIndex]:
+        """Every index of messages by time (not the ranks): the lanes of the
+        messages without a key, and those of the keys."""
+        if not self.keyed.lanes:
+            return self.lanes
+        return self.lanes + list(self.keyed.lanes.values())
+
+    def select(
+        self, buckets: tuple[int, ...] | None, now: int, limit: int, caps: Caps | None = None
+    ) -> tuple[list[int], list[int]]:
+        """Up to ``limit`` distinct due messages of ``buckets``: on a timeline,
+        shared fairly among their keys (``_fair``), at most ``caps[key]`` of a
+        key (each cap is lowered by what is taken); on a priority topic the
+        earliest, ranks first (they are all due), keys and caps aside.
+
+        Returns their slots and timestamps, in timestamp order.
 
         Their entries leave the index: the caller must reschedule, kill or
         remove every slot returned.
         """
         lanes = due_lanes(self._lanes(buckets), now)
-        if self.ranks is None:
+        if self.ranks is not None:
+            return self._select(filled_lanes(self._lanes(buckets, self.ranks)) + lanes, now, limit)
+        if self.keyed.lanes:
+            return self._fair(lanes, buckets, now, limit, caps)
+        if caps is None or "" not in caps:  # no key at all: as before keys came
             return self._select(lanes, now, limit)
-        return self._select(filled_lanes(self._lanes(buckets, self.ranks)) + lanes, now, limit)
+        chosen, dues = self._select(lanes, now, min(limit, caps[""]))
+        caps[""] -= len(chosen)
+        return chosen, dues
+
+    def _fair(
+        self,
+        lanes: list[TimeIndex],
+        buckets: tuple[int, ...] | None,
+        now: int,
+        limit: int,
+        caps: Caps | None,
+    ) -> tuple[list[int], list[int]]:
+        """``select`` on a timeline with keys: ``lanes`` (those without a key,
+        due) count as key 0; max-min fair shares in rounds, the keys due
+        earliest first, each share taken from the top of the key's lanes."""
+        keyed = self.keyed
+        taken = keyed.take_due(self._buckets(buckets), now, limit)
+        groups: dict[int, list[TimeIndex]] = {0: lanes} if lanes else {}
+        for lane in due_lanes(taken, now):
+            group = groups.get(lane.key_no)
+            if group is None:
+                groups[lane.key_no] = [lane]
+            else:
+                group.append(lane)
+        names = keyed.names
+        left: dict[int, int] = {}
+        firsts: dict[int, int] = {}
+        for k, group in groups.items():
+            cap = None if caps is None else caps.get(names[k])
+            left[k] = limit if cap is None else cap
+            firsts[k] = min(lane.near[0] for lane in group)
+        active = sorted((k for k in groups if left[k] > 0), key=firsts.__getitem__)
+        slots: list[int] = []
+        dues: list[int] = []
+        seen: set[int] = set()
+        remaining = limit
+        while remaining > 0 and active:
+            # An equal share each (at least one, the earliest keys first when
+            # there are more keys than messages left); a key that takes less
+            # than it asked has no more, and leaves the rest to the next round.
+            share = max(1, remaining // len(active))
+            still: list[int] = []
+            for k in active:
+                want = min(share, left[k], remaining)
+                if want <= 0:
+                    break
+                got, times = self._select(groups[k], now, want, seen)
+                slots += got
+                dues += times
+                remaining -= len(got)
+                left[k] -= len(got)
+                if len(got) == want and left[k] > 0:
+                    still.append(k)
+            active = still
+        keyed.restore(taken)
+        if caps is not None:
+            for k in groups:
+                if names[k] in caps:
+                    caps[names[k]] = left[k]
+        order = sorted(range(len(slots)), key=dues.__getitem__)
+        return [slots[i] for i in order], [dues[i] for i in order]
 
     def promote(self, buckets: tuple[int, ...] | None, now: int, limit: int) -> int:
         """Priority topics: move up to ``limit`` live messages of ``buckets`` due by
@@ -172,9 +261,13 @@ class Timeline:
         self.reschedule(slots, np.array(ranks, np.int64), None)
         return len(chosen)
 
-    def _select(self, lanes: list[TimeIndex], now: int, limit: int) -> tuple[list[int], list[int]]:
-        """``select`` over ``lanes``, each advanced (or filled) already: those
-        with an entry due at ``near[0]`` (``due_lanes``, ``filled_lanes``)."""
+    def _select(
+        self, lanes: list[TimeIndex], now: int, limit: int, seen: set[int] | None = None
+    ) -> tuple[list[int], list[int]]:
+        """The earliest ``limit`` due messages of ``lanes`` (all of one key
+        number), each advanced (or filled) already: those with an entry due at
+        ``near[0]`` (``due_lanes``, ``filled_lanes``). Slots in ``seen`` are
+        skipped, and those taken added."""
         bound = (now << SLOT_BITS) | SLOT_MASK
         # A small heap over the due lane tops merges the buckets in time order.
         tops = [
@@ -186,8 +279,12 @@ class Timeline:
         pop, replace = heapq.heappop, heapq.heapreplace
         slots: list[int] = []
         dues: list[int] = []
-        seen: set[int] = set()
+        if seen is None:
+            seen = set()
         c = self.cols
+        # A reused slot may match an old entry of another key's lane: checked
+        # once the topic has keys.
+        key_no = lanes[0].key_no if lanes and len(self.keyed.names) > 1 else -1
         while tops and len(slots) < limit:
             keys: list[int] = []
             lanes_of: list[int] = []
@@ -204,6 +301,20 @@ class Timeline:
                     replace(tops, (near[0], b, near, lane))
                 else:
                     pop(tops)
+            if len(keys) <= FEW:  # a key's small share: no arrays for so few
+                for k, b in zip(keys, lanes_of, strict=True):
+                    slot, due = k & SLOT_MASK, k >> SLOT_BITS
+                    if (
+                        slot not in seen
+                        and c.state[slot] == LIVE
+                        and c.timestamp[slot] == due
+                        and c.bucket[slot] == b
+                        and (key_no < 0 or c.key_no[slot] == key_no)
+                    ):
+                        seen.add(slot)
+                        slots.append(slot)
+                        dues.append(due)
+                continue
             # Stale entries are dropped here, a batch at a time.
             ts = np.array([k >> SLOT_BITS for k in keys], np.int64)
             at = np.array([k & SLOT_MASK for k in keys], np.int64)
@@ -212,6 +323,8 @@ class Timeline:
                 & (c.timestamp[at] == ts)
                 & (c.bucket[at] == np.array(lanes_of, np.uint16))
             )
+            if key_no >= 0:
+                ok &= c.key_no[at] == key_no
             fresh, times = at[ok].tolist(), ts[ok].tolist()
             distinct = set(fresh)
             if len(distinct) == len(fresh) and not distinct & seen:
@@ -229,7 +342,10 @@ class Timeline:
     def next_due(self, buckets: tuple[int, ...] | None) -> int | None:
         """The earliest timestamp of a live message of ``buckets``, or None."""
         key = earliest(self._indexes(buckets))
-        return None if key is None else key >> SLOT_BITS
+        first = None if key is None else key >> SLOT_BITS
+        if not self.keyed.lanes:
+            return first
+        return _least(first, self.keyed.first(self._buckets(buckets)))
 
     def head(self) -> tuple[int, int] | None:
         """A priority topic's lowest rank and the priority of a live message at
@@ -242,7 +358,10 @@ class Timeline:
     def oldest_unranked(self) -> int | None:
         """The earliest timestamp of a live message that is not a rank, or None."""
         key = earliest(self.lanes)
-        return None if key is None else key >> SLOT_BITS
+        first = None if key is None else key >> SLOT_BITS
+        if not self.keyed.lanes:
+            return first
+        return _least(first, self.keyed.first(range(len(self.lanes))))
 
     def due(self, now: int) -> tuple[int, int]:
         """(unleased, lease-expired) live messages with ``timestamp <= now`` in the
@@ -253,18 +372,20 @@ class Timeline:
         slots: list[I64] = []
         pending_buckets: list[int] = []
         bound = (now << SLOT_BITS) | SLOT_MASK
-        for lane in self.lanes:
+        # A lane's entries are told by bucket and key number in one int.
+        for lane in self.time_lanes():
+            lid = lane.key_no << BUCKET_BITS | lane.bucket
             if now >= lane.horizon:
                 lane.advance(now)
             if not lane.pending and not (lane.near and lane.near[0] <= bound):
                 continue  # nothing due here: the usual case, kept cheap
             nodes, pending_ts, pending_slots = lane.due(now)
             keys += nodes
-            buckets += [lane.bucket] * len(nodes)
+            buckets += [lid] * len(nodes)
             if pending_ts is not None and pending_slots is not None:
                 times.append(pending_ts)
                 slots.append(pending_slots)
-                pending_buckets += [lane.bucket] * len(pending_ts)
+                pending_buckets += [lid] * len(pending_ts)
         ts = np.array([k >> SLOT_BITS for k in keys], np.int64)
         at = np.array([k & SLOT_MASK for k in keys], np.int64)
         if times:  # the pending entries after the heap entries, their buckets in step
@@ -274,7 +395,8 @@ class Timeline:
             return 0, 0
         buckets_all = np.array(buckets, np.int64)
         c = self.cols
-        ok = (c.state[at] == LIVE) & (c.timestamp[at] == ts) & (c.bucket[at] == buckets_all)
+        lane_of = (c.key_no[at].astype(np.int64) << BUCKET_BITS) | c.bucket[at]
+        ok = (c.state[at] == LIVE) & (c.timestamp[at] == ts) & (lane_of == buckets_all)
         due = np.unique(at[ok])  # a slot may have two current entries
         expired = int(np.count_nonzero(c.owner[due]))
         return len(due) - expired, expired
@@ -335,6 +457,10 @@ class Timeline:
         c.priority[slots] = priority_col
         c.state[slots] = LIVE
         c.id_hash[slots] = hashes[pick]
+        if self.ranks is None and any(mkeys):
+            c.key_no[slots] = self.keyed.number(mkeys)
+        else:
+            c.key_no[slots] = 0
         if any(mkeys) or any(mheaders):
             c.store(slots, keys, payloads, [k.encode() for k in mkeys], mheaders)
         else:
@@ -447,6 +573,9 @@ class Timeline:
         if isinstance(at, np.ndarray):
             self._push(c.bucket[slots].astype(np.int64), at, slots)
             return
+        if self.ranks is None and len(self.keyed.names) > 1:  # keys: to their lanes
+            self._push(c.bucket[slots].astype(np.int64), np.full(len(slots), at, np.int64), slots)
+            return
         lanes = self.lanes
         if at < 0 and self.ranks is not None:
             lanes = self.ranks
@@ -496,7 +625,17 @@ class Timeline:
     def _push(self, buckets: I64, timestamps: I64, slots: I64) -> None:
         """Enter live messages in their indexes: a priority topic's ranks apart."""
         if self.ranks is None:
-            push_all(self.lanes, buckets, timestamps, slots)
+            key_nos = self.cols.key_no[slots] if len(self.keyed.names) > 1 else None
+            if key_nos is None or not key_nos.any():
+                push_all(self.lanes, buckets, timestamps, slots)
+                return
+            plain = key_nos == 0
+            if plain.any():
+                push_all(self.lanes, buckets[plain], timestamps[plain], slots[plain])
+            keyed = ~plain
+            self.keyed.push(
+                key_nos[keyed].astype(np.int64), buckets[keyed], timestamps[keyed], slots[keyed]
+            )
             return
         at_rank = timestamps < 0
         ranked = int(np.count_nonzero(at_rank))
@@ -512,6 +651,17 @@ class Timeline:
         priority topic, count out the live ones leaving a rank)."""
         buckets, timestamps = self.cols.bucket[slots], self.cols.timestamp[slots]
         if self.ranks is None:
+            if len(self.keyed.names) > 1:
+                key_nos = self.cols.key_no[slots]
+                if key_nos.any():
+                    keyed = key_nos != 0
+                    self.keyed.touch(
+                        key_nos[keyed].astype(np.int64),
+                        buckets[keyed].astype(np.int64),
+                        timestamps[keyed],
+                    )
+                    plain = ~keyed
+                    buckets, timestamps = buckets[plain], timestamps[plain]
             self._touch_lanes(self.lanes, buckets, timestamps)
             return
         at_rank = (timestamps < 0) & (self.cols.state[slots] == LIVE)
@@ -538,3 +688,10 @@ class Timeline:
         np.minimum.at(first, buckets[later], timestamps[later])
         for b in np.flatnonzero(first != np.iinfo(np.int64).max).tolist():
             lanes[b].touch(int(first[b]))
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    """The smaller of two optional times."""
+    if a is None:
+        return b
+    return a if b is None or a <= b else b

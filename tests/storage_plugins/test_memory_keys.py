@@ -1,0 +1,123 @@
+"""Keys on memory://: a lane per key and bucket (key_lanes.py) with lazy heads.
+A lane emptied is forgotten and refilled; a nack moves a key's head earlier;
+a cap of 0 or a pass over some buckets leaves the other heads right; a
+reused slot never shows one key's message as another's; and a pass takes
+its share from the top of a million-message key, not its backlog."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from dejaq.storage_plugins.memory import MemoryStorage
+from dejaq.storage_plugins.memory.timeline import Timeline
+from tests.storage_plugins.conformance.givens import (
+    C1,
+    LEASE,
+    NOW,
+    T,
+    given_messages,
+    given_topic,
+    ids,
+    lease,
+    msg,
+)
+
+
+def timeline(storage: MemoryStorage) -> Timeline:
+    return storage._tl(T)
+
+
+async def test_a_lane_emptied_is_forgotten_and_a_new_message_refills_it() -> None:
+    # given a key's only messages leased and acked
+    storage = MemoryStorage()
+    await given_topic(storage, dedup_window_ms=0)
+    await given_messages(storage, msg("a1", NOW - 2, key="k"), msg("a2", NOW - 1, key="k"))
+    leases = await lease(storage)
+    await storage.ack(T, [(d.id, d.version) for d in leases.delivered], C1, NOW)
+    # when a pass finds the lane empty, then the lane is gone
+    assert ids(await lease(storage, NOW + 2 * LEASE)) == []
+    assert timeline(storage).keyed.lanes == {}
+    # and a new message of the key is due and leased as before
+    await given_messages(storage, msg("a3", NOW + 5, key="k"))
+    assert await storage.next_due(T, None) == NOW + 5
+    assert ids(await lease(storage, NOW + 5)) == ["a3"]
+
+
+async def test_a_nack_moves_a_keys_head_earlier() -> None:
+    # given a key with a leased message and another due much later
+    storage = MemoryStorage()
+    await given_topic(storage)
+    await given_messages(storage, msg("m", NOW, key="k"), msg("later", NOW + 50_000, key="k"))
+    [m] = (await lease(storage)).delivered
+    assert await storage.next_due(T, None) == NOW + LEASE
+    # when it is nacked to be due at once
+    await storage.nack(T, [(m.id, m.version)], C1, NOW + 1, 0)
+    # then the key's head is that message's time, and a pass takes it
+    assert await storage.next_due(T, None) == NOW + 1
+    assert ids(await lease(storage, NOW + 1)) == ["m"]
+
+
+async def test_a_cap_of_0_for_the_only_key_keeps_its_head() -> None:
+    storage = MemoryStorage()
+    await given_topic(storage)
+    await given_messages(storage, *(msg(f"c{i}", NOW - 9 + i, key="c") for i in range(5)))
+    # when a pass may take none of it
+    assert ids(await lease(storage, caps={"c": 0})) == []
+    # then the key is still due from its earliest message, and a pass takes it all
+    assert await storage.next_due(T, None) == NOW - 9
+    assert ids(await lease(storage)) == [f"c{i}" for i in range(5)]
+
+
+async def test_a_pass_over_some_buckets_leaves_the_others_heads_alone() -> None:
+    # given a key due in bucket 0 and bucket 1, and another key in bucket 0
+    storage = MemoryStorage()
+    await given_topic(storage)
+    await given_messages(
+        storage,
+        msg("k0", NOW - 5, bucket=0, key="k"),
+        msg("k1", NOW - 3, bucket=1, key="k"),
+        msg("x0", NOW - 1, bucket=0, key="x"),
+    )
+    # when a pass over bucket 1 takes what it has
+    assert ids(await lease(storage, buckets=[1])) == ["k1"]
+    # then bucket 0 still names its earliest, and its pass shares between its keys
+    assert await storage.next_due(T, [0]) == NOW - 5
+    assert await storage.next_due(T, [1]) == NOW + LEASE
+    leases = await lease(storage, buckets=[0], limit=2)
+    assert Counter(d.key for d in leases.delivered) == Counter({"k": 1, "x": 1})
+
+
+async def test_a_reused_slot_is_never_another_keys_message() -> None:
+    # given a message of key a leased (its lane keeps an entry at the lease's end) and acked
+    storage = MemoryStorage()
+    await given_topic(storage, dedup_window_ms=0)
+    await given_messages(storage, msg("a", NOW, key="a"))
+    [a] = (await lease(storage)).delivered
+    await storage.ack(T, [(a.id, a.version)], C1, NOW)
+    # when a message of key b takes its slot, due when a's lease would have ended
+    await given_messages(storage, msg("b", NOW + LEASE, key="b"))
+    # then a pass then takes it once, as b's, and the busiest keys name b alone
+    leases = await lease(storage, NOW + LEASE)
+    assert [(d.id, d.key) for d in leases.delivered] == [("b", "b")]
+    assert [(k.key, k.held) for k in await storage.keys(T, NOW + LEASE, 10)] == [("b", 1)]
+
+
+async def test_a_pass_takes_a_share_from_the_top_of_a_large_backlog() -> None:
+    # given 100,000 messages of one key due at one millisecond, and 10 other keys
+    storage = MemoryStorage()
+    await given_topic(storage, buckets=1)
+    await given_messages(
+        storage, *(msg(f"c{i:06}", NOW - 1000, key="campaign") for i in range(100_000))
+    )
+    await given_messages(storage, *(msg(f"r{i}", NOW - i, key=f"r{i}") for i in range(10)))
+    # when a pass may take 100
+    leases = await lease(storage, limit=100)
+    # then the 10 keys take one each, the campaign the rest
+    assert Counter(d.key for d in leases.delivered)["campaign"] == 90
+    # and the campaign's backlog still waits in its sorted run: only a chunk became heap entries
+    lane = next(ln for ln in timeline(storage).keyed.lanes.values() if ln.key_no == 1)
+    assert len(lane.near) < 2_000
+    assert sum(len(run.keys) - run.at for run in lane.pending) > 90_000
+    # and the busiest keys count it exactly
+    [top] = await storage.keys(T, NOW, 1)
+    assert (top.key, top.due, top.held, top.oldest) == ("campaign", 99_910, 90, NOW - 1000)
