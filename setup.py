@@ -31,7 +31,7 @@ HOTPATH = runpy.run_path(str(ROOT / "core" / "hotpath.py"), run_name="dejaq_hotp
 COMPILED: tuple[str, ...] = HOTPATH["COMPILED"]
 # The source folders install as dejaq.* through package-dir, which mypy cannot
 # follow: it reads them through a symlinked dejaq/ tree (as scripts/lint.sh does).
-TOP = ("core", "proto", "fbs", "broker", "driver", "storage_plugins")
+TOP = ("core", "proto", "fbs", "broker", "driver", "storage_plugins", "outbox")
 TREE = ROOT / "build" / "mypyc-src"
 GROUP = "dejaq.core.hotpath_native"  # the one shared library the modules compile into
 OUT = ROOT / "build" / "mypyc"

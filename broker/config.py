@@ -23,6 +23,7 @@ from dejaq.broker.webhook_targets import Allowlist
 from dejaq.core import hotpath
 from dejaq.core.addresses import is_loopback
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.redact import redact
 from dejaq.core.wire.frames import MAX_FRAME_BYTES, PRODUCE_FRAME_BYTES, PRODUCE_FRAME_MESSAGES
 
 DEFAULT_LISTEN = "127.0.0.1:7700"
@@ -169,6 +170,13 @@ class BrokerConfig:
     # The share of produce frames, lease passes and webhook requests traced
     # (OpenTelemetry, docs/tracing.md): 0 = off, 1 = all.
     trace_sample: TraceSample = 0.0
+    # Transactional outboxes in applications' PostgreSQL databases this broker
+    # relays (broker/outbox/), their URLs separated by spaces; empty = none.
+    outbox: str = ""
+
+    @property
+    def outboxes(self) -> list[str]:
+        return self.outbox.split()
 
     @classmethod
     def from_sources(
@@ -209,6 +217,12 @@ class BrokerConfig:
             raise InvalidArgument(f"metrics address {self.metrics!r} is not HOST:PORT")
         if self.http and not _is_host_port(self.http):
             raise InvalidArgument(f"http address {self.http!r} is not HOST:PORT")
+        for url in self.outboxes:
+            if not url.startswith(("postgresql://", "postgres://")):
+                raise InvalidArgument(
+                    f"outbox {redact(url)!r} is not a postgresql:// URL of an application's"
+                    " database"
+                )
         if self.log_format not in ("text", "json"):
             raise InvalidArgument(f"log format must be text or json, not {self.log_format!r}")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

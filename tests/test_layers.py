@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED = ("dejaq.core", "dejaq.storage_plugins", "dejaq.broker", "dejaq.driver")
+CHECKED = ("dejaq.core", "dejaq.storage_plugins", "dejaq.broker", "dejaq.driver", "dejaq.outbox")
 WIRE = ("dejaq.core.wire", "dejaq.proto", "dejaq.fbs")
 
 # Each layer, and what its modules may import besides themselves.
@@ -33,8 +33,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "dejaq.proto": (),
     "dejaq.fbs": (),
     "dejaq.storage_plugins": ("dejaq.core",),  # storage sees bytes: no wire
-    "dejaq.broker": ("dejaq.core", *WIRE, "dejaq.storage_plugins"),
+    # the outbox's relay runs in a broker given --outbox
+    "dejaq.broker": ("dejaq.core", *WIRE, "dejaq.storage_plugins", "dejaq.outbox"),
     "dejaq.driver": ("dejaq.core", *WIRE),
+    # the outbox's helpers run inside the application: the model's checks, no client
+    "dejaq.outbox": ("dejaq.core",),
+    # a relay of its own hands rows to dejaq through the public driver
+    "dejaq.outbox.driver_handoff": ("dejaq.core", "dejaq.outbox", "dejaq.driver", *WIRE),
 }
 
 # (importing module, layer it may import although its own layer may not): why.
@@ -45,6 +50,12 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("dejaq.driver.cli.storage_cmd", "dejaq.storage_plugins"): (
         "`dejaq storage migrate` upgrades a store in place while no broker runs on it;"
         " it imports the storage inside the function"
+    ),
+    ("dejaq.driver.cli.outbox_cmd", "dejaq.outbox"): (
+        "`dejaq outbox install|status` are commands of the one CLI; imported inside them"
+    ),
+    ("dejaq.driver.cli.outbox_cmd", "dejaq.outbox.driver_handoff"): (
+        "`dejaq outbox relay` runs a relay; imported inside the command"
     ),
     ("dejaq.driver.embedded", "dejaq.broker"): (
         "`embedded()` runs a broker in the caller's event loop; it imports the broker"
@@ -73,6 +84,7 @@ BROKER_ROOMS: tuple[str, ...] = (
     "cron",  # cron entries and their firers
     "cluster",  # the etcd coordinator
     "api",  # the RPC handlers
+    "outbox",  # relays of applications' transactional outboxes, into the api's handlers
     "webhooks",  # webhook delivery: a consumer that settles through the api
     "http",  # the HTTP/JSON surface over the api
     "retention",  # the sweep of old dead messages
@@ -352,6 +364,13 @@ def test_the_rules_catch_each_wrong_direction() -> None:
     assert not wrong("dejaq.driver.embedded", "dejaq.broker.assembly")
     assert wrong("dejaq.driver.client", "dejaq.broker.assembly")
     assert wrong("dejaq.driver.cli.broker_cmd", "dejaq.storage_plugins.base")
+    # the outbox's helpers: only the core; the driver only for the relay's own hand-over
+    assert not wrong("dejaq.outbox.rows", "dejaq.core.keys")
+    assert wrong("dejaq.outbox.write", "dejaq.driver.client")
+    assert wrong("dejaq.outbox.relay.loop", "dejaq.broker.context")
+    assert not wrong("dejaq.outbox.driver_handoff", "dejaq.driver.producer")
+    assert not wrong("dejaq.broker.outbox.handoff", "dejaq.outbox.relay.loop")
+    assert wrong("dejaq.broker.outbox.handoff", "dejaq.outbox.driver_handoff")
 
 
 def test_the_room_rules_catch_an_upward_import() -> None:

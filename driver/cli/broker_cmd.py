@@ -77,6 +77,13 @@ def register(sub: Any) -> None:
         " by OpenTelemetry, sent by OTLP/HTTP as the OTEL_EXPORTER_OTLP_* variables say"
         " (default 0: off; needs dejaq-timeline[otel])",
     )
+    p.add_argument(
+        "--outbox",
+        action="append",
+        metavar="URL",
+        help="relay the transactional outbox in this application database, postgresql://..."
+        " (repeatable; every broker of a cluster may relay the same one)",
+    )
     broker_link_flags.add(p)
     _add_limits(p)
     p.set_defaults(run=run)
@@ -152,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
             "insecure_allow_anonymous": args.insecure_allow_anonymous,
             "webhook_allow": args.webhook_allow,
             "trace_sample": args.trace_sample,
+            "outbox": " ".join(args.outbox) if args.outbox else None,
             **broker_link_flags.values(args),
             **_limits(args),
         },

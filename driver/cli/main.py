@@ -17,6 +17,7 @@ from dejaq.driver.cli import (
     dead_cmd,
     key_cmd,
     message_cmd,
+    outbox_cmd,
     produce_cmd,
     spark_cmd,
     storage_cmd,
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         cluster_cmd,
         spark_cmd,
         storage_cmd,
+        outbox_cmd,
     )
     for command in commands:
         command.register(sub)

@@ -9,7 +9,17 @@ from pathlib import Path
 from tests.docs.examples import ROOT
 
 PAGE = ROOT / "docs" / "architecture.md"
-TOP = ("broker", "core", "driver", "storage_plugins", "proto", "fbs", "deploy", "benchmarks")
+TOP = (
+    "broker",
+    "core",
+    "driver",
+    "storage_plugins",
+    "outbox",
+    "proto",
+    "fbs",
+    "deploy",
+    "benchmarks",
+)
 QUOTED = re.compile(r"`([^`\s]+)`")
 
 

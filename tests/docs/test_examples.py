@@ -26,7 +26,11 @@ from tests.e2e.broker_process import BrokerProcess
 
 # Pages whose terminal sessions need a broker of their own kind (TLS, principals),
 # and the test that runs them as written.
-RUN_ELSEWHERE = {"docs/security.md": "tests/security/test_docs_walkthrough.py"}
+RUN_ELSEWHERE = {
+    "docs/security.md": "tests/security/test_docs_walkthrough.py",
+    # its example needs the application's PostgreSQL
+    "docs/outbox.md": "tests/outbox/test_docs_page.py",
+}
 TIMEOUT_S = 60
 BIN = str(Path(sys.executable).parent)
 # Commands of sh blocks that are not dejaq's: other systems' tools, whose own
@@ -109,7 +113,12 @@ def _is_program(block: Block) -> bool:
 
 
 def _programs() -> list[tuple[str, int]]:
-    return [(b.page, b.line) for p in pages() for b in blocks(p) if _is_program(b)]
+    return [
+        (b.page, b.line)
+        for p in pages()
+        for b in blocks(p)
+        if _is_program(b) and b.page not in RUN_ELSEWHERE
+    ]
 
 
 def _block(page: str, line: int) -> Block:

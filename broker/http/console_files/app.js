@@ -3,6 +3,7 @@
 import { ApiError, call, setCsrf } from './api.js';
 import * as cluster from './cluster.js';
 import * as cron from './cron.js';
+import * as outboxes from './outboxes.js';
 import * as topic from './topic.js';
 import * as topics from './topics.js';
 import { h, problemText } from './ui.js';
@@ -72,7 +73,7 @@ function route() {
   stopPolling();
   const [, name = 'topics', ...rest] = location.hash.split('/');
   const arg = rest.map(decodeURIComponent).join('/');
-  const pages = { topics, topic, cron, cluster };
+  const pages = { topics, topic, cron, cluster, outboxes };
   const chosen = pages[name] || topics;
   for (const link of nav.querySelectorAll('a')) {
     const current = link.getAttribute('href') === `#/${name === 'topic' ? 'topics' : name}`;

@@ -1,0 +1,1 @@
+"""Relays of applications' transactional outboxes (``--outbox``), run by the broker."""

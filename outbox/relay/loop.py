@@ -1,0 +1,145 @@
+"""One relay on one outbox: claim committed rows, hand them over, delete them.
+
+Rows are claimed with ``FOR UPDATE SKIP LOCKED`` in one transaction that
+also deletes them once dejaq accepted them, so several relays share an
+outbox: each takes rows no other holds. A relay killed mid-batch leaves its
+rows to the next claim, whose hand-over dejaq absorbs by id. The relay sleeps
+until a commit that wrote rows notifies it (``LISTEN``), or its poll interval
+passes: a notification lost with a dropped connection delays rows, never
+loses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from dejaq.core.backoff import Backoff
+from dejaq.core.redact import redact
+from dejaq.outbox import sql
+from dejaq.outbox.connect import psycopg_module
+from dejaq.outbox.relay.claimed import Claimed
+from dejaq.outbox.relay.handoff import HandOff
+from dejaq.outbox.relay.metrics import RelayMetrics
+
+log = logging.getLogger("dejaq.outbox.relay")
+
+DEFAULT_BATCH = 500
+DEFAULT_POLL_MS = 500
+RETRY = Backoff(0.05, 5.0)  # seconds, after the database or the brokers failed
+
+
+class Relay:
+    """Relays the outbox at ``url`` through ``handoff`` until stopped."""
+
+    def __init__(
+        self,
+        url: str,
+        handoff: HandOff,
+        *,
+        batch: int = DEFAULT_BATCH,
+        poll_ms: int = DEFAULT_POLL_MS,
+        metrics: RelayMetrics | None = None,
+    ) -> None:
+        self.url = url
+        self.name = redact(url)
+        self.batch = batch
+        self.poll_s = poll_ms / 1000
+        self.metrics = metrics or RelayMetrics()
+        self.handoff = handoff
+        self._work: Any = None
+        self._listen: Any = None
+        self._delete = sql.DELETE_DONE
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Relay until ``stop`` is set (or the task is cancelled); a lost
+        database or broker is waited for, with back-off."""
+        stop = stop or asyncio.Event()
+        failures = 0
+        try:
+            while not stop.is_set():
+                try:
+                    await self._connect()
+                    while not stop.is_set():
+                        if await self.drain() == 0:
+                            await self._wait()
+                        failures = 0
+                except Exception as exc:  # any failure: nothing is deleted before acceptance
+                    log.warning("outbox %s: %s; trying again", self.name, redact(str(exc)))
+                    await self._disconnect()
+                    await asyncio.sleep(RETRY.delay(failures))
+                    failures += 1
+        finally:
+            await self.close()
+
+    async def drain(self) -> int:
+        """Relay batches until none is left to claim; the rows relayed. (A batch
+        may come back short while rows wait: a later row of a message waits
+        for the batch that holds its earlier one.)"""
+        total = 0
+        while done := await self.relay_once():
+            total += done
+        return total
+
+    async def relay_once(self) -> int:
+        """Claim one batch, hand it over, delete (or park) its rows; how many."""
+        await self._connect()
+        conn = self._work
+        async with conn.transaction():
+            cur = await conn.execute(sql.CLAIM, (self.batch,))
+            claimed = [Claimed(*row) for row in await cur.fetchall()]
+            if not claimed:
+                return 0
+            refused = await self.handoff.rows(claimed)
+            accepted = [row.seq for row in claimed if row.seq not in refused]
+            if accepted:
+                cur = await conn.execute(self._delete, (accepted,))
+                lag = self.metrics.lag.labels(self.name)
+                for (seconds,) in await cur.fetchall():
+                    lag.observe(max(seconds, 0.0))
+            for seq, reason in refused.items():
+                await conn.execute(sql.PARK, (seq, reason))
+        self.metrics.relayed.labels(self.name).inc(len(accepted))
+        if refused:
+            log.warning("outbox %s: parked %d rows", self.name, len(refused))
+            await self._count_parked()
+        return len(claimed)
+
+    async def close(self) -> None:
+        await self.handoff.close()
+        await self._disconnect()
+
+    async def _connect(self) -> None:
+        if self._work is not None:
+            return
+        psycopg = psycopg_module()
+        self._work = await psycopg.AsyncConnection.connect(self.url)
+        self._listen = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        await self._listen.execute(sql.LISTEN)
+        cur = await self._listen.execute(sql.COMMIT_TIMES)
+        (commit_times,) = await cur.fetchone()
+        self._delete = sql.DELETE_DONE_FROM_COMMIT if commit_times else sql.DELETE_DONE
+        await self._count_parked()
+
+    async def _disconnect(self) -> None:
+        for conn in (self._work, self._listen):
+            if conn is not None:
+                try:
+                    await conn.close()
+                except Exception as exc:  # closing a broken connection says nothing new
+                    log.debug("outbox %s: closing: %s", self.name, exc)
+        self._work = self._listen = None
+
+    async def _wait(self) -> None:
+        """Until a commit notifies, or the poll interval passes (then the parked
+        rows are counted again: an operator may have cleared them)."""
+        async for _ in self._listen.notifies(timeout=self.poll_s, stop_after=1):
+            return
+        await self._count_parked()
+
+    async def _count_parked(self) -> None:
+        async with self._work.transaction():
+            cur = await self._work.execute(f"SELECT count(*) FROM {sql.PARKED}")
+            (parked,) = await cur.fetchone()
+        self.metrics.parked.labels(self.name).set(parked)
