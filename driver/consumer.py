@@ -27,7 +27,6 @@ new stream.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import itertools
 import logging
