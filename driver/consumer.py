@@ -225,6 +225,10 @@ class Consumer:
                     await asyncio.wait_for(asyncio.shield(self._reader), self.client.timeout_s)
                 self._reader.cancel()
         self._settler.abandon(BrokerUnavailable("the consumer is closed"))
+        for taken in self._processing.values():  # their process spans end with the consumer
+            for d in taken if isinstance(taken, list) else (taken,):
+                if d._process is not None:
+                    d._process.end("closed")
         self._buffer.clear()  # their leases were handed back with the goodbye
         self._early.clear()
         self._end()
