@@ -215,7 +215,15 @@ class Dispatcher:
                 buckets = self.topic.settings.buckets
                 again = [
                     NewMessage(
-                        m.id, m.timestamp, m.payload, bucket_of(m.id, buckets), 1, 0, m.priority
+                        m.id,
+                        m.timestamp,
+                        m.payload,
+                        bucket_of(m.id, buckets),
+                        1,
+                        0,
+                        m.priority,
+                        m.key,
+                        m.headers,
                     )
                     for m in gone
                 ]
