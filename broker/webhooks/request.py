@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from yarl import URL
-
 import msgspec
+from yarl import URL
 
 from dejaq.core import headers as message_headers
 from dejaq.core.model import LeasedMessage, Webhook

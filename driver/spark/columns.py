@@ -84,7 +84,7 @@ def resolve(schema: StructType, o: WriteOptions) -> Columns:
             raise InvalidArgument(f"dejaq: no key column {key!r}; columns: {sorted(names)}")
     md = o.max_deliveries_column or ("max_deliveries" if "max_deliveries" in names else None)
     exp = o.expires_at_column or ("expires_at_ms" if "expires_at_ms" in names else None)
-    key = o.message_key_column or ("key" if "key" in names else None)
+    message_key = o.message_key_column or ("key" if "key" in names else None)
     headers = o.headers_column or ("headers" if "headers" in names else None)
     return Columns(
         id=_check(schema, id_column, (StringType,), "the id") if id_column else None,
@@ -96,6 +96,8 @@ def resolve(schema: StructType, o: WriteOptions) -> Columns:
         keys=o.key_columns,
         max_deliveries=_check(schema, md, _INTS, "max deliveries") if md else None,
         expires_at=_check(schema, exp, _TIMES, "the expiry time") if exp else None,
-        message_key=_check(schema, key, (StringType,), "the message key") if key else None,
+        message_key=_check(schema, message_key, (StringType,), "the message key")
+        if message_key
+        else None,
         headers=_headers_type(schema, headers) if headers else None,
     )

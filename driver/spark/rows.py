@@ -246,6 +246,8 @@ def _header_map(value: str | Iterable[tuple[Any, Any]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, text in value:
         if not isinstance(text, str):
-            raise InvalidArgument(f"header {name!r} is {'null' if text is None else 'not a string'}")
+            raise InvalidArgument(
+                f"header {name!r} is {'null' if text is None else 'not a string'}"
+            )
         out[name] = text
     return out

@@ -385,10 +385,15 @@ def test_a_message_s_key_and_headers_show_in_every_message_view(
         # Given a keyed message with a header on the timeline
         for path, body in (
             ("/v1/topics", {"name": "keyed"}),
-            ("/v1/topics/keyed/messages", {
-                "id": "k-live", "timestamp_ms": FAR, "key": "tenant-7",
-                "headers": {"X-Region": "z\u00fcrich"},
-            }),
+            (
+                "/v1/topics/keyed/messages",
+                {
+                    "id": "k-live",
+                    "timestamp_ms": FAR,
+                    "key": "tenant-7",
+                    "headers": {"X-Region": "z\u00fcrich"},
+                },
+            ),
         ):
             urllib.request.urlopen(urllib.request.Request(
                 broker.http_url + path, method="POST", data=json.dumps(body).encode()

@@ -15,7 +15,10 @@ from tests.e2e.broker_process import BrokerProcess
 from tests.spark.conftest import create_topic
 from tests.spark.support import now_ms, reasons, rejects, scan, write
 
-SCHEMA = "case string, id string, timestamp_ms long, payload string, key string, headers map<string,string>"
+SCHEMA = (
+    "case string, id string, timestamp_ms long, payload string,"
+    " key string, headers map<string,string>"
+)
 SCHEDULE = (sys.executable, "-m", "dejaq.driver.cli.main", "spark", "schedule")
 TIMEOUT_S = 180
 
@@ -27,7 +30,14 @@ def test_keys_and_headers_are_written_and_read_back_and_bad_ones_refuse_their_ro
     topic = create_topic(broker.address, topic_name, buckets=4)
     at = now_ms() + 3_600_000
     rows = [
-        (f"good {i}", f"g{i}", at + i, f"p{i}", f"tenant-{i % 3}", {"X-Seq": str(i), "Lang": "d\u00e9"})
+        (
+            f"good {i}",
+            f"g{i}",
+            at + i,
+            f"p{i}",
+            f"tenant-{i % 3}",
+            {"X-Seq": str(i), "Lang": "d\u00e9"},
+        )
         for i in range(30)
     ]
     rows += [(f"plain {i}", f"n{i}", at + i, "p", None, None) for i in range(5)]
@@ -42,7 +52,9 @@ def test_keys_and_headers_are_written_and_read_back_and_bad_ones_refuse_their_ro
 
     # When the DataFrame is written with a rejects path
     out = tmp_path / "rejects"
-    totals = write(df, tmp_path / "s.json", broker=broker.address, topic=topic, rejectsPath=str(out))
+    totals = write(
+        df, tmp_path / "s.json", broker=broker.address, topic=topic, rejectsPath=str(out)
+    )
 
     # Then the good rows landed with their key and headers, the plain ones with none
     assert (totals.rows, totals.accepted, totals.rejected) == (40, 35, 5)
@@ -73,7 +85,9 @@ def test_keys_and_headers_are_written_and_read_back_and_bad_ones_refuse_their_ro
     assert read.filter("key = 'tenant-0'").count() == 10
 
 
-def _schedule(path: Path, topic: str, broker: BrokerProcess, *more: str) -> subprocess.CompletedProcess[str]:
+def _schedule(
+    path: Path, topic: str, broker: BrokerProcess, *more: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             *SCHEDULE,

@@ -44,7 +44,9 @@ def message(key: str = "", **given: str) -> LeasedMessage:
 
 
 def post(m: LeasedMessage, trace: bytes = b"") -> _Parsed:
-    head = RequestHead(Webhook("https://hooks.example.com/in", headers=(("X-Env", "t"),), secret=SECRET))
+    head = RequestHead(
+        Webhook("https://hooks.example.com/in", headers=(("X-Env", "t"),), secret=SECRET)
+    )
     return parse(head.request(m, 1_800_000_000_003, trace))
 
 
