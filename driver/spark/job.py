@@ -95,7 +95,10 @@ def read_input(
         raise InvalidArgument(f"input {path!r} does not exist")
     reader = spark.read
     if fmt == "csv":
+        # RFC 4180 quoting, as Python's csv, pandas and spreadsheets write it: a
+        # quote inside a quoted cell is doubled (Spark's default escape is a backslash).
         reader = reader.option("header", "true").option("inferSchema", "true")
+        reader = reader.option("escape", '"')
         return keys_as_text(typed_csv(reader.format(fmt).load(path), options or {}), options or {})
     return keys_as_text(reader.format(fmt).load(path), options or {})
 
