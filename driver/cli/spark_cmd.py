@@ -43,6 +43,8 @@ COLUMN_FLAGS = {
     "topic_column": "topicColumn",
     "max_deliveries_column": "maxDeliveriesColumn",
     "expires_at_column": "expiresAtColumn",
+    "message_key_column": "messageKeyColumn",
+    "headers_column": "headersColumn",
     "rejects": "rejectsPath",
     "max_rejects": "maxRejects",
     "batch_size": "batchSize",
@@ -57,7 +59,8 @@ def register(sub: Any) -> None:
         help="schedule every row of a Parquet, CSV or JSON input",
         description="Write every row of INPUT on a topic's timeline through the Spark data"
         " source 'dejaq' (needs pip install 'dejaq-timeline[spark]' and Java 17). Columns:"
-        " id (or --key-columns to derive it), timestamp_ms or timestamp, payload.",
+        " id (or --key-columns to derive it), timestamp_ms or timestamp, payload; optional"
+        " key and headers (a map, or in a CSV a JSON object).",
     )
     s.add_argument("--input", required=True, help="a file or folder of files")
     s.add_argument("--format", choices=["parquet", "csv", "json"], help="default: from the names")
@@ -69,6 +72,11 @@ def register(sub: Any) -> None:
     s.add_argument("--key-columns", help="columns a missing id is derived from (a,b,...)")
     s.add_argument("--max-deliveries-column", help="default: max_deliveries when present")
     s.add_argument("--expires-at-column", help="default: expires_at_ms when present")
+    s.add_argument("--message-key-column", help="each message's key; default: key when present")
+    s.add_argument(
+        "--headers-column",
+        help="each message's headers (a map, or a JSON object); default: headers when present",
+    )
     s.add_argument("--rejects", metavar="PATH", help="write refused rows with reasons here")
     s.add_argument(
         "--max-rejects", type=whole(INT64), help="fail the job past this many refused rows"

@@ -10,6 +10,7 @@ from pyspark.sql.types import (
     DataType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructType,
     TimestampNTZType,
@@ -34,6 +35,23 @@ class Columns:
     keys: tuple[str, ...] = ()
     max_deliveries: str | None = None
     expires_at: str | None = None
+    message_key: str | None = None
+    headers: str | None = None
+
+
+def _headers_type(schema: StructType, name: str) -> str:
+    """``name`` when it is a map of strings to strings, or a string (a JSON object,
+    as a CSV gives headers)."""
+    _check(schema, name, (MapType, StringType), "the headers (map<string,string>)")
+    kind = schema[name].dataType
+    if isinstance(kind, MapType) and not (
+        isinstance(kind.keyType, StringType) and isinstance(kind.valueType, StringType)
+    ):
+        raise InvalidArgument(
+            f"dejaq: column {name!r} (the headers) is {kind.simpleString()},"
+            " not map<string,string> or string (a JSON object)"
+        )
+    return name
 
 
 def _check(schema: StructType, name: str, types: tuple[type[DataType], ...], what: str) -> str:
@@ -66,6 +84,8 @@ def resolve(schema: StructType, o: WriteOptions) -> Columns:
             raise InvalidArgument(f"dejaq: no key column {key!r}; columns: {sorted(names)}")
     md = o.max_deliveries_column or ("max_deliveries" if "max_deliveries" in names else None)
     exp = o.expires_at_column or ("expires_at_ms" if "expires_at_ms" in names else None)
+    message_key = o.message_key_column or ("key" if "key" in names else None)
+    headers = o.headers_column or ("headers" if "headers" in names else None)
     return Columns(
         id=_check(schema, id_column, (StringType,), "the id") if id_column else None,
         time=_check(schema, time, _TIMES, "the time (epoch ms, or a timestamp)"),
@@ -76,4 +96,8 @@ def resolve(schema: StructType, o: WriteOptions) -> Columns:
         keys=o.key_columns,
         max_deliveries=_check(schema, md, _INTS, "max deliveries") if md else None,
         expires_at=_check(schema, exp, _TIMES, "the expiry time") if exp else None,
+        message_key=_check(schema, message_key, (StringType,), "the message key")
+        if message_key
+        else None,
+        headers=_headers_type(schema, headers) if headers else None,
     )

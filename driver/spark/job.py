@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TextIO
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.functions import col, trim
-from pyspark.sql.types import StringType
+from pyspark.sql.functions import col, to_json, trim
+from pyspark.sql.types import StringType, StructType
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.driver.spark import register
@@ -95,9 +95,25 @@ def read_input(
         raise InvalidArgument(f"input {path!r} does not exist")
     reader = spark.read
     if fmt == "csv":
+        # RFC 4180 quoting, as Python's csv, pandas and spreadsheets write it: a
+        # quote inside a quoted cell is doubled (Spark's default escape is a backslash).
         reader = reader.option("header", "true").option("inferSchema", "true")
-        return typed_csv(reader.format(fmt).load(path), options or {})
-    return reader.format(fmt).load(path)
+        reader = reader.option("escape", '"')
+        return keys_as_text(typed_csv(reader.format(fmt).load(path), options or {}), options or {})
+    return keys_as_text(reader.format(fmt).load(path), options or {})
+
+
+def keys_as_text(df: DataFrame, options: Mapping[str, str]) -> DataFrame:
+    """A key column as text (CSV and JSON infer a number from "42"), and the
+    headers of a JSON input, an object Spark reads as a struct, as JSON text,
+    which the data source reads as it reads a CSV's."""
+    key = options.get("messageKeyColumn") or "key"
+    if key in df.columns and not isinstance(df.schema[key].dataType, StringType):
+        df = df.withColumn(key, col(key).cast("string"))
+    headers = options.get("headersColumn") or "headers"
+    if headers in df.columns and isinstance(df.schema[headers].dataType, StructType):
+        df = df.withColumn(headers, to_json(col(headers)))
+    return df
 
 
 def typed_csv(df: DataFrame, options: Mapping[str, str]) -> DataFrame:

@@ -27,6 +27,8 @@ class WriteOptions:
     key_columns: tuple[str, ...] = ()
     max_deliveries_column: str | None = None  # None: max_deliveries when present
     expires_at_column: str | None = None  # None: expires_at_ms when present
+    message_key_column: str | None = None  # None: key when present
+    headers_column: str | None = None  # None: headers when present
     batch_size: int = 5000  # messages per Produce frame
     max_in_flight: int = 8  # frames awaiting their answer, per task and topic
     rejects_path: str | None = None
@@ -57,6 +59,8 @@ _WRITE_KEYS = {
     "keycolumns": "key_columns",
     "maxdeliveriescolumn": "max_deliveries_column",
     "expiresatcolumn": "expires_at_column",
+    "messagekeycolumn": "message_key_column",
+    "headerscolumn": "headers_column",
     "batchsize": "batch_size",
     "maxinflight": "max_in_flight",
     "rejectspath": "rejects_path",
@@ -81,6 +85,8 @@ _SPELLING = {
     "keycolumns": "keyColumns",
     "maxdeliveriescolumn": "maxDeliveriesColumn",
     "expiresatcolumn": "expiresAtColumn",
+    "messagekeycolumn": "messageKeyColumn",
+    "headerscolumn": "headersColumn",
     "batchsize": "batchSize",
     "maxinflight": "maxInFlight",
     "rejectspath": "rejectsPath",
@@ -134,6 +140,8 @@ def write_options(raw: Mapping[str, str]) -> WriteOptions:
         key_columns=_columns(v.get("key_columns", "")),
         max_deliveries_column=v.get("max_deliveries_column") or None,
         expires_at_column=v.get("expires_at_column") or None,
+        message_key_column=v.get("message_key_column") or None,
+        headers_column=v.get("headers_column") or None,
         batch_size=_positive("batchSize", v.get("batch_size", "5000")),
         max_in_flight=_positive("maxInFlight", v.get("max_in_flight", "8")),
         rejects_path=v.get("rejects_path") or None,

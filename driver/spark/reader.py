@@ -9,11 +9,15 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from dejaq.core import headers
 from dejaq.driver.admin import Admin, MessageInfo
 from dejaq.driver.client import Client
 from dejaq.driver.spark.options import ReadOptions
 
-SCHEMA = "id string, timestamp_ms long, state string, deliveries int, version long, payload binary"
+SCHEMA = (
+    "id string, timestamp_ms long, state string, deliveries int, version long, payload binary,"
+    " key string, headers map<string,string>"
+)
 ARROW_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -22,6 +26,8 @@ ARROW_SCHEMA = pa.schema(
         ("deliveries", pa.int32()),
         ("version", pa.int64()),
         ("payload", pa.binary()),
+        ("key", pa.string()),  # null: no key
+        ("headers", pa.map_(pa.string(), pa.string())),  # null: none
     ]
 )
 MAX_DEFAULT_PARTITIONS = 16
@@ -53,9 +59,16 @@ def to_arrow(found: Sequence[MessageInfo], payloads: bool) -> pa.RecordBatch:
             pa.array([m.deliveries for m in msgs], pa.int32()),
             pa.array([m.version for m in msgs], pa.int64()),
             pa.array([m.payload if payloads else None for m in msgs], pa.binary()),
+            pa.array([m.key or None for m in msgs], pa.string()),
+            pa.array([_pairs(m.headers) for m in msgs], ARROW_SCHEMA.field("headers").type),
         ],
         schema=ARROW_SCHEMA,
     )
+
+
+def _pairs(encoded: bytes) -> list[tuple[str, str]] | None:
+    """A message's stored headers as map entries; None when it has none."""
+    return list(headers.decode(encoded).items()) if encoded else None
 
 
 class DejaqReader(DataSourceReader):  # type: ignore[misc]

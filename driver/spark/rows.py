@@ -7,14 +7,16 @@ is looked at row by row. What the broker checks itself (time range, id length
 and characters, payload against the topic's limit) is left to it, so each rule
 is stated once; refused there, a row comes back as a rejection all the same.
 Checked here is what the broker cannot see: nulls, a missing id, a topic that
-does not exist, a payload too big for any frame; and a time in seconds, which
-the driver refuses before sending (a whole frame).
+does not exist, a payload too big for any frame; and what the driver refuses
+before sending (a whole frame): a time in seconds, a bad key or headers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import json
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dejaq.core.due_time import EARLIEST
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.headers import check_headers
+from dejaq.core.keys import check_key
 from dejaq.core.model import MAX_PAYLOAD_LIMIT
 from dejaq.driver.spark.columns import Columns
 from dejaq.driver.spark.ids import key_ids
@@ -45,6 +50,8 @@ class Messages:
     payloads: list[bytes]
     max_deliveries: list[int] | None = None
     expires_at: list[int] | None = None
+    keys: list[str] | None = None  # "" = none
+    headers: list[dict[str, str] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,8 @@ def prepare(
     expires: I64 | None = None
     if c.expires_at is not None:
         expires, _ = epoch_ms(batch.column(c.expires_at))  # null: never
+    keys = _keys(batch, c, refuse)
+    headers = _headers(batch, c, refuse)
 
     out = Prepared()
     good = np.arange(n, dtype=np.int64)
@@ -149,6 +158,8 @@ def prepare(
                 [payloads[i] or b"" for i in picked],
                 [max_deliveries[i] for i in picked] if max_deliveries is not None else None,
                 expires[rows].tolist() if expires is not None else None,
+                [keys[i] for i in picked] if keys is not None else None,
+                [headers[i] for i in picked] if headers is not None else None,
             )
         )
     return out
@@ -181,4 +192,62 @@ def _max_deliveries(batch: pa.RecordBatch, c: Columns, refuse: _Refuse) -> list[
         f"max deliveries ({c.max_deliveries}) is outside 0 .. {0xFFFFFFFF}",
     )
     out: list[int] = np.clip(values, 0, 0xFFFFFFFF).tolist()
+    return out
+
+
+def _keys(batch: pa.RecordBatch, c: Columns, refuse: _Refuse) -> list[str] | None:
+    """Each row's message key ("" for null or empty); a bad one refuses its row."""
+    if c.message_key is None:
+        return None
+    out: list[str] = []
+    for i, value in enumerate(batch.column(c.message_key).to_pylist()):
+        key = value or ""
+        if key:
+            try:
+                check_key(key)
+            except InvalidArgument as exc:
+                refuse([i], f"key ({c.message_key}): {exc}")
+                key = ""
+        out.append(key)
+    return out
+
+
+def _headers(
+    batch: pa.RecordBatch, c: Columns, refuse: _Refuse
+) -> list[dict[str, str] | None] | None:
+    """Each row's headers (None for null or none); bad ones refuse their row."""
+    if c.headers is None:
+        return None
+    out: list[dict[str, str] | None] = []
+    for i, value in enumerate(batch.column(c.headers).to_pylist()):
+        found = None
+        if value is not None:
+            try:
+                found = check_headers(_header_map(value)) or None
+            except InvalidArgument as exc:
+                refuse([i], f"headers ({c.headers}): {exc}")
+        out.append(found)
+    return out
+
+
+def _header_map(value: str | Iterable[tuple[Any, Any]]) -> dict[str, str]:
+    """A row's headers as a dict: a map's (name, value) pairs, or a string
+    holding a JSON object of strings (as a CSV gives them; blank: none)."""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            doc = json.loads(value)
+        except ValueError as exc:
+            raise InvalidArgument(f"not a JSON object of strings: {exc}") from None
+        if not isinstance(doc, dict):
+            raise InvalidArgument("not a JSON object of strings")
+        value = doc.items()
+    out: dict[str, str] = {}
+    for name, text in value:
+        if not isinstance(text, str):
+            raise InvalidArgument(
+                f"header {name!r} is {'null' if text is None else 'not a string'}"
+            )
+        out[name] = text
     return out

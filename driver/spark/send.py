@@ -50,6 +50,8 @@ def chunks(m: Messages, size: int, budget: int = FRAME_PAYLOAD_BYTES) -> Iterato
             m.payloads[start:end],
             m.max_deliveries[start:end] if m.max_deliveries is not None else None,
             m.expires_at[start:end] if m.expires_at is not None else None,
+            m.keys[start:end] if m.keys is not None else None,
+            m.headers[start:end] if m.headers is not None else None,
         )
         start = end
 
@@ -100,7 +102,13 @@ class Sender:
 
     async def _send(self, producer: Producer, batch: pa.RecordBatch, m: Messages) -> None:
         results = await producer.send_columns(
-            m.timestamps, m.payloads, m.ids, m.max_deliveries, m.expires_at
+            m.timestamps,
+            m.payloads,
+            m.ids,
+            m.max_deliveries,
+            m.expires_at,
+            keys=m.keys,
+            headers=m.headers,
         )
         statuses = [r.status for r in results]
         accepted = statuses.count(InsertStatus.ACCEPTED)

@@ -374,3 +374,62 @@ def test_the_console_shows_milliseconds_an_axed_chart_and_its_icon(
         page.close()
     finally:
         assert broker.stop() == 0
+
+
+def test_a_message_s_key_and_headers_show_in_every_message_view(
+    browser: Browser, tmp_path: Path
+) -> None:
+    broker = BrokerProcess("memory://", tmp_path / "broker.log", args=["--http", "127.0.0.1:0"])
+    broker.start()
+    try:
+        # Given a keyed message with a header on the timeline
+        for path, body in (
+            ("/v1/topics", {"name": "keyed"}),
+            (
+                "/v1/topics/keyed/messages",
+                {
+                    "id": "k-live",
+                    "timestamp_ms": FAR,
+                    "key": "tenant-7",
+                    "headers": {"X-Region": "z\u00fcrich"},
+                },
+            ),
+        ):
+            urllib.request.urlopen(urllib.request.Request(
+                broker.http_url + path, method="POST", data=json.dumps(body).encode()
+            ), timeout=10).close()  # fmt: skip
+
+        # And another in the dead timeline
+        async def poison() -> None:
+            async with Client(broker.address) as client:
+                t = now_ms()
+                dying = Outgoing(
+                    b"bad", t, id="k-dead", expires_at_ms=t + 1,
+                    key="tenant-9", headers={"X-Why": "expired"},
+                )  # fmt: skip
+                await produce(client, "keyed", [dying])
+                async with consuming(client, "keyed"):
+                    await wait_until(dead_includes(client, "keyed", "k-dead"), 10, "expiry")
+
+        with ThreadPoolExecutor(1) as thread:
+            thread.submit(asyncio.run, poison()).result()
+        page = browser.new_page()
+        page.set_default_timeout(WAIT_MS)
+        # When the topic's page is opened
+        page.goto(broker.http_url + "/console/#/topic/keyed")
+        # Then the browse by due time shows the live message's key and header
+        live = page.get_by_role("row").filter(has=page.get_by_role("link", name="k-live"))
+        expect(live).to_contain_text("tenant-7")
+        expect(live).to_contain_text("X-Region: z\u00fcrich")
+        # And the dead timeline the dead one's
+        dead = page.get_by_role("row").filter(has_text="k-dead")
+        expect(dead).to_contain_text("tenant-9")
+        expect(dead).to_contain_text("X-Why: expired")
+        # And the message found by id shows them too
+        find(page, "k-live")
+        expect(page.locator("#message")).to_contain_text("Key: tenant-7")
+        expect(page.locator("#message")).to_contain_text("X-Region: z\u00fcrich")
+        check_accessible(page)
+        page.close()
+    finally:
+        assert broker.stop() == 0

@@ -13,6 +13,7 @@ import socket
 import time
 import urllib.request
 from collections.abc import AsyncIterator
+from urllib.parse import unquote
 
 import pytest
 
@@ -151,6 +152,37 @@ async def test_any_message_id_travels_percent_encoded(
         await wait_until(lambda: sink.ok_ids() == set(odd), 15, "every odd id")
     assert not any("X-Injected" in h.headers for h in sink.hits)
     assert {h.headers["Dejaq-Id"] for h in sink.hits if h.id == "a/b:c@d"} == {"a/b:c@d"}
+
+
+async def test_a_message_s_key_and_headers_arrive_as_request_headers(
+    hook_broker: BrokerProcess, sink: Sink, topic_name: str
+) -> None:
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    given = {"Content-Type": "application/json", "X-Region": "z\u00fcrich", "traceparent": own}
+    async with Client(hook_broker.address) as client:
+        # Given a webhook topic, a keyed message with headers and a plain one
+        await webhook_topic(client, topic_name, Webhook(sink.url))
+        sent = [
+            Outgoing(b"k", now_ms(), id="keyed", key="caf\u00e9 42", headers=given),
+            Outgoing(b"p", now_ms(), id="plain"),
+        ]
+        # When both are due
+        await produce(client, topic_name, sent)
+        await wait_until(lambda: sink.ok_ids() == {"keyed", "plain"}, 15, "both requests")
+    (keyed,) = sink.of("keyed")
+    # Then the key and headers came under Dejaq-Key and Dejaq-Header-<name>, percent-encoded
+    # where a header value cannot carry them, and the message's traceparent as itself, once
+    assert keyed.headers["Dejaq-Key"] == "caf%C3%A9%2042"
+    assert unquote(keyed.headers["Dejaq-Key"]) == "caf\u00e9 42"
+    assert keyed.headers["Dejaq-Header-Content-Type"] == "application/json"
+    assert unquote(keyed.headers["Dejaq-Header-X-Region"]) == "z\u00fcrich"
+    assert [v for k, v in keyed.pairs if k.lower() == "traceparent"] == [own]
+    assert "Dejaq-Header-traceparent" not in keyed.headers
+    # And the plain message's request carried none of them
+    (plain,) = sink.of("plain")
+    names = {k.lower() for k, _ in plain.pairs}
+    assert "dejaq-key" not in names and "traceparent" not in names
+    assert not [n for n in names if n.startswith("dejaq-header-")]
 
 
 async def test_a_failing_endpoint_is_retried_with_backoff_until_it_answers(

@@ -26,6 +26,7 @@ class Hit:
     signature: str
     body: bytes
     headers: dict[str, str]
+    pairs: tuple[tuple[str, str], ...] = ()  # every header line, repeated names kept
 
 
 Reply = tuple[int, dict[str, str]]
@@ -73,6 +74,7 @@ class Sink:
             h.get("Dejaq-Signature", ""),
             await request.read(),
             dict(h),
+            tuple(h.items()),
         )
         before = sum(1 for x in self.hits if x.id == hit.id)
         self.hits.append(hit)

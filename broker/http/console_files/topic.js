@@ -2,11 +2,11 @@
 // deliveries editable by an admin, who may also pause and resume it), the load due over the next hour, a paged
 // browse by due time, find by id with move and cancel (each quoting the
 // version shown), the dead timeline with redrive, and the busiest keys with
-// the limits per key (keys.js).
+// the limits per key (keys.js). Every message view shows its key and headers.
 import { call, enc, permissions } from './api.js';
 import { chart, dueNextHour } from './forecast.js';
 import { busiest, limitsForm, perKeyText } from './keys.js';
-import { activityCells, h, problemText, say, table, time } from './ui.js';
+import { activityCells, h, headerLines, keyText, problemText, say, table, time } from './ui.js';
 
 const PAGE = 50;
 const CHART_EVERY = 6; // polls between chart updates: the chart reads many pages
@@ -79,6 +79,8 @@ export function mount(view, name) {
       h('p', {}, h('strong', {}, m.id), ` — ${m.state}, due ${time(m.timestamp_ms)}, version ${m.version}, `
         + `${m.deliveries} deliveries${m.lease_owner ? `, leased by ${m.lease_owner}` : ''}`),
       h('p', {}, 'Payload: ', h('code', {}, m.payload !== undefined ? m.payload : `(base64) ${m.payload_base64 || ''}`)),
+      h('p', {}, 'Key: ', keyText(m.key)),
+      h('div', {}, 'Headers: ', headerLines(m.headers)),
       h('p', { class: 'muted' }, `As read at ${time(Date.now())}; Find again to reload.`),
       actions, status));
   }
@@ -115,10 +117,10 @@ export function mount(view, name) {
     const pager = h('div', { class: 'row' },
       h('button', { type: 'button', disabled: !browseAt.stack.length, onclick: () => { browseAt.cursor = browseAt.stack.pop(); readBrowse(); } }, 'Previous'),
       h('button', { type: 'button', disabled: !browseAt.next, onclick: () => { browseAt.stack.push(browseAt.cursor); browseAt.cursor = browseAt.next; readBrowse(); } }, 'Next'));
-    browse.replaceChildren(rows.length ? table(['Id', 'State', 'Due', 'Version', 'Deliveries'], rows.map((m) => h('tr', {},
+    browse.replaceChildren(rows.length ? table(['Id', 'State', 'Due', 'Version', 'Deliveries', 'Key', 'Headers'], rows.map((m) => h('tr', {},
       h('td', {}, h('a', { href: '#', onclick: (e) => { e.preventDefault(); show(m.id); } }, m.id)),
       h('td', {}, m.state), h('td', {}, time(m.timestamp_ms)), h('td', { class: 'n' }, String(m.version)),
-      h('td', { class: 'n' }, String(m.deliveries))))) : h('p', { class: 'muted' }, 'No live messages.'),
+      h('td', { class: 'n' }, String(m.deliveries)), h('td', {}, keyText(m.key)), h('td', {}, headerLines(m.headers))))) : h('p', { class: 'muted' }, 'No live messages.'),
     h('p', { class: 'muted' }, `Live messages by due time (a leased one at its lease expiry), ${PAGE} a page.`),
     pager);
   }
@@ -144,8 +146,9 @@ export function mount(view, name) {
         type: 'checkbox', 'aria-label': `select ${m.id}`, checked: deadAt.selected.has(m.id),
         onchange: (e) => { if (e.target.checked) deadAt.selected.add(m.id); else deadAt.selected.delete(m.id); },
       })) : null,
-      h('td', {}, m.id), h('td', {}, time(m.timestamp_ms)), h('td', { class: 'n' }, String(m.deliveries))));
-    const headers = [...(admin ? [''] : []), 'Id', 'Due', 'Deliveries'];
+      h('td', {}, m.id), h('td', {}, time(m.timestamp_ms)), h('td', { class: 'n' }, String(m.deliveries)),
+      h('td', {}, keyText(m.key)), h('td', {}, headerLines(m.headers))));
+    const headers = [...(admin ? [''] : []), 'Id', 'Due', 'Deliveries', 'Key', 'Headers'];
     dead.replaceChildren(
       rows.length ? table(headers, rows) : h('p', { class: 'muted' }, 'No dead messages.'),
       h('div', { class: 'row' },

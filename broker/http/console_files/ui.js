@@ -45,3 +45,15 @@ export function activityCells(a) {
     h('td', { class: 'n' }, p99),
   ];
 }
+
+// A message's key as a cell's content: '—' for none.
+export function keyText(key) {
+  return key ? h('code', {}, key) : '—';
+}
+
+// A message's headers (name -> value), a "name: value" line each; '—' for none.
+export function headerLines(headers) {
+  const entries = Object.entries(headers || {});
+  if (!entries.length) return '—';
+  return h('ul', { class: 'headers' }, entries.map(([name, value]) => h('li', {}, h('code', {}, name), `: ${value}`)));
+}
