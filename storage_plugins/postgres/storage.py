@@ -92,11 +92,11 @@ def _written(rows: list[Any]) -> list[Any]:
 def _delivered(written: list[Any], out: list[LeasedMessage]) -> int:
     """Add the deliveries among ``written`` to ``out``; how many were dead-lettered."""
     dead = 0
-    for _, fate, *message in written:
+    for _, fate, id, ts, version, deliveries, prio, key, payload, headers in written:
         if fate == _KILLED:
             dead += 1
         else:
-            out.append(LeasedMessage(*message))
+            out.append(LeasedMessage(id, ts, payload, version, deliveries, prio, key, headers))
     return dead
 
 
