@@ -448,8 +448,11 @@ _ANY_LANE_DUE = """EXISTS (SELECT FROM dejaq_lanes
 # payload, headers). When ``keyed``, nothing was taken: the pass is the
 # caller's to share (KEY_LEASE).
 _LEASE_BURY = _BURY.format(gone="dropped", buries=_BURIES)
+_EVERY_BUCKET = """bucket = ANY (ARRAY(
+        SELECT generate_series(0, (settings ->> 'buckets')::int - 1)
+        FROM dejaq_topics WHERE name = %(topic)s))"""
 LEASE_TOPIC = _LEASE.format(
-    keyed=_ANY_LANE_DUE.format(buckets="true"),
+    keyed=_ANY_LANE_DUE.format(buckets=_EVERY_BUCKET),
     candidates=_CANDIDATES_OF_TOPIC,
     bury=_LEASE_BURY,
 )

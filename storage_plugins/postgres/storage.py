@@ -338,8 +338,11 @@ class PostgresStorage(Storage):
                 candidates, exists, keyed = rows[0][:3]
                 if not exists:
                     raise _missing(request.topic)
+                if keyed and out:
+                    break  # a key came due meanwhile: the next pass shares by key
                 if keyed:
-                    return await self._lease_fairly(conn, request, params)
+                    fair = await self._lease_fairly(conn, request, params)
+                    return Leases(fair.delivered, fair.lease_until, fair.dead_lettered + dead)
                 written = _written(rows)
                 dead += _delivered(written, out)
                 skipped = candidates - len(written)
