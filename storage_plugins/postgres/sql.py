@@ -479,7 +479,7 @@ FAIR_HEADS = f"""WITH asked AS MATERIALIZED ({_ASKED})
                 AND ts <= %(bound)s
             ORDER BY ts LIMIT 1) AS c) AS h
     WHERE h.ts IS NOT NULL"""
-# One round of a fair pass: each key's earliest ``n`` due rows, from a seek
+# One step of a fair pass: each key's earliest ``n`` due rows, from a seek
 # per (key, bucket) on dejaq_messages_key that stops at ``n``, the key's
 # first ``n`` of those by time. (topic, now, bound, keys, buckets, ns [one
 # element per key and bucket], window, limit, until, owner, max_deliveries):

@@ -354,7 +354,7 @@ class PostgresStorage(Storage):
         self, conn: Conn, request: LeaseRequest, params: dict[str, Any]
     ) -> Leases:
         """A pass over keyed messages due: the limit shared among the keys
-        (sql_base.FairShare), a statement a round, each key's earliest
+        (sql_base.FairShare), a statement a step, each key's earliest
         messages read from the buckets where its lanes are due (the unkeyed
         ones from every asked bucket); then the lanes taken from set again."""
         lanes = await _all(conn, sql.FAIR_HEADS, params)
