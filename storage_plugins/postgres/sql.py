@@ -775,10 +775,11 @@ REDRIVE_IDS = _REDRIVE.format(ids=" AND id = ANY (%(ids)s::text[])")
 # message), then its messages held under a live lease through
 # dejaq_messages_owner (what consumers hold), as (key, due, oldest, held);
 # then whether the topic exists, as a row with a NULL key.
-KEYS = """SELECT l.key, count(*), min(m.ts), 0
+KEYS = f"""SELECT l.key, count(*), min(m.ts), 0
     FROM dejaq_lanes AS l JOIN dejaq_messages AS m
-        ON m.topic = l.topic AND m.key = l.key AND m.bucket = l.bucket AND NOT m.dead
-            AND m.ts <= %(now)s
+        ON m.topic = l.topic AND NOT m.dead
+            AND (m.key, m.bucket, m.ts) >= (l.key, l.bucket, {_MIN_TS})
+            AND (m.key, m.bucket, m.ts) <= (l.key, l.bucket, %(now)s)
     WHERE l.topic = %(topic)s AND l.head <= %(now)s
     GROUP BY l.key
     UNION ALL
