@@ -310,19 +310,19 @@ def binned(rows: Iterable[Sequence[Any]], bins: int) -> list[int]:
 
 @dataclass
 class FairShare:
-    """A pass's ``limit`` shared max-min fairly among its keys, round by round
+    """A pass's ``limit`` shared max-min fairly among its keys, step by step
     (the contract's "Fair lease passes"), for a backend that can take a key's
     earliest due messages but not count a key's backlog.
 
     ``active`` holds the keys with messages due, earliest head first. Each
-    round ``allot`` gives every active key an equal part of what is left (the
+    step ``allot`` gives every active key an equal part of what is left (the
     remainder to the earliest keys, one each; with fewer left than keys, one
     each to the earliest), bounded by the key's cap. The backend takes up to
     that many of the key's earliest due messages and reports with ``took``: a
     key that yields fewer rows than asked has no more due (or they are held
     by another leaser), and one at its cap is done. Dead letters take rows
-    but no part of the limit, so their key stays in. The rounds end when the
-    limit is reached or no key is left: each round reads about what it takes,
+    but no part of the limit, so their key stays in. The steps end when the
+    limit is reached or no key is left: each step reads about what it takes,
     never a key's whole backlog."""
 
     limit: int
@@ -343,7 +343,7 @@ class FairShare:
         return None if cap is None else cap - self.taken.get(key, 0)
 
     def allot(self) -> dict[str, int]:
-        """How many of each key's due messages to take this round (empty: the pass is done)."""
+        """How many of each key's due messages the next step takes (empty: the pass is done)."""
         left = self.limit - self.delivered
         if left <= 0 or not self.active:
             return {}

@@ -92,11 +92,11 @@ def _written(rows: list[Any]) -> list[Any]:
 def _delivered(written: list[Any], out: list[LeasedMessage]) -> int:
     """Add the deliveries among ``written`` to ``out``; how many were dead-lettered."""
     dead = 0
-    for _, fate, *message in written:
+    for _, fate, id, ts, version, deliveries, prio, key, payload, headers in written:
         if fate == _KILLED:
             dead += 1
         else:
-            out.append(LeasedMessage(*message))
+            out.append(LeasedMessage(id, ts, payload, version, deliveries, prio, key, headers))
     return dead
 
 
@@ -338,8 +338,11 @@ class PostgresStorage(Storage):
                 candidates, exists, keyed = rows[0][:3]
                 if not exists:
                     raise _missing(request.topic)
+                if keyed and out:
+                    break  # a key came due meanwhile: the next pass shares by key
                 if keyed:
-                    return await self._lease_fairly(conn, request, params)
+                    fair = await self._lease_fairly(conn, request, params)
+                    return Leases(fair.delivered, fair.lease_until, fair.dead_lettered + dead)
                 written = _written(rows)
                 dead += _delivered(written, out)
                 skipped = candidates - len(written)
@@ -351,7 +354,7 @@ class PostgresStorage(Storage):
         self, conn: Conn, request: LeaseRequest, params: dict[str, Any]
     ) -> Leases:
         """A pass over keyed messages due: the limit shared among the keys
-        (sql_base.FairShare), a statement a round, each key's earliest
+        (sql_base.FairShare), a statement a step, each key's earliest
         messages read from the buckets where its lanes are due (the unkeyed
         ones from every asked bucket); then the lanes taken from set again."""
         lanes = await _all(conn, sql.FAIR_HEADS, params)

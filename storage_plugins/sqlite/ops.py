@@ -270,8 +270,8 @@ def _lease_fairly(conn: Conn, request: LeaseRequest, wanted: str, lanes: list[An
     # The lanes taken from have later heads now (or none): set them, so the
     # next pass does not read them again before they are due.
     touched = [(topic, b, k) for k, b, _ in lanes if k in asked_keys]
-    conn.executemany(sql.DROP_LANE, touched)
     conn.executemany(sql.FIX_LANE, touched)
+    conn.execute(sql.DROP_EMPTY_LANES, (topic, wanted))
     out.sort(key=lambda d: d.timestamp)
     return Leases(out, request.until, dead)
 

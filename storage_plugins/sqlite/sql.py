@@ -265,13 +265,15 @@ LOWER_LANES = f"""INSERT INTO lanes (topic, bucket, key, head)
     GROUP BY bucket, key
     ON CONFLICT (topic, bucket, key) DO UPDATE SET head = min(head, excluded.head)"""
 # (topic, bucket, key): a lane a pass took from, its head set to its earliest
-# live message; then dropped when it has none
-FIX_LANE = """UPDATE lanes SET head = coalesce((SELECT ts FROM messages INDEXED BY messages_key
-        WHERE topic = ?1 AND key = ?3 AND bucket = ?2 AND dead = 0 ORDER BY ts LIMIT 1), head)
+# live message, or to EMPTY when it has none; then (topic, buckets JSON) the
+# empty lanes of the pass's buckets dropped (a seek per bucket on lanes_due).
+EMPTY = 2**63 - 1
+FIX_LANE = f"""UPDATE lanes SET head = coalesce((SELECT ts FROM messages INDEXED BY messages_key
+        WHERE topic = ?1 AND key = ?3 AND bucket = ?2 AND dead = 0 ORDER BY ts LIMIT 1),
+        {EMPTY:d})
     WHERE topic = ?1 AND bucket = ?2 AND key = ?3"""
-DROP_LANE = """DELETE FROM lanes WHERE topic = ?1 AND bucket = ?2 AND key = ?3
-    AND NOT EXISTS (SELECT 1 FROM messages INDEXED BY messages_key
-        WHERE topic = ?1 AND key = ?3 AND bucket = ?2 AND dead = 0)"""
+DROP_EMPTY_LANES = f"""DELETE FROM lanes INDEXED BY lanes_due
+    WHERE topic = ?1 AND bucket IN (SELECT value FROM json_each(?2)) AND head = {EMPTY:d}"""
 # Busiest keys (ops.keys): (topic, now) each key's due messages, a range count
 # on messages_key per lane whose head is due (the topic's lanes, no row of a
 # waiting message), and its messages held under a live lease, through

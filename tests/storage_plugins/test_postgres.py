@@ -280,7 +280,7 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
         | {"limit": 100, "until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
         "dejaq_messages_due",
     ),
-    # A fair pass's round: here the unkeyed messages' share, by (key, bucket).
+    # A fair pass's step: here the unkeyed messages' share, by (key, bucket).
     "key_lease": (
         sql.KEY_LEASE,
         {"topic": T, "keys": [""] * 64, "buckets": list(range(64)), "ns": [10] * 64}
