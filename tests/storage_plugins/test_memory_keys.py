@@ -96,7 +96,9 @@ async def test_a_reused_slot_is_never_another_keys_message() -> None:
     await storage.ack(T, [(a.id, a.version)], C1, NOW)
     # when a message of key b takes its slot, due when a's lease would have ended
     await given_messages(storage, msg("b", NOW + LEASE, key="b"))
-    # then a pass then takes it once, as b's, and the busiest keys name b alone
+    # then the busiest keys name b alone, and a pass takes it once, as b's
+    due = [(k.key, k.due) for k in await storage.keys(T, NOW + LEASE, 10)]
+    assert due == [("b", 1)]
     leases = await lease(storage, NOW + LEASE)
     assert [(d.id, d.key) for d in leases.delivered] == [("b", "b")]
     assert [(k.key, k.held) for k in await storage.keys(T, NOW + LEASE, 10)] == [("b", 1)]
