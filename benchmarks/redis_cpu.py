@@ -2,6 +2,7 @@
 
     python benchmarks/redis_cpu.py                  # 90,000 messages
     python benchmarks/redis_cpu.py --messages 30000 --buckets 8
+    python benchmarks/redis_cpu.py --keys 100         # each message with one of 100 keys
 
 A fresh ``redis-server`` and the ``redis://`` storage in this process, on a
 topic of ``--buckets`` buckets with the default dedup window (every ack leaves
@@ -35,7 +36,13 @@ PHASES = ("insert", "lease", "ack")
 
 
 async def cycle(
-    storage: Storage, pid: int, count: int, buckets: int, start: int, spent: dict[str, float]
+    storage: Storage,
+    pid: int,
+    count: int,
+    buckets: int,
+    start: int,
+    spent: dict[str, float],
+    keys: int = 0,
 ) -> int:
     """Insert, lease and ack ``count`` messages from id number ``start``; the next number."""
     done, seq = 0, start
@@ -43,7 +50,10 @@ async def cycle(
         now = int(time.time() * 1000)
         for _ in range(LEASE // INSERT):
             ids = [f"msg-{seq + i:020d}" for i in range(INSERT)]
-            batch = [NewMessage(id, now - 5, PAYLOAD, bucket_of(id, buckets)) for id in ids]
+            batch = [
+                NewMessage(id, now - 5, PAYLOAD, bucket_of(id, buckets), key=_key(seq + i, keys))
+                for i, id in enumerate(ids)
+            ]
             seq += INSERT
             before = cpu_s(pid)
             await storage.insert("t", batch)
@@ -60,7 +70,12 @@ async def cycle(
     return seq
 
 
-async def measure(messages: int, buckets: int) -> dict[str, float]:
+def _key(number: int, keys: int) -> str:
+    """Message ``number``'s key: round the ``keys`` keys (0: none)."""
+    return f"key-{number % keys}" if keys else ""
+
+
+async def measure(messages: int, buckets: int, keys: int = 0) -> dict[str, float]:
     async with redis_store() as store:
         assert store.pid is not None
         storage = storage_from_url(store.url)
@@ -68,10 +83,10 @@ async def measure(messages: int, buckets: int) -> dict[str, float]:
         try:
             await storage.create_topic(Topic("t", TopicSettings(buckets=buckets)))
             spent = dict.fromkeys(PHASES, 0.0)
-            seq = await cycle(storage, store.pid, WARM_UP, buckets, 0, spent)
+            seq = await cycle(storage, store.pid, WARM_UP, buckets, 0, spent, keys)
             spent = dict.fromkeys(PHASES, 0.0)
             before, started = cpu_s(store.pid), time.monotonic()
-            await cycle(storage, store.pid, messages, buckets, seq, spent)
+            await cycle(storage, store.pid, messages, buckets, seq, spent, keys)
             total, wall = cpu_s(store.pid) - before, time.monotonic() - started
         finally:
             await storage.close()
@@ -85,18 +100,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=90_000)
     parser.add_argument("--buckets", type=int, default=64)
+    parser.add_argument("--keys", type=int, default=0, help="messages spread over N keys")
     parser.add_argument("--name", default="redis_cpu")
     args = parser.parse_args()
     load_before = load_average()
-    figures = asyncio.run(measure(args.messages, args.buckets))
+    figures = asyncio.run(measure(args.messages, args.buckets, args.keys))
     phases = ", ".join(f"{p} {figures[p + '_us_per_message']}" for p in PHASES)
     print(
-        f"redis-server CPU a message (insert -> lease -> ack, storage level):"
+        f"redis-server CPU a message (insert -> lease -> ack, storage level,"
+        f" {args.keys} keys):"
         f" {figures['us_per_message']} us ({phases}); load average {load_before}"
         f" -> {load_average()}"
     )
     save_record(
-        args.name, {"messages": args.messages, "buckets": args.buckets}, figures, load_before
+        args.name,
+        {"messages": args.messages, "buckets": args.buckets, "keys": args.keys},
+        figures,
+        load_before,
     )
 
 

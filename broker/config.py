@@ -10,6 +10,7 @@ that span fields or read text.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -81,6 +82,9 @@ AheadMs = Annotated[
 ]
 EtcdTtlS = Annotated[
     int, msgspec.Meta(ge=2, extra=_says("{name} must be at least 2 (heartbeats come every second)"))
+]
+TraceSample = Annotated[
+    float, msgspec.Meta(ge=0, le=1, extra=_says("{name} must be between 0 and 1 (0: off)"))
 ]
 SkewMaxMs = Annotated[
     int, msgspec.Meta(ge=0, extra=_says("{name} cannot be negative (0 turns the guard off)"))
@@ -162,6 +166,9 @@ class BrokerConfig:
     # Webhook targets the broker may reach beyond public addresses: host names
     # and CIDRs, comma-separated (broker/webhook_targets.py); empty = public only.
     webhook_allow: str = ""
+    # The share of produce frames, lease passes and webhook requests traced
+    # (OpenTelemetry, docs/tracing.md): 0 = off, 1 = all.
+    trace_sample: TraceSample = 0.0
 
     @classmethod
     def from_sources(
@@ -208,6 +215,10 @@ class BrokerConfig:
             raise InvalidArgument(f"log level {self.log_level!r} is not DEBUG/INFO/WARNING/ERROR")
         self._validate_cluster()
         Allowlist.parse(self.webhook_allow)  # a bad entry stops the broker, named
+        if self.trace_sample > 0 and importlib.util.find_spec("opentelemetry") is None:
+            raise InvalidArgument(
+                "trace_sample needs OpenTelemetry: pip install 'dejaq-timeline[otel]'"
+            )
         self._validate_security()
         self._validate_links()
 

@@ -15,6 +15,7 @@ from dejaq.broker.dispatch.held import HeldBytes
 from dejaq.broker.ids import IdGenerator
 from dejaq.broker.observability.activity import ActivityMeter
 from dejaq.broker.observability.metrics import Metrics
+from dejaq.broker.observability.tracing import BrokerTracing
 from dejaq.broker.streams import StreamSlots
 from dejaq.broker.webhook_targets import Allowlist
 from dejaq.core.buckets import Buckets
@@ -100,11 +101,13 @@ class BrokerContext:
     streams: StreamSlots = field(init=False)  # open Produce + Consume streams, bounded
     held: HeldBytes = field(init=False)  # delivery bytes waiting for consumers, bounded
     activity: ActivityMeter = field(init=False)  # topics' recent deliveries, from the metrics
+    tracing: BrokerTracing = field(init=False)  # spans of a sample (--trace-sample)
 
     def __post_init__(self) -> None:
         self.activity = ActivityMeter(self.metrics)
         self.streams = StreamSlots(self.config.max_streams)
         self.held = HeldBytes(self.config.max_held_bytes)
+        self.tracing = BrokerTracing(self.config.trace_sample)
         self.topics.on_load = self.metrics.topic_known  # series labelled by topic kind
 
     def dispatcher(self, topic: Topic) -> Dispatcher:
@@ -121,6 +124,8 @@ class BrokerContext:
                 self.clock,
                 self.lookahead_ms,
                 lambda ids, stalled: self.coordinator.stalled(topic.name, ids, stalled),
+                self.tracing,
+                lambda limit: self.coordinator.key_share(topic.name, topic.settings.buckets, limit),
             )
             d.start()
             self.dispatchers[topic.name] = d

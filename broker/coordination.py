@@ -14,6 +14,7 @@ from typing import Protocol
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
+from dejaq.core.key_shares import bucket_counts, concurrency_share
 from dejaq.core.model import Topic
 
 
@@ -114,6 +115,13 @@ class Coordinator(abc.ABC):
     @abc.abstractmethod
     def ownership(self, topic: str, bucket_count: int) -> list[Ownership]:
         """Every consumer of ``topic`` in the cluster and the buckets it owns."""
+
+    def key_share(self, topic: str, bucket_count: int, limit: int) -> int:
+        """This broker's whole share of a concurrency limit per key of ``topic``
+        (``core/key_shares.py``): by largest remainder of the buckets
+        its consumers own, so the brokers' shares sum to ``limit``."""
+        owners = [(o.broker, len(o.buckets)) for o in self.ownership(topic, bucket_count)]
+        return concurrency_share(limit, bucket_counts(owners), self.view().broker)
 
 
 class LocalCoordinator(Coordinator):

@@ -13,6 +13,7 @@ import sys
 from dejaq.broker import assembly
 from dejaq.broker.allocator import give_back_large_blocks
 from dejaq.broker.config import BrokerConfig
+from dejaq.broker.observability import tracing
 from dejaq.broker.security.guard import Guard
 from dejaq.broker.security.tls import ServerTls
 from dejaq.core.redact import redact
@@ -24,6 +25,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     """Serve until ``stop`` is set or the process gets SIGTERM / SIGINT."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Set before the broker is built: its tracer is the provider's from the start.
+    flush_spans = tracing.export_from_environment(config.trace_sample)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
@@ -55,6 +58,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
     finally:
         log.info("shutting down")
         await broker.stop()
+        if flush_spans is not None:
+            await asyncio.to_thread(flush_spans)  # the spans of the last moments go out too
         print("dejaq broker stopped", file=sys.stderr, flush=True)
 
 

@@ -7,6 +7,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from dejaq.core.key_limits import KeyLimit, Limits
+
 DEFAULT_BUCKETS = 64
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_MAX_PAYLOAD = 1 << 20
@@ -77,6 +79,24 @@ class TopicSettings:
     paused: bool = False
     paused_at_ms: int = 0
     resumed_at_ms: int = 0
+    # Limits per key across the cluster (core/key_limits.py; 0 = none): messages
+    # of one key held at once, and its deliveries a second with a burst; and
+    # named keys' overrides of them.
+    key_concurrency: int = 0
+    key_rate: float = 0.0
+    key_burst: int = 0
+    key_limits: tuple[KeyLimit, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Stored as JSON lists of dicts: made KeyLimits again, so equal settings compare equal.
+        limits = tuple(
+            x if isinstance(x, KeyLimit) else KeyLimit.from_dict(x) for x in self.key_limits
+        )
+        object.__setattr__(self, "key_limits", limits)
+
+    def key_defaults(self) -> Limits:
+        """The limits of a key without an override."""
+        return Limits(self.key_concurrency, self.key_rate, self.key_burst)
 
     def to_dict(self) -> dict[str, object]:
         """The stored form: a plain dict (JSON). A topic without a webhook stores
@@ -85,9 +105,11 @@ class TopicSettings:
         d = dataclasses.asdict(self)
         if self.webhook is None:
             del d["webhook"]
-        for key in _PAUSE_KEYS:
+        for key in _PAUSE_KEYS + _KEY_LIMIT_KEYS:
             if not d[key]:
                 del d[key]
+        if self.key_limits:
+            d["key_limits"] = [x.to_dict() for x in self.key_limits]
         return d
 
     @classmethod
@@ -99,6 +121,7 @@ class TopicSettings:
 
 
 _PAUSE_KEYS = ("paused", "paused_at_ms", "resumed_at_ms")
+_KEY_LIMIT_KEYS = ("key_concurrency", "key_rate", "key_burst", "key_limits")
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ from dejaq.driver.consumer import Consumer
 from dejaq.driver.cron import Cron
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.embedded import embedded
-from dejaq.driver.producer import Producer, ProduceResult
+from dejaq.driver.producer import Outgoing, Producer, ProduceResult
 from dejaq.driver.settle import SettleFailure, SettleRejected
 from dejaq.driver.sync import SyncClient
 from dejaq.driver.tls import ClientTls
@@ -63,6 +63,7 @@ __all__ = [
     "Leased",
     "NotFound",
     "NotLeaseHolder",
+    "Outgoing",
     "PayloadTooLarge",
     "PermissionDenied",
     "ProduceResult",

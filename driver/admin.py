@@ -5,9 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dejaq.core import headers as header_codec
+from dejaq.core.key_limits import KeyLimit
 from dejaq.core.model import Counts, Message, Topic, TopicSettings, Webhook
-from dejaq.core.wire.convert import settings_to_pb, topic_from_pb, webhook_to_pb
+from dejaq.core.wire.convert import (
+    key_limit_from_pb,
+    settings_to_pb,
+    topic_from_pb,
+    webhook_to_pb,
+)
 from dejaq.driver.client import Client
+from dejaq.driver.key_info import KeyInfo, KeyLimitInfo, key_info, key_limit_info
 from dejaq.proto import dejaq_pb2 as pb
 
 
@@ -40,8 +48,20 @@ class Forecast:
 
 @dataclass(frozen=True)
 class MessageInfo:
+    """A message as stored (its ``key``, and its ``headers`` encoded as storage
+    keeps them) and its state."""
+
     message: Message
     state: str
+
+    @property
+    def key(self) -> str:
+        return self.message.key
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The message's headers (empty: none)."""
+        return header_codec.decode(self.message.headers)
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,8 @@ def _message(p: pb.Message) -> MessageInfo:
         p.expires_at_ms,
         p.state == "dead",
         p.priority,
+        p.key,
+        header_codec.encode(dict(p.headers)),
     )
     return MessageInfo(m, p.state)
 
@@ -140,6 +162,64 @@ class Admin:
         if max_deliveries is not None:
             req.max_deliveries = max_deliveries
         return topic_from_pb(await self.client.call("UpdateTopic", req))
+
+    async def set_key_limits(
+        self,
+        name: str,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+    ) -> Topic:
+        """Limit every key of a topic (across the cluster; 0 lifts a limit): the
+        messages of one key held at once, its deliveries a second and the burst
+        it may make after a quiet time. None leaves a setting as it is; a key's
+        own override (``set_key_limit``) wins over these."""
+        req = pb.UpdateTopicRequest(name=name)
+        if concurrency is not None:
+            req.key_concurrency = concurrency
+        if rate is not None:
+            req.key_rate = rate
+        if burst is not None:
+            req.key_burst = burst
+        return topic_from_pb(await self.client.call("UpdateTopic", req))
+
+    async def set_key_limit(
+        self,
+        topic: str,
+        key: str,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+    ) -> KeyLimitInfo:
+        """Override a topic's limits for one key (merged into its override, if
+        any; None: the topic's; 0: no limit). At most 10,000 keys a topic."""
+        req = pb.SetKeyLimitRequest(
+            topic=topic, key=key, concurrency=concurrency, rate=rate, burst=burst
+        )
+        return key_limit_info(await self.client.call("SetKeyLimit", req))
+
+    async def key_limit(self, topic: str, key: str) -> KeyLimitInfo:
+        """A key's limits as they apply, and its override."""
+        req = pb.KeyLimitRequest(topic=topic, key=key)
+        return key_limit_info(await self.client.call("GetKeyLimit", req))
+
+    async def key_limits(self, topic: str, after: str = "", limit: int = 1000) -> list[KeyLimit]:
+        """A topic's overrides in key order, a page after the key ``after``."""
+        req = pb.ListKeyLimitsRequest(topic=topic, after=after, limit=limit)
+        resp = await self.client.call("ListKeyLimits", req)
+        return [key_limit_from_pb(o) for o in resp.limits]
+
+    async def remove_key_limit(self, topic: str, key: str) -> None:
+        """Drop a key's override: the topic's limits apply to it again
+        (``NotFound`` when it has none)."""
+        req = pb.KeyLimitRequest(topic=topic, key=key)
+        await self.client.call("RemoveKeyLimit", req)
+
+    async def busiest_keys(self, topic: str, limit: int = 10) -> list[KeyInfo]:
+        """The keys with the most messages due now (up to ``limit``, at most
+        1,000), most first, each with what it holds, how late it runs and its limits."""
+        resp = await self.client.call("TopicKeys", pb.TopicKeysRequest(topic=topic, limit=limit))
+        return [key_info(k) for k in resp.keys]
 
     async def set_webhook(
         self, name: str, webhook: Webhook | None, rotate_secret: bool = False

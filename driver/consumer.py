@@ -43,8 +43,10 @@ from dejaq.core.wire.batches import decode_delivery_columns
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import Client, channel_dropped, first_write, to_error
 from dejaq.driver.delivery import Delivery
+from dejaq.driver.fair_buffer import FairBuffer
 from dejaq.driver.hold import Hold
 from dejaq.driver.settle import OnError, SettleBatcher
+from dejaq.driver.tracing import ConsumeTrace, SettleTrace, meter, tracer
 from dejaq.proto import dejaq_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,10 @@ PRUNE_AT = 64  # tasks that took deliveries, before ended ones are dropped
 # How early a broker may send a message, held until due (hold.py); the broker
 # sends at most its own --send-ahead-ms early.
 HOLD_MS = 1000
+# Deliveries handed out from the buffer before the consumer lets the event loop
+# run once (a few µs): the stream's reader, the hold's timer and the settle
+# writer then run every ~2 ms at 30k deliveries a second.
+YIELD_EVERY = 64
 
 
 class Consumer:
@@ -109,7 +115,8 @@ class Consumer:
         self.retry_timeout_s = retry_timeout_s
         # Deliveries taken from the stream, not yet by the application. A deque
         # and an event: an asyncio.Queue costs several microseconds a message.
-        self._buffer: collections.deque[Delivery] = collections.deque()
+        self._buffer: FairBuffer[Delivery] = FairBuffer()
+        self._streak = 0  # deliveries handed out since the loop last yielded
         self.hold_ms = hold_ms
         self._early = Hold(self._released)  # sent ahead, not due yet
         self._ended = False
@@ -126,7 +133,11 @@ class Consumer:
             max_batch=max_settle_batch,
             linger_ms=settle_linger_ms,
             on_error=on_settle_error,
+            trace=SettleTrace(topic, lambda: self.client.address),
         )
+        # Spans and metrics of the deliveries taken: set per delivery frame while
+        # they are on, None (no work a delivery) while off.
+        self._trace: ConsumeTrace | None = None
         self._settler.set_window(credits)
         self._closing = False
         self._closed: asyncio.Future[None] | None = None  # done when close() is
@@ -220,6 +231,15 @@ class Consumer:
                     await asyncio.wait_for(asyncio.shield(self._reader), self.client.timeout_s)
                 self._reader.cancel()
         self._settler.abandon(BrokerUnavailable("the consumer is closed"))
+        # The process spans of other tasks' deliveries end with the consumer; the
+        # closing task's own go on until it settles them.
+        me = asyncio.current_task()
+        for task, taken in self._processing.items():
+            if task is me:
+                continue
+            for d in taken if isinstance(taken, list) else (taken,):
+                if d._process is not None:
+                    d._process.end("closed")
         self._buffer.clear()  # their leases were handed back with the goodbye
         self._early.clear()
         self._end()
@@ -261,7 +281,13 @@ class Consumer:
 
     def _came_back(self, task: asyncio.Task[Any] | None) -> None:
         """``task`` is done with what it took before."""
-        if task is not None and self._processing.pop(task, None) is not None:
+        if task is None:
+            return
+        taken = self._processing.pop(task, None)
+        if taken is not None:
+            for d in taken if isinstance(taken, list) else (taken,):
+                if d._process is not None:
+                    d._process.end("next")
             event = self._done_processing
             if event is not None:
                 event.set()
@@ -290,6 +316,14 @@ class Consumer:
         task = asyncio.current_task()
         if self._processing:
             self._came_back(task)
+        if self._buffer:
+            self._streak += 1
+            if self._streak >= YIELD_EVERY:
+                # A loop that finds a delivery ready every time never yields:
+                # frames (a due reminder behind a campaign), held deliveries
+                # coming due and settles would wait until the buffer ran dry.
+                self._streak = 0
+                await asyncio.sleep(0)
         while not self._buffer or self._closing:
             if self._ended or self._closing:
                 if self._error is not None:
@@ -300,11 +334,25 @@ class Consumer:
                 await self._arrival.wait()
             else:
                 await asyncio.wait_for(self._arrival.wait(), timeout_s)
+            self._streak = 0
         d = self._buffer.popleft()
         self._settler.credit(1)
         if task is not None:
             self._hold(task, d)
+        if self._trace is not None:
+            self._taken(self._trace, d)
         return d
+
+    def _taken(self, trace: ConsumeTrace, d: Delivery) -> None:
+        """The application took ``d``: its process span and metrics start."""
+        d._process = trace.taken(
+            d.id,
+            d.timestamp_ms,
+            d.deliveries,
+            d.key,
+            d.headers if d._raw_headers else None,
+            now_ms(),
+        )
 
     def ready(self) -> list[Delivery]:
         """Take every delivery already buffered, without waiting (maybe none)."""
@@ -312,13 +360,15 @@ class Consumer:
             self._came_back(asyncio.current_task())
         if self._closing:
             return []
-        out = list(self._buffer)
-        self._buffer.clear()
+        out = self._buffer.drain()
         if out:
             self._settler.credit(len(out))
             task = asyncio.current_task()
             if task is not None:
                 self._hold(task, out)
+            if self._trace is not None:
+                for d in out:
+                    self._taken(self._trace, d)
         return out
 
     def _released(self, deliveries: list[Delivery]) -> None:
@@ -350,8 +400,10 @@ class Consumer:
             while (d := await self.receive()) is not None:
                 try:
                     await handler(d)
-                except Exception:
+                except Exception as exc:
                     log.exception("handler failed for message %s", d.id)
+                    if d._process is not None:
+                        d._process.failed(exc)
                     if auto_ack:
                         await d.nack()
                     continue
@@ -464,22 +516,39 @@ class Consumer:
     def _on_frame(self, frame: pb.ConsumeResponse) -> None:
         kind = frame.WhichOneof("frame")
         if kind == "deliveries":
+            self._trace = self._tracing()
             received = now_ms()
             c = decode_delivery_columns(frame.deliveries)
             settler, lease, until = self._settler, self.lease_ms, c.lease_until
             priorities = c.priorities or itertools.repeat(0, len(c.ids))
-            deliveries = [
-                Delivery(i, t, p, v, n, until, received, settler, lease, pr)
-                for i, t, p, v, n, pr in zip(
-                    c.ids,
-                    c.timestamps,
-                    c.payloads,
-                    c.versions,
-                    c.deliveries,
-                    priorities,
-                    strict=True,
-                )
-            ]
+            if c.keys is None and c.headers is None:
+                deliveries = [
+                    Delivery(i, t, p, v, n, until, received, settler, lease, pr)
+                    for i, t, p, v, n, pr in zip(
+                        c.ids,
+                        c.timestamps,
+                        c.payloads,
+                        c.versions,
+                        c.deliveries,
+                        priorities,
+                        strict=True,
+                    )
+                ]
+            else:
+                deliveries = [
+                    Delivery(i, t, p, v, n, until, received, settler, lease, pr, k, h)
+                    for i, t, p, v, n, pr, k, h in zip(
+                        c.ids,
+                        c.timestamps,
+                        c.payloads,
+                        c.versions,
+                        c.deliveries,
+                        priorities,
+                        c.keys or itertools.repeat("", len(c.ids)),
+                        c.headers or itertools.repeat(b"", len(c.ids)),
+                        strict=True,
+                    )
+                ]
             sent_at = frame.sent_at
             if sent_at and (self._early.holding or (c.timestamps and max(c.timestamps) > sent_at)):
                 # Sent ahead, or behind held ones that may be due by now: the hold
@@ -490,6 +559,16 @@ class Consumer:
                 self._arrived()
         elif kind == "settled":
             self._settler.answered(frame.settled)
+
+    def _tracing(self) -> ConsumeTrace | None:
+        """What traces the deliveries of a frame; None while tracing and metrics are off."""
+        t, instruments = tracer(), meter()
+        if t is None and instruments is None:
+            return None
+        trace = self._trace
+        if trace is not None and trace.tracer is t and trace.instruments is instruments:
+            return trace
+        return ConsumeTrace(t, instruments, self.topic, self.client.address)
 
     async def _reconnect(self, generation: int, lost: DejaqError) -> None:
         """Reconnect under the same consumer id (to the next broker of the list,

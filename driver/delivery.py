@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from dejaq.core import headers as header_codec
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError
+from dejaq.driver.tracing import current_context_of
 from dejaq.proto import dejaq_pb2 as pb
 
 if TYPE_CHECKING:
     from dejaq.driver.settle import SettleBatcher
+    from dejaq.driver.tracing import Process
 
 
 class Delivery:
@@ -27,11 +30,15 @@ class Delivery:
 
     __slots__ = (
         "_extending",
+        "_headers",
         "_lease_ms",
+        "_process",
+        "_raw_headers",
         "_settled",
         "_settler",
         "deliveries",
         "id",
+        "key",
         "lease_until_ms",
         "payload",
         "priority",
@@ -52,6 +59,8 @@ class Delivery:
         settler: SettleBatcher,
         lease_ms: int,
         priority: int = 0,
+        key: str = "",
+        headers: bytes = b"",
     ) -> None:
         self.id = id
         # When it was due; of a priority topic, when it became available.
@@ -60,6 +69,11 @@ class Delivery:
         self.version = version  # the version this consumer holds (extend bumps it)
         self.deliveries = deliveries  # 1 on the first delivery
         self.priority = priority  # priority topics; 0 = most urgent (0 on a timeline)
+        self.key = key  # "" = none
+        # Encoded as they came (core/headers.py): decoded on first read of
+        # ``headers``, so a consumer that never reads them builds no dict.
+        self._raw_headers = headers
+        self._headers: dict[str, str] | None = None
         self.lease_until_ms = lease_until_ms
         self.received_at_ms = received_at_ms
         self._settler = settler
@@ -69,16 +83,34 @@ class Delivery:
         # cancelled, as keep_alive's renewer is when its block ends).
         self._extending: asyncio.Future[None] | None = None
         self._settled = False  # acked or nacked: no settle of it is to come
+        self._process: Process | None = None  # its span and metrics, while they are on
 
     def __repr__(self) -> str:
         return (
             f"Delivery(id={self.id!r}, timestamp_ms={self.timestamp_ms}, "
-            f"version={self.version}, deliveries={self.deliveries}, priority={self.priority})"
+            f"version={self.version}, deliveries={self.deliveries}, priority={self.priority}"
+            + (f", key={self.key!r})" if self.key else ")")
         )
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The message's headers as the producer set them (empty: none)."""
+        h = self._headers
+        if h is None:
+            h = self._headers = header_codec.decode(self._raw_headers)
+        return h
+
+    @property
+    def trace_context(self) -> Any:
+        """The OpenTelemetry context of this delivery's ``process`` span, to start
+        the application's own spans under it (None while tracing is off)."""
+        return current_context_of(self._process)
 
     async def ack(self, *, confirm: bool = False) -> None:
         """Done with it: the message is deleted."""
         self._settled = True
+        if self._process is not None:
+            self._process.end("ack")
         if self._extending is not None:
             await self._after_extend()
         await self._settler.settle(pb.Settle.ACK, self, 0, confirm)
@@ -86,6 +118,8 @@ class Delivery:
     async def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
         """Give it back, due again in ``delay_ms`` (dead-lettered after max deliveries)."""
         self._settled = True
+        if self._process is not None:
+            self._process.end("nack")
         if self._extending is not None:
             await self._after_extend()
         await self._settler.settle(pb.Settle.NACK, self, delay_ms, confirm)

@@ -19,15 +19,17 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
 import numpy as np
 
+from dejaq.core import headers as header_codec
 from dejaq.core.clock import now_ms
 from dejaq.core.due_time import DUE_TIME, EARLIEST
 from dejaq.core.errors import BrokerUnavailable, DejaqError, InvalidArgument
+from dejaq.core.keys import check_key
 from dejaq.core.model import InsertStatus
 from dejaq.core.wire.batches import I64, decode_results, encode_messages
 from dejaq.core.wire.frames import (
@@ -39,6 +41,7 @@ from dejaq.core.wire.frames import (
     frame_bytes,
 )
 from dejaq.core.wire.status import error_for, status_code
+from dejaq.driver import tracing
 from dejaq.driver.backoff import Backoff
 from dejaq.driver.client import RETRYABLE, Client, channel_dropped, first_write, to_error
 from dejaq.proto import dejaq_pb2 as pb
@@ -50,7 +53,8 @@ log = logging.getLogger(__name__)
 class Outgoing:
     """A message to produce. ``timestamp_ms`` is when it is due (epoch ms); on a
     priority topic, its not-before time (past: available now), and ``priority``
-    its priority (0 is the most urgent; a timeline takes only 0)."""
+    its priority (0 is the most urgent; a timeline takes only 0). ``key`` is
+    whose message it is ("" = none), ``headers`` its metadata (docs/keys.md)."""
 
     payload: bytes
     timestamp_ms: int
@@ -58,6 +62,8 @@ class Outgoing:
     max_deliveries: int = 0
     expires_at_ms: int = 0
     priority: int = 0
+    key: str = ""
+    headers: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,15 +151,21 @@ class Producer:
         max_deliveries: int = 0,
         expires_at_ms: int = 0,
         priority: int = 0,
+        key: str = "",
+        headers: Mapping[str, str] | None = None,
     ) -> ProduceResult:
         """Schedule one message at ``at_ms`` (or ``now + delay_ms``). On a priority
         topic that is its not-before time, and ``priority`` its priority (0 is the
         most urgent); a timeline refuses a priority other than 0 (the result's
-        ``error`` says why)."""
+        ``error`` says why). ``key`` and ``headers`` outside their bounds
+        (core/keys.py, core/headers.py) raise ``InvalidArgument``, nothing sent."""
         ts = at_ms if at_ms is not None else now_ms() + delay_ms
         _refuse_seconds([ts], [id])
+        check_key(key)
+        if headers:
+            headers = header_codec.check_headers(headers)
         fut: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
-        out = Outgoing(payload, ts, id, max_deliveries, expires_at_ms, priority)
+        out = Outgoing(payload, ts, id, max_deliveries, expires_at_ms, priority, key, headers)
         pending = self._pending
         if not pending:
             # The first send of this turn starts the task that sends them all: its
@@ -175,6 +187,8 @@ class Producer:
         has_md = any(m.max_deliveries for m in messages)
         has_exp = any(m.expires_at_ms for m in messages)
         has_pri = any(m.priority for m in messages)
+        has_key = any(m.key for m in messages)
+        has_headers = any(m.headers for m in messages)
         return await self.send_columns(
             [m.timestamp_ms for m in messages],
             [m.payload for m in messages],
@@ -182,6 +196,8 @@ class Producer:
             [m.max_deliveries for m in messages] if has_md else None,
             [m.expires_at_ms for m in messages] if has_exp else None,
             [m.priority for m in messages] if has_pri else None,
+            [m.key for m in messages] if has_key else None,
+            [m.headers for m in messages] if has_headers else None,
         )
 
     async def send_columns(
@@ -192,20 +208,36 @@ class Producer:
         max_deliveries: Sequence[int] | None = None,
         expires_at_ms: Sequence[int] | None = None,
         priorities: Sequence[int] | None = None,
+        keys: Sequence[str] | None = None,
+        headers: Sequence[Mapping[str, str] | None] | None = None,
     ) -> list[ProduceResult]:
         """``send_batch`` for messages already held a column at a time (bulk
         loaders): results in the same order; an empty id is generated. Sent in
         frames of at most ``max_batch`` messages and ``max_frame_bytes`` bytes.
-        ``priorities`` (priority topics): one per message, None = all 0."""
+        ``priorities`` (priority topics): one per message, None = all 0;
+        ``keys`` and ``headers`` likewise (None = none). A key or headers out
+        of bounds raise ``InvalidArgument`` before anything is sent."""
         if not ids:
             return []
         filled = [i or self._new_id() for i in ids]
         _refuse_seconds(timestamps_ms, filled)
+        if keys is not None:
+            _check_keys(keys, filled)
+        encoded = _encode_headers(headers, filled) if headers is not None else None
         sizes = list(map(len, payloads))
+        if encoded is not None:  # headers count as payload bytes (frames.py)
+            sizes = [p + len(h) for p, h in zip(sizes, encoded, strict=True)]
         n = len(filled)
         if n <= self.max_batch and frame_bytes(n, sum(sizes)) <= self.max_frame_bytes:
             return await self._send_frame(
-                timestamps_ms, payloads, filled, max_deliveries, expires_at_ms, priorities
+                timestamps_ms,
+                payloads,
+                filled,
+                max_deliveries,
+                expires_at_ms,
+                priorities,
+                keys,
+                encoded,
             )
         largest = max(range(n), key=sizes.__getitem__)
         if frame_bytes(1, sizes[largest]) > MAX_FRAME_BYTES:
@@ -225,6 +257,8 @@ class Producer:
                     max_deliveries[part] if max_deliveries is not None else None,
                     expires_at_ms[part] if expires_at_ms is not None else None,
                     priorities[part] if priorities is not None else None,
+                    keys[part] if keys is not None else None,
+                    encoded[part] if encoded is not None else None,
                 )
             )
             start = end
@@ -238,15 +272,29 @@ class Producer:
         max_deliveries: Sequence[int] | None,
         expires_at_ms: Sequence[int] | None,
         priorities: Sequence[int] | None,
+        keys: Sequence[str] | None,
+        headers: Sequence[bytes] | None,
     ) -> list[ProduceResult]:
         await self._slots.acquire()  # encoded only when it may go: in flight is bounded
+        traced = self._traced(ids, timestamps_ms, keys)
         try:
+            if traced is not None:
+                headers = traced.stamped(headers)
             batch = encode_messages(
-                timestamps_ms, payloads, ids, max_deliveries, expires_at_ms, priorities
+                timestamps_ms,
+                payloads,
+                ids,
+                max_deliveries,
+                expires_at_ms,
+                priorities,
+                keys,
+                headers,
             )
             frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), ids)
-        except BaseException:
+        except BaseException as exc:
             self._slots.release()
+            if traced is not None:
+                traced.ended(exc)
             raise
         # From here the frame is the stream's: it is written whole and answered
         # whatever its caller does. A caller that is cancelled (its wait_for ran
@@ -258,7 +306,20 @@ class Producer:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
         task.add_done_callback(_sent)
+        if traced is not None:
+            task.add_done_callback(traced.done)
         return await asyncio.shield(task)
+
+    def _traced(
+        self, ids: Sequence[str], timestamps_ms: Sequence[int] | I64, keys: Sequence[str] | None
+    ) -> tracing.SendTrace | None:
+        """The frame's ``send`` span and metrics; None (no work a message) while off."""
+        tracer, instruments = tracing.tracer(), tracing.meter()
+        if tracer is None and instruments is None:
+            return None
+        return tracing.SendTrace(
+            tracer, instruments, self.topic, self.client.address, ids, timestamps_ms, keys
+        )
 
     async def _send(self, frame: _Frame) -> list[ProduceResult]:
         try:
@@ -467,6 +528,32 @@ def _results(frame: _Frame, response: pb.ProduceResponse) -> list[ProduceResult]
         ProduceResult(i, InsertStatus(s), errors.get(n))
         for n, (s, i) in enumerate(zip(status, ids, strict=True))
     ]
+
+
+def _check_keys(keys: Sequence[str], ids: Sequence[str]) -> None:
+    """Every key within its bounds, or ``InvalidArgument`` naming the message."""
+    if len(keys) != len(ids):
+        raise InvalidArgument("one key per message")
+    for key, mid in zip(keys, ids, strict=True):
+        if key:
+            try:
+                check_key(key)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"message {mid!r}: {exc}; nothing was sent") from exc
+
+
+def _encode_headers(headers: Sequence[Mapping[str, str] | None], ids: Sequence[str]) -> list[bytes]:
+    """Each message's headers checked and encoded (b"" for none), or
+    ``InvalidArgument`` naming the message."""
+    if len(headers) != len(ids):
+        raise InvalidArgument("one set of headers per message")
+    out = []
+    for h, mid in zip(headers, ids, strict=True):
+        try:
+            out.append(header_codec.encode(header_codec.check_headers(h)) if h else b"")
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"message {mid!r}: {exc}; nothing was sent") from exc
+    return out
 
 
 def _refuse_seconds(timestamps_ms: Sequence[int] | I64, ids: Sequence[str]) -> None:

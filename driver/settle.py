@@ -35,10 +35,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from dejaq.core.errors import BrokerUnavailable, DejaqError
 from dejaq.core.wire.status import error_for, status_code
+from dejaq.driver import tracing
 from dejaq.proto import dejaq_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -84,11 +85,12 @@ Send = Callable[[pb.ConsumeRequest], bool]  # False: not connected, nothing sent
 class _Group:
     """Settles of one (kind, ms), as columns."""
 
-    __slots__ = ("helds", "receipts")
+    __slots__ = ("helds", "receipts", "span")
 
     def __init__(self) -> None:
         self.helds: list[Held] = []
         self.receipts: dict[int, asyncio.Future[None]] = {}  # index -> a waiting caller
+        self.span: Any = None  # its frame's settle span, while traced
 
 
 class SettleBatcher:
@@ -102,8 +104,10 @@ class SettleBatcher:
         linger_ms: float = 20.0,
         max_unanswered: int = 20_000,
         on_error: OnError | None = None,
+        trace: tracing.SettleTrace | None = None,
     ) -> None:
         self._send = send
+        self._trace = trace
         self.max_batch = max_batch
         self.linger_s = linger_ms / 1000
         self.max_unanswered = max_unanswered
@@ -208,6 +212,10 @@ class SettleBatcher:
             token=token,
             credits=credits,
         )
+        if self._trace is not None:
+            group.span = self._trace.started(
+                KIND_NAMES.get(kind, "?"), len(helds), map(tracing.span_of, helds)
+            )
         if self._send(pb.ConsumeRequest(settle=frame)):
             self._sent[token] = (kind, group)
             self._last_token = token
@@ -254,6 +262,9 @@ class SettleBatcher:
     ) -> None:
         """Settle the receipts of a group: ``refused`` by index, or all with ``all_failed``."""
         receipts = group.receipts
+        if group.span is not None:
+            tracing.settle_ended(group.span, all_failed, len(refused))
+            group.span = None
         if all_failed is not None:
             refused = dict.fromkeys(range(len(group.helds)), all_failed)
         for n, receipt in receipts.items():

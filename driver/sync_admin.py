@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
+from dejaq.core.key_limits import KeyLimit
 from dejaq.core.model import Topic, TopicSettings, Webhook
 from dejaq.driver.admin import Admin, Forecast, MessageInfo, Mutation, ScanPage, TopicInfo
+from dejaq.driver.key_info import KeyInfo, KeyLimitInfo
 
 T = TypeVar("T")
 
@@ -51,6 +53,43 @@ class SyncAdmin:
     def resume_topic(self, name: str) -> Topic:
         """Resume a paused topic: its backlog goes out in due order."""
         return self._runner.run(self._admin.resume_topic(name))
+
+    def set_key_limits(
+        self,
+        name: str,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+    ) -> Topic:
+        """Limit every key of a topic (0 lifts a limit; None: as it is)."""
+        return self._runner.run(self._admin.set_key_limits(name, concurrency, rate, burst))
+
+    def set_key_limit(
+        self,
+        topic: str,
+        key: str,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+    ) -> KeyLimitInfo:
+        """Override a topic's limits for one key."""
+        return self._runner.run(self._admin.set_key_limit(topic, key, concurrency, rate, burst))
+
+    def key_limit(self, topic: str, key: str) -> KeyLimitInfo:
+        """A key's limits as they apply, and its override."""
+        return self._runner.run(self._admin.key_limit(topic, key))
+
+    def key_limits(self, topic: str, after: str = "", limit: int = 1000) -> list[KeyLimit]:
+        """A topic's overrides in key order."""
+        return self._runner.run(self._admin.key_limits(topic, after, limit))
+
+    def remove_key_limit(self, topic: str, key: str) -> None:
+        """Drop a key's override."""
+        self._runner.run(self._admin.remove_key_limit(topic, key))
+
+    def busiest_keys(self, topic: str, limit: int = 10) -> list[KeyInfo]:
+        """The keys with the most messages due now."""
+        return self._runner.run(self._admin.busiest_keys(topic, limit))
 
     def set_delivery(
         self, name: str, lease_ms: int | None = None, max_deliveries: int | None = None

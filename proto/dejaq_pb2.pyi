@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TopicSettings(_message.Message):
-    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate", "kind", "priorities", "aging_ms", "webhook", "paused", "paused_at_ms", "resumed_at_ms")
+    __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate", "kind", "priorities", "aging_ms", "webhook", "paused", "paused_at_ms", "resumed_at_ms", "key_concurrency", "key_rate", "key_burst", "key_overrides")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,10 @@ class TopicSettings(_message.Message):
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PAUSED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     RESUMED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    KEY_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    KEY_RATE_FIELD_NUMBER: _ClassVar[int]
+    KEY_BURST_FIELD_NUMBER: _ClassVar[int]
+    KEY_OVERRIDES_FIELD_NUMBER: _ClassVar[int]
     buckets: int
     lease_ms: int
     max_deliveries: int
@@ -39,7 +43,11 @@ class TopicSettings(_message.Message):
     paused: bool
     paused_at_ms: int
     resumed_at_ms: int
-    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., dedup_window_ms: _Optional[int] = ..., max_rate: _Optional[float] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., paused: _Optional[bool] = ..., paused_at_ms: _Optional[int] = ..., resumed_at_ms: _Optional[int] = ...) -> None: ...
+    key_concurrency: int
+    key_rate: float
+    key_burst: int
+    key_overrides: int
+    def __init__(self, buckets: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., dead_retention_ms: _Optional[int] = ..., expiry_ms: _Optional[int] = ..., dedup_window_ms: _Optional[int] = ..., max_rate: _Optional[float] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., paused: _Optional[bool] = ..., paused_at_ms: _Optional[int] = ..., resumed_at_ms: _Optional[int] = ..., key_concurrency: _Optional[int] = ..., key_rate: _Optional[float] = ..., key_burst: _Optional[int] = ..., key_overrides: _Optional[int] = ...) -> None: ...
 
 class Webhook(_message.Message):
     __slots__ = ("url", "timeout_ms", "concurrency", "headers", "secret", "backoff_ms")
@@ -104,7 +112,7 @@ class DeleteTopicRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class UpdateTopicRequest(_message.Message):
-    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms", "webhook", "no_webhook", "rotate_secret", "show_secret", "lease_ms", "max_deliveries", "paused")
+    __slots__ = ("name", "max_rate", "no_max_rate", "kind", "priorities", "aging_ms", "webhook", "no_webhook", "rotate_secret", "show_secret", "lease_ms", "max_deliveries", "paused", "key_concurrency", "key_rate", "key_burst")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_RATE_FIELD_NUMBER: _ClassVar[int]
     NO_MAX_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +126,9 @@ class UpdateTopicRequest(_message.Message):
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    KEY_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    KEY_RATE_FIELD_NUMBER: _ClassVar[int]
+    KEY_BURST_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_rate: float
     no_max_rate: bool
@@ -131,7 +142,10 @@ class UpdateTopicRequest(_message.Message):
     lease_ms: int
     max_deliveries: int
     paused: bool
-    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., no_webhook: _Optional[bool] = ..., rotate_secret: _Optional[bool] = ..., show_secret: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., paused: _Optional[bool] = ...) -> None: ...
+    key_concurrency: int
+    key_rate: float
+    key_burst: int
+    def __init__(self, name: _Optional[str] = ..., max_rate: _Optional[float] = ..., no_max_rate: _Optional[bool] = ..., kind: _Optional[str] = ..., priorities: _Optional[int] = ..., aging_ms: _Optional[int] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., no_webhook: _Optional[bool] = ..., rotate_secret: _Optional[bool] = ..., show_secret: _Optional[bool] = ..., lease_ms: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., paused: _Optional[bool] = ..., key_concurrency: _Optional[int] = ..., key_rate: _Optional[float] = ..., key_burst: _Optional[int] = ...) -> None: ...
 
 class DeleteTopicResponse(_message.Message):
     __slots__ = ()
@@ -182,7 +196,14 @@ class TopicDescription(_message.Message):
     def __init__(self, topic: _Optional[_Union[Topic, _Mapping]] = ..., counts: _Optional[_Union[Counts, _Mapping]] = ..., consumers: _Optional[int] = ..., next_due_ms: _Optional[int] = ..., activity: _Optional[_Union[TopicActivity, _Mapping]] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("topic", "id", "timestamp_ms", "payload", "version", "deliveries", "lease_owner", "state", "max_deliveries", "expires_at_ms", "priority")
+    __slots__ = ("topic", "id", "timestamp_ms", "payload", "version", "deliveries", "lease_owner", "state", "max_deliveries", "expires_at_ms", "priority", "key", "headers")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +215,8 @@ class Message(_message.Message):
     MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     id: str
     timestamp_ms: int
@@ -205,7 +228,9 @@ class Message(_message.Message):
     max_deliveries: int
     expires_at_ms: int
     priority: int
-    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., deliveries: _Optional[int] = ..., lease_owner: _Optional[str] = ..., state: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
+    key: str
+    headers: _containers.ScalarMap[str, str]
+    def __init__(self, topic: _Optional[str] = ..., id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., deliveries: _Optional[int] = ..., lease_owner: _Optional[str] = ..., state: _Optional[str] = ..., max_deliveries: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., priority: _Optional[int] = ..., key: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GetMessageRequest(_message.Message):
     __slots__ = ("topic", "id")
@@ -508,6 +533,114 @@ class ForecastResponse(_message.Message):
     step_ms: int
     counts: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, start_ms: _Optional[int] = ..., step_ms: _Optional[int] = ..., counts: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class KeyLimit(_message.Message):
+    __slots__ = ("key", "concurrency", "rate", "burst")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    concurrency: int
+    rate: float
+    burst: int
+    def __init__(self, key: _Optional[str] = ..., concurrency: _Optional[int] = ..., rate: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
+
+class SetKeyLimitRequest(_message.Message):
+    __slots__ = ("topic", "key", "concurrency", "rate", "burst")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    key: str
+    concurrency: int
+    rate: float
+    burst: int
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., concurrency: _Optional[int] = ..., rate: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
+
+class KeyLimitRequest(_message.Message):
+    __slots__ = ("topic", "key")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    key: str
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class KeyLimitView(_message.Message):
+    __slots__ = ("topic", "key", "overridden", "override", "concurrency", "rate", "burst")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDDEN_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDE_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    key: str
+    overridden: bool
+    override: KeyLimit
+    concurrency: int
+    rate: float
+    burst: int
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., overridden: _Optional[bool] = ..., override: _Optional[_Union[KeyLimit, _Mapping]] = ..., concurrency: _Optional[int] = ..., rate: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
+
+class ListKeyLimitsRequest(_message.Message):
+    __slots__ = ("topic", "after", "limit")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    after: str
+    limit: int
+    def __init__(self, topic: _Optional[str] = ..., after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListKeyLimitsResponse(_message.Message):
+    __slots__ = ("limits",)
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[KeyLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[KeyLimit, _Mapping]]] = ...) -> None: ...
+
+class RemoveKeyLimitResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TopicKeysRequest(_message.Message):
+    __slots__ = ("topic", "limit")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    limit: int
+    def __init__(self, topic: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class KeyLoad(_message.Message):
+    __slots__ = ("key", "due", "held", "oldest_ms", "lateness_ms", "concurrency", "rate", "burst")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DUE_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    due: int
+    held: int
+    oldest_ms: int
+    lateness_ms: int
+    concurrency: int
+    rate: float
+    burst: int
+    def __init__(self, key: _Optional[str] = ..., due: _Optional[int] = ..., held: _Optional[int] = ..., oldest_ms: _Optional[int] = ..., lateness_ms: _Optional[int] = ..., concurrency: _Optional[int] = ..., rate: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
+
+class TopicKeysResponse(_message.Message):
+    __slots__ = ("now_ms", "keys")
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    now_ms: int
+    keys: _containers.RepeatedCompositeFieldContainer[KeyLoad]
+    def __init__(self, now_ms: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[KeyLoad, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatusRequest(_message.Message):
     __slots__ = ()

@@ -139,6 +139,31 @@ class TimelineStub:
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastRequest.SerializeToString,
                 response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastResponse.FromString,
                 _registered_method=True)
+        self.SetKeyLimit = channel.unary_unary(
+                '/dejaq.v1.Timeline/SetKeyLimit',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.SetKeyLimitRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.KeyLimitView.FromString,
+                _registered_method=True)
+        self.GetKeyLimit = channel.unary_unary(
+                '/dejaq.v1.Timeline/GetKeyLimit',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.KeyLimitRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.KeyLimitView.FromString,
+                _registered_method=True)
+        self.ListKeyLimits = channel.unary_unary(
+                '/dejaq.v1.Timeline/ListKeyLimits',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ListKeyLimitsRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ListKeyLimitsResponse.FromString,
+                _registered_method=True)
+        self.RemoveKeyLimit = channel.unary_unary(
+                '/dejaq.v1.Timeline/RemoveKeyLimit',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.KeyLimitRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.RemoveKeyLimitResponse.FromString,
+                _registered_method=True)
+        self.TopicKeys = channel.unary_unary(
+                '/dejaq.v1.Timeline/TopicKeys',
+                request_serializer=dejaq_dot_proto_dot_dejaq__pb2.TopicKeysRequest.SerializeToString,
+                response_deserializer=dejaq_dot_proto_dot_dejaq__pb2.TopicKeysResponse.FromString,
+                _registered_method=True)
         self.Produce = channel.stream_stream(
                 '/dejaq.v1.Timeline/Produce',
                 request_serializer=dejaq_dot_proto_dot_dejaq__pb2.ProduceRequest.SerializeToString,
@@ -294,6 +319,37 @@ class TimelineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetKeyLimit(self, request, context):
+        """---- Keys: limits per key, and the busiest keys (docs/keys.md) ----
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetKeyLimit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListKeyLimits(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveKeyLimit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TopicKeys(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Produce(self, request_iterator, context):
         """Hot path. Produce: one response per request frame, in order.
         """
@@ -422,6 +478,31 @@ def add_TimelineServicer_to_server(servicer, server):
                     servicer.Forecast,
                     request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastRequest.FromString,
                     response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ForecastResponse.SerializeToString,
+            ),
+            'SetKeyLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetKeyLimit,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.SetKeyLimitRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.KeyLimitView.SerializeToString,
+            ),
+            'GetKeyLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetKeyLimit,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.KeyLimitRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.KeyLimitView.SerializeToString,
+            ),
+            'ListKeyLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListKeyLimits,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.ListKeyLimitsRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.ListKeyLimitsResponse.SerializeToString,
+            ),
+            'RemoveKeyLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveKeyLimit,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.KeyLimitRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.RemoveKeyLimitResponse.SerializeToString,
+            ),
+            'TopicKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.TopicKeys,
+                    request_deserializer=dejaq_dot_proto_dot_dejaq__pb2.TopicKeysRequest.FromString,
+                    response_serializer=dejaq_dot_proto_dot_dejaq__pb2.TopicKeysResponse.SerializeToString,
             ),
             'Produce': grpc.stream_stream_rpc_method_handler(
                     servicer.Produce,
@@ -1006,6 +1087,141 @@ class Timeline:
             '/dejaq.v1.Timeline/Forecast',
             dejaq_dot_proto_dot_dejaq__pb2.ForecastRequest.SerializeToString,
             dejaq_dot_proto_dot_dejaq__pb2.ForecastResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetKeyLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/SetKeyLimit',
+            dejaq_dot_proto_dot_dejaq__pb2.SetKeyLimitRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.KeyLimitView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetKeyLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/GetKeyLimit',
+            dejaq_dot_proto_dot_dejaq__pb2.KeyLimitRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.KeyLimitView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListKeyLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/ListKeyLimits',
+            dejaq_dot_proto_dot_dejaq__pb2.ListKeyLimitsRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.ListKeyLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveKeyLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/RemoveKeyLimit',
+            dejaq_dot_proto_dot_dejaq__pb2.KeyLimitRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.RemoveKeyLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TopicKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dejaq.v1.Timeline/TopicKeys',
+            dejaq_dot_proto_dot_dejaq__pb2.TopicKeysRequest.SerializeToString,
+            dejaq_dot_proto_dot_dejaq__pb2.TopicKeysResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -34,7 +34,7 @@ from dejaq.core.model import (
     Topic,
     TopicSettings,
 )
-from dejaq.storage_plugins.base import HandBack, Outcome, SettleItem
+from dejaq.storage_plugins.base import HandBack, KeyLoad, Outcome, SettleItem
 from dejaq.storage_plugins.rules import (
     Fate,
     dies_on_nack,
@@ -64,7 +64,8 @@ def topic_from_row(row: Sequence[Any]) -> Topic:
 
 def message_from_row(row: Sequence[Any]) -> Message:
     """A row holding the columns of ``Message`` in order (``dead`` as bool or 0/1)."""
-    id, ts, payload, version, deliveries, owner, bucket, md, expires_at, dead, priority = row
+    (id, ts, payload, version, deliveries, owner, bucket, md, expires_at, dead, priority, key,
+     headers) = row  # fmt: skip
     return Message(
         id,
         ts,
@@ -77,6 +78,8 @@ def message_from_row(row: Sequence[Any]) -> Message:
         expires_at,
         bool(dead),
         priority,
+        key,
+        bytes(headers),
     )
 
 
@@ -106,6 +109,7 @@ class Due(NamedTuple):
     max_deliveries: int
     expires_at: int
     priority: int
+    key: str = ""
 
 
 # -- insert -------------------------------------------------------------------
@@ -156,10 +160,17 @@ def plan_lease(rows: Iterable[Due], now: int, max_deliveries: int) -> LeasePlan:
     return plan
 
 
-def delivery(row: Due, payload: bytes) -> LeasedMessage:
+def delivery(row: Due, payload: bytes, headers: bytes = b"") -> LeasedMessage:
     """The delivery of a planned row: its due time, the bumped version and count."""
     return LeasedMessage(
-        row.id, row.ts, bytes(payload), row.version + 1, row.deliveries + 1, row.priority
+        row.id,
+        row.ts,
+        bytes(payload),
+        row.version + 1,
+        row.deliveries + 1,
+        row.priority,
+        row.key,
+        bytes(headers),
     )
 
 
@@ -292,3 +303,104 @@ def binned(rows: Iterable[Sequence[Any]], bins: int) -> list[int]:
     for index, count in rows:
         counts[int(index)] += int(count)
     return counts
+
+
+# -- fair lease passes --------------------------------------------------------
+
+
+@dataclass
+class FairShare:
+    """A pass's ``limit`` shared max-min fairly among its keys, round by round
+    (the contract's "Fair lease passes"), for a backend that can take a key's
+    earliest due messages but not count a key's backlog.
+
+    ``active`` holds the keys with messages due, earliest head first. Each
+    round ``allot`` gives every active key an equal part of what is left (the
+    remainder to the earliest keys, one each; with fewer left than keys, one
+    each to the earliest), bounded by the key's cap. The backend takes up to
+    that many of the key's earliest due messages and reports with ``took``: a
+    key that yields fewer rows than asked has no more due (or they are held
+    by another leaser), and one at its cap is done. Dead letters take rows
+    but no part of the limit, so their key stays in. The rounds end when the
+    limit is reached or no key is left: each round reads about what it takes,
+    never a key's whole backlog."""
+
+    limit: int
+    active: list[str]
+    caps: Mapping[str, int] | None = None
+    delivered: int = 0
+    taken: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, limit: int, heads: Mapping[str, int], caps: Mapping[str, int] | None) -> FairShare:
+        """From each key's earliest due timestamp (ties by key); a key capped at 0 is left out."""
+        order = sorted(heads, key=lambda k: (heads[k], k))
+        caps = caps or {}
+        return cls(limit, [k for k in order if caps.get(k) != 0], caps)
+
+    def _room(self, key: str) -> int | None:
+        cap = None if self.caps is None else self.caps.get(key)
+        return None if cap is None else cap - self.taken.get(key, 0)
+
+    def allot(self) -> dict[str, int]:
+        """How many of each key's due messages to take this round (empty: the pass is done)."""
+        left = self.limit - self.delivered
+        if left <= 0 or not self.active:
+            return {}
+        share, extra = divmod(left, len(self.active))
+        out: dict[str, int] = {}
+        for i, key in enumerate(self.active):
+            want = share + (i < extra)
+            room = self._room(key)
+            if room is not None:
+                want = min(want, room)
+            if want > 0:
+                out[key] = want
+        return out
+
+    def took(self, key: str, asked: int, rows: int, delivered: int) -> None:
+        """Of ``asked`` messages of ``key``, ``rows`` were read and ``delivered`` leased."""
+        self.taken[key] = self.taken.get(key, 0) + delivered
+        self.delivered += delivered
+        if rows < asked or self._room(key) == 0:
+            self.active.remove(key)
+
+
+def heads_of(lanes: Iterable[Sequence[Any]]) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """From due lanes ``(key, bucket, head)``: each key's earliest head and its due buckets."""
+    heads: dict[str, int] = {}
+    buckets: dict[str, list[int]] = {}
+    for key, bucket, head in lanes:
+        heads[key] = min(head, heads.get(key, head))
+        buckets.setdefault(key, []).append(int(bucket))
+    return heads, buckets
+
+
+def lane_heads(messages: Iterable[NewMessage]) -> dict[tuple[int, str], int]:
+    """The earliest timestamp of each keyed ``(bucket, key)`` lane among new messages."""
+    heads: dict[tuple[int, str], int] = {}
+    for m in messages:
+        if m.key:
+            lane = (m.bucket, m.key)
+            heads[lane] = min(m.timestamp, heads.get(lane, m.timestamp))
+    return heads
+
+
+def busiest(
+    due: Iterable[Sequence[Any]], held: Iterable[Sequence[Any]], limit: int
+) -> list[KeyLoad]:
+    """``Storage.keys`` from ``(key, due count, oldest)`` and ``(key, held count)`` rows."""
+    counts: dict[str, int] = {}
+    oldest: dict[str, int] = {}
+    for key, count, first in due:
+        counts[key] = counts.get(key, 0) + int(count)
+        oldest[key] = min(int(first), oldest.get(key, int(first)))
+    holding: dict[str, int] = {}
+    for key, count in held:
+        holding[key] = holding.get(key, 0) + int(count)
+    named = {k for k, n in counts.items() if n} | {k for k, n in holding.items() if n}
+    ranked = sorted(named, key=lambda k: (-counts.get(k, 0), k))[:limit]
+    return [
+        KeyLoad(k, counts.get(k, 0), holding.get(k, 0), oldest.get(k, 0) if counts.get(k) else 0)
+        for k in ranked
+    ]

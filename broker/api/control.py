@@ -12,7 +12,7 @@ from dejaq.broker.dispatch import pausing, ranks
 from dejaq.broker.observability.activity import Activity
 from dejaq.broker.observability.metrics import Event
 from dejaq.broker.security.identity import lease_owner
-from dejaq.core import priority, signature
+from dejaq.core import key_limits, priority, signature
 from dejaq.core.errors import AlreadyExists, DejaqError, InvalidArgument, NotFound, WrongKind
 from dejaq.core.model import KIND_TIMELINE, Settled, Topic, TopicSettings, Webhook
 from dejaq.core.wire.convert import (
@@ -116,12 +116,13 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
     hook_given = req.HasField("webhook") or req.no_webhook or req.rotate_secret
     lease_given, md_given = req.HasField("lease_ms"), req.HasField("max_deliveries")
     pause_given = req.HasField("paused")
-    changes = rate_given or hook_given or lease_given or md_given or pause_given
+    keys_given = any(req.HasField(f) for f in _KEY_LIMITS)
+    changes = rate_given or hook_given or lease_given or md_given or pause_given or keys_given
     asked = changes or req.show_secret or any(req.HasField(f) for f in _FIXED)
     if not asked:
         raise InvalidArgument(
             "say what to change: a max rate, or no max rate, a lease, max deliveries,"
-            " a webhook, or paused"
+            " a webhook, paused, or a limit per key"
         )
     rate = 0.0 if req.no_max_rate or not rate_given else validation.max_rate(req.max_rate)
     lease = validation.lease_ms(req.lease_ms) if lease_given else 0
@@ -141,8 +142,35 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
         settings = dataclasses.replace(settings, webhook=_webhook_of(current, req, hook))
     if pause_given:
         settings = pausing.paused(settings, req.paused, broker.clock.now_ms())
+    if keys_given:
+        settings = _key_limits(settings, req)
     topic = dataclasses.replace(current, settings=settings)
     await broker.storage.update_topic(topic)
+    await topic_changed(broker, topic)
+    return topic_to_pb(topic, secret=True)
+
+
+_KEY_LIMITS = ("key_concurrency", "key_rate", "key_burst")
+
+
+def _key_limits(settings: TopicSettings, req: pb.UpdateTopicRequest) -> TopicSettings:
+    """The topic's limits per key after an update (each checked)."""
+    if settings.kind != KIND_TIMELINE:
+        raise WrongKind("limits per key are settings of timelines, not of a priority topic")
+    s = settings
+    if req.HasField("key_concurrency"):
+        s = dataclasses.replace(s, key_concurrency=key_limits.concurrency(req.key_concurrency))
+    if req.HasField("key_rate"):
+        s = dataclasses.replace(s, key_rate=key_limits.rate(req.key_rate))
+    if req.HasField("key_burst"):
+        s = dataclasses.replace(s, key_burst=key_limits.burst(req.key_burst))
+    return s
+
+
+async def topic_changed(broker: BrokerContext, topic: Topic) -> None:
+    """A topic's settings were stored changed: this broker's cache, metrics and
+    dispatcher take them, and every other broker reads them again."""
+    name = topic.name
     broker.topics.forget(name)
     broker.metrics.topic_known(topic)  # paused or not, for its gauge
     d = broker.dispatchers.get(name)
@@ -151,7 +179,6 @@ async def update_topic(broker: BrokerContext, req: pb.UpdateTopicRequest) -> pb.
     await broker.coordinator.topic_created(topic)  # other brokers read it again
     if broker.webhooks is not None:
         await broker.webhooks.changed(name)
-    return topic_to_pb(topic, secret=True)
 
 
 async def _new_webhook(

@@ -6,7 +6,8 @@ The settings asked for are compared after the broker's defaults fill them,
 so "the same" means what a describe shows. A webhook asked for without a
 secret matches any secret (the broker makes one at create); a secret given
 must be the topic's own, and is never shown. Whether the topic is paused is
-its state, not its set-up, and is not compared.
+its state, not its set-up, and is not compared; nor are the overrides of
+its limits per key (set one key at a time, at run time).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dejaq.core.model import TopicSettings, Webhook
 
 HIDDEN = "(hidden)"  # a webhook secret, never echoed
 # A topic's run-time state, not its set-up: a paused topic is still the one asked for.
-STATE = frozenset({"paused", "paused_at_ms", "resumed_at_ms"})
+STATE = frozenset({"paused", "paused_at_ms", "resumed_at_ms", "key_limits"})
 Value = int | float | str | list[str] | None
 
 

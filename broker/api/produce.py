@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
-from dejaq.broker.api.produce_rules import all_valid, screen
+from dejaq.broker.api.produce_rules import Extras, all_valid, extras, screen
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.dispatch import ranks
+from dejaq.broker.observability import tracing
 from dejaq.broker.observability.metrics import Event
 from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
@@ -54,6 +55,21 @@ async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, 
 
 
 async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb.ProduceResponse:
+    span = broker.tracing.produce(topic.name, len(batch.ids), batch.headers)
+    if span is None:
+        return await _store_frame(broker, topic, batch)
+    try:
+        return await _store_frame(broker, topic, batch)
+    except BaseException as exc:
+        tracing.failed(span, exc)
+        raise
+    finally:
+        span.end()
+
+
+async def _store_frame(
+    broker: BrokerContext, topic: Topic, batch: ProduceBatch
+) -> pb.ProduceResponse:
     # Frames that arrive together would otherwise run back to back without a
     # suspension (an in-process backend never waits): let a due dispatch pass
     # go first, so a burst of produce frames delays delivery by one frame at most.
@@ -63,15 +79,16 @@ async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb
         fresh = iter(broker.new_id.many(ids.count("")))
         ids = [i or next(fresh) for i in ids]
     positions: Sequence[int]
-    if all_valid(batch, ids, topic):
+    checked = extras(batch)
+    if not checked.errors and all_valid(batch, ids, topic):
         positions = range(len(ids))
         rejections: list[pb.Rejection] = []
     else:
-        positions, rejections = screen(batch, ids, topic)
+        positions, rejections = screen(batch, ids, topic, checked.errors)
     if ranks.is_priority(topic):
-        new = _ranked_messages(batch, ids, positions, topic, broker.clock.now_ms())
+        new = _ranked_messages(batch, ids, positions, topic, broker.clock.now_ms(), checked)
     else:
-        new = _messages(batch, ids, positions, topic.settings)
+        new = _messages(batch, ids, positions, topic.settings, checked)
     status = [int(InsertStatus.REJECTED)] * len(ids)
     if new:
         results = await _insert(broker, topic.name, new)
@@ -109,16 +126,37 @@ async def _insert(broker: BrokerContext, topic: str, new: list[NewMessage]) -> l
 
 
 def _messages(
-    batch: ProduceBatch, ids: list[str], positions: Sequence[int], s: TopicSettings
+    batch: ProduceBatch,
+    ids: list[str],
+    positions: Sequence[int],
+    s: TopicSettings,
+    checked: Extras,
 ) -> list[NewMessage]:
     n = s.buckets
     md = batch.max_deliveries
     exp = batch.expires_at
+    keys, heads = checked.keys, checked.headers
     if not md and not exp and not s.expiry_ms and len(positions) == len(ids):
         # The common frame: every message valid, no per-message options. Built a
         # column at a time (NewMessage's defaults fill the options).
         buckets = buckets_of(ids, n)
-        return list(map(NewMessage, ids, batch.timestamps, batch.payloads, buckets))
+        if keys is None and heads is None:
+            return list(map(NewMessage, ids, batch.timestamps, batch.payloads, buckets))
+        zeros = [0] * len(ids)
+        return list(
+            map(
+                NewMessage,
+                ids,
+                batch.timestamps,
+                batch.payloads,
+                buckets,
+                zeros,
+                zeros,
+                zeros,
+                keys or [""] * len(ids),
+                heads or [b""] * len(ids),
+            )
+        )
     out = []
     for i in positions:
         mid = ids[i]
@@ -127,12 +165,29 @@ def _messages(
         if not expires:
             expires = topic_expiry(s, ts)
         bucket = bucket_of(mid, n)
-        out.append(NewMessage(mid, ts, batch.payloads[i], bucket, md[i] if md else 0, expires))
+        out.append(
+            NewMessage(
+                mid,
+                ts,
+                batch.payloads[i],
+                bucket,
+                md[i] if md else 0,
+                expires,
+                0,
+                keys[i] if keys else "",
+                heads[i] if heads else b"",
+            )
+        )
     return out
 
 
 def _ranked_messages(
-    batch: ProduceBatch, ids: list[str], positions: Sequence[int], topic: Topic, now: int
+    batch: ProduceBatch,
+    ids: list[str],
+    positions: Sequence[int],
+    topic: Topic,
+    now: int,
+    checked: Extras,
 ) -> list[NewMessage]:
     """A priority topic's messages: at their rank when available now, else at
     their not-before time (``broker/dispatch/ranks.py``). An expiry counts from the time
@@ -141,6 +196,7 @@ def _ranked_messages(
     md = batch.max_deliveries
     exp = batch.expires_at
     pri = batch.priorities
+    keys, heads = checked.keys, checked.headers
     out = []
     for i in positions:
         mid = ids[i]
@@ -158,6 +214,8 @@ def _ranked_messages(
                 md[i] if md else 0,
                 expires,
                 p,
+                keys[i] if keys else "",
+                heads[i] if heads else b"",
             )
         )
     return out

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from dejaq.broker.api import control, forecast
+from dejaq.broker.api import control, forecast, keys
 from dejaq.broker.api.by_due import list_by_due
 from dejaq.broker.api.calls import serve_unary
 from dejaq.broker.api.consume import consume_stream
@@ -170,6 +170,11 @@ class TimelineService(pb_grpc.TimelineServicer):
     ScanBucket = _unary("ScanBucket", scan_bucket)
     ListByDue = _unary("ListByDue", list_by_due)
     Forecast = _unary("Forecast", forecast.forecast)
+    SetKeyLimit = _unary("SetKeyLimit", keys.set_limit)
+    GetKeyLimit = _unary("GetKeyLimit", keys.get_limit)
+    ListKeyLimits = _unary("ListKeyLimits", keys.list_limits)
+    RemoveKeyLimit = _unary("RemoveKeyLimit", keys.remove_limit)
+    TopicKeys = _unary("TopicKeys", keys.busiest)
     Produce = _stream("Produce", produce_stream)
     Consume = _consume
     ClusterStatus = _unary("ClusterStatus", cluster_status)

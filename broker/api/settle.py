@@ -52,7 +52,32 @@ async def settle(
         broker.metrics.count(Event.DEAD_LETTERED, name, dead)
         broker.metrics.count(Event.NACKED, name, _done(outcomes) - dead)
         broker.hint(name, at)
+    _tell_dispatcher(broker, topic, kind, items, outcomes, now, ms)
     return outcomes
+
+
+def _tell_dispatcher(
+    broker: BrokerContext,
+    topic: Topic,
+    kind: Kind,
+    items: Sequence[SettleItem],
+    outcomes: list[Outcome],
+    now: int,
+    ms: int,
+) -> None:
+    """The topic's dispatcher counts the messages of each key held here: an ack
+    or nack ends a lease (refused, it was not this lease's to end: gone, or
+    leased again elsewhere, so it no longer counts either), an extend moves it."""
+    d = broker.dispatchers.get(topic.name)
+    if d is None or d.topic.created_at_ms != topic.created_at_ms:
+        return
+    if kind is Kind.EXTEND:
+        done = [
+            id for (id, _), o in zip(items, outcomes, strict=True) if not isinstance(o, DejaqError)
+        ]
+        d.settled(done, now + ms)
+    else:
+        d.settled([id for id, _ in items], None)
 
 
 def _done(outcomes: list[Outcome]) -> int:

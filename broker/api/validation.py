@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 
-from dejaq.core import due_time, priority
+from dejaq.core import due_time, key_limits, priority
 from dejaq.core.bounds import Bound
 from dejaq.core.due_time import DUE_TIME
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import (
     KIND_PRIORITY,
+    KIND_TIMELINE,
     KINDS,
     MAX_BUCKETS,
     MAX_PAYLOAD_LIMIT,
@@ -73,6 +74,11 @@ def settings(s: TopicSettings, max_frame_bytes: int = MAX_FRAME_BYTES) -> TopicS
             raise InvalidArgument(f"{name} must be between 0 and {MAX_TIMESTAMP} ms, not {ms}")
     if s.max_rate != 0:  # 0: no cap
         max_rate(s.max_rate)
+    key_limits.concurrency(s.key_concurrency)
+    key_limits.rate(s.key_rate)
+    key_limits.burst(s.key_burst)
+    if (s.key_concurrency or s.key_rate) and s.kind != KIND_TIMELINE:
+        raise InvalidArgument("limits per key are settings of timelines, not of a priority topic")
     kind_settings(s)
     return s
 

@@ -46,6 +46,7 @@ from dejaq.broker.coordination import (
 from dejaq.broker.etcd_endpoints import Endpoint, parse_endpoints
 from dejaq.core.buckets import Buckets
 from dejaq.core.clock import now_ms
+from dejaq.core.key_shares import bucket_counts, concurrency_share
 from dejaq.core.model import Topic
 from dejaq.storage_plugins.base import Storage
 
@@ -219,6 +220,11 @@ class EtcdCoordinator(Coordinator):
     def ownership(self, topic: str, bucket_count: int) -> list[Ownership]:
         shares = assign(self._view.members.members(topic), bucket_count)
         return [Ownership(b, c, frozenset(share)) for (b, c), share in sorted(shares.items())]
+
+    def key_share(self, topic: str, bucket_count: int, limit: int) -> int:
+        shares = assign(self._view.members.members(topic), bucket_count)
+        owners = [(b, len(share)) for (b, _), share in shares.items()]
+        return concurrency_share(limit, bucket_counts(owners), self._id)
 
     def _local_topics(self) -> Iterator[str]:
         return (topic for topic, _ in self._local)

@@ -53,6 +53,16 @@ and what it took ahead would go out at its millisecond on top of what that
 millisecond's tokens allow. Deliveries made while the cap holds a backlog back are
 observed as rate-limited lateness, apart from the broker's own.
 
+Limits per key (``key_concurrency``, ``key_rate``: ``key_limiter.py``): each
+lease call carries the caps that keep every key within this broker's share of
+its limits, counted from the leases it grants down through settles, hand-backs
+and lease expiry; what a pass took over a key's allowance (a key storage was
+not yet told of) is handed back at once. While a key waits at its limit the
+next pass runs at its next token, or after ``KEY_WAIT_MS`` (a settle pokes
+sooner): storage's next due time is then that key's backlog, no guide to the
+others'. A topic with a rate per key, like one with a rate cap, looks and
+sends nothing ahead, so a key's tokens are spent at its deliveries' time.
+
 A paused topic (``pausing.py``) runs no pass and sends nothing: what the
 window held is handed back to storage (due at its own time again, its credit
 returned), so nothing leaves ahead either. Leases already out may be settled. A
@@ -75,19 +85,25 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from dejaq.broker.dispatch import pausing, ranks
+from dejaq.broker.dispatch.key_limiter import ConcurrencyShare, KeyLimiter
 from dejaq.broker.dispatch.rate import RateCap
 from dejaq.broker.dispatch.window import Window
+from dejaq.broker.observability import tracing
 from dejaq.broker.observability.metrics import Event, Metrics
+from dejaq.broker.observability.tracing import BrokerTracing
 from dejaq.core.buckets import Buckets, bucket_of
 from dejaq.core.clock import Clock, Wake, WallClock
 from dejaq.core.errors import DejaqError, NotFound, StorageError
 from dejaq.core.model import LeasedMessage, Leases, NewMessage, Topic
 from dejaq.storage_plugins.base import LeaseRequest, Storage
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +119,8 @@ class _Pass(enum.Enum):
 
 
 STORAGE_RETRY_MS = 500
+# While a key waits at its limit, the longest until the next pass (a settle pokes sooner).
+KEY_WAIT_MS = 5
 # Messages a pass of a priority topic ranks at most; with more to rank it leases
 # nothing and looks again at once, so none is leased out of priority order.
 PROMOTE_LIMIT = 4096
@@ -137,8 +155,11 @@ class Dispatcher:
         clock: Clock | None = None,
         lookahead_ms: int = 0,
         on_stall: OnStall | None = None,
+        tracing: BrokerTracing | None = None,
+        key_share: ConcurrencyShare | None = None,
     ) -> None:
         self.topic = topic
+        self._tracing = tracing
         self._storage = storage
         self._buckets = buckets
         self._max_frame = max_frame
@@ -167,6 +188,9 @@ class Dispatcher:
         self._share = 1.0  # of the topic's buckets this broker serves (for the cap)
         self._throttled = False  # the cap holds back a backlog
         self._paused = False
+        # This broker's whole share of a concurrency limit per key (all of it alone).
+        self._key_share: ConcurrencyShare = key_share or (lambda n: n)
+        self._keys: KeyLimiter | None = None
         self.retune(topic)
 
     @property
@@ -199,7 +223,16 @@ class Dispatcher:
         On a storage error the leases stay and expire: redelivered late, not lost."""
         if not held:
             return
+        await self._give_back(owner, held)
+        self.hint(min(m.timestamp for m in held))
+        log.info("%s: handed back %d messages held for %s", self.topic.name, len(held), owner)
+
+    async def _give_back(self, owner: str, held: list[LeasedMessage]) -> bool:
+        """Put leased messages never sent back on the timeline (see ``hand_back``);
+        False when storage failed (their leases run out instead)."""
         name = self.topic.name
+        if self._keys is not None:
+            self._keys.held.released(m.id for m in held)
         try:
             items = [(m.id, m.version, m.timestamp) for m in held]
             outcomes = await self._storage.hand_back(name, items, owner)
@@ -208,7 +241,15 @@ class Dispatcher:
                 buckets = self.topic.settings.buckets
                 again = [
                     NewMessage(
-                        m.id, m.timestamp, m.payload, bucket_of(m.id, buckets), 1, 0, m.priority
+                        m.id,
+                        m.timestamp,
+                        m.payload,
+                        bucket_of(m.id, buckets),
+                        1,
+                        0,
+                        m.priority,
+                        m.key,
+                        m.headers,
                     )
                     for m in gone
                 ]
@@ -217,9 +258,19 @@ class Dispatcher:
                 await self._storage.insert(name, again)
         except DejaqError as exc:
             log.warning("%s: could not hand back %d held messages: %s", name, len(held), exc)
+            return False
+        return True
+
+    def settled(self, ids: list[str], until: int | None) -> None:
+        """Leases of ``ids`` were settled here: released (ack, nack), or extended to
+        ``until``. A release may let a key at its limit lease again."""
+        if self._keys is None:
             return
-        self.hint(min(m.timestamp for m in held))
-        log.info("%s: handed back %d messages held for %s", name, len(held), owner)
+        if until is None:
+            self._keys.held.released(ids)
+            self.poke()
+        else:
+            self._keys.held.extended(ids, until)
 
     def retune(self, topic: Topic) -> None:
         """The topic's settings changed (its rate cap, a pause or a resume)."""
@@ -233,6 +284,13 @@ class Dispatcher:
             self._cap = RateCap(rate, self._clock.now_ms())
         else:
             self._cap.rate = rate
+        # Limits per key (none on a priority topic, leased by rank alone).
+        if self._keys is not None:
+            self._keys.retune(topic.settings)
+        elif not self._ranked:
+            self._keys = KeyLimiter(topic.settings, self._clock.now_ms())
+        if self._keys is not None and not self._keys.active:
+            self._keys = None
         self.poke()
 
     def poke(self) -> None:
@@ -245,22 +303,27 @@ class Dispatcher:
         if self._hints and timestamp - self._cadence() < self._pass_at:
             self._wake.set()
 
+    @property
+    def _rated(self) -> bool:
+        """Under a rate cap or a rate per key, whose tokens a lease spends (taken
+        ahead, a message would go out at its millisecond together with those
+        the tokens of that time allow)."""
+        return self._cap is not None or (self._keys is not None and self._keys.rated)
+
     def _looks_ahead(self) -> int:
-        """The broker's own look-ahead for this topic: none under a rate cap,
-        whose tokens a lease spends (taken ahead, a message would go out at its
-        millisecond together with those the tokens of that time allow)."""
-        return 0 if self._cap is not None else self._lookahead
+        """The broker's own look-ahead for this topic: none when rated."""
+        return 0 if self._rated else self._lookahead
 
     def _ahead(self, r: Receiver) -> int:
         """How early ``r`` may be sent a message (never on a priority topic, nor
         under a rate cap, as above)."""
-        return 0 if self._ranked or self._cap is not None else r.ahead_ms
+        return 0 if self._ranked or self._rated else r.ahead_ms
 
     def _horizon(self, r: Receiver) -> int:
         """How far ahead a pass leases for ``r`` (its own look-ahead counts only
         where the broker's may look ahead at all: not under a rate cap, nor on a
         priority topic)."""
-        own = 0 if self._ranked or self._cap is not None else r.lease_ahead_ms
+        own = 0 if self._ranked or self._rated else r.lease_ahead_ms
         return max(self._looks_ahead(), self._ahead(r), own)
 
     def _cadence(self) -> int:
@@ -320,6 +383,14 @@ class Dispatcher:
             return await self._stall_check()
         if outcome is _Pass.PAUSED:
             return _NEVER  # the retune that paused it poked: the next step hands back
+        if outcome in (_Pass.DRAINED, _Pass.DRAINED_SOME) and self._key_waits():
+            assert self._keys is not None
+            due = await self._storage.next_due(self.topic.name, self._buckets())
+            if due is not None and due <= self._last_pass_ms:
+                token = self._keys.next_token_ms()
+                wait = self._last_pass_ms + KEY_WAIT_MS
+                return max(self._last_pass_ms + 1, wait if token is None else min(token, wait))
+            self._keys.unblock()  # nothing is due here now: no key waits
         if outcome is _Pass.NO_BUCKETS:
             # Hints cannot help, only new credit, a consumer or a rebalance (each pokes).
             self._hints = False
@@ -335,6 +406,10 @@ class Dispatcher:
         if due is None:
             return rescan
         return min(max(due - self._cadence(), self._last_pass_ms + 1), rescan)
+
+    def _key_waits(self) -> bool:
+        """A key waits at its limit (its backlog is what storage calls next due)."""
+        return self._keys is not None and self._keys.blocked()
 
     async def _stall_check(self) -> int:
         """No consumer here has credit: when the next pass is due. Past one lease
@@ -383,6 +458,9 @@ class Dispatcher:
         if buckets is not None and not buckets:
             return _Pass.NO_BUCKETS  # no storage call: a rebalance pokes us
         allowed = self._allowed(now, buckets)
+        if self._keys is not None:
+            share = 1.0 if buckets is None else len(buckets) / self.topic.settings.buckets
+            self._keys.begin(now, share, self._key_share)
         if allowed == 0:
             self._throttled = True
             return _Pass.THROTTLED
@@ -401,7 +479,9 @@ class Dispatcher:
             if capped:
                 assert allowed is not None
                 limit = allowed - delivered
-            leases = await self._storage.lease(
+            span = self._tracing.lease(self.topic.name) if self._tracing is not None else None
+            leases = await self._lease(
+                span,
                 LeaseRequest.of(
                     self.topic.name,
                     buckets,
@@ -411,10 +491,14 @@ class Dispatcher:
                     r.consumer_id,
                     self.topic.settings.max_deliveries,
                     self._horizon(r),
-                )
+                    None if self._keys is None else self._keys.caps(),
+                ),
             )
+            taken = len(leases.delivered)
             if self._metrics is not None:
                 self._metrics.count(Event.DEAD_LETTERED, self.topic.name, leases.dead_lettered)
+            if self._keys is not None:
+                leases = await self._within_key_limits(r.consumer_id, leases)
             if self._cap is not None:
                 self._cap.spend(len(leases.delivered))
             if leases.delivered:
@@ -423,13 +507,39 @@ class Dispatcher:
                 if r in self._receivers:
                     self._window.hold(r, leases)
                     self._send_held()  # what is due now, in due order with what was held
-            if len(leases.delivered) < limit:
+            if taken < limit:
                 self._throttled = False  # everything due is out
                 return _Pass.DRAINED_SOME if delivered or leases.dead_lettered else _Pass.DRAINED
             if capped:
                 self._throttled = True
                 return _Pass.THROTTLED
         return _Pass.MORE
+
+    async def _lease(self, span: Span | None, request: LeaseRequest) -> Leases:
+        """One lease call, in ``span`` when this pass is traced."""
+        if span is None:
+            return await self._storage.lease(request)
+        assert self._tracing is not None
+        try:
+            leases = await self._storage.lease(request)
+        except BaseException as exc:
+            tracing.failed(span, exc)
+            span.end()
+            raise
+        self._tracing.leased(span, (m.headers for m in leases.delivered), len(leases.delivered))
+        return leases
+
+    async def _within_key_limits(self, owner: str, leases: Leases) -> Leases:
+        """What a lease call took within its keys' limits (counted held); what is
+        over them goes back to storage at once."""
+        assert self._keys is not None
+        kept, over = self._keys.trim(leases.delivered)
+        self._keys.took(kept, leases.lease_until)
+        if over:
+            await self._give_back(owner, over)
+        if not over:
+            return leases
+        return Leases(kept, leases.lease_until, leases.dead_lettered)
 
     def _allowed(self, now: int, buckets: Buckets) -> int | None:
         """Deliveries the rate cap allows this pass; None without a cap."""
@@ -448,6 +558,9 @@ class Dispatcher:
     def _send(self, r: Receiver, leases: Leases) -> None:
         if leases.delivered:
             r.deliver(leases)
+            if self._keys is not None and self.topic.settings.max_deliveries == 1:
+                # At most once: deleted as it was leased, held only until it leaves.
+                self._keys.held.released(m.id for m in leases.delivered)
             if self._metrics is not None:
                 # Observed once the stream has written them: not on their way.
                 now = self._clock.now_ms()

@@ -24,7 +24,7 @@ import grpc
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from dejaq.broker.http import cron, messages, openapi, produce, topics, whoami
+from dejaq.broker.http import cron, keys, messages, openapi, produce, topics, whoami
 from dejaq.broker.http.console import add_console
 from dejaq.broker.http.limits import BodyTimeout, BoundedSite, body_deadline
 from dejaq.broker.http.problems import from_error, problem
@@ -58,6 +58,7 @@ ROUTES: list[Endpoint] = [
     *produce.ROUTES,
     *messages.ROUTES,
     *cron.ROUTES,
+    *keys.ROUTES,
     *whoami.ROUTES,
 ]
 BODY_SLACK = 1 << 20

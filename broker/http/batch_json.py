@@ -21,6 +21,10 @@ from typing import Annotated, Any
 
 import msgspec
 
+from dejaq.core import headers as header_codec
+from dejaq.core.errors import InvalidArgument
+from dejaq.core.keys import check_key
+
 _U32 = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
 _I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 # A field a message did not give (null is not "not given": it is refused).
@@ -37,6 +41,15 @@ class NewMessages:
     # A message due after a delay instead of at a time (index: delay_ms): its
     # timestamp is set from the broker's clock when the batch is stored.
     delays: dict[int, int] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)  # one a message, or [] when none has one
+    headers: list[bytes] = field(default_factory=list)  # encoded; the same
+
+    def drop_empty_extras(self) -> None:
+        """Keys and headers as [] when no message has one (both readings agree)."""
+        if not any(self.keys):
+            self.keys = []
+        if not any(self.headers):
+            self.headers = []
 
 
 # gc=False: records of strings and integers hold no cycles, and left untracked a
@@ -49,6 +62,8 @@ class _Message(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     max_deliveries: _U32 | _Unset = _UNSET
     expires_at_ms: _I64 | _Unset = _UNSET
     priority: _U32 | _Unset = _UNSET
+    key: str | _Unset = _UNSET
+    headers: dict[str, str] | _Unset = _UNSET
 
 
 class _Batch(msgspec.Struct, forbid_unknown_fields=True):
@@ -107,7 +122,25 @@ def _read_any(raw: bytes, limit: int) -> NewMessages | None:
         values: list[Any] = [getattr(d, name) for d in docs]
         if any(v is not _UNSET for v in values):
             columns[name] = [0 if v is _UNSET else v for v in values]
-    return NewMessages(list(map(_ID, docs)), list(map(_TIMESTAMP, docs)), payloads, columns)
+    new = NewMessages(list(map(_ID, docs)), list(map(_TIMESTAMP, docs)), payloads, columns)
+    if any(d.key is not _UNSET or d.headers is not _UNSET for d in docs):
+        try:
+            new.keys = [_key(d.key) for d in docs]
+            new.headers = [_headers(d.headers) for d in docs]
+        except InvalidArgument:
+            return None  # the generic reading names the field
+        new.drop_empty_extras()
+    return new
+
+
+def _key(key: str | msgspec.UnsetType) -> str:
+    return "" if isinstance(key, msgspec.UnsetType) else check_key(key)
+
+
+def _headers(headers: dict[str, str] | msgspec.UnsetType) -> bytes:
+    if isinstance(headers, msgspec.UnsetType) or not headers:
+        return b""
+    return header_codec.encode(header_codec.check_headers(headers))
 
 
 def _payloads(docs: Sequence[_Message]) -> list[bytes] | None:

@@ -43,12 +43,26 @@ def is_repeated(field: ProtoField) -> bool:
     return bool(field.is_repeated)
 
 
+def is_map(field: ProtoField) -> bool:
+    """A ``map<K, V>`` field: a JSON object (protobuf holds it as repeated entries)."""
+    entry = field.message_type
+    return entry is not None and bool(entry.GetOptions().map_entry)
+
+
+def map_value(field: ProtoField) -> ProtoField:
+    """The field of a map's values."""
+    return field.message_type.fields_by_name["value"]
+
+
 def to_json(message: Message) -> dict[str, Any]:
     """``message`` as a JSON object: every field, an unset optional one left out."""
     out: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
-        if is_repeated(field):
+        if is_map(field):
+            values = map_value(field)
+            out[field.name] = {k: _value_to_json(values, v) for k, v in value.items()}
+        elif is_repeated(field):
             out[field.name] = [_value_to_json(field, v) for v in value]
         elif field.has_presence and not message.HasField(field.name):
             continue
@@ -101,6 +115,12 @@ def fill(message: Message, doc: Any, where: str, skip: Collection[str] = ()) -> 
             if name in doc and name + BASE64_SUFFIX in doc:
                 raise InvalidArgument(f"{where}: give {name} or {name}{BASE64_SUFFIX}, not both")
             setattr(message, name, bytes_from_json(value, here, encoded=name != key))
+        elif is_map(field):
+            if not isinstance(value, Mapping):
+                raise InvalidArgument(f"{here} must be a JSON object")
+            target = getattr(message, name)
+            for k, v in value.items():
+                target[k] = _scalar(map_value(field), v, f"{here}.{k}")
         elif is_repeated(field):
             if not isinstance(value, list):
                 raise InvalidArgument(f"{here} must be a list")

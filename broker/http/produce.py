@@ -33,7 +33,9 @@ from dejaq.broker.http.route import (
     read_json,
 )
 from dejaq.broker.security.identity import Caller
+from dejaq.core import headers as header_codec
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.keys import check_key
 from dejaq.core.model import MAX_TIMESTAMP, InsertStatus
 from dejaq.core.wire.batches import (
     ProduceBatch,
@@ -46,6 +48,7 @@ from dejaq.proto import dejaq_pb2 as pb
 F = codec.F
 # When a message is due: at a time, or after a delay from the broker's clock.
 AT, DELAY = "timestamp_ms", "delay_ms"
+KEY, HEADERS = "key", "headers"
 # A message's options, each with its wire type (its range); 0 when not given.
 OPTIONS: dict[str, int] = {
     "max_deliveries": F.TYPE_UINT32,
@@ -77,13 +80,14 @@ def read_messages(docs: Any, limit: int) -> NewMessages:
     new = NewMessages([], [], [], {})
     for i, doc in enumerate(docs):
         _read_one(new, doc, f"body.messages[{i}]", i)
+    new.drop_empty_extras()
     return new
 
 
 def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
     if not isinstance(doc, dict):
         raise InvalidArgument(f"{where} must be a JSON object")
-    known = {"id", "payload", "payload" + codec.BASE64_SUFFIX, DELAY, *FIELDS}
+    known = {"id", "payload", "payload" + codec.BASE64_SUFFIX, DELAY, KEY, HEADERS, *FIELDS}
     for key in doc:
         if key not in known:
             raise InvalidArgument(f"{where}: unknown field {key!r}")
@@ -100,6 +104,7 @@ def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
     encoded = "payload_base64" in doc
     raw = doc.get("payload_base64" if encoded else "payload", "")
     new.payloads.append(codec.bytes_from_json(raw, f"{where}.payload", encoded))
+    _read_key_and_headers(new, doc, where)
     _read_due(new, doc, where, index)
     for name, kind in OPTIONS.items():
         if name not in doc:
@@ -108,6 +113,25 @@ def _read_one(new: NewMessages, doc: Any, where: str, index: int) -> None:
             continue
         value = _integer(doc[name], kind, f"{where}.{name}")
         new.columns.setdefault(name, [0] * index).append(value)
+
+
+def _read_key_and_headers(new: NewMessages, doc: dict[str, Any], where: str) -> None:
+    """A message's key and headers, checked (core/keys.py, core/headers.py); a
+    bad one refuses the request, naming the field."""
+    key = doc.get(KEY, "")
+    if not isinstance(key, str):
+        raise InvalidArgument(f"{where}.{KEY} must be a string")
+    try:
+        new.keys.append(check_key(key))
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{where}.{KEY}: {exc}") from None
+    headers = doc.get(HEADERS, {})
+    if not isinstance(headers, dict):
+        raise InvalidArgument(f"{where}.{HEADERS} must be a JSON object of strings")
+    try:
+        new.headers.append(header_codec.encode(header_codec.check_headers(headers)))
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{where}.{HEADERS}: {exc}") from None
 
 
 def _read_due(new: NewMessages, doc: dict[str, Any], where: str, index: int) -> None:
@@ -154,23 +178,29 @@ async def _produce(
     frame's byte cap goes to storage as it is; one that may be over it is
     encoded first, so the cap judges the very frame."""
     c = new.columns
-    columns = [c.get(name) for name in OPTIONS]
+    md, exp, pri = (c.get(name) for name in OPTIONS)
     req = pb.ProduceRequest(topic=request.match_info["topic"])
     broker = surface.broker
     if new.delays:
         due_after_delays(new, broker.clock.now_ms())
+    keys = new.keys or None
+    heads = new.headers or None
+    raw_keys = [k.encode() for k in keys] if keys else None
+    extra = sum(map(len, raw_keys or ())) + sum(map(len, heads or ()))
     payload_bytes = sum(map(len, new.payloads))
     id_chars = sum(map(len, new.ids))
-    size = messages_frame_at_most(len(new.ids), payload_bytes, id_chars, len(c))
+    size = messages_frame_at_most(len(new.ids), payload_bytes, id_chars, len(c), extra)
     if size <= broker.config.max_produce_bytes:
-        batch = ProduceBatch(new.timestamps, new.ids, new.payloads, *columns)
+        batch = ProduceBatch(new.timestamps, new.ids, new.payloads, md, exp, pri, raw_keys, heads)
 
         async def store(b: BrokerContext, r: pb.ProduceRequest) -> pb.ProduceResponse:
             return await produce_decoded(b, r.topic, batch)
 
         answer = await serve_unary(broker, surface.guard, "Produce", caller, store, req)
     else:
-        req.batch = encode_messages(new.timestamps, new.payloads, new.ids, *columns)
+        req.batch = encode_messages(
+            new.timestamps, new.payloads, new.ids, md, exp, pri, keys, heads
+        )
         answer = await serve_unary(broker, surface.guard, "Produce", caller, produce, req)
     broker.metrics.http_request("Produce", grpc.StatusCode.OK)
     return answer
@@ -251,6 +281,20 @@ NEW_MESSAGE: dict[str, Any] = {
             "description": DESCRIPTIONS[DELAY],
         },
         **schemas.text_and_base64("payload"),
+        KEY: {
+            "type": "string",
+            "description": "whose message it is (a tenant, a user, a campaign): the"
+            " consumers' share goes round the keys. At most 256 bytes of UTF-8, no"
+            " control characters; empty or absent: none",
+        },
+        HEADERS: {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "maxProperties": header_codec.MAX_HEADERS,
+            "description": "metadata the consumer receives as it was sent (a content type,"
+            " a traceparent): names are HTTP tokens, unique ignoring case; at most 64"
+            " headers and 8 KiB in all",
+        },
     },
     "additionalProperties": False,
     "allOf": [

@@ -10,7 +10,15 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 
 from dejaq.broker.api import validation
-from dejaq.broker.http.codec import BASE64_SUFFIX, INT_RANGES, ProtoField, ProtoMessage, is_repeated
+from dejaq.broker.http.codec import (
+    BASE64_SUFFIX,
+    INT_RANGES,
+    ProtoField,
+    ProtoMessage,
+    is_map,
+    is_repeated,
+    map_value,
+)
 
 F = FieldDescriptor
 Schema = dict[str, Any]
@@ -75,6 +83,8 @@ def field_schema(field: ProtoField, output: bool) -> Schema:
         and field.containing_type.name not in NOT_TOPICS
     ):
         return dict(TOPIC_NAME)
+    if is_map(field):
+        return {"type": "object", "additionalProperties": scalar_schema(map_value(field), output)}
     item = scalar_schema(field, output)
     return {"type": "array", "items": item} if is_repeated(field) else item
 

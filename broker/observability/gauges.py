@@ -1,5 +1,6 @@
 """Refresh the gauges that need storage: messages by state, lag, consumers, buckets,
-whether each topic is paused (as the metrics were last told: ``topic_known``).
+whether each topic is paused (as the metrics were last told: ``topic_known``),
+and each topic's busiest keys (``key_load.py``).
 
 One ``Storage.census`` call a refresh, however many topics: the backends
 answer it with one set-based query off their write path (SQL) or with cheap
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from dejaq.broker.observability import key_load
 from dejaq.broker.observability.observed import Observed
 from dejaq.core import priority
 from dejaq.core.errors import NotFound
@@ -50,6 +52,7 @@ async def refresh(broker: Observed) -> None:
         gauges.paused.set(1 if m.is_paused(name) else 0)
         if n % SLICE == 0:
             await asyncio.sleep(0)
+    await key_load.refresh(broker, census, now)
 
 
 async def _lag_ms(broker: Observed, name: str, census: TopicCensus, now: int) -> int:

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from dejaq.broker.observability.key_gauges import KeyGauges
 from dejaq.broker.observability.lateness import (
     CAPPED_DOC,
     CAPPED_NAME,
@@ -146,6 +147,7 @@ class Metrics:
             LATENESS_BUCKETS, self.kind_of, PAUSED_NAME, PAUSED_DOC
         )
         r.register(self.paused_lateness)
+        self.keys = KeyGauges(r)  # each topic's busiest keys
         self.paused = Gauge(
             "dejaq_topic_paused",
             "1 while the topic is paused (nothing delivered), 0 while it runs",
@@ -384,6 +386,7 @@ class Metrics:
         """Drop a topic's series (deleted, or its kind changed) so label sets do
         not pile up."""
         self.forget_due_ahead(topic)
+        self.keys.forget(topic)
         kind = self._kinds.pop(topic, None)
         self._paused.pop(topic, None)
         self._topic_gauges.pop(topic, None)

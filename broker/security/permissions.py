@@ -21,6 +21,11 @@ ListDead                describe    topic
 ScanBucket              describe    topic
 ListByDue               describe    topic
 Forecast                describe    topic
+SetKeyLimit             admin       topic
+RemoveKeyLimit          admin       topic
+GetKeyLimit             describe    topic
+ListKeyLimits           describe    topic
+TopicKeys               describe    topic
 ClusterStatus           (any)       answer lists only topics it may describe
 Produce (stream)        produce     every frame's topic
 Move                    produce     topic
@@ -99,6 +104,11 @@ RULES: dict[str, Rule] = {
     "ScanBucket": Rule(_DESCRIBE, _topic),
     "ListByDue": Rule(_DESCRIBE, _topic),
     "Forecast": Rule(_DESCRIBE, _topic),
+    "SetKeyLimit": Rule(_ADMIN, _topic),
+    "RemoveKeyLimit": Rule(_ADMIN, _topic),
+    "GetKeyLimit": Rule(_DESCRIBE, _topic),
+    "ListKeyLimits": Rule(_DESCRIBE, _topic),
+    "TopicKeys": Rule(_DESCRIBE, _topic),
     "ClusterStatus": Rule(_DESCRIBE, None, _trim_cluster),
     "Produce": Rule(_PRODUCE, _topic),
     "Move": Rule(_PRODUCE, _topic),

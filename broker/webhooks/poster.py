@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from yarl import URL
 
 from dejaq.broker.api.settle import Kind, settle
+from dejaq.broker.observability import tracing
 from dejaq.broker.webhook_targets import Allowlist, literal_refused
 from dejaq.broker.webhooks import retry
 from dejaq.broker.webhooks.connection import Answer, Connection
@@ -53,6 +54,8 @@ from dejaq.core.errors import DejaqError
 from dejaq.core.model import LeasedMessage, Leases, Topic, Webhook
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from dejaq.broker.context import BrokerContext
     from dejaq.broker.dispatch.dispatcher import Dispatcher
 
@@ -142,6 +145,7 @@ class Poster:
         self._settles: dict[tuple[Kind, int], list[tuple[str, int]]] = {}
         self._flush: asyncio.Task[None] | None = None
         self._failed = False
+        self._spans: dict[str, tuple[Span, bytes]] = {}  # traced requests in flight, by id
 
     # -- Receiver ----------------------------------------------------------------
 
@@ -237,12 +241,27 @@ class Poster:
         conn.deadline = started + plan.timeout_s
         self._in_flight.add(conn)
         conn.send(
-            plan.head.request(m, int(time.time() * 1000)),
+            plan.head.request(m, int(time.time() * 1000), self._traced(m)),
             functools.partial(self._answered, m, self.hook, pool, conn, started),
         )
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(plan.sweep_s, self._expire)
         return True
+
+    def _traced(self, m: LeasedMessage) -> bytes:
+        """The trace header lines of ``m``'s request: its span's context while
+        this request is traced (the span ends with its answer), else the
+        message's own ``traceparent``. A request sent again on a new
+        connection keeps its span."""
+        traced = self._spans.get(m.id) if self._spans else None
+        if traced is not None:
+            return traced[1]
+        span, lines = self._broker.tracing.webhook(
+            self.topic.name, m.id, m.deliveries, m.headers, self.hook.url
+        )
+        if span is not None:
+            self._spans[m.id] = (span, lines)
+        return lines
 
     def _expire(self) -> None:
         """Fail the requests past their timeout (one timer for all: a timer a
@@ -306,6 +325,10 @@ class Poster:
         retry_after: str | None,
     ) -> None:
         self._metrics.observe(self.topic.name, status, time.monotonic() - started)
+        if self._spans:
+            traced = self._spans.pop(m.id, None)
+            if traced is not None:
+                tracing.webhook_answered(traced[0], status)
         self.credit += 1
         self._busy -= 1
         self._start_waiting()
@@ -331,7 +354,8 @@ class Poster:
             if pool is None:
                 pool = self._pools[plan.origin] = Pool(*plan.origin, self._resolver)
             async with asyncio.timeout(plan.timeout_s):
-                answer: Answer = await pool.post(plan.head.request(m, int(time.time() * 1000)))
+                request = plan.head.request(m, int(time.time() * 1000), self._traced(m))
+                answer: Answer = await pool.post(request)
             return answer
         except Exception as exc:
             self._failed_request(m, exc)

@@ -47,14 +47,16 @@ class RequestHead:
         self._prefix = ("\r\n".join(lines) + "\r\n").encode("ascii")
         self._signer = Signer(hook.secret)
 
-    def request(self, m: LeasedMessage, t_ms: int) -> bytes:
-        """The whole request for ``m``, signed at ``t_ms``."""
+    def request(self, m: LeasedMessage, t_ms: int, trace: bytes = b"") -> bytes:
+        """The whole request for ``m``, signed at ``t_ms``; ``trace``: its
+        ``traceparent`` (and ``tracestate``) header lines, if any."""
         body = m.payload
         return (
-            b"%sDejaq-Id: %s\r\nDejaq-Timestamp-Ms: %d\r\nDejaq-Delivery: %d\r\n"
+            b"%s%sDejaq-Id: %s\r\nDejaq-Timestamp-Ms: %d\r\nDejaq-Delivery: %d\r\n"
             b"Dejaq-Signature: t=%d,v1=%s\r\nContent-Length: %d\r\n\r\n%s"
             % (
                 self._prefix,
+                trace,
                 header_id(m.id).encode(),
                 m.timestamp,
                 m.deliveries,

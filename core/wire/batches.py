@@ -2,11 +2,12 @@
 
 Each column is packed or read in one call (not one per message): scalar
 columns as ``struct`` or numpy arrays; ids and payloads as one blob plus an
-offsets vector each. The tables are laid out and read by ``core/wire/flat.py``
-(the generated classes in fbs/batch are the reference its tests check it
-against). Decoding validates the shape of a frame and raises
-``InvalidArgument`` for anything malformed, so a bad frame never reaches
-storage.
+offsets vector each; keys and encoded headers the same way, their vectors
+left out of a frame where no message has one. The tables are laid out and
+read by ``core/wire/flat.py`` (the generated classes in fbs/batch are the
+reference its tests check it against). Decoding validates the shape of a
+frame and raises ``InvalidArgument`` for anything malformed, so a bad frame
+never reaches storage.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
+from operator import attrgetter
 from types import TracebackType
 from typing import Any, Final, NamedTuple
 
@@ -29,6 +31,8 @@ from dejaq.core.wire.frames import cuts, frame_bytes
 
 I64 = npt.NDArray[np.int64]
 _I64: Final = struct.Struct("<q")
+_KEY: Final = attrgetter("key")
+_HEADERS: Final = attrgetter("headers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,10 @@ class ProduceBatch:
     max_deliveries: list[int] | None = None
     expires_at: list[int] | None = None
     priorities: list[int] | None = None  # None = every message 0
+    # As received, each checked by the broker per message (core/keys.py,
+    # core/headers.py): a bad one refuses its message, not the frame.
+    keys: list[bytes] | None = None  # UTF-8; None = no message has a key
+    headers: list[bytes] | None = None  # encoded; None = no message has any
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -131,6 +139,10 @@ class _Message:
     MAX_DELIVERIES: Final = 5
     EXPIRES_AT: Final = 6
     PRIORITIES: Final = 7
+    KEY_OFFSETS: Final = 8
+    KEYS: Final = 9
+    HEADER_OFFSETS: Final = 10
+    HEADERS: Final = 11
 
 
 class _Results:
@@ -149,6 +161,10 @@ class _Delivery:
     PAYLOADS: Final = 6
     LEASE_UNTIL: Final = 7
     PRIORITIES: Final = 8
+    KEY_OFFSETS: Final = 9
+    KEYS: Final = 10
+    HEADER_OFFSETS: Final = 11
+    HEADERS: Final = 12
 
 
 def encode_messages(
@@ -158,13 +174,19 @@ def encode_messages(
     max_deliveries: Sequence[int] | None = None,
     expires_at: Sequence[int] | None = None,
     priorities: Sequence[int] | None = None,
+    keys: Sequence[str] | None = None,
+    headers: Sequence[bytes] | None = None,
 ) -> bytes:
-    """Build a MessageBatch. ``ids=None`` lets the broker generate every id."""
+    """Build a MessageBatch. ``ids=None`` lets the broker generate every id;
+    ``keys`` ("" = none) and ``headers`` (encoded, b"" = none) travel only when
+    some message has one."""
     n = len(timestamps)
     if len(payloads) != n or (ids is not None and len(ids) != n):
         raise InvalidArgument("timestamps, payloads and ids must have the same length")
     if priorities is not None and len(priorities) != n:
         raise InvalidArgument("one priority per message")
+    if (keys is not None and len(keys) != n) or (headers is not None and len(headers) != n):
+        raise InvalidArgument("one key and one set of headers per message")
     if priorities is not None and any(p < 0 or p > 0xFFFFFFFF for p in priorities):
         raise InvalidArgument("a priority is a number from 0 (most urgent)")
     m = _Message
@@ -183,7 +205,23 @@ def encode_messages(
         columns.append((m.EXPIRES_AT, _pack("q", expires_at), 8))
     if priorities is not None:
         columns.append((m.PRIORITIES, _pack("I", priorities), 4))
+    columns += _extras(keys, headers, m.KEY_OFFSETS, m.HEADER_OFFSETS)
     return write_table(columns)
+
+
+def _extras(
+    keys: Sequence[str] | None, headers: Sequence[bytes] | None, key_slot: int, header_slot: int
+) -> list[tuple[int, bytes, int]]:
+    """The key and header columns (each blob in the slot after its offsets),
+    those some message fills."""
+    columns = []
+    if keys is not None and any(keys):
+        key_offsets, key_blob = _text_column(keys)
+        columns += [(key_slot, key_offsets, 4), (key_slot + 1, key_blob, 1)]
+    if headers is not None and any(headers):
+        header_offsets, header_blob = _blob_column(headers)
+        columns += [(header_slot, header_offsets, 4), (header_slot + 1, header_blob, 1)]
+    return columns
 
 
 # Under this, a table's root offset, vtable and fields; each vector adds its
@@ -193,15 +231,17 @@ _VECTOR_AT_MOST = 12
 
 
 def messages_frame_at_most(
-    count: int, payload_bytes: int, id_chars: int, option_columns: int = 0
+    count: int, payload_bytes: int, id_chars: int, option_columns: int = 0, extra_bytes: int = 0
 ) -> int:
     """At least the size of the MessageBatch ``encode_messages`` makes of
     ``count`` messages with ids (``id_chars`` characters in all, at most 4 bytes
-    each in UTF-8), ``payload_bytes`` of payloads and ``option_columns`` of the
-    optional columns: what a caller needs to know a frame is within a byte
-    limit without building it."""
+    each in UTF-8), ``payload_bytes`` of payloads, ``option_columns`` of the
+    optional columns and ``extra_bytes`` of keys and encoded headers: what a
+    caller needs to know a frame is within a byte limit without building it."""
     vectors = [8 * count, 4 * (count + 1), payload_bytes, 4 * (count + 1), 4 * id_chars]
     vectors += [8 * count] * option_columns
+    if extra_bytes:
+        vectors += [4 * (count + 1), 4 * (count + 1), extra_bytes]
     return _TABLE_AT_MOST + sum(v + _VECTOR_AT_MOST for v in vectors)
 
 
@@ -254,7 +294,25 @@ def decode_messages(buf: bytes, max_messages: int | None = None) -> ProduceBatch
         md = _column(r.vector(m.MAX_DELIVERIES, "<u4"), n, "max_deliveries")
         exp = _column(r.vector(m.EXPIRES_AT, "<i8"), n, "expires_at")
         pri = _column(r.vector(m.PRIORITIES, "<u4"), n, "priorities")
-    return ProduceBatch(timestamps, ids, payloads, md, exp, pri)
+        keys = _optional_blobs(r, m.KEY_OFFSETS, n, "key")
+        headers = _optional_blobs(r, m.HEADER_OFFSETS, n, "headers")
+    return ProduceBatch(timestamps, ids, payloads, md, exp, pri, keys, headers)
+
+
+def _optional_blobs(r: Reader, offsets_slot: int, count: int, what: str) -> list[bytes] | None:
+    """A blob column (its blob in the slot after its offsets); None when absent,
+    as from a client that does not send it."""
+    offsets = r.vector(offsets_slot, "<u4")
+    if offsets is None or len(offsets) == 0:
+        return None
+    return _split(r.blob(offsets_slot + 1), offsets, count, what)
+
+
+def _optional_texts(r: Reader, offsets_slot: int, count: int, what: str) -> list[str] | None:
+    offsets = r.vector(offsets_slot, "<u4")
+    if offsets is None or len(offsets) == 0:
+        return None
+    return _split_text(r.blob(offsets_slot + 1), offsets, count, what)
 
 
 def encode_results(status: Sequence[int], ids: Sequence[str]) -> bytes:
@@ -299,9 +357,15 @@ def delivery_frames(
     time it became available where storage holds its rank."""
     payloads = [d.payload for d in deliveries]
     total = sum(map(len, payloads))
-    if frame_bytes(len(payloads), total) <= max_bytes:
+    # Headers count as payload bytes (a key's at most 256 bytes are within
+    # frames.MESSAGE_OVERHEAD_BYTES).
+    heads = [d.headers for d in deliveries]
+    head_total = sum(map(len, heads))
+    if frame_bytes(len(payloads), total + head_total) <= max_bytes:
         return [(_encode_deliveries(deliveries, payloads, total, lease_until, topic), deliveries)]
     sizes = list(map(len, payloads))
+    if head_total:
+        sizes = [p + h for p, h in zip(sizes, map(len, heads), strict=True)]
     out: list[tuple[bytes, Sequence[LeasedMessage]]] = []
     start = 0
     for end in cuts(sizes, len(sizes), max_bytes):
@@ -346,6 +410,10 @@ def _encode_deliveries(
         priorities = np.fromiter((m.priority for m in deliveries), np.int64, n)
         timestamps = shown_timestamps(topic, timestamps, priorities)
         columns.append((d.PRIORITIES, _pack("I", priorities), 4))
+    # Looked for in one C pass each: most batches have neither.
+    keys = [m.key for m in deliveries] if any(map(_KEY, deliveries)) else None
+    heads = [m.headers for m in deliveries] if any(map(_HEADERS, deliveries)) else None
+    columns += _extras(keys, heads, d.KEY_OFFSETS, d.HEADER_OFFSETS)
     columns.append((d.TIMESTAMPS, _pack("q", timestamps), 8))
     return write_table(columns, [(d.LEASE_UNTIL, lease_until)])
 
@@ -361,6 +429,8 @@ class DeliveryColumns(NamedTuple):
     deliveries: list[int]
     lease_until: int
     priorities: list[int] | None = None  # None: a timeline (every priority 0)
+    keys: list[str] | None = None  # None: no delivery has a key
+    headers: list[bytes] | None = None  # encoded; None: no delivery has any
 
 
 def decode_delivery_columns(buf: bytes) -> DeliveryColumns:
@@ -374,7 +444,7 @@ def _delivery_columns(buf: bytes) -> DeliveryColumns:
     lease_until = r.scalar(d.LEASE_UNTIL, _I64, 0)
     ts_col = r.vector(d.TIMESTAMPS, "<i8")
     if ts_col is None:
-        return DeliveryColumns([], [], [], [], [], lease_until, None)
+        return DeliveryColumns([], [], [], [], [], lease_until)
     n = len(ts_col)
     ids = _split_text(r.blob(d.IDS), r.vector(d.ID_OFFSETS, "<u4"), n, "id")
     payloads = _split(r.blob(d.PAYLOADS), r.vector(d.PAYLOAD_OFFSETS, "<u4"), n, "payload")
@@ -383,18 +453,31 @@ def _delivery_columns(buf: bytes) -> DeliveryColumns:
     if versions is None or deliveries is None:
         raise InvalidArgument("malformed batch: versions or deliveries missing")
     priorities = _column(r.vector(d.PRIORITIES, "<u4"), n, "priorities")
+    keys = _optional_texts(r, d.KEY_OFFSETS, n, "key")
+    headers = _optional_blobs(r, d.HEADER_OFFSETS, n, "headers")
     return DeliveryColumns(
-        ids, ts_col.tolist(), payloads, versions, deliveries, lease_until, priorities
+        ids, ts_col.tolist(), payloads, versions, deliveries, lease_until, priorities, keys, headers
     )
 
 
 def decode_deliveries(buf: bytes) -> tuple[list[LeasedMessage], int]:
     c = decode_delivery_columns(buf)
-    priorities = c.priorities if c.priorities is not None else [0] * len(c.ids)
+    n = len(c.ids)
+    priorities = c.priorities if c.priorities is not None else [0] * n
+    keys = c.keys if c.keys is not None else [""] * n
+    headers = c.headers if c.headers is not None else [b""] * n
     out = [
         LeasedMessage(*row)
         for row in zip(
-            c.ids, c.timestamps, c.payloads, c.versions, c.deliveries, priorities, strict=True
+            c.ids,
+            c.timestamps,
+            c.payloads,
+            c.versions,
+            c.deliveries,
+            priorities,
+            keys,
+            headers,
+            strict=True,
         )
     ]
     return out, c.lease_until

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dejaq.core import priority
+from dejaq.core import headers, priority
 from dejaq.core.cron import CronEntry, Misfire
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.key_limits import KeyLimit
 from dejaq.core.model import (
     DEFAULT_DELIVER_BACKOFF_MS,
     DEFAULT_DELIVER_CONCURRENCY,
@@ -61,6 +62,10 @@ def settings_to_pb(s: TopicSettings, secret: bool = False) -> pb.TopicSettings:
         paused=s.paused,
         paused_at_ms=s.paused_at_ms,
         resumed_at_ms=s.resumed_at_ms,
+        key_concurrency=s.key_concurrency,
+        key_rate=s.key_rate,
+        key_burst=s.key_burst,
+        key_overrides=len(s.key_limits),
     )
 
 
@@ -89,6 +94,22 @@ def settings_from_pb(p: pb.TopicSettings) -> TopicSettings:
         paused=p.paused,
         paused_at_ms=p.paused_at_ms,
         resumed_at_ms=p.resumed_at_ms,
+        key_concurrency=p.key_concurrency,
+        key_rate=p.key_rate,
+        key_burst=p.key_burst,
+    )
+
+
+def key_limit_to_pb(o: KeyLimit) -> pb.KeyLimit:
+    return pb.KeyLimit(key=o.key, concurrency=o.concurrency, rate=o.rate, burst=o.burst)
+
+
+def key_limit_from_pb(p: pb.KeyLimit) -> KeyLimit:
+    return KeyLimit(
+        p.key,
+        p.concurrency if p.HasField("concurrency") else None,
+        p.rate if p.HasField("rate") else None,
+        p.burst if p.HasField("burst") else None,
     )
 
 
@@ -124,6 +145,8 @@ def message_to_pb(topic: Topic, m: Message, now: int) -> pb.Message:
         max_deliveries=m.max_deliveries,
         expires_at_ms=m.expires_at,
         priority=m.priority,
+        key=m.key,
+        headers=headers.decode(m.headers),
     )
 
 

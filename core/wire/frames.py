@@ -13,10 +13,11 @@ from __future__ import annotations
 
 # The largest gRPC message either side sends or accepts.
 MAX_FRAME_BYTES = 64 << 20
-# What a message takes in a frame besides its payload, at most: an id of up to
-# 256 bytes (validation.MAX_ID_BYTES), a timestamp, a version, a delivery count
-# and expiry (8 + 8 + 4 + 8), two offsets (4 + 4) and FlatBuffers padding.
-MESSAGE_OVERHEAD_BYTES = 320
+# What a message takes in a frame besides its payload and headers (counted as
+# payload bytes), at most: an id and a key of up to 256 bytes each
+# (validation.MAX_ID_BYTES, keys.MAX_KEY_BYTES), a timestamp, a version, a
+# delivery count and expiry (8 + 8 + 4 + 8), four offsets and FlatBuffers padding.
+MESSAGE_OVERHEAD_BYTES = 592
 # A frame's own envelope: FlatBuffers tables and vector headers, protobuf tags,
 # the topic name of a produce request (up to 200 bytes).
 FRAME_OVERHEAD_BYTES = 4096

@@ -69,6 +69,14 @@ def register(sub: Any) -> None:
         help="webhook targets allowed beyond public addresses, comma-separated host names"
         " and CIDRs, e.g. 10.0.0.0/8,hooks.internal (default: public addresses only)",
     )
+    p.add_argument(
+        "--trace-sample",
+        type=float,
+        metavar="SHARE",
+        help="trace this share (0..1) of produce frames, lease passes and webhook requests"
+        " by OpenTelemetry, sent by OTLP/HTTP as the OTEL_EXPORTER_OTLP_* variables say"
+        " (default 0: off; needs dejaq-timeline[otel])",
+    )
     broker_link_flags.add(p)
     _add_limits(p)
     p.set_defaults(run=run)
@@ -143,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
             "auth": args.auth,
             "insecure_allow_anonymous": args.insecure_allow_anonymous,
             "webhook_allow": args.webhook_allow,
+            "trace_sample": args.trace_sample,
             **broker_link_flags.values(args),
             **_limits(args),
         },

@@ -148,6 +148,16 @@ def payload_fields(payload: bytes) -> dict[str, str]:
         return {"payload_base64": base64.b64encode(payload).decode()}
 
 
+def key_fields(key: str, headers: dict[str, str]) -> dict[str, Any]:
+    """A message's ``key`` and ``headers`` (an object) for its JSON line, those it has."""
+    shown: dict[str, Any] = {}
+    if key:
+        shown["key"] = key
+    if headers:
+        shown["headers"] = headers
+    return shown
+
+
 def emit(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()

@@ -23,7 +23,13 @@ from typing import Any
 
 from dejaq.core.model import KIND_PRIORITY
 from dejaq.driver.admin import Admin
-from dejaq.driver.cli.common import add_broker, client_command, emit, payload_fields
+from dejaq.driver.cli.common import (
+    add_broker,
+    client_command,
+    emit,
+    key_fields,
+    payload_fields,
+)
 from dejaq.driver.cli.durations import duration
 from dejaq.driver.cli.numbers import INT64, UINT32, whole
 from dejaq.driver.client import Client
@@ -117,7 +123,7 @@ async def consume(client: Client, args: argparse.Namespace) -> int:
                 }
                 if with_priority:
                     line["priority"] = d.priority
-                emit({**line, **payload_fields(d.payload)})
+                emit({**line, **key_fields(d.key, d.headers), **payload_fields(d.payload)})
                 await d.ack()
                 received += 1
         except TimeoutError:

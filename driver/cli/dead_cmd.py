@@ -11,6 +11,7 @@ from dejaq.driver.cli.common import (
     add_when,
     client_command,
     emit,
+    key_fields,
     payload_fields,
     when_ms,
 )
@@ -45,6 +46,7 @@ async def list_(client: Client, args: argparse.Namespace) -> int:
                 "id": m.id,
                 "died_at_ms": m.timestamp,
                 "deliveries": m.deliveries,
+                **key_fields(info.key, info.headers),
                 **payload_fields(m.payload),
             }
         )

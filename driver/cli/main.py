@@ -15,6 +15,7 @@ from dejaq.driver.cli import (
     consume_cmd,
     cron_cmd,
     dead_cmd,
+    key_cmd,
     message_cmd,
     produce_cmd,
     spark_cmd,
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = (
         broker_cmd,
         topic_cmd,
+        key_cmd,
         produce_cmd,
         consume_cmd,
         message_cmd,

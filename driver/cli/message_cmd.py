@@ -14,6 +14,7 @@ from dejaq.driver.cli.common import (
     client_command,
     emit,
     iso,
+    key_fields,
     payload_fields,
     when_ms,
 )
@@ -79,7 +80,7 @@ async def get(client: Client, args: argparse.Namespace) -> int:
     topic = (await admin.describe_topic(args.topic)).topic
     if topic.settings.kind == KIND_PRIORITY:
         shown["priority"] = m.priority  # and timestamp_ms: when it is (or was) available
-    emit({**shown, **payload_fields(m.payload)})
+    emit({**shown, **key_fields(info.key, info.headers), **payload_fields(m.payload)})
     return 0
 
 

@@ -10,9 +10,11 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
+from dejaq.core import headers as header_codec
 from dejaq.core.clock import now_ms
 from dejaq.core.due_time import DUE_TIME, EXPIRY
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.keys import check_key
 from dejaq.core.model import MAX_TIMESTAMP, InsertStatus
 from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD, PRODUCE_FRAME_BYTES
 from dejaq.driver.cli.common import (
@@ -33,7 +35,7 @@ BATCH_BYTES = 4 * PRODUCE_FRAME_BYTES  # payload bytes read ahead at most
 # A line's fields: HTTP's, and payload_b64, the older spelling of payload_base64.
 FIELDS = (
     "id", "timestamp_ms", "payload", "payload_base64", "payload_b64",
-    "priority", "max_deliveries", "expires_at_ms",
+    "priority", "max_deliveries", "expires_at_ms", "key", "headers",
 )  # fmt: skip
 
 
@@ -45,8 +47,9 @@ def register(sub: Any) -> None:
         " --at or --in, or --priority on a priority topic, where --at/--in are a not-before"
         " time), or many with --jsonl:"
         ' one {"id", "timestamp_ms", "payload", "priority"} object a line ("payload_base64"'
-        ' for binary, also spelt "payload_b64"; "max_deliveries", "expires_at_ms" as over'
-        " HTTP; without timestamp_ms a message with a priority is available now).",
+        ' for binary, also spelt "payload_b64"; "max_deliveries", "expires_at_ms", "key",'
+        ' "headers" (an object) as over HTTP; without timestamp_ms a message with a priority'
+        " is available now).",
     )
     p.add_argument("topic")
     p.add_argument("payload", nargs="?", help="the message payload (text)")
@@ -62,6 +65,13 @@ def register(sub: Any) -> None:
         metavar="PATH",
         help="the payload: PATH's bytes as they are (any bytes), or - for stdin",
     )
+    p.add_argument("--key", default="", help="whose message it is: a tenant, a user, a campaign")
+    p.add_argument(
+        "--header",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a header the consumer receives with the message (repeat for more)",
+    )
     p.add_argument("--jsonl", metavar="FILE", help="read messages from FILE, or - for stdin")
     add_broker(p)
     p.set_defaults(run=client_command(produce), trailing="payload")
@@ -70,9 +80,10 @@ def register(sub: Any) -> None:
 async def produce(client: Client, args: argparse.Namespace) -> int:
     if args.jsonl:
         one = (args.payload, args.payload_file, args.at, args.in_, args.id or None, args.priority)
-        if any(given is not None for given in one):
+        if any(given is not None for given in one) or args.key or args.header:
             raise InvalidArgument(
-                "--jsonl takes no PAYLOAD, --payload-file, --id, --at, --in or --priority"
+                "--jsonl takes no PAYLOAD, --payload-file, --id, --at, --in, --priority, --key"
+                " or --header (a line gives its own)"
             )
         return await _produce_lines(client, args)
     if args.payload is not None and args.payload_file is not None:
@@ -86,16 +97,39 @@ async def produce(client: Client, args: argparse.Namespace) -> int:
             "give a PAYLOAD and --at or --in, or --priority on a priority topic (or --jsonl"
             " FILE); --payload-file PATH gives the PAYLOAD from a file"
         )
+    try:
+        key = check_key(args.key)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"--key: {exc}") from None
+    headers = _flag_headers(args.header)
     payload = (
         args.payload.encode() if args.payload is not None else _read_payload(args.payload_file)
     )
-    out = Outgoing(payload, at, args.id, priority=priority)
+    out = Outgoing(payload, at, args.id, priority=priority, key=key, headers=headers)
     async with Producer(client, args.topic) as producer:
         (result,) = await producer.send_batch([out])
     if result.status == InsertStatus.REJECTED:
         raise InvalidArgument(f"rejected: {result.error}")
     print(f"{result.status.name.lower()} {result.id}")
     return 0
+
+
+def _flag_headers(items: list[str] | None) -> dict[str, str] | None:
+    """The ``--header NAME=VALUE`` flags as headers, checked (core/headers.py)."""
+    if not items:
+        return None
+    headers: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise InvalidArgument(f"--header {item!r}: expected NAME=VALUE")
+        if name in headers:
+            raise InvalidArgument(f"--header {name!r} is given twice")
+        headers[name] = value
+    try:
+        return header_codec.check_headers(headers)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"--header: {exc}") from None
 
 
 def _read_payload(path: str) -> bytes:
@@ -221,7 +255,14 @@ def _message(obj: Any) -> Outgoing:
     expires_at = _whole(obj, "expires_at_ms", MAX_TIMESTAMP)
     if err := EXPIRY.error(expires_at):
         raise ValueError(err)
-    return Outgoing(payload, ts, mid, max_deliveries, expires_at, priority)
+    key = obj.get("key", "")
+    if not isinstance(key, str):
+        raise ValueError("key must be a string")
+    headers = obj.get("headers", {})
+    if not isinstance(headers, dict):
+        raise ValueError("headers must be an object of strings")
+    checked = header_codec.check_headers(headers) if headers else None
+    return Outgoing(payload, ts, mid, max_deliveries, expires_at, priority, check_key(key), checked)
 
 
 def _payload(obj: dict[str, Any]) -> bytes:

@@ -1,4 +1,4 @@
-"""``dejaq topic create|set|pause|resume|list|describe|forecast|delete``."""
+"""``dejaq topic create|set|pause|resume|list|describe|forecast|keys|delete``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from dejaq.core.errors import AlreadyExists, InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, KIND_TIMELINE, KINDS, TopicSettings, Webhook
 from dejaq.driver.admin import Admin
+from dejaq.driver.cli import key_cmd
 from dejaq.driver.cli.common import (
     add_broker,
     client_command,
@@ -24,6 +25,7 @@ from dejaq.driver.client import Client
 
 _KIND_FIELDS = ("kind", "priorities", "aging_ms")  # shown on the kind line
 _PAUSE_FIELDS = ("paused", "paused_at_ms", "resumed_at_ms")  # shown on the state line
+_KEY_FIELDS = ("key_concurrency", "key_rate", "key_burst", "key_limits")  # the per key line
 _MAX_RATE_HELP = "cap deliveries across the cluster, e.g. 5000/s, 300/m (default: no cap)"
 
 
@@ -122,6 +124,7 @@ def register(sub: Any) -> None:
         "--rotate-secret", action="store_true", help="a new webhook signing secret (printed)"
     )
     p.add_argument("--show-secret", action="store_true", help="print the webhook's signing secret")
+    key_cmd.add_limit_flags(p, "key-")
     add_broker(p)
     p.set_defaults(run=client_command(set_))
 
@@ -144,6 +147,8 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     add_broker(p)
     p.set_defaults(run=client_command(describe))
+
+    key_cmd.register_topic_keys(tsub)
 
     p = tsub.add_parser("forecast", help="how many messages fall due ahead, as a histogram")
     p.add_argument("name")
@@ -303,11 +308,16 @@ async def set_(client: Client, args: argparse.Namespace) -> int:
     none = args.deliver_to is not None and args.deliver_to.strip().lower() == "none"
     wanted = _webhook_wanted(args) or args.rotate_secret or args.show_secret
     delivery = args.lease is not None or args.max_deliveries is not None
-    if args.max_rate is None and not wanted and not delivery:
+    key_limits = (args.key_concurrency, args.key_rate, args.key_burst)
+    keyed = any(v is not None for v in key_limits)
+    if args.max_rate is None and not wanted and not delivery and not keyed:
         raise InvalidArgument(
-            "say what to change: --max-rate, --lease, --max-deliveries, --deliver-to"
-            " or a --deliver-* flag"
+            "say what to change: --max-rate, --lease, --max-deliveries, --deliver-to,"
+            " a --deliver-* flag or a --key-* limit"
         )
+    if keyed:
+        topic = await admin.set_key_limits(args.name, *key_limits)
+        print(f"topic {topic.name}: per key {key_cmd.limits_text(topic.settings.key_defaults())}")
     if delivery:
         topic = await admin.set_delivery(args.name, args.lease, args.max_deliveries)
         s = topic.settings
@@ -365,7 +375,7 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
         emit(out)
         return 0
     print(f"topic      {info.topic.name}  (created {iso(info.topic.created_at_ms)})")
-    hidden = (*_KIND_FIELDS, *_PAUSE_FIELDS, "webhook")
+    hidden = (*_KIND_FIELDS, *_PAUSE_FIELDS, *_KEY_FIELDS, "webhook")
     shown = {k: v for k, v in settings.items() if k not in hidden}
     print(f"kind       {_kind_text(info.topic.settings)}")
     print(f"state      {_state_text(info.topic.settings)}")
@@ -377,6 +387,9 @@ async def describe(client: Client, args: argparse.Namespace) -> int:
             f"  concurrency={hook.concurrency}  backoff_ms={hook.backoff_ms}"
             f"  headers={','.join(k for k, _ in hook.headers) or '-'}"
         )
+    per_key = info.topic.settings.key_defaults()
+    if per_key.any:
+        print(f"per key    {key_cmd.limits_text(per_key)}")
     print("messages   " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     print(f"consumers  {info.consumers}")
     print(f"next due   {_next_due(info.topic.settings, info.next_due_ms)}")

@@ -247,8 +247,116 @@ class DeliveryBatch(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         return o == 0
 
+    # DeliveryBatch
+    def KeyOffsets(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # DeliveryBatch
+    def KeyOffsetsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # DeliveryBatch
+    def KeyOffsetsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # DeliveryBatch
+    def KeyOffsetsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        return o == 0
+
+    # DeliveryBatch
+    def Keys(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # DeliveryBatch
+    def KeysAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint8Flags, o)
+        return 0
+
+    # DeliveryBatch
+    def KeysLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # DeliveryBatch
+    def KeysIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        return o == 0
+
+    # DeliveryBatch
+    def HeaderOffsets(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # DeliveryBatch
+    def HeaderOffsetsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # DeliveryBatch
+    def HeaderOffsetsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # DeliveryBatch
+    def HeaderOffsetsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        return o == 0
+
+    # DeliveryBatch
+    def Headers(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # DeliveryBatch
+    def HeadersAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint8Flags, o)
+        return 0
+
+    # DeliveryBatch
+    def HeadersLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # DeliveryBatch
+    def HeadersIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        return o == 0
+
 def DeliveryBatchStart(builder):
-    builder.StartObject(9)
+    builder.StartObject(13)
 
 def Start(builder):
     DeliveryBatchStart(builder)
@@ -354,6 +462,54 @@ def DeliveryBatchStartPrioritiesVector(builder, numElems):
 
 def StartPrioritiesVector(builder, numElems):
     return DeliveryBatchStartPrioritiesVector(builder, numElems)
+
+def DeliveryBatchAddKeyOffsets(builder, keyOffsets):
+    builder.PrependUOffsetTRelativeSlot(9, flatbuffers.number_types.UOffsetTFlags.py_type(keyOffsets), 0)
+
+def AddKeyOffsets(builder, keyOffsets):
+    DeliveryBatchAddKeyOffsets(builder, keyOffsets)
+
+def DeliveryBatchStartKeyOffsetsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartKeyOffsetsVector(builder, numElems):
+    return DeliveryBatchStartKeyOffsetsVector(builder, numElems)
+
+def DeliveryBatchAddKeys(builder, keys):
+    builder.PrependUOffsetTRelativeSlot(10, flatbuffers.number_types.UOffsetTFlags.py_type(keys), 0)
+
+def AddKeys(builder, keys):
+    DeliveryBatchAddKeys(builder, keys)
+
+def DeliveryBatchStartKeysVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def StartKeysVector(builder, numElems):
+    return DeliveryBatchStartKeysVector(builder, numElems)
+
+def DeliveryBatchAddHeaderOffsets(builder, headerOffsets):
+    builder.PrependUOffsetTRelativeSlot(11, flatbuffers.number_types.UOffsetTFlags.py_type(headerOffsets), 0)
+
+def AddHeaderOffsets(builder, headerOffsets):
+    DeliveryBatchAddHeaderOffsets(builder, headerOffsets)
+
+def DeliveryBatchStartHeaderOffsetsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartHeaderOffsetsVector(builder, numElems):
+    return DeliveryBatchStartHeaderOffsetsVector(builder, numElems)
+
+def DeliveryBatchAddHeaders(builder, headers):
+    builder.PrependUOffsetTRelativeSlot(12, flatbuffers.number_types.UOffsetTFlags.py_type(headers), 0)
+
+def AddHeaders(builder, headers):
+    DeliveryBatchAddHeaders(builder, headers)
+
+def DeliveryBatchStartHeadersVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def StartHeadersVector(builder, numElems):
+    return DeliveryBatchStartHeadersVector(builder, numElems)
 
 def DeliveryBatchEnd(builder):
     return builder.EndObject()

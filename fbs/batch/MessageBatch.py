@@ -240,8 +240,116 @@ class MessageBatch(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
         return o == 0
 
+    # MessageBatch
+    def KeyOffsets(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # MessageBatch
+    def KeyOffsetsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # MessageBatch
+    def KeyOffsetsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # MessageBatch
+    def KeyOffsetsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        return o == 0
+
+    # MessageBatch
+    def Keys(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # MessageBatch
+    def KeysAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint8Flags, o)
+        return 0
+
+    # MessageBatch
+    def KeysLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # MessageBatch
+    def KeysIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        return o == 0
+
+    # MessageBatch
+    def HeaderOffsets(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # MessageBatch
+    def HeaderOffsetsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # MessageBatch
+    def HeaderOffsetsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # MessageBatch
+    def HeaderOffsetsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        return o == 0
+
+    # MessageBatch
+    def Headers(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # MessageBatch
+    def HeadersAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint8Flags, o)
+        return 0
+
+    # MessageBatch
+    def HeadersLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # MessageBatch
+    def HeadersIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        return o == 0
+
 def MessageBatchStart(builder):
-    builder.StartObject(8)
+    builder.StartObject(12)
 
 def Start(builder):
     MessageBatchStart(builder)
@@ -341,6 +449,54 @@ def MessageBatchStartPrioritiesVector(builder, numElems):
 
 def StartPrioritiesVector(builder, numElems):
     return MessageBatchStartPrioritiesVector(builder, numElems)
+
+def MessageBatchAddKeyOffsets(builder, keyOffsets):
+    builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(keyOffsets), 0)
+
+def AddKeyOffsets(builder, keyOffsets):
+    MessageBatchAddKeyOffsets(builder, keyOffsets)
+
+def MessageBatchStartKeyOffsetsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartKeyOffsetsVector(builder, numElems):
+    return MessageBatchStartKeyOffsetsVector(builder, numElems)
+
+def MessageBatchAddKeys(builder, keys):
+    builder.PrependUOffsetTRelativeSlot(9, flatbuffers.number_types.UOffsetTFlags.py_type(keys), 0)
+
+def AddKeys(builder, keys):
+    MessageBatchAddKeys(builder, keys)
+
+def MessageBatchStartKeysVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def StartKeysVector(builder, numElems):
+    return MessageBatchStartKeysVector(builder, numElems)
+
+def MessageBatchAddHeaderOffsets(builder, headerOffsets):
+    builder.PrependUOffsetTRelativeSlot(10, flatbuffers.number_types.UOffsetTFlags.py_type(headerOffsets), 0)
+
+def AddHeaderOffsets(builder, headerOffsets):
+    MessageBatchAddHeaderOffsets(builder, headerOffsets)
+
+def MessageBatchStartHeaderOffsetsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartHeaderOffsetsVector(builder, numElems):
+    return MessageBatchStartHeaderOffsetsVector(builder, numElems)
+
+def MessageBatchAddHeaders(builder, headers):
+    builder.PrependUOffsetTRelativeSlot(11, flatbuffers.number_types.UOffsetTFlags.py_type(headers), 0)
+
+def AddHeaders(builder, headers):
+    MessageBatchAddHeaders(builder, headers)
+
+def MessageBatchStartHeadersVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def StartHeadersVector(builder, numElems):
+    return MessageBatchStartHeadersVector(builder, numElems)
 
 def MessageBatchEnd(builder):
     return builder.EndObject()

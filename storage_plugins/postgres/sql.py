@@ -64,6 +64,7 @@ from dejaq.core.model import DEFAULT_DEDUP_WINDOW_MS
 SCHEMA_TABLE = "dejaq_schema"
 DATA_TABLES = (
     "dejaq_topics", "dejaq_messages", "dejaq_payloads", "dejaq_tombstones", "dejaq_counts",
+    "dejaq_lanes",
 )  # fmt: skip
 
 # Advisory lock keys (two int4 keys: a class of our own, then an object).
@@ -193,7 +194,39 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             SELECT topic, count(*) FILTER (WHERE NOT dead), count(*) FILTER (WHERE dead)
             FROM dejaq_messages GROUP BY topic""",
     ),
+    (
+        # Keys and headers. Constant defaults: both columns are added without
+        # rewriting a table, and every message stored before has neither.
+        """ALTER TABLE dejaq_messages ADD COLUMN key text COLLATE "C" NOT NULL DEFAULT ''""",
+        "ALTER TABLE dejaq_payloads ADD COLUMN headers bytea NOT NULL DEFAULT ''::bytea",
+        # Fair passes (KEY_LEASE): a key's earliest due messages, a seek per
+        # bucket, never reading past another key's backlog.
+        """CREATE INDEX dejaq_messages_key ON dejaq_messages (topic, key, bucket, ts)
+            WHERE NOT dead""",
+        # A lane is one key's live messages in one bucket; its head is at or
+        # before the earliest of them: early, never late. A write that puts a
+        # keyed message at a time lowers its lane's head (the _LOWER
+        # statements, in the write's own statement); a pass that took from a
+        # lane sets its head again (FIX_LANES) or drops it when it is empty.
+        """CREATE TABLE dejaq_lanes (
+            topic text COLLATE "C" NOT NULL,
+            bucket integer NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            head bigint NOT NULL,
+            PRIMARY KEY (topic, bucket, key)
+        )""",
+        "CREATE INDEX dejaq_lanes_due ON dejaq_lanes (topic, bucket, head)",
+    ),
 )
+
+# The lanes of the rows of CTE {rows} (topic, bucket, key, ts) lowered to their
+# times: created when missing, a head never raised. In (bucket, key) order, so
+# two writers lock shared lanes in one order.
+_LOWER = """INSERT INTO dejaq_lanes (topic, bucket, key, head)
+        SELECT r.topic, r.bucket, r.key, min(r.ts) FROM {rows} AS r WHERE r.key <> ''
+        GROUP BY r.topic, r.bucket, r.key ORDER BY r.bucket, r.key
+        ON CONFLICT (topic, bucket, key) DO UPDATE SET head = excluded.head
+            WHERE dejaq_lanes.head > excluded.head"""
 
 PING = "SELECT 1"
 # The server's clock now (not the transaction's start), in microseconds.
@@ -232,11 +265,13 @@ _TOPIC_COLUMNS = "name, settings::text, created_at_ms"
 GET_TOPIC = f"SELECT {_TOPIC_COLUMNS} FROM dejaq_topics WHERE name = %s"
 LIST_TOPICS = f"SELECT {_TOPIC_COLUMNS} FROM dejaq_topics ORDER BY name"
 TOPIC_EXISTS = "SELECT 1 FROM dejaq_topics WHERE name = %s"
+TOPIC_BUCKET_COUNT = "SELECT (settings ->> 'buckets')::int FROM dejaq_topics WHERE name = %s"
 # (name): after LOCK_TOPIC; the count of topics deleted (0 or 1)
 DELETE_TOPIC = """WITH t AS (DELETE FROM dejaq_topics WHERE name = %(topic)s RETURNING 1),
     m AS (DELETE FROM dejaq_messages WHERE topic = %(topic)s),
     p AS (DELETE FROM dejaq_payloads WHERE topic = %(topic)s),
-    g AS (DELETE FROM dejaq_tombstones WHERE topic = %(topic)s)
+    g AS (DELETE FROM dejaq_tombstones WHERE topic = %(topic)s),
+    l AS (DELETE FROM dejaq_lanes WHERE topic = %(topic)s)
     SELECT count(*) FROM t"""
 
 # Whether deletes of the topic %(topic)s leave tombstones (its dedup window is
@@ -267,20 +302,22 @@ INSERT_MESSAGES = f"""WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(to
     new AS (
         INSERT INTO dejaq_messages
             (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead,
-             priority)
-        SELECT t.name, u.id, u.bucket, u.ts, 1, 0, NULL, u.md, u.expires_at, false, u.priority
+             priority, key)
+        SELECT t.name, u.id, u.bucket, u.ts, 1, 0, NULL, u.md, u.expires_at, false, u.priority,
+            u.key
         FROM t, unnest(%(ids)s::text[], %(buckets)s::int[], %(ts)s::int8[], %(md)s::int[],
-                       %(expires_at)s::int8[], %(priorities)s::int[])
-                AS u (id, bucket, ts, md, expires_at, priority)
+                       %(expires_at)s::int8[], %(priorities)s::int[], %(keys)s::text[])
+                AS u (id, bucket, ts, md, expires_at, priority, key)
             LEFT JOIN LATERAL ({_TOMBSTONE_OF.format(topic="t.name")}) AS g ON true
         WHERE g.hit IS NULL
         ON CONFLICT (topic, id) DO NOTHING
-        RETURNING id),
+        RETURNING topic, id, bucket, key, ts),
     stored AS (
-        INSERT INTO dejaq_payloads (topic, id, payload)
-        SELECT %(topic)s, new.id, u.payload
-        FROM new JOIN unnest(%(ids)s::text[], %(payloads)s::bytea[]) AS u (id, payload)
-            USING (id))
+        INSERT INTO dejaq_payloads (topic, id, payload, headers)
+        SELECT %(topic)s, new.id, u.payload, u.headers
+        FROM new JOIN unnest(%(ids)s::text[], %(payloads)s::bytea[], %(headers)s::bytea[])
+            AS u (id, payload, headers) USING (id)),
+    lowered AS ({_LOWER.format(rows="new")})
     SELECT EXISTS (SELECT FROM t), array(SELECT id FROM new)"""
 
 # (topic, ids): run after INSERT_MESSAGES, in its transaction, with a snapshot
@@ -345,11 +382,14 @@ _CANDIDATES_OF_BUCKETS = """SELECT c.ctid, c.ts FROM unnest(%(buckets)s::int[]) 
             WHERE topic = %(topic)s AND bucket = b.bucket AND NOT dead AND ts <= %(bound)s
             ORDER BY ts LIMIT %(window)s) AS c
         ORDER BY c.ts LIMIT %(window)s"""
-_LEASE = """WITH candidates AS MATERIALIZED (
-        SELECT c.ctid AS tid, row_number() OVER () AS n FROM ({candidates}) AS c),
+_LEASE = """WITH keyed AS MATERIALIZED (SELECT {keyed} AS due),
+    candidates AS MATERIALIZED (
+        SELECT c.ctid AS tid, row_number() OVER () AS n FROM ({candidates}) AS c
+        WHERE NOT (SELECT due FROM keyed)),
     locked AS MATERIALIZED (
         SELECT c.n, m.* FROM candidates AS c CROSS JOIN LATERAL (
             SELECT m.ctid AS tid, m.id, m.ts, m.version, m.deliveries, m.expires_at, m.priority,
+                m.key,
                 CASE WHEN m.max_deliveries <> 0 THEN m.max_deliveries
                     ELSE %(max_deliveries)s::int END AS md,
                 (SELECT p.ctid FROM dejaq_payloads AS p
@@ -373,28 +413,105 @@ _LEASE = """WITH candidates AS MATERIALIZED (
             deliveries = m.deliveries + CASE WHEN c.fate = 'kill' THEN 0 ELSE 1 END,
             version = m.version + 1
         FROM claimed AS c WHERE m.ctid = c.tid AND c.fate <> 'drop'
-        RETURNING c.n, c.fate, m.id, c.ts, m.version, m.deliveries, m.priority, c.payload_tid),
+        RETURNING c.n, c.fate, m.id, c.ts, m.version, m.deliveries, m.priority, m.key,
+            c.payload_tid),
     dropped AS (
         DELETE FROM dejaq_messages AS m USING claimed AS c
         WHERE m.ctid = c.tid AND c.fate = 'drop'
-        RETURNING c.n, c.fate, m.id, c.ts, m.version + 1, m.deliveries + 1, m.priority,
+        RETURNING c.n, c.fate, m.id, c.ts, m.version + 1, m.deliveries + 1, m.priority, m.key,
             c.payload_tid),
     dropped_payloads AS (
         DELETE FROM dejaq_payloads AS p USING dropped AS d WHERE p.ctid = d.payload_tid),
     buried AS ({bury}),
     written AS (SELECT * FROM moved UNION ALL SELECT * FROM dropped)
-    SELECT s.candidates, s.topic_exists, w.n, w.fate, w.id, w.ts, w.version, w.deliveries,
-        w.priority, CASE WHEN w.fate <> 'kill' THEN
-            (SELECT p.payload FROM dejaq_payloads AS p WHERE p.ctid = w.payload_tid) END
+    SELECT s.candidates, s.topic_exists, s.keyed, w.n, w.fate, w.id, w.ts, w.version,
+        w.deliveries, w.priority, w.key,
+        CASE WHEN w.fate <> 'kill' THEN
+            (SELECT p.payload FROM dejaq_payloads AS p WHERE p.ctid = w.payload_tid) END,
+        CASE WHEN w.fate <> 'kill' THEN
+            (SELECT p.headers FROM dejaq_payloads AS p WHERE p.ctid = w.payload_tid) END
     FROM (SELECT (SELECT count(*) FROM candidates) AS candidates,
-            EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s) AS topic_exists) AS s
+            EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s) AS topic_exists,
+            (SELECT due FROM keyed) AS keyed) AS s
         LEFT JOIN written AS w ON true"""
+# Whether a pass must share by key: a lane of the asked buckets has its head
+# due (a seek per bucket on dejaq_lanes_due), and the topic is no priority
+# topic (which takes by rank alone). A topic without keys has no lane: its
+# passes are the statements below, as before keys.
+_ANY_LANE_DUE = """EXISTS (SELECT FROM dejaq_lanes
+        WHERE topic = %(topic)s AND {buckets} AND head <= %(bound)s)
+    AND NOT EXISTS (SELECT FROM dejaq_topics
+        WHERE name = %(topic)s AND settings ->> 'kind' = 'priority')"""
 # (topic, now, bound, window, limit, until, owner, max_deliveries [, buckets]):
-# rows (candidates, topic exists, then per message written: its rank among the
-# candidates, fate, id, due ts, version, deliveries, priority, payload)
+# rows (candidates, topic exists, keyed, then per message written: its rank
+# among the candidates, fate, id, due ts, version, deliveries, priority, key,
+# payload, headers). When ``keyed``, nothing was taken: the pass is the
+# caller's to share (KEY_LEASE).
 _LEASE_BURY = _BURY.format(gone="dropped", buries=_BURIES)
-LEASE_TOPIC = _LEASE.format(candidates=_CANDIDATES_OF_TOPIC, bury=_LEASE_BURY)
-LEASE_BUCKETS = _LEASE.format(candidates=_CANDIDATES_OF_BUCKETS, bury=_LEASE_BURY)
+LEASE_TOPIC = _LEASE.format(
+    keyed=_ANY_LANE_DUE.format(buckets="true"),
+    candidates=_CANDIDATES_OF_TOPIC,
+    bury=_LEASE_BURY,
+)
+LEASE_BUCKETS = _LEASE.format(
+    keyed=_ANY_LANE_DUE.format(buckets="bucket = ANY (%(buckets)s::int[])"),
+    candidates=_CANDIDATES_OF_BUCKETS,
+    bury=_LEASE_BURY,
+)
+# The buckets a fair pass asks: %(buckets)s, or (NULL) every bucket of the topic.
+_ASKED = """SELECT unnest(coalesce(%(buckets)s::int[], ARRAY(
+        SELECT generate_series(0, (settings ->> 'buckets')::int - 1)
+        FROM dejaq_topics WHERE name = %(topic)s))) AS bucket"""
+# (topic, bound, buckets or NULL): the due lanes of the asked buckets as
+# (key, bucket, head), then the unkeyed messages' earliest due time as ("",
+# NULL, ts) when there is one: a seek per asked bucket on dejaq_messages_key.
+FAIR_HEADS = f"""WITH asked AS MATERIALIZED ({_ASKED})
+    SELECT key, bucket, head FROM dejaq_lanes
+    WHERE topic = %(topic)s AND bucket = ANY (ARRAY(SELECT bucket FROM asked))
+        AND head <= %(bound)s
+    UNION ALL
+    SELECT '', NULL, h.ts FROM (SELECT min(c.ts) AS ts FROM asked AS a CROSS JOIN LATERAL (
+            SELECT ts FROM dejaq_messages
+            WHERE topic = %(topic)s AND key = '' AND bucket = a.bucket AND NOT dead
+                AND ts <= %(bound)s
+            ORDER BY ts LIMIT 1) AS c) AS h
+    WHERE h.ts IS NOT NULL"""
+# One round of a fair pass: each key's earliest ``n`` due rows, from a seek
+# per (key, bucket) on dejaq_messages_key that stops at ``n``, the key's
+# first ``n`` of those by time. (topic, now, bound, keys, buckets, ns [one
+# element per key and bucket], window, limit, until, owner, max_deliveries):
+# rows as LEASE_*'s.
+_CANDIDATES_OF_KEYS = """SELECT c.ctid, c.ts FROM (
+            SELECT c.ctid, c.ts, l.n, row_number() OVER (PARTITION BY l.key ORDER BY c.ts) AS r
+            FROM unnest(%(keys)s::text[], %(buckets)s::int[], %(ns)s::int[])
+                AS l (key, bucket, n)
+            CROSS JOIN LATERAL (
+                SELECT ctid, ts FROM dejaq_messages
+                WHERE topic = %(topic)s AND key = l.key AND bucket = l.bucket AND NOT dead
+                    AND ts <= %(bound)s
+                ORDER BY ts LIMIT l.n) AS c) AS c
+        WHERE c.r <= c.n"""
+KEY_LEASE = _LEASE.format(keyed="false", candidates=_CANDIDATES_OF_KEYS, bury=_LEASE_BURY)
+# (topic, buckets, keys): the lanes a fair pass took from, locked, those another
+# transaction holds skipped (it is lowering them: left as they are, early is
+# safe). FIX_LANES then, in a statement of its own (a snapshot taken once the
+# locks are held, so it sees every message a lowering writer committed),
+# sets each one's head to its earliest live message, or drops it when empty.
+LOCK_LANES = """SELECT l.bucket, l.key FROM unnest(%(buckets)s::int[], %(keys)s::text[])
+        AS u (bucket, key)
+    CROSS JOIN LATERAL (SELECT bucket, key FROM dejaq_lanes
+        WHERE topic = %(topic)s AND bucket = u.bucket AND key = u.key
+        FOR UPDATE SKIP LOCKED) AS l"""
+FIX_LANES = """WITH fixed AS MATERIALIZED (
+        SELECT u.bucket, u.key, (SELECT ts FROM dejaq_messages
+                WHERE topic = %(topic)s AND key = u.key AND bucket = u.bucket AND NOT dead
+                ORDER BY ts LIMIT 1) AS head
+        FROM unnest(%(buckets)s::int[], %(keys)s::text[]) AS u (bucket, key)),
+    gone AS (DELETE FROM dejaq_lanes AS l USING fixed AS f
+        WHERE l.topic = %(topic)s AND l.bucket = f.bucket AND l.key = f.key AND f.head IS NULL)
+    UPDATE dejaq_lanes AS l SET head = f.head FROM fixed AS f
+    WHERE l.topic = %(topic)s AND l.bucket = f.bucket AND l.key = f.key
+        AND f.head IS NOT NULL"""
 
 # (topic [, buckets]): (topic exists, the smallest live timestamp or NULL)
 NEXT_DUE = """SELECT EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s),
@@ -495,7 +612,9 @@ APPLY_STATES = f"""WITH gone AS (
         FROM unnest(%(tids)s::text[]::tid[], %(ts)s::int8[], %(versions)s::int8[],
                     %(deliveries)s::int4[], %(owners)s::text[], %(deads)s::bool[])
             AS u (tid, ts, version, deliveries, owner, dead)
-        WHERE m.ctid = u.tid)
+        WHERE m.ctid = u.tid
+        RETURNING m.topic, m.bucket, m.key, m.ts, m.dead),
+    lowered AS ({_LOWER.format(rows="(SELECT * FROM changed WHERE NOT dead)")})
     SELECT 1"""
 
 # (topic, owner, now, ids, versions): an ack in one statement, for what it
@@ -532,7 +651,8 @@ ACK_HELD = f"""WITH held AS MATERIALIZED (
 _MESSAGE_COLUMNS = """m.id, m.ts,
     (SELECT p.payload FROM dejaq_payloads AS p WHERE p.topic = m.topic AND p.id = m.id),
     m.version, m.deliveries,
-    m.owner, m.bucket, m.max_deliveries, m.expires_at, m.dead, m.priority"""
+    m.owner, m.bucket, m.max_deliveries, m.expires_at, m.dead, m.priority, m.key,
+    (SELECT p.headers FROM dejaq_payloads AS p WHERE p.topic = m.topic AND p.id = m.id)"""
 # (topic, id)
 GET_MESSAGE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
     WHERE m.topic = %(topic)s AND m.id = %(id)s"""
@@ -551,9 +671,13 @@ BY_DUE = f"""SELECT {_MESSAGE_COLUMNS} FROM dejaq_messages AS m
 # (priority, topic, id): a move's new priority
 SET_PRIORITY = "UPDATE dejaq_messages SET priority = %s WHERE topic = %s AND id = %s"
 
-# (topic, owner, now)
-RELEASE_OWNER = """UPDATE dejaq_messages SET ts = %(now)s, owner = NULL, version = version + 1
-    WHERE topic = %(topic)s AND owner = %(owner)s AND NOT dead"""
+# (topic, owner, now): the count of messages released
+RELEASE_OWNER = f"""WITH released AS (
+        UPDATE dejaq_messages SET ts = %(now)s, owner = NULL, version = version + 1
+        WHERE topic = %(topic)s AND owner = %(owner)s AND NOT dead
+        RETURNING topic, bucket, key, ts),
+    lowered AS ({_LOWER.format(rows="released")})
+    SELECT count(*) FROM released"""
 # The live and dead rows of a topic %(topic)s (dejaq_counts) and, at %(now)s,
 # the live ones due, a range count on dejaq_messages_time (as long as what is
 # due), and those with a lease owner not run out, through dejaq_messages_owner
@@ -619,13 +743,34 @@ CENSUS = f"""SELECT c.name, c.buckets, c.live, c.dead, c.due, c.leased, c.oldest
     LEFT JOIN LATERAL (SELECT ts FROM dejaq_messages
         WHERE c.oldest < 0 AND topic = c.name AND NOT dead AND ts BETWEEN 0 AND %(now)s
         ORDER BY ts LIMIT 1) AS w ON true"""
-_REDRIVE = """UPDATE dejaq_messages
-    SET dead = false, deliveries = 0, expires_at = 0, ts = %(at)s, version = version + 1
-    WHERE topic = %(topic)s AND dead"""
-# (topic, at)
-REDRIVE_ALL = _REDRIVE
+_REDRIVE = f"""WITH redriven AS (
+        UPDATE dejaq_messages
+        SET dead = false, deliveries = 0, expires_at = 0, ts = %(at)s, version = version + 1
+        WHERE topic = %(topic)s AND dead{{ids}}
+        RETURNING topic, bucket, key, ts),
+    lowered AS ({_LOWER.format(rows="redriven")})
+    SELECT count(*) FROM redriven"""
+# (topic, at): the count of messages redriven
+REDRIVE_ALL = _REDRIVE.format(ids="")
 # (topic, at, ids)
-REDRIVE_IDS = _REDRIVE + " AND id = ANY (%(ids)s::text[])"
+REDRIVE_IDS = _REDRIVE.format(ids=" AND id = ANY (%(ids)s::text[])")
+# (topic, now): each key's due messages (a range count on dejaq_messages_key
+# per lane whose head is due: the topic's lanes, no row of a waiting
+# message), then its messages held under a live lease through
+# dejaq_messages_owner (what consumers hold), as (key, due, oldest, held);
+# then whether the topic exists, as a row with a NULL key.
+KEYS = """SELECT l.key, count(*), min(m.ts), 0
+    FROM dejaq_lanes AS l JOIN dejaq_messages AS m
+        ON m.topic = l.topic AND m.key = l.key AND m.bucket = l.bucket AND NOT m.dead
+            AND m.ts <= %(now)s
+    WHERE l.topic = %(topic)s AND l.head <= %(now)s
+    GROUP BY l.key
+    UNION ALL
+    SELECT key, 0, NULL, count(*) FROM dejaq_messages
+    WHERE topic = %(topic)s AND owner IS NOT NULL AND NOT dead AND ts > %(now)s AND key <> ''
+    GROUP BY key
+    UNION ALL
+    SELECT NULL, 0, NULL, 0 WHERE EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s)"""
 # (topic, died_before): the count of messages deleted
 PURGE_DEAD = """WITH gone AS (
         DELETE FROM dejaq_messages WHERE topic = %(topic)s AND dead AND ts < %(died_before)s

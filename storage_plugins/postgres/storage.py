@@ -13,6 +13,7 @@ schema: ``schema``; every statement: ``sql``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from dejaq.storage_plugins.base import (
     Forecast,
     HandBack,
     Head,
+    KeyLoad,
     LeaseRequest,
     Migration,
     Outcome,
@@ -76,6 +78,26 @@ def _counted(live: int, dead: int, due: int, leased: int) -> Counts:
 
 def _missing(topic: str) -> NotFound:
     return NotFound(f"topic {topic!r} does not exist")
+
+
+_KILLED = Fate.KILL.value  # read once: an enum member's value is a descriptor call
+
+
+def _written(rows: list[Any]) -> list[Any]:
+    """The messages a lease statement wrote (its rows after the summary
+    columns), in candidate order: by time, then as the index keeps equal times."""
+    return sorted(row[3:] for row in rows if row[3] is not None)
+
+
+def _delivered(written: list[Any], out: list[LeasedMessage]) -> int:
+    """Add the deliveries among ``written`` to ``out``; how many were dead-lettered."""
+    dead = 0
+    for _, fate, *message in written:
+        if fate == _KILLED:
+            dead += 1
+        else:
+            out.append(LeasedMessage(*message))
+    return dead
 
 
 _RANKING_TRIES = 3
@@ -271,7 +293,9 @@ class PostgresStorage(Storage):
             "md": Int4s(m.max_deliveries for m in fresh),
             "expires_at": Int8s(m.expires_at for m in fresh),
             "priorities": Int4s(m.priority for m in fresh),
+            "keys": Texts(m.key for m in fresh),
             "payloads": Byteas(m.payload for m in fresh),
+            "headers": Byteas(m.headers for m in fresh),
         }
         async with self._pool.transaction() as conn:
             await conn.execute(sql.LOCK_TOPIC_SHARED, (topic,))
@@ -303,7 +327,6 @@ class PostgresStorage(Storage):
         }
         out: list[LeasedMessage] = []
         dead = 0
-        killed = Fate.KILL.value  # read once: an enum member's value is a descriptor call
         skipped = 0  # due rows another leaser held: look past them next time
         async with self._pool.connection() as conn:
             # Dead letters do not use up the limit, and rows locked by another
@@ -312,20 +335,90 @@ class PostgresStorage(Storage):
                 wanted = request.limit - len(out)
                 window = wanted + skipped
                 rows = await _all(conn, statement, params | {"limit": wanted, "window": window})
-                candidates, exists = rows[0][0], rows[0][1]
+                candidates, exists, keyed = rows[0][:3]
                 if not exists:
                     raise _missing(request.topic)
-                # In candidate order: by time, then as the index keeps equal times.
-                written = sorted(row[2:] for row in rows if row[2] is not None)
-                for _, fate, id, ts, version, deliveries, priority, payload in written:
-                    if fate == killed:
-                        dead += 1
-                    else:
-                        out.append(LeasedMessage(id, ts, payload, version, deliveries, priority))
+                if keyed:
+                    return await self._lease_fairly(conn, request, params)
+                written = _written(rows)
+                dead += _delivered(written, out)
                 skipped = candidates - len(written)
                 if len(out) >= request.limit or candidates < window:
                     break
         return Leases(out, request.until, dead)
+
+    async def _lease_fairly(
+        self, conn: Conn, request: LeaseRequest, params: dict[str, Any]
+    ) -> Leases:
+        """A pass over keyed messages due: the limit shared among the keys
+        (sql_base.FairShare), a statement a round, each key's earliest
+        messages read from the buckets where its lanes are due (the unkeyed
+        ones from every asked bucket); then the lanes taken from set again."""
+        lanes = await _all(conn, sql.FAIR_HEADS, params)
+        heads, where = base.heads_of(lane for lane in lanes if lane[1] is not None)
+        for key, _, ts in lanes:
+            if key == "" and ts is not None:
+                heads[""] = ts
+        share = base.FairShare.of(request.limit, heads, request.caps)
+        out: list[LeasedMessage] = []
+        dead = 0
+        unkeyed: list[int] | None = None
+        while allotment := share.allot():
+            keys: list[str] = []
+            buckets: list[int] = []
+            ns: list[int] = []
+            for key, n in allotment.items():
+                if key in where:
+                    spread = where[key]
+                else:  # the unkeyed messages: every asked bucket
+                    unkeyed = unkeyed or await self._asked(conn, request)
+                    spread = unkeyed
+                keys += [key] * len(spread)
+                buckets += spread
+                ns += [n] * len(spread)
+            run = params | {
+                "keys": Texts(keys),
+                "buckets": Int4s(buckets),
+                "ns": Int4s(ns),
+                "limit": sum(allotment.values()),
+                "window": sum(allotment.values()),
+            }
+            written = _written(await _all(conn, sql.KEY_LEASE, run))
+            taken: list[LeasedMessage] = []
+            dead += _delivered(written, taken)
+            out += taken
+            rows = Counter(row[7] for row in written)
+            delivered = Counter(d.key for d in taken)
+            for key, n in allotment.items():
+                share.took(key, n, rows[key], delivered[key])
+        await self._fix_lanes(conn, request.topic, [ln for ln in lanes if ln[0] in share.taken])
+        out.sort(key=lambda d: d.timestamp)
+        return Leases(out, request.until, dead)
+
+    async def _asked(self, conn: Conn, request: LeaseRequest) -> list[int]:
+        """The buckets a pass asks: its own, or every bucket of the topic."""
+        if request.buckets is not None:
+            return list(request.buckets)
+        (count,) = await _one(conn, sql.TOPIC_BUCKET_COUNT, (request.topic,))
+        return list(range(int(count)))
+
+    async def _fix_lanes(self, conn: Conn, topic: str, lanes: list[Any]) -> None:
+        """Set the heads of the lanes a pass took from (their messages are later
+        now, or gone), those no other writer holds at the moment."""
+        keyed = sorted((int(bucket), key) for key, bucket, _ in lanes if key)
+        if not keyed:
+            return
+        async with conn.transaction():
+            pairs = {"topic": topic, "buckets": Int4s(b for b, _ in keyed)}
+            pairs["keys"] = Texts(k for _, k in keyed)
+            locked = await _all(conn, sql.LOCK_LANES, pairs)
+            if locked:
+                fix = {
+                    "topic": topic,
+                    "buckets": Int4s(b for b, _ in locked),
+                    "keys": Texts(k for _, k in locked),
+                }
+                await conn.execute(sql.FIX_LANES, fix)
 
     async def _promote(self, topic: str, buckets: Buckets, now: int, limit: int) -> int:
         statement = sql.PROMOTE_TOPIC if buckets is None else sql.PROMOTE_BUCKETS
@@ -483,7 +576,8 @@ class PostgresStorage(Storage):
     async def _release(self, topic: str, owner: str, now: int) -> int:
         async with self._pool.connection() as conn:
             params = {"topic": topic, "owner": owner, "now": now}
-            return (await conn.execute(sql.RELEASE_OWNER, params)).rowcount
+            (count,) = await _one(conn, sql.RELEASE_OWNER, params)
+        return int(count)
 
     async def _counts(self, topic: str, now: int) -> Counts:
         async with self._pool.connection() as conn:
@@ -541,13 +635,22 @@ class PostgresStorage(Storage):
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         async with self._pool.connection() as conn:
             if ids is None:
-                cur = await conn.execute(sql.REDRIVE_ALL, {"topic": topic, "at": at})
+                (count,) = await _one(conn, sql.REDRIVE_ALL, {"topic": topic, "at": at})
             else:
                 params = {"topic": topic, "at": at, "ids": Texts(ids)}
-                cur = await conn.execute(sql.REDRIVE_IDS, params)
-            if cur.rowcount == 0:
+                (count,) = await _one(conn, sql.REDRIVE_IDS, params)
+            if count == 0:
                 await _require_topic(conn, topic)
-            return cur.rowcount
+            return int(count)
+
+    async def _keys(self, topic: str, now: int, limit: int) -> list[KeyLoad]:
+        async with self._pool.connection() as conn:
+            rows = await _all(conn, sql.KEYS, {"topic": topic, "now": now})
+        if not any(key is None for key, *_ in rows):
+            raise _missing(topic)
+        due = [(key, n, oldest) for key, n, oldest, _ in rows if key is not None and n]
+        held = [(key, n) for key, _, _, n in rows if key is not None and n]
+        return base.busiest(due, held, limit)
 
     async def _purge_dead(self, topic: str, died_before: int) -> int:
         async with self._pool.connection() as conn:

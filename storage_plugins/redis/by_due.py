@@ -30,9 +30,7 @@ async def by_due(
 ) -> list[Message]:
     slots = [info.slot(i) for i in range(info.slots)]
     heads = await _each(runner, [("ZRANGE", s.heads, 0, -1) for s in slots])
-    timelines = [
-        s.timeline(int(b)) for s, buckets in zip(slots, heads, strict=True) for b in buckets
-    ]
+    timelines = [s.timeline(b) for s, buckets in zip(slots, heads, strict=True) for b in buckets]
     if not timelines:
         return []
     starts = [0] * len(timelines) if after is None else await _starts(runner, timelines, *after)

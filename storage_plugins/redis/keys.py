@@ -24,8 +24,18 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        a process with a stale topic cache never writes into a
                        deleted (or deleted and re-created) topic.
 - ``tl:<bucket>``      sorted set: a bucket's live timeline, member = message id,
-                       score = timestamp (leased ones at their lease expiry).
-- ``heads``            sorted set: member = a bucket with a non-empty timeline in
+                       score = timestamp (leased ones at their lease expiry):
+                       the messages without a key (and every message of a
+                       priority topic).
+- ``tl:<bucket>:<key>`` sorted set: a *lane*, the same for the messages of one
+                       key in one bucket of a timeline topic (``lane``). A
+                       lease pass shares its limit among keys by reading each
+                       key's lanes apart (lua/lease.lua), so a key's backlog is
+                       never walked to reach another key's messages. The
+                       *lane id* ``<bucket>`` or ``<bucket>:<key>`` names a
+                       timeline or a lane: every script below handles the two
+                       alike, as "timelines".
+- ``heads``            sorted set: member = the lane id of a non-empty timeline in
                        this slot, score = that timeline's earliest score. Every
                        script that changes a timeline keeps it exact, in the same
                        atomic step; a lease walks it to merge the slot's
@@ -43,9 +53,13 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
 - ``records``          hash: message id -> its metadata record, packed in one
                        value (``record``: timestamp, version, deliveries,
                        bucket, max deliveries, expiry, dead, priority, owner),
-                       the payload inline when at most ``record.INLINE_MAX``.
+                       the payload inline when at most ``record.INLINE_MAX``,
+                       and the message's key (lane scripts read it there).
 - ``payloads``         hash: message id -> a larger payload, apart from the
                        record, so no lease or move ever copies it.
+- ``headers``          hash: message id -> its encoded headers (only those that
+                       have some; the record's flag says so), read by get, scan
+                       and lease, never rewritten.
 - ``waits``            sorted set, priority topics only: member = a bucket, score =
                        a lower bound of the earliest timestamp >= 0 on its
                        timeline (not ranked yet: ranks are negative). Every
@@ -77,7 +91,10 @@ a field of the slot's ``records`` hash, so a script reads or writes a whole
 batch of them in one ``HMGET`` / ``HSET`` / ``HDEL`` instead of commands (and
 two keys created and deleted) per message. Version 1 of the layout (``FORMAT_VERSION``) kept a hash
 ``m:<id>`` and a string ``p:<id>`` per message, under the plain tag
-``<topic>:<index>`` (``Slot.format1``); ``migrate`` upgrades it.
+``<topic>:<index>`` (``Slot.format1``); ``migrate`` upgrades it. Version 2 had
+no keys, lanes or headers: its records and timelines read as version 3's
+without a key, so its upgrade only sets the version; a broker of version 2
+would misread a keyed record, hence the new number.
 """
 
 from __future__ import annotations
@@ -93,7 +110,7 @@ IDENTITY = f"{NAMESPACE}:identity"
 # string: the version of this layout, set by the first broker that opens the
 # store; a broker refuses a store of another version (``FORMAT_VERSION``)
 FORMAT = f"{NAMESPACE}:format"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 # Suffixes after a slot prefix. The Lua scripts get them from here too.
 ALIVE = "alive"
@@ -106,11 +123,23 @@ STRAY_HOMES = "stray-homes"
 ENTERED = "entered"
 RECORDS = "records"
 PAYLOADS = "payloads"
+HEADERS = "headers"
 # Version 1's per-message keys, read only by ``migrate``.
 V1_RECORD = "m:"
 V1_PAYLOAD = "p:"
 TOMBS = "tombs"
 WAITS = "waits"
+
+
+def lane(bucket: int, key: str = "") -> str:
+    """The lane id of a bucket's messages of ``key`` ("": the bucket's timeline)."""
+    return f"{bucket}:{key}" if key else str(bucket)
+
+
+def lane_bucket(lane_id: str | bytes) -> int:
+    """The bucket of a lane id."""
+    text = lane_id.decode() if isinstance(lane_id, bytes) else lane_id
+    return int(text.partition(":")[0])
 
 
 HASH_SLOTS = 16384  # Redis Cluster's
@@ -184,8 +213,10 @@ class Slot:
     def alive(self) -> str:
         return self.prefix + ALIVE
 
-    def timeline(self, bucket: int) -> str:
-        """The timeline of ``bucket`` stored in this slot."""
+    def timeline(self, bucket: int | str | bytes) -> str:
+        """The timeline of ``bucket`` (or of a lane id, ``lane``) stored in this slot."""
+        if isinstance(bucket, bytes):
+            bucket = bucket.decode()
         return f"{self.prefix}{TIMELINE}{bucket}"
 
     @property
@@ -227,6 +258,10 @@ class Slot:
     @property
     def payloads(self) -> str:
         return self.prefix + PAYLOADS
+
+    @property
+    def headers(self) -> str:
+        return self.prefix + HEADERS
 
     def v1_record(self, id: str) -> str:
         return self.prefix + V1_RECORD + id

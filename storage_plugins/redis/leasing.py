@@ -37,7 +37,7 @@ import asyncio
 import logging
 import math
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -47,7 +47,7 @@ from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, StorageUnavailable
 from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Leases
 from dejaq.storage_plugins.base import LeaseRequest
-from dejaq.storage_plugins.redis import columns
+from dejaq.storage_plugins.redis import columns, fair
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.keys import Slot
 from dejaq.storage_plugins.redis.registry import TopicEntry
@@ -66,6 +66,9 @@ Taken = list[tuple[int, LeasedMessage]]  # (bucket, delivery)
 # topics found holding strays (never: their passes merge).
 _DRAINED: set[tuple[str, str]] = set()
 _STRAYS: set[tuple[str, str]] = set()
+# Topics whose last multi-slot pass found keys due: their passes share among
+# keys across the slots (``_fair``) until one finds none.
+_KEYED: set[tuple[str, str]] = set()
 MAX_REMEMBERED = 10_000
 # Hand-backs of leases that came late, under way (referenced until they end).
 _HANDING_BACK: set[asyncio.Task[None]] = set()
@@ -90,6 +93,7 @@ class Peek(NamedTuple):
     due: int  # members of the asked timelines with a score in the peek's range
     homes: list[int]  # other slots holding strays of this slot's buckets
     scores: list[int]  # the first few of those scores, in order
+    keyed: bool = False  # a key's lane among them: the pass shares among keys (``_fair``)
 
 
 async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leases:
@@ -104,18 +108,40 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
     out: Taken = []
     dead = 0
     key = (info.topic.name, info.gen)
+
+    async def fair(remaining: int) -> int:
+        nonlocal dead
+        taken, died, keyed = await _fair(runner, info, request, asked, slots, remaining)
+        out.extend(taken)
+        dead += died
+        if not keyed:
+            _KEYED.discard(key)
+        return len(taken)
+
+    if key in _KEYED and not _ranked(info):
+        await fair(limit)
+        return _leases(out, until, dead)
     if len(slots) > 1 and limit >= len(slots) and key in _DRAINED and not _ranked(info):
         # The last pass took everything due: take each slot's share at once.
         quotas = _shares(slots, limit)
-        each, failed = await _take_each(runner, info, request, asked, quotas, bound, solo=True)
+        each, failed = await _take_each(
+            runner, info, request, asked, quotas, bound, solo=True, shares=True
+        )
         full = False
         for index, taken in each.items():
             if taken is None:  # strays of its buckets live elsewhere: merge from now on
                 _STRAYS.add(key)
                 continue
+            if taken is KEYED_REFUSAL:  # keys are due: share among them from now on
+                _remember(_KEYED, key)
+                continue
             out += taken[0]
             dead += taken[1]
             full = full or len(taken[0]) >= quotas[index]
+        if key in _KEYED and not failed:
+            _DRAINED.discard(key)
+            await fair(limit - len(out))
+            return _leases(out, until, dead)
         if failed or (not full and key not in _STRAYS):
             # Everything due was in the shares, or some slots' masters failed
             # their part: the others' leases stand, the next pass looks again.
@@ -137,10 +163,123 @@ async def lease(runner: Runner, info: TopicEntry, request: LeaseRequest) -> Leas
         # A master failed its part: keep what the others leased, merge no further.
         return limit if failed else got
 
-    got = await _merged(runner, info, slots, asked, DUE, bound, limit, take)
-    if got < limit and key not in _STRAYS:
-        _remember_drained(key)
+    async def keyed() -> int:
+        _remember(_KEYED, key)
+        _DRAINED.discard(key)
+        return await fair(limit)
+
+    got = await _merged(runner, info, slots, asked, DUE, bound, limit, take, keyed)
+    if got < limit and key not in _STRAYS and key not in _KEYED:
+        _remember(_DRAINED, key)
     return _leases(out, until, dead)
+
+
+async def _fair(
+    runner: Runner,
+    info: TopicEntry,
+    request: LeaseRequest,
+    asked: str,
+    slots: Sequence[int],
+    limit: int,
+) -> tuple[Taken, int, bool]:
+    """A fair pass over several slots (base.py: fair lease passes): each slot's
+    due count and earliest per key (``keys_due.lua``, and the slots holding
+    strays), the keys' shares of ``limit`` (``fair.shares``); for a key due in
+    several slots, its first due timestamps in each (``keys_sample.lua``),
+    merged, say how many each slot gives; then every slot's lease script takes
+    its keys' counts as caps. Three round trips (two when no key spans slots):
+    (deliveries, dead lettered, whether any key but "" was due)."""
+    bound = request.bound
+    loads = await _keys_due(runner, info, slots, asked, bound)
+    totals: dict[str, tuple[int, int]] = {}
+    for by_key in loads.values():
+        for k, (n, first) in by_key.items():
+            had = totals.get(k)
+            totals[k] = (n, first) if had is None else (had[0] + n, min(had[1], first))
+    keyed = bool(totals) and set(totals) != {""}
+    wanted = fair.shares(totals, limit, request.caps)
+    plan: dict[int, dict[str, int]] = {index: {} for index in loads}
+    sample: dict[int, dict[str, int]] = {}
+    for k, share in wanted.items():
+        holders = [index for index, by_key in loads.items() if k in by_key]
+        if len(holders) == 1:
+            plan[holders[0]][k] = share
+        else:
+            for index in holders:
+                sample.setdefault(index, {})[k] = min(share, loads[index][k][0])
+    if sample:
+        scores = await _key_samples(runner, info, sample, asked, bound)
+        for k, share in wanted.items():
+            merged = sorted(
+                (t, index) for index, by_key in scores.items() for t in by_key.get(k, [])
+            )
+            for index, n in Counter(index for _, index in merged[:share]).items():
+                plan[index][k] = n
+    quotas = {index: sum(p.values()) for index, p in plan.items() if sum(p.values())}
+    if not quotas:
+        return [], 0, keyed
+    # Every key due in a slot is capped there (0: none from this slot).
+    caps = {index: {k: plan[index].get(k, 0) for k in loads[index]} for index in quotas}
+    each, _ = await _take_each(runner, info, request, asked, quotas, bound, False, caps=caps)
+    taken: Taken = []
+    dead = 0
+    for t in each.values():
+        if t is not None and t is not KEYED_REFUSAL:
+            taken += t[0]
+            dead += t[1]
+    return taken, dead, keyed
+
+
+async def _keys_due(
+    runner: Runner, info: TopicEntry, slots: Sequence[int], asked: str, bound: int
+) -> dict[int, dict[str, tuple[int, int]]]:
+    """Per slot (those asked, then the homes of their strays), per key with due
+    messages: (due count, earliest)."""
+    out: dict[int, dict[str, tuple[int, int]]] = {}
+    todo, homes = list(slots), True
+    while todo:
+        calls = []
+        for index in todo:
+            s = info.slot(index)
+            args = (info.gen, s.prefix, bound, asked, "1" if homes else "0")
+            calls.append(Call(lua.KEYS_DUE, (s.alive, s.heads, s.stray_homes), args))
+        found: set[int] = set()
+        for index, reply in zip(todo, await runner.run_each(calls, durable=False), strict=True):
+            if isinstance(reply, StorageUnavailable):
+                continue  # its master failed: its keys wait for the next pass
+            strays, names, packed = body(reply)
+            found.update(ints(strays))
+            numbers = ints(packed)
+            out[index] = {
+                name.decode(): (numbers[2 * i], numbers[2 * i + 1]) for i, name in enumerate(names)
+            }
+        todo, homes = sorted(found - set(out) - set(slots)), False
+    return out
+
+
+async def _key_samples(
+    runner: Runner, info: TopicEntry, wanted: dict[int, dict[str, int]], asked: str, bound: int
+) -> dict[int, dict[str, list[int]]]:
+    """Per slot, per key asked, its first due timestamps there, up to the count asked."""
+    calls = []
+    for index, counts in wanted.items():
+        s = info.slot(index)
+        args = (info.gen, s.prefix, bound, asked, *columns.texts(counts))
+        calls.append(
+            Call(lua.KEYS_SAMPLE, (s.alive, s.heads), (*args, columns.decimals(counts.values())))
+        )
+    out: dict[int, dict[str, list[int]]] = {}
+    replies = await runner.run_each(calls, durable=False)
+    for (index, counts), reply in zip(wanted.items(), replies, strict=True):
+        if isinstance(reply, StorageUnavailable):
+            continue
+        sizes, packed = body(reply)
+        scores, at = ints(packed), 0
+        out[index] = {}
+        for k, n in zip(counts, ints(sizes), strict=True):
+            out[index][k] = scores[at : at + n]
+            at += n
+    return out
 
 
 def _ranked(info: TopicEntry) -> bool:
@@ -155,10 +294,10 @@ def _shares(slots: Sequence[int], limit: int) -> dict[int, int]:
     return {slot: base + (1 if i < extra else 0) for i, slot in enumerate(slots)}
 
 
-def _remember_drained(key: tuple[str, str]) -> None:
-    if len(_DRAINED) >= MAX_REMEMBERED:
-        _DRAINED.clear()  # a bound on what is kept; a topic forgotten merges once again
-    _DRAINED.add(key)
+def _remember(topics: set[tuple[str, str]], key: tuple[str, str]) -> None:
+    if len(topics) >= MAX_REMEMBERED:
+        topics.clear()  # a bound on what is kept; a topic forgotten merges once again
+    topics.add(key)
 
 
 async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, limit: int) -> int:
@@ -234,12 +373,16 @@ async def _merged(
     bound: int,
     limit: int,
     take: Callable[[dict[int, int], int], Awaitable[int]],
+    keyed: Callable[[], Awaitable[int]] | None = None,
 ) -> int:
     """Over several slots, in score order over ``span`` up to ``bound``: peek, plan
     quotas, ``take(quotas, exact bound)`` (how many it took), in rounds until
-    ``limit`` are taken or none is left; how many were taken."""
+    ``limit`` are taken or none is left; how many were taken. When the first
+    peek finds a key's lane due, ``keyed()`` (a fair pass) runs instead."""
     got = 0
     peeks = await _survey(runner, info, slots, asked, span, str(bound), _sample(limit, len(slots)))
+    if keyed is not None and any(p.keyed for p in peeks.values()):
+        return await keyed()
     for _ in range(MAX_LEASE_ROUNDS):
         due = {slot: p for slot, p in peeks.items() if p.due}
         if not due:
@@ -290,12 +433,17 @@ async def _take_each(
     quotas: dict[int, int],
     bound: int,
     solo: bool,
+    shares: bool = False,
+    caps: dict[int, dict[str, int]] | None = None,
 ) -> tuple[dict[int, tuple[Taken, int] | None], set[int]]:
     """``_take``, slot by slot: None for a slot that refused a solo call (strays);
     and the slots whose master failed its part (``Runner.run_each``), so a
     master that fails or hangs holds up only its own slots: what they leased,
     if anything, is not returned; a late answer's leases are handed back at
-    once, the others' come back when their lease runs out."""
+    once, the others' come back when their lease runs out. ``shares``: each
+    quota is a share of a pass that does not share among keys; a slot with
+    keys due refuses (``KEYED_REFUSAL``). ``caps``: per slot, the caps its
+    script applies instead of the request's."""
     calls = []
     for index, quota in quotas.items():
         s = info.slot(index)
@@ -304,7 +452,14 @@ async def _take_each(
             Call(
                 lua.LEASE,
                 (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, *info.optional(s)),
-                (*args, request.max_deliveries, "1" if solo else "0", asked),
+                (
+                    *args,
+                    request.max_deliveries,
+                    "1" if solo else "0",
+                    asked,
+                    *_caps(request.caps if caps is None else caps.get(index)),
+                    "1" if shares else "0",
+                ),
             )
         )
     out: dict[int, tuple[Taken, int] | None] = {}
@@ -320,20 +475,39 @@ async def _take_each(
     return out, failed
 
 
+def _caps(caps: Mapping[str, int] | None) -> tuple[bytes, str, str]:
+    """Caps as the lease script's columns: keys, their lengths, the numbers."""
+    caps = caps or {}
+    return (*columns.texts(caps), columns.decimals(caps.values()))
+
+
+# A lease script's answer to a share of a pass that found keys due.
+KEYED_REFUSAL: tuple[Taken, int] = ([], 0)
+
+
 def _delivered(reply: list[Any]) -> tuple[Taken, int] | None:
     """A lease script's (bucket, delivery) pairs and dead-letter count; None
-    for a solo call refused (strays)."""
+    for a solo call refused (strays), ``KEYED_REFUSAL`` for a share refused."""
     if reply[0] == lua.STRAYS:
         return None
+    if reply[0] == lua.KEYED:
+        return KEYED_REFUSAL
     died, numbers, blob = body(reply)
     delivered: Taken = []
     at = 0
     items = np.frombuffer(numbers, "<f8").astype(np.int64).reshape(-1, lua.LEASED_ITEM)
-    for bucket, ts, version, deliveries, priority_, id_len, size in items.tolist():
+    for bucket, ts, version, deliveries, priority_, id_len, size, klen, hlen in items.tolist():
         id = blob[at : at + id_len].decode()
-        payload = blob[at + id_len : at + id_len + size]
-        at += id_len + size
-        delivered.append((bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_)))
+        at += id_len
+        payload = blob[at : at + size]
+        at += size
+        key = blob[at : at + klen].decode()
+        at += klen
+        headers = blob[at : at + hlen]
+        at += hlen
+        delivered.append(
+            (bucket, LeasedMessage(id, ts, payload, version, deliveries, priority_, key, headers))
+        )
     return delivered, died
 
 
@@ -410,8 +584,8 @@ async def _peek(
         if isinstance(reply, StorageUnavailable):  # its master failed: leased from later
             peeks[index] = Peek(0, [], [])
             continue
-        due, homes, scores = body(reply)
-        peeks[index] = Peek(due, ints(homes), ints(scores))
+        due, homes, scores, keyed = body(reply)
+        peeks[index] = Peek(due, ints(homes), ints(scores), keyed == 1)
     return peeks
 
 

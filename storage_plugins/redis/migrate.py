@@ -16,6 +16,10 @@ left it; a slot whose old ``alive`` is gone was moved whole. ``keys.FORMAT``
 is set to the new version last: an upgrade cut short leaves the store at
 version 1, and is run again. No broker may write the store meanwhile (the
 README's upgrade steps).
+
+Version 3 adds keys, their lanes and headers (``keys``, ``record``): a version
+2 record and timeline read the same in version 3 (no key, no lane, no
+headers), so a version 2 store is upgraded by setting the version alone.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dejaq.core.model import Counts, Message
-from dejaq.storage_plugins.base import Forecast, Head
+from dejaq.storage_plugins.base import Forecast, Head, KeyLoad
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.registry import TopicEntry, per_slot
-from dejaq.storage_plugins.redis.replies import body, text
+from dejaq.storage_plugins.redis.replies import body, ints, text
 from dejaq.storage_plugins.redis.scripts import Call, Runner
 
 
@@ -24,7 +24,7 @@ async def read(
         found = body(reply)
         for k, id in enumerate(ids):
             item = found[k * lua.READ_ITEM : (k + 1) * lua.READ_ITEM]
-            exists, ts, v, n, owner, bucket, md, ex, dead, priority, payload = item
+            exists, ts, v, n, owner, bucket, md, ex, dead, priority, payload, key, headers = item
             if not exists:
                 out.append(None)
                 continue
@@ -41,6 +41,8 @@ async def read(
                     int(ex),
                     dead == b"1",
                     int(priority or 0),
+                    text(key) or "",
+                    headers or b"",
                 )
             )
     return out
@@ -94,3 +96,29 @@ async def forecast(runner: Runner, info: TopicEntry, request: Forecast) -> list[
         durable=False,
     )
     return [sum(int(n) for n in column) for column in zip(*replies, strict=True)]
+
+
+async def busiest(runner: Runner, info: TopicEntry, now: int, limit: int) -> list[KeyLoad]:
+    """The keys with the most messages due by ``now``: one script per slot
+    (lua/busiest.lua: a ZCOUNT per due lane, the leased records), summed."""
+    replies = await per_slot(
+        runner,
+        info,
+        lambda s: Call(lua.BUSIEST, (s.alive, s.heads, s.owned), (info.gen, s.prefix, now)),
+        durable=False,
+    )
+    due: dict[str, int] = {}
+    held: dict[str, int] = {}
+    oldest: dict[str, int] = {}
+    for names, packed in replies:
+        numbers = ints(packed)
+        for i, name in enumerate(names):
+            key = name.decode()
+            d, h, o = numbers[3 * i : 3 * i + 3]
+            due[key] = due.get(key, 0) + d
+            held[key] = held.get(key, 0) + h
+            if o and (not oldest.get(key) or o < oldest[key]):
+                oldest[key] = o
+    loads = [KeyLoad(k, due[k], held[k], oldest.get(k, 0)) for k in due if due[k] or held[k]]
+    loads.sort(key=lambda k: (-k.due, k.key))
+    return loads[:limit]

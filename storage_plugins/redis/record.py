@@ -4,10 +4,14 @@ the slot's ``records`` hash (``keys``), read and written by the Lua scripts
 same layout as here.
 
 ``LAYOUT``: little-endian doubles timestamp, version, deliveries, bucket, max
-deliveries, expiry, a byte of flags (1: dead, 2: the payload is kept apart), a
-double priority and the owner's length (2 bytes); then the lease owner's UTF-8
-bytes (none: empty), then the payload, inline when at most ``INLINE_MAX``
-bytes. A larger payload is a field of the slot's ``payloads`` hash instead, so
+deliveries, expiry, a byte of flags (1: dead, 2: the payload is kept apart,
+4: a key follows the owner, 8: the message sits on its key's lane, 16: it has
+headers), a double priority and the owner's length (2 bytes); then the lease
+owner's UTF-8 bytes (none: empty), then, with flag 4, the key's length (2
+bytes) and UTF-8 bytes, then the payload, inline when at most ``INLINE_MAX``
+bytes. Headers are a field of the slot's ``headers`` hash (read only by get,
+scan and lease), so a record without a key or headers is as version 2 stored
+it. A larger payload is a field of the slot's ``payloads`` hash instead, so
 a lease or a move, which rewrites the record, never copies it. Doubles hold
 every value exactly (integers below 2**53: millisecond timestamps, priority
 ranks of 14 digits, counters) and unpack in one C call in Lua.
@@ -26,7 +30,8 @@ from dejaq.core.model import NewMessage
 LAYOUT = "<ddddddBdH"
 _CODEC = struct.Struct(LAYOUT)
 SIZE = _CODEC.size  # 59 bytes: the record before its owner and payload
-DEAD, APART = 1, 2  # flags
+DEAD, APART, KEYED, LANED, HEADED = 1, 2, 4, 8, 16  # flags
+_KEY_LEN = struct.Struct("<H")
 INLINE_MAX = 1024  # larger payloads are kept apart
 # The same layout as a numpy record (unaligned, as ``struct`` packs it).
 _NEW = np.dtype(
@@ -53,11 +58,16 @@ class Record:
     priority: int
     owner: str | None
     payload: bytes | None
+    key: str = ""
+    laned: bool = False  # on its key's lane (``keys.lane``), not the bucket's timeline
+    headed: bool = False  # its headers are in the slot's ``headers`` hash
 
 
 def encode(r: Record) -> bytes:
     owner = (r.owner or "").encode()
+    key = r.key.encode()
     flags = (DEAD if r.dead else 0) | (APART if r.payload is None else 0)
+    flags |= (KEYED if key else 0) | (LANED if r.laned else 0) | (HEADED if r.headed else 0)
     head = _CODEC.pack(
         r.ts,
         r.version,
@@ -69,13 +79,19 @@ def encode(r: Record) -> bytes:
         r.priority,
         len(owner),
     )
-    return head + owner + (r.payload or b"")
+    keyed = _KEY_LEN.pack(len(key)) + key if key else b""
+    return head + owner + keyed + (r.payload or b"")
 
 
 def decode(packed: bytes) -> Record:
     ts, v, n, b, md, ex, flags, p, olen = _CODEC.unpack_from(packed)
     owner = packed[SIZE : SIZE + olen].decode()
-    payload = None if flags & APART else packed[SIZE + olen :]
+    at, key = SIZE + olen, ""
+    if flags & KEYED:
+        (klen,) = _KEY_LEN.unpack_from(packed, at)
+        key = packed[at + 2 : at + 2 + klen].decode()
+        at += 2 + klen
+    payload = None if flags & APART else packed[at:]
     return Record(
         int(ts),
         int(v),
@@ -87,14 +103,18 @@ def decode(packed: bytes) -> Record:
         int(p),
         owner or None,
         payload,
+        key,
+        bool(flags & LANED),
+        bool(flags & HEADED),
     )
 
 
-def new_records(batch: Sequence[NewMessage]) -> tuple[list[bytes], list[int]]:
+def new_records(batch: Sequence[NewMessage], lanes: bool = True) -> tuple[list[bytes], list[int]]:
     """The records of new messages (version 1, no delivery, no owner), each
     with its payload inline, and the indexes of those whose payload is too
-    large for that (kept apart): the headers made in one numpy call, so the
-    insert script only stores them."""
+    large for that (kept apart): the fixed parts made in one numpy call, so the
+    insert script only stores them. ``lanes``: a keyed message goes on its
+    key's lane (a timeline topic; a priority topic takes by rank, keys aside)."""
     rows = [
         (
             m.timestamp,
@@ -103,7 +123,9 @@ def new_records(batch: Sequence[NewMessage]) -> tuple[list[bytes], list[int]]:
             m.bucket,
             m.max_deliveries,
             m.expires_at,
-            APART if len(m.payload) > INLINE_MAX else 0,
+            (APART if len(m.payload) > INLINE_MAX else 0)
+            | (KEYED | (LANED if lanes else 0) if m.key else 0)
+            | (HEADED if m.headers else 0),
             m.priority,
             0,
         )
@@ -113,6 +135,9 @@ def new_records(batch: Sequence[NewMessage]) -> tuple[list[bytes], list[int]]:
     records, apart = [], []
     for i, m in enumerate(batch):
         head = heads[i * SIZE : (i + 1) * SIZE]
+        if m.key:
+            key = m.key.encode()
+            head += _KEY_LEN.pack(len(key)) + key
         if len(m.payload) > INLINE_MAX:
             records.append(head)
             apart.append(i)

@@ -1,14 +1,15 @@
 """Paging through one bucket by id (``Storage.scan``).
 
-A bucket's live ids are the members of its timeline ``tl:<bucket>`` — in the
-bucket's slot, and in the slots its ``stray-homes`` name — whose order is by
-time, not id. The first page of a bucket reads them all and sorts them; the
-order is kept (``IdOrders``) for the next pages for as long as the bucket's
-``entered`` counts stand still (no insert or redrive added a member since:
-members that left are skipped when their records are read). A page then takes
-its ids from the kept order by bisection, so reading a whole bucket costs its
-size once, not once a page. Each page reads the counts, so an order kept by
-one broker is never used after another broker added to the bucket.
+A bucket's live ids are the members of its timeline ``tl:<bucket>`` and of its
+keys' lanes ``tl:<bucket>:<key>`` (those ``heads`` lists) — in the bucket's
+slot, and in the slots its ``stray-homes`` name — whose order is by time, not
+id. The first page of a bucket reads them all and sorts them; the order is kept
+(``IdOrders``) for the next pages for as long as the bucket's ``entered``
+counts stand still (no insert or redrive added a member since: members that
+left are skipped when their records are read). A page then takes its ids from
+the kept order by bisection, so reading a whole bucket costs its size once,
+not once a page. Each page reads the counts, so an order kept by one broker is
+never used after another broker added to the bucket.
 
 Dead ids are kept per slot in byte order (``dead-ids``) without their bucket,
 so a page takes up to ``limit + 1`` of them after the cursor from every slot
@@ -27,6 +28,7 @@ from typing import Any
 
 from dejaq.core.model import Message
 from dejaq.storage_plugins.base import ScanPage
+from dejaq.storage_plugins.redis import keys
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.reads import read
 from dejaq.storage_plugins.redis.registry import TopicEntry
@@ -121,18 +123,25 @@ def _stamp(info: TopicEntry, home: int, bucket: int) -> Call:
 async def _order(runner: Runner, info: TopicEntry, bucket: int, homes: tuple[int, ...]) -> IdOrder:
     """The bucket's live ids sorted, each home's count read before its ids: a
     member added in between makes the next page read them again, never miss it."""
+    heads = await runner.run(
+        [Call(None, (), ("ZRANGE", info.slot(h).heads, 0, -1)) for h in homes], durable=False
+    )
     calls: list[Call] = []
-    for h in homes:
-        calls += [
-            _stamp(info, h, bucket),
-            Call(None, (), ("ZRANGE", info.slot(h).timeline(bucket), 0, -1)),
-        ]
+    reads: list[int | None] = []  # per call: the home whose ids it reads (None: a stamp)
+    for h, lanes in zip(homes, heads, strict=True):
+        calls.append(_stamp(info, h, bucket))
+        reads.append(None)
+        # The bucket's timeline and its keys' lanes (keys.lane) that hold anything.
+        mine = [x.decode() for x in lanes if b":" in x and keys.lane_bucket(x) == bucket]
+        for lane in [keys.lane(bucket), *mine]:
+            calls.append(Call(None, (), ("ZRANGE", info.slot(h).timeline(lane), 0, -1)))
+            reads.append(h)
     replies = await runner.run(calls, durable=False)
+    stamps = [r for r, h in zip(replies, reads, strict=True) if h is None]
     pairs = sorted(
-        (member.decode(), home)
-        for home, members in zip(homes, replies[1::2], strict=True)
-        for member in members
+        (member.decode(), h)
+        for r, h in zip(replies, reads, strict=True)
+        if h is not None
+        for member in r
     )
-    return IdOrder(
-        homes, tuple(replies[0::2]), [id for id, _ in pairs], [home for _, home in pairs]
-    )
+    return IdOrder(homes, tuple(stamps), [id for id, _ in pairs], [home for _, home in pairs])

@@ -61,22 +61,25 @@ from dejaq.storage_plugins.redis import keys, record
 OK = 0
 GONE = -1  # the topic generation in the slot is not the caller's
 STRAYS = -2  # lease refused a solo call: strays of the slot's buckets live in other slots
+KEYED = -3  # lease refused a share: keyed messages are due, the pass must share among keys
 NOT_FOUND, NOT_HOLDER, STALE, LEASED = 1, 2, 3, 4
 
 # Widths of the per-item groups in replies.
-# numbers: bucket, due timestamp, version, deliveries, priority, id length, payload length
-LEASED_ITEM = 7
+# numbers: bucket, due timestamp, version, deliveries, priority, id length, payload
+# length, key length, headers length
+LEASED_ITEM = 9
 # A lease reply's numbers: LEASED_ITEM little-endian doubles a delivery.
 LEASED_NUMBERS = "<" + "d" * LEASED_ITEM
 SETTLED_ITEM = 3  # numbers: code, version, timestamp
-READ_ITEM = 11  # elements: found, ts, v, n, o, b, md, ex, dead, p, payload
+READ_ITEM = 13  # elements: found, ts, v, n, o, b, md, ex, dead, p, payload, key, headers
 
 CONSTANTS = f"""
 local K_TIMELINE, K_RECORDS, K_PAYLOADS = '{keys.TIMELINE}', '{keys.RECORDS}', '{keys.PAYLOADS}'
 local K_ENTERED, K_RECORD = '{keys.ENTERED}', '{record.LAYOUT}'
+local K_HEADERS = '{keys.HEADERS}'
 local K_NUMBERS, K_INLINE_MAX = '{LEASED_NUMBERS}', {record.INLINE_MAX}
 local K_V1_RECORD, K_V1_PAYLOAD = '{keys.V1_RECORD}', '{keys.V1_PAYLOAD}'
-local OK, GONE, STRAYS = {OK}, {GONE}, {STRAYS}
+local OK, GONE, STRAYS, KEYED = {OK}, {GONE}, {STRAYS}, {KEYED}
 local NOT_FOUND, NOT_HOLDER, STALE, LEASED = {NOT_FOUND}, {NOT_HOLDER}, {STALE}, {LEASED}
 """
 
@@ -161,11 +164,14 @@ PURGE_TOMBS = Script("purge_tombs")
 FORGET_TOMBS = Script("forget_tombs")
 REPLACE = Script("replace")
 UPGRADE = Script("upgrade")
+BUSIEST = Script("busiest")
+KEYS_DUE = Script("keys_due")
+KEYS_SAMPLE = Script("keys_sample")
 
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
 ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE, PROMOTE)
-ALL += (OLDEST, FORECAST, UPGRADE)
+ALL += (OLDEST, FORECAST, UPGRADE, BUSIEST, KEYS_DUE, KEYS_SAMPLE)
 
 # As a Redis Cluster runs them: guarded, except the registry's (their one key is
 # declared, so the cluster itself redirects them while it moves).

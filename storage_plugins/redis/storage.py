@@ -19,11 +19,21 @@ from redis.asyncio import Redis, RedisCluster
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound, StorageError
-from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
+from dejaq.core.model import (
+    KIND_PRIORITY,
+    Counts,
+    InsertStatus,
+    Leases,
+    Message,
+    NewMessage,
+    Settled,
+    Topic,
+)
 from dejaq.storage_plugins.base import (
     Forecast,
     HandBack,
     Head,
+    KeyLoad,
     LeaseRequest,
     Migration,
     Outcome,
@@ -277,7 +287,10 @@ class RedisStorage(Storage):
                     raise InvalidArgument(f"message {m.id!r}: bucket {m.bucket} is out of range")
                 if info.slot_of(m.bucket) != home:
                     strays.add((home, info.slot_of(m.bucket)))
-            records, apart = record.new_records(batch)
+            laned = info.topic.settings.kind != KIND_PRIORITY  # a priority topic takes by rank
+            records, apart = record.new_records(batch, laned)
+            headed = [i for i, m in enumerate(batch) if m.headers]
+            keyed = [i for i, m in enumerate(batch) if m.key] if laned else []
             args = (
                 info.gen,
                 s.prefix,
@@ -287,6 +300,10 @@ class RedisStorage(Storage):
                 *columns.strings(records),
                 *columns.strings(batch[i].payload for i in apart),
                 columns.decimals(i + 1 for i in apart),
+                *columns.texts(batch[i].key for i in keyed),
+                columns.decimals(i + 1 for i in keyed),
+                *columns.strings(batch[i].headers for i in headed),
+                columns.decimals(i + 1 for i in headed),
             )
             inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.optional(s)), args))
         # Make strays findable from their bucket's slot before they exist.
@@ -451,6 +468,11 @@ class RedisStorage(Storage):
     async def _by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
         return await self._registry.on_topic(
             topic, lambda i: by_due.by_due(self._runner, i, after, limit)
+        )
+
+    async def _keys(self, topic: str, now: int, limit: int) -> list[KeyLoad]:
+        return await self._registry.on_topic(
+            topic, lambda i: reads.busiest(self._runner, i, now, limit)
         )
 
     async def _forecast(self, topic: str, request: Forecast) -> list[int]:

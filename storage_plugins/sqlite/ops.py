@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from dejaq.core import priority as prio
 from dejaq.core.buckets import Buckets
@@ -27,7 +28,14 @@ from dejaq.core.model import (
     Topic,
 )
 from dejaq.storage_plugins import sql_base as base
-from dejaq.storage_plugins.base import Forecast, HandBack, LeaseRequest, Outcome, SettleItem
+from dejaq.storage_plugins.base import (
+    Forecast,
+    HandBack,
+    KeyLoad,
+    LeaseRequest,
+    Outcome,
+    SettleItem,
+)
 from dejaq.storage_plugins.sql_base import RowState
 from dejaq.storage_plugins.sqlite import sql
 from dejaq.storage_plugins.sqlite.counting import all_buckets, counted, live_dead
@@ -98,6 +106,12 @@ def _store(conn: Conn, topic: str, states: Mapping[str, RowState]) -> None:
     _count(conn, topic, -killed, killed)
 
 
+def _lower_lanes(conn: Conn, topic: str, ids: Iterable[str]) -> None:
+    """After a write that may have put live keyed messages earlier: their lanes'
+    heads lowered to them (a head may be early, never late)."""
+    conn.execute(sql.LOWER_LANES, (topic, _ids(ids)))
+
+
 def _apply(conn: Conn, topic: str, plan: base.SettlePlan, now: int = 0) -> list[Outcome]:
     _delete(conn, topic, plan.deleted, now)
     _store(conn, topic, plan.updated)
@@ -140,7 +154,12 @@ def purge_chunk(conn: Conn, name: str, limit: int) -> bool:
     has none: it costs one lookup."""
     if conn.execute(sql.IS_DOOMED, (name,)).fetchone() is None:
         return True
-    statements = (sql.PURGE_MESSAGES, sql.PURGE_PAYLOADS, sql.PURGE_TOPIC_TOMBSTONES)
+    statements = (
+        sql.PURGE_MESSAGES,
+        sql.PURGE_PAYLOADS,
+        sql.PURGE_TOPIC_TOMBSTONES,
+        sql.PURGE_LANES,
+    )
     removed = [conn.execute(statement, (name, limit)).rowcount for statement in statements]
     if max(removed) >= limit:
         return False  # a full chunk: there may be more
@@ -173,18 +192,46 @@ def insert(conn: Conn, topic: str, messages: Sequence[NewMessage]) -> list[Inser
     conn.executemany(
         sql.INSERT_MESSAGE,
         [
-            (topic, m.id, m.bucket, m.timestamp, m.max_deliveries, m.expires_at, m.priority)
+            (topic, m.id, m.bucket, m.timestamp, m.max_deliveries, m.expires_at, m.priority, m.key)
             for m in fresh
         ],
     )
-    conn.executemany(sql.INSERT_PAYLOAD, [(topic, m.id, m.payload) for m in fresh])
+    conn.executemany(sql.INSERT_PAYLOAD, [(topic, m.id, m.payload, m.headers) for m in fresh])
+    lanes = base.lane_heads(fresh)
+    if lanes:
+        conn.executemany(sql.UPSERT_LANE, [(topic, b, k, ts) for (b, k), ts in lanes.items()])
     _count(conn, topic, len(fresh), 0)
     return out
 
 
-def lease(conn: Conn, request: LeaseRequest) -> Leases:
+def _take(
+    conn: Conn, request: LeaseRequest, rows: list[Any], out: list[LeasedMessage]
+) -> tuple[int, int]:
+    """Lease, drop or kill the due rows read (``sql.DUE`` columns), as planned;
+    the deliveries are added to ``out``. (delivered, dead-lettered)."""
     topic, now = request.topic, request.now
-    wanted = _buckets_json(request.buckets, _topic_buckets(conn, topic))
+    plan = base.plan_lease((base.Due(*row[:8]) for row in rows), now, request.max_deliveries)
+    stored = {row[0]: (row[8], row[9]) for row in rows}
+    out += [base.delivery(row, *stored[row.id]) for row in plan.deliver]
+    conn.executemany(sql.KILL, [(now, topic, id) for id in plan.kill])
+    _count(conn, topic, -len(plan.kill), len(plan.kill))
+    until, owner = request.until, request.owner
+    conn.executemany(sql.TAKE, [(until, owner, topic, id) for id in plan.keep])
+    _delete(conn, topic, plan.drop, now)
+    return len(plan.deliver), len(plan.kill)
+
+
+def lease(conn: Conn, request: LeaseRequest) -> Leases:
+    topic = request.topic
+    row = conn.execute(sql.TOPIC_SHAPE, (topic,)).fetchone()
+    if row is None:
+        raise NotFound(f"topic {topic!r} does not exist")
+    wanted = _buckets_json(request.buckets, int(row[0]))
+    lanes = []
+    if row[1] != KIND_PRIORITY:  # a priority topic takes by rank alone
+        lanes = conn.execute(sql.DUE_LANES, (topic, wanted, request.bound)).fetchall()
+    if lanes:
+        return _lease_fairly(conn, request, wanted, lanes)
     out: list[LeasedMessage] = []
     dead = 0
     # Dead letters do not use up the limit: select again until it is reached
@@ -192,17 +239,40 @@ def lease(conn: Conn, request: LeaseRequest) -> Leases:
     while len(out) < request.limit:
         asked = request.limit - len(out)
         rows = conn.execute(sql.DUE, (topic, request.bound, wanted, asked, topic)).fetchall()
-        plan = base.plan_lease((base.Due(*row[:7]) for row in rows), now, request.max_deliveries)
-        payloads = {row[0]: row[7] for row in rows}
-        out += [base.delivery(row, payloads[row.id]) for row in plan.deliver]
-        conn.executemany(sql.KILL, [(now, topic, id) for id in plan.kill])
-        _count(conn, topic, -len(plan.kill), len(plan.kill))
-        until, owner = request.until, request.owner
-        conn.executemany(sql.TAKE, [(until, owner, topic, id) for id in plan.keep])
-        _delete(conn, topic, plan.drop, now)
-        dead += len(plan.kill)
-        if not plan.kill or len(rows) < asked:
+        _, killed = _take(conn, request, rows, out)
+        dead += killed
+        if not killed or len(rows) < asked:
             break
+    return Leases(out, request.until, dead)
+
+
+def _lease_fairly(conn: Conn, request: LeaseRequest, wanted: str, lanes: list[Any]) -> Leases:
+    """A pass over a topic with keyed messages due: the limit shared among the
+    keys (sql_base.FairShare), each key's earliest messages read from the
+    buckets where its lanes are due, the unkeyed ones from every asked bucket."""
+    topic, bound = request.topic, request.bound
+    heads, buckets = base.heads_of(lanes)
+    where = {key: json.dumps(sorted(b)) for key, b in buckets.items()}
+    unkeyed = conn.execute(sql.KEY_HEAD, (topic, "", bound, wanted)).fetchone()
+    if unkeyed is not None:
+        heads[""], where[""] = unkeyed[0], wanted
+    share = base.FairShare.of(request.limit, heads, request.caps)
+    out: list[LeasedMessage] = []
+    dead = 0
+    asked_keys: set[str] = set()
+    while allotment := share.allot():
+        for key, asked in allotment.items():
+            asked_keys.add(key)
+            rows = conn.execute(sql.KEY_DUE, (topic, key, bound, where[key], asked)).fetchall()
+            delivered, killed = _take(conn, request, rows, out)
+            dead += killed
+            share.took(key, asked, len(rows), delivered)
+    # The lanes taken from have later heads now (or none): set them, so the
+    # next pass does not read them again before they are due.
+    touched = [(topic, b, k) for k, b, _ in lanes if k in asked_keys]
+    conn.executemany(sql.DROP_LANE, touched)
+    conn.executemany(sql.FIX_LANE, touched)
+    out.sort(key=lambda d: d.timestamp)
     return Leases(out, request.until, dead)
 
 
@@ -257,12 +327,16 @@ def nack(
     max_deliveries: int,
 ) -> list[Outcome]:
     states = _held(conn, topic, items)
-    return _apply(conn, topic, base.plan_nack(items, states, owner, at, max_deliveries))
+    outcomes = _apply(conn, topic, base.plan_nack(items, states, owner, at, max_deliveries))
+    _lower_lanes(conn, topic, states)
+    return outcomes
 
 
 def hand_back(conn: Conn, topic: str, items: Sequence[HandBack], owner: str) -> list[Outcome]:
     states = _held(conn, topic, [(id, version) for id, version, _ in items])
-    return _apply(conn, topic, base.plan_hand_back(items, states, owner))
+    outcomes = _apply(conn, topic, base.plan_hand_back(items, states, owner))
+    _lower_lanes(conn, topic, states)
+    return outcomes
 
 
 def move(
@@ -283,6 +357,7 @@ def move(
         conn.execute(sql.SET_PAYLOAD, (payload, topic, id))
     if priority is not None:
         conn.execute(sql.SET_PRIORITY, (priority, topic, id))
+    _lower_lanes(conn, topic, [id])
     return settled
 
 
@@ -302,6 +377,7 @@ def get(conn: Conn, topic: str, id: str) -> Message | None:
 def release(conn: Conn, topic: str, owner: str, now: int) -> int:
     if conn.execute(sql.TOPIC_BUCKETS, (topic,)).fetchone() is None:
         return 0  # a deleted topic's rows may still be there, being removed
+    conn.execute(sql.LOWER_OWNER_LANES, (topic, owner, now))
     return conn.execute(sql.RELEASE_OWNER, (now, topic, owner)).rowcount
 
 
@@ -333,9 +409,11 @@ def by_due(conn: Conn, topic: str, after: tuple[int, str] | None, limit: int) ->
 def redrive(conn: Conn, topic: str, ids: Sequence[str] | None, at: int) -> int:
     _topic_buckets(conn, topic)
     if ids is None:
+        conn.execute(sql.LOWER_DEAD_LANES, (topic, at))
         redriven = conn.execute(sql.REDRIVE_ALL, (at, topic)).rowcount
     else:
         redriven = conn.execute(sql.REDRIVE_IDS, (at, topic, _ids(ids))).rowcount
+        _lower_lanes(conn, topic, ids)
     _count(conn, topic, redriven, -redriven)
     return redriven
 
@@ -356,3 +434,10 @@ def forget_tombstones(conn: Conn, topic: str, ids: Sequence[str]) -> int:
 def purge_tombstones(conn: Conn, topic: str, deleted_before: int, limit: int) -> int:
     _topic_buckets(conn, topic)
     return conn.execute(sql.PURGE_TOMBSTONES, (topic, deleted_before, limit)).rowcount
+
+
+def keys(conn: Conn, topic: str, now: int, limit: int) -> list[KeyLoad]:
+    _topic_buckets(conn, topic)
+    due = conn.execute(sql.KEYS_DUE, (topic, now)).fetchall()
+    held = conn.execute(sql.KEYS_HELD, (topic, now)).fetchall()
+    return base.busiest(due, held, limit)

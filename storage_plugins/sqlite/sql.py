@@ -29,7 +29,9 @@ from dejaq.core.model import DEFAULT_DEDUP_WINDOW_MS
 # (added to an older file by ADD_PRIORITY). 4: topic_counts (filled from the
 # messages of an older file by FILL_COUNTS). 5: doomed_topics (created by
 # SCHEMA's IF NOT EXISTS; an older dejaq would not remove a doomed topic's rows).
-SCHEMA_VERSION = 5
+# 6: messages.key, payloads.headers (added to an older file by ADD_KEY and
+# ADD_HEADERS), lanes and messages_key (created by SCHEMA after them).
+SCHEMA_VERSION = 6
 
 JOURNAL_WAL = "PRAGMA journal_mode = WAL"
 # The checkpointer's own connection checkpoints (checkpoint.py); the writer's
@@ -74,6 +76,7 @@ SCHEMA = (
         expires_at INTEGER NOT NULL,
         dead INTEGER NOT NULL,
         priority INTEGER NOT NULL DEFAULT 0,
+        key TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (topic, id)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS messages_due ON messages (topic, dead, bucket, ts)",
@@ -88,6 +91,7 @@ SCHEMA = (
         topic TEXT NOT NULL,
         id TEXT NOT NULL,
         payload BLOB NOT NULL,
+        headers BLOB NOT NULL DEFAULT x'',
         PRIMARY KEY (topic, id)
     )""",
     # The ids of deleted messages, kept for the topic's dedup window (no payload).
@@ -112,12 +116,36 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS doomed_topics (
         name TEXT NOT NULL PRIMARY KEY
     ) WITHOUT ROWID""",
+    # Keys (fair lease passes, ops.lease_fairly). A lane is one key's live
+    # messages in one bucket; its head is at or before the earliest of them:
+    # early, never late. Every write that puts a keyed message at a time lowers
+    # its lane's head to it (UPSERT_LANE, LOWER_LANES); a pass that took from
+    # a lane sets its head again (FIX_LANE), or drops it when it is empty.
+    """CREATE TABLE IF NOT EXISTS lanes (
+        topic TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        head INTEGER NOT NULL,
+        PRIMARY KEY (topic, bucket, key)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS lanes_due ON lanes (topic, bucket, head)",
+)
+# After SCHEMA and the columns an older file lacks: each key's live messages
+# by bucket and time (the unkeyed ones under ""), so that a fair pass takes a
+# key's earliest messages with a seek per bucket, never reading past another
+# key's backlog.
+KEY_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS messages_key ON messages (topic, key, bucket, ts) WHERE dead = 0",
 )
 
 # Upgrading a file made before priority topics (schema version < 3): its
 # messages are a timeline's, priority 0.
 MESSAGE_COLUMNS = "SELECT name FROM pragma_table_info('messages')"
 ADD_PRIORITY = "ALTER TABLE messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 0"
+# A file made before keys (schema version < 6): no message has a key or headers.
+ADD_KEY = "ALTER TABLE messages ADD COLUMN key TEXT NOT NULL DEFAULT ''"
+PAYLOAD_COLUMNS = "SELECT name FROM pragma_table_info('payloads')"
+ADD_HEADERS = "ALTER TABLE payloads ADD COLUMN headers BLOB NOT NULL DEFAULT x''"
 
 # (topic, live, dead): what a write changed, added to the topic's counts (a
 # row made when missing). Once a statement, not once a row: a row trigger
@@ -140,6 +168,9 @@ UPDATE_TOPIC = "UPDATE topics SET settings = ? WHERE name = ? AND created_at_ms 
 GET_TOPIC = "SELECT name, settings, created_at_ms FROM topics WHERE name = ?"
 LIST_TOPICS = "SELECT name, settings, created_at_ms FROM topics ORDER BY name"
 TOPIC_BUCKETS = "SELECT json_extract(settings, '$.buckets') FROM topics WHERE name = ?"
+# (name): bucket count and kind (a topic stored before kinds existed is a timeline)
+TOPIC_SHAPE = """SELECT json_extract(settings, '$.buckets'), json_extract(settings, '$.kind')
+    FROM topics WHERE name = ?"""
 DELETE_TOPIC = "DELETE FROM topics WHERE name = ?"
 DELETE_TOPIC_COUNTS = "DELETE FROM topic_counts WHERE topic = ?"
 # A deleted topic's rows go a chunk at a time (ops.purge_chunk), so one large
@@ -156,6 +187,8 @@ PURGE_PAYLOADS = """DELETE FROM payloads WHERE rowid IN (
     SELECT rowid FROM payloads WHERE topic = ?1 LIMIT ?2)"""
 PURGE_TOPIC_TOMBSTONES = """DELETE FROM tombstones WHERE topic = ?1 AND id IN (
     SELECT id FROM tombstones WHERE topic = ?1 LIMIT ?2)"""
+PURGE_LANES = """DELETE FROM lanes WHERE (topic, bucket, key) IN (
+    SELECT topic, bucket, key FROM lanes WHERE topic = ?1 LIMIT ?2)"""
 # (topic): the dedup window (a topic stored before it existed has the default)
 TOPIC_DEDUP_WINDOW = f"""SELECT coalesce(json_extract(settings, '$.dedup_window_ms'),
     {DEFAULT_DEDUP_WINDOW_MS:d}) FROM topics WHERE name = ?"""
@@ -168,9 +201,10 @@ EXISTING_IDS = """SELECT id FROM messages
     UNION ALL
     SELECT id FROM tombstones WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))"""
 INSERT_MESSAGE = """INSERT INTO messages
-    (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead, priority)
-    VALUES (?, ?, ?, ?, 1, 0, NULL, ?, ?, 0, ?)"""
-INSERT_PAYLOAD = "INSERT INTO payloads (topic, id, payload) VALUES (?, ?, ?)"
+    (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead, priority,
+     key)
+    VALUES (?, ?, ?, ?, 1, 0, NULL, ?, ?, 0, ?, ?)"""
+INSERT_PAYLOAD = "INSERT INTO payloads (topic, id, payload, headers) VALUES (?, ?, ?, ?)"
 SET_PAYLOAD = "UPDATE payloads SET payload = ? WHERE topic = ? AND id = ?"
 # A set of ids travels as one JSON array parameter: ``_IDS`` is its rows.
 _IDS = "(SELECT value FROM json_each(?))"
@@ -191,13 +225,66 @@ PURGE_TOMBSTONES = """DELETE FROM tombstones WHERE topic = ?1 AND id IN (
 # payloads. The payloads are joined to the ``LIMIT``-ed rows only (a subquery
 # with a LIMIT is not flattened into a join), never to every due row.
 DUE = """SELECT d.id, d.ts, d.version, d.deliveries, d.max_deliveries, d.expires_at, d.priority,
-        p.payload
+        d.key, p.payload, p.headers
     FROM (
-        SELECT id, ts, version, deliveries, max_deliveries, expires_at, priority
+        SELECT id, ts, version, deliveries, max_deliveries, expires_at, priority, key
         FROM messages INDEXED BY messages_due
         WHERE topic = ? AND dead = 0 AND ts <= ? AND bucket IN (SELECT value FROM json_each(?))
         ORDER BY ts LIMIT ?) AS d
     JOIN payloads AS p ON p.topic = ? AND p.id = d.id"""
+# (topic, key, bound, buckets JSON, limit): as DUE, one key's earliest due
+# rows (a seek per bucket on messages_key that stops at the LIMIT).
+KEY_DUE = """SELECT d.id, d.ts, d.version, d.deliveries, d.max_deliveries, d.expires_at, d.priority,
+        d.key, p.payload, p.headers
+    FROM (
+        SELECT id, ts, version, deliveries, max_deliveries, expires_at, priority, key
+        FROM messages INDEXED BY messages_key
+        WHERE topic = ?1 AND key = ?2 AND dead = 0 AND ts <= ?3
+            AND bucket IN (SELECT value FROM json_each(?4))
+        ORDER BY ts LIMIT ?5) AS d
+    JOIN payloads AS p ON p.topic = ?1 AND p.id = d.id"""
+# (topic, key, bound, buckets JSON): a key's earliest due timestamp (the
+# unkeyed messages', which have no lane)
+KEY_HEAD = """SELECT ts FROM messages INDEXED BY messages_key
+    WHERE topic = ?1 AND key = ?2 AND dead = 0 AND ts <= ?3
+        AND bucket IN (SELECT value FROM json_each(?4))
+    ORDER BY ts LIMIT 1"""
+# (topic, buckets JSON, bound): the lanes of the buckets whose head is due, a
+# seek per bucket on lanes_due. None in a topic without keys: its passes are
+# DUE's, as before keys.
+DUE_LANES = """SELECT key, bucket, head FROM lanes INDEXED BY lanes_due
+    WHERE topic = ?1 AND bucket IN (SELECT value FROM json_each(?2)) AND head <= ?3"""
+# (topic, bucket, key, head): a keyed message stored at ``head``
+UPSERT_LANE = """INSERT INTO lanes (topic, bucket, key, head) VALUES (?, ?, ?, ?)
+    ON CONFLICT (topic, bucket, key) DO UPDATE SET head = min(head, excluded.head)"""
+# (topic, ids JSON): after a write that may have put live keyed messages
+# earlier (nack, hand back, move, redrive), their lanes' heads lowered to them
+LOWER_LANES = f"""INSERT INTO lanes (topic, bucket, key, head)
+    SELECT topic, bucket, key, min(ts) FROM messages
+    WHERE topic = ? AND id IN {_IDS} AND key <> '' AND dead = 0
+    GROUP BY bucket, key
+    ON CONFLICT (topic, bucket, key) DO UPDATE SET head = min(head, excluded.head)"""
+# (topic, bucket, key): a lane a pass took from, its head set to its earliest
+# live message; then dropped when it has none
+FIX_LANE = """UPDATE lanes SET head = coalesce((SELECT ts FROM messages INDEXED BY messages_key
+        WHERE topic = ?1 AND key = ?3 AND bucket = ?2 AND dead = 0 ORDER BY ts LIMIT 1), head)
+    WHERE topic = ?1 AND bucket = ?2 AND key = ?3"""
+DROP_LANE = """DELETE FROM lanes WHERE topic = ?1 AND bucket = ?2 AND key = ?3
+    AND NOT EXISTS (SELECT 1 FROM messages INDEXED BY messages_key
+        WHERE topic = ?1 AND key = ?3 AND bucket = ?2 AND dead = 0)"""
+# Busiest keys (ops.keys): (topic, now) each key's due messages, a range count
+# on messages_key per lane whose head is due (the topic's lanes, no row of a
+# waiting message), and its messages held under a live lease, through
+# messages_owner (what consumers hold).
+KEYS_DUE = """SELECT l.key, count(*), min(m.ts)
+    FROM lanes AS l CROSS JOIN messages AS m INDEXED BY messages_key
+        ON m.topic = l.topic AND m.key = l.key AND m.bucket = l.bucket AND m.dead = 0
+            AND m.ts <= ?2
+    WHERE l.topic = ?1 AND l.head <= ?2
+    GROUP BY l.key"""
+KEYS_HELD = """SELECT key, count(*) FROM messages INDEXED BY messages_owner
+    WHERE topic = ?1 AND owner IS NOT NULL AND dead = 0 AND ts > ?2 AND key <> ''
+    GROUP BY key"""
 # (topic, buckets JSON)
 NEXT_DUE = """SELECT ts FROM messages INDEXED BY messages_due
     WHERE topic = ? AND dead = 0 AND bucket IN (SELECT value FROM json_each(?))
@@ -219,12 +306,26 @@ PROMOTE = """UPDATE messages
 # (priority, topic, id): a move's new priority
 SET_PRIORITY = "UPDATE messages SET priority = ? WHERE topic = ? AND id = ?"
 
+# (topic, owner, now): the lanes of the messages ``owner`` holds, lowered to
+# ``now`` before a release makes them due then
+LOWER_OWNER_LANES = """INSERT INTO lanes (topic, bucket, key, head)
+    SELECT topic, bucket, key, ?3 FROM messages INDEXED BY messages_owner
+    WHERE topic = ?1 AND owner = ?2 AND dead = 0 AND key <> ''
+    GROUP BY bucket, key
+    ON CONFLICT (topic, bucket, key) DO UPDATE SET head = min(head, excluded.head)"""
+# (topic, at): the lanes of the dead messages a redrive of all puts back at ``at``
+LOWER_DEAD_LANES = """INSERT INTO lanes (topic, bucket, key, head)
+    SELECT topic, bucket, key, ?2 FROM messages INDEXED BY messages_dead
+    WHERE topic = ?1 AND dead = 1 AND key <> ''
+    GROUP BY bucket, key
+    ON CONFLICT (topic, bucket, key) DO UPDATE SET head = min(head, excluded.head)"""
+
 # (topic, ids JSON): column order of sql_base.RowState, after the id.
 STATES = f"""SELECT id, ts, version, deliveries, owner, max_deliveries, dead FROM messages
     WHERE topic = ? AND id IN {_IDS}"""
 # Column order of MESSAGE rows follows core.model.Message.
 _MESSAGE_COLUMNS = """m.id, m.ts, p.payload, m.version, m.deliveries, m.owner, m.bucket,
-    m.max_deliveries, m.expires_at, m.dead, m.priority"""
+    m.max_deliveries, m.expires_at, m.dead, m.priority, m.key, p.headers"""
 _WITH_PAYLOAD = "JOIN payloads AS p ON p.topic = m.topic AND p.id = m.id"
 GET_MESSAGE = f"""SELECT {_MESSAGE_COLUMNS} FROM messages AS m {_WITH_PAYLOAD}
     WHERE m.topic = ? AND m.id = ?"""

@@ -28,6 +28,7 @@ from dejaq.core.redact import redact
 from dejaq.storage_plugins.base import (
     Forecast,
     HandBack,
+    KeyLoad,
     LeaseRequest,
     Migration,
     Outcome,
@@ -135,8 +136,15 @@ def _connect(options: SqliteOptions) -> sqlite3.Connection:
         # Migrations from an older version go here, one step per version.
         for statement in sql.SCHEMA:
             conn.execute(statement)
-        if "priority" not in {row[0] for row in conn.execute(sql.MESSAGE_COLUMNS)}:
+        columns = {row[0] for row in conn.execute(sql.MESSAGE_COLUMNS)}
+        if "priority" not in columns:
             conn.execute(sql.ADD_PRIORITY)  # a file from before version 3
+        if "key" not in columns:
+            conn.execute(sql.ADD_KEY)  # a file from before version 6
+        if "headers" not in {row[0] for row in conn.execute(sql.PAYLOAD_COLUMNS)}:
+            conn.execute(sql.ADD_HEADERS)
+        for statement in sql.KEY_INDEXES:
+            conn.execute(statement)
         if version < sql.SCHEMA_VERSION:
             conn.execute(sql.FILL_COUNTS)  # a file from before version 4 (or a new one: no rows)
         conn.execute(sql.INSERT_IDENTITY, (uuid.uuid4().hex,))
@@ -358,6 +366,9 @@ class SqliteStorage(Storage):
 
     async def _by_due(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[Message]:
         return await self._run(ops.by_due, topic, after, limit)
+
+    async def _keys(self, topic: str, now: int, limit: int) -> list[KeyLoad]:
+        return await self._run(ops.keys, topic, now, limit)
 
     async def _redrive(self, topic: str, ids: Sequence[str] | None, at: int) -> int:
         return await self._run(ops.redrive, topic, ids, at)

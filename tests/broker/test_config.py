@@ -199,6 +199,9 @@ def test_bad_bounds_are_refused_by_name(env: dict[str, str], named: str) -> None
         ({}, {"DEJAQ_MAX_FRAME_BYTES": "1"}, "max_frame_bytes must be between 65536 and"),
         ({}, {"DEJAQ_ETCD_TTL_S": "1"}, "etcd_ttl_s must be at least 2"),
         ({"skew_max_ms": -1}, {}, "skew_max_ms cannot be negative"),
+        ({}, {"DEJAQ_TRACE_SAMPLE": "1.5"}, r"trace_sample must be between 0 and 1 \(0: off\)"),
+        ({"trace_sample": -0.1}, {}, "trace_sample must be between 0 and 1"),
+        ({}, {"DEJAQ_TRACE_SAMPLE": "often"}, "DEJAQ_TRACE_SAMPLE='often' is not a number"),
     ],
 )
 def test_a_bad_value_is_refused_naming_its_flag_or_variable(
@@ -212,3 +215,8 @@ def test_a_boolean_variable_reads_yes_and_no() -> None:
     for text, expected in (("yes", True), ("on", True), ("TRUE", True), ("no", False), ("", False)):
         env = {"DEJAQ_INSECURE_ALLOW_ANONYMOUS": text}
         assert BrokerConfig.from_sources({}, env).insecure_allow_anonymous is expected
+
+
+def test_the_trace_sample_is_a_share_off_by_default() -> None:
+    assert BrokerConfig().trace_sample == 0
+    assert BrokerConfig.from_sources({}, {"DEJAQ_TRACE_SAMPLE": "0.01"}).trace_sample == 0.01

@@ -10,6 +10,7 @@ import pytest
 from dejaq.broker.api import control
 from dejaq.broker.api.produce import produce
 from dejaq.broker.context import BrokerContext
+from dejaq.core import headers
 from dejaq.core.errors import Leased
 from dejaq.core.model import TopicSettings
 from dejaq.core.wire.batches import encode_messages
@@ -194,3 +195,23 @@ async def test_under_steady_load_a_pass_runs_every_half_look_ahead(
     assert [d.timestamp for d in session.deliveries] == [start + 1 + i for i in range(200)]
     assert leases <= 200 // (LOOKAHEAD // 2) + 3
     await session.close()
+
+
+async def test_an_at_most_once_message_handed_back_keeps_its_key_and_headers(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given an at-most-once message with a key and headers, held for a consumer
+    first = Session(broker, T, "c1", credits=10)
+    await settle_down()
+    heads = headers.encode({"schema": "v2"})
+    batch = encode_messages(
+        [clock.now + 10], [b"x"], ["once"], max_deliveries=[1], keys=["tenant-7"], headers=[heads]
+    )
+    await produce(broker, pb.ProduceRequest(topic=T, batch=batch))
+    await settle_down()
+    # When the consumer leaves, it is stored again (it was deleted as it was taken)
+    await first.close()
+    await settle_down()
+    # Then with its key and headers
+    stored = await broker.storage.get(T, "once")
+    assert (stored.key, stored.headers) == ("tenant-7", heads)

@@ -22,6 +22,7 @@ PUBLIC = {
     # what they hand back and take
     "Delivery",
     "ProduceResult",
+    "Outgoing",
     "SettleFailure",
     "TopicSettings",
     # what a caller catches

@@ -105,3 +105,20 @@ def test_the_admin_calls_are_the_sync_client_s_own(
         client.delete_topic(topic_name)
         with pytest.raises(NotFound):
             client.describe_topic(topic_name)
+
+
+def test_sync_key_and_headers_round_trip(memory_broker: BrokerProcess, topic_name: str) -> None:
+    # Given a message sent by the synchronous producer with a key and headers
+    with SyncClient(memory_broker.address) as client:
+        client.admin.create_topic(topic_name)
+        producer = client.producer(topic_name)
+        producer.send(b"hi", id="s-k", key="tenant-1", headers={"schema": "v2"})
+        producer.close()
+        # When it is received, then the delivery and the admin get both carry them
+        consumer = client.consumer(topic_name, credits=10)
+        delivery = consumer.receive(timeout=10)
+        assert (delivery.key, delivery.headers) == ("tenant-1", {"schema": "v2"})
+        info = client.admin.get(topic_name, "s-k")
+        assert (info.key, info.headers) == ("tenant-1", {"schema": "v2"})
+        delivery.ack(confirm=True)
+        consumer.close()

@@ -42,18 +42,20 @@ async def given_topic(storage: RedisStorage, buckets: int = 8) -> None:
 
 def heads_and_timelines(
     server: RedisServer, slots: int
-) -> tuple[dict[int, dict[int, int]], dict[int, dict[int, int]]]:
-    """Per slot: its heads index, and each timeline's earliest score, read raw."""
-    heads: dict[int, dict[int, int]] = {}
-    firsts: dict[int, dict[int, int]] = {}
+) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
+    """Per slot: its heads index, and each timeline's (and key lane's) earliest
+    score, read raw, by lane id (``keys.lane``)."""
+    heads: dict[int, dict[str, int]] = {}
+    firsts: dict[int, dict[str, int]] = {}
     with server.client() as client:
         for i in range(slots):
             slot = redis_keys.Slot(T, i, slots)
             heads[i] = {
-                int(b): int(s) for b, s in client.zrange(slot.heads, 0, -1, withscores=True)
+                b.decode(): int(s) for b, s in client.zrange(slot.heads, 0, -1, withscores=True)
             }
             firsts[i] = {}
-            for key in client.keys(slot.timeline(0)[:-1] + "*"):
+            start = slot.timeline(0)[:-1]
+            for key in client.keys(start + "*"):
                 [(_, score)] = client.zrange(key, 0, 0, withscores=True)
-                firsts[i][int(key.decode().rsplit(":", 1)[1])] = int(score)
+                firsts[i][key.decode()[len(start) :]] = int(score)
     return heads, firsts

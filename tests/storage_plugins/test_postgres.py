@@ -280,6 +280,19 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
         | {"limit": 100, "until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
         "dejaq_messages_due",
     ),
+    # A fair pass's round: here the unkeyed messages' share, by (key, bucket).
+    "key_lease": (
+        sql.KEY_LEASE,
+        {"topic": T, "keys": [""] * 64, "buckets": list(range(64)), "ns": [10] * 64}
+        | {"now": NOW, "bound": NOW, "window": 100, "limit": 100}
+        | {"until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
+        "dejaq_messages_key",
+    ),
+    "fair_heads": (
+        sql.FAIR_HEADS,
+        {"topic": T, "buckets": list(range(64)), "bound": NOW},
+        "dejaq_messages_key",
+    ),
     "next_due": (sql.NEXT_DUE, {"topic": T}, "dejaq_messages_time"),
     "next_due_in_buckets": (
         sql.NEXT_DUE_IN_BUCKETS,

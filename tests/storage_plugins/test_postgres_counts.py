@@ -11,11 +11,14 @@ import psycopg
 
 from dejaq.core.model import Counts, NewMessage
 from dejaq.storage_plugins.base import LeaseRequest
-from dejaq.storage_plugins.postgres import sql
 from tests.postgres_server import PostgresServer
 from tests.storage_plugins.test_postgres_priority import opened, schema_at
 
 NOW = 1_700_000_000_000
+
+
+# The format version before dejaq_counts.
+BEFORE_COUNTS = 4
 
 
 def counts_rows(url: str) -> list[tuple[str, int, int]]:
@@ -29,7 +32,7 @@ async def test_a_database_from_before_the_counts_is_counted_when_opened(
 ) -> None:
     # Given a database of the schema before the counts, holding live and dead messages
     url = postgres_server.create_database(f"t_{uuid.uuid4().hex}")
-    schema_at(url, len(sql.MIGRATIONS) - 1)
+    schema_at(url, BEFORE_COUNTS)
     with psycopg.connect(url) as conn:
         conn.execute(
             "INSERT INTO dejaq_topics VALUES ('old', %s, 7)", (json.dumps({"buckets": 2}),)

@@ -1,11 +1,12 @@
 """The stored format's version on ``redis://`` and ``redis+cluster://``: a new
 store is marked with this layout's version, a broker refuses a store of a
 version it cannot read, before touching anything, and ``dejaq storage
-migrate`` upgrades a version 1 store in place with nothing lost."""
+migrate`` upgrades a version 1 or 2 store in place with nothing lost."""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 
 import pytest
 
@@ -126,14 +127,15 @@ async def test_a_store_of_a_newer_version_is_refused_at_open_and_by_migrate(
 ) -> None:
     # Given a store written by a dejaq of a newer stored format
     url, server = store
-    _set_format(server, "3")
+    newer, mine = redis_keys.FORMAT_VERSION + 1, redis_keys.FORMAT_VERSION
+    _set_format(server, str(newer))
     # When a broker opens it, then it refuses, naming both versions
     storage = storage_from_url(url)
-    with pytest.raises(StorageError, match=r"format version '3'.*reads version 2"):
+    with pytest.raises(StorageError, match=rf"format version '{newer}'.*reads version {mine}"):
         await storage.open()
     # And a migrate refuses too, and the store was left as it was
     assert await migrate(url) == 1
-    assert _format(server) == b"3"
+    assert _format(server) == str(newer).encode()
 
 
 async def test_a_version_1_store_is_refused_with_the_upgrade_command(
@@ -193,11 +195,12 @@ async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
     _set_format(server, "1")
     # When `dejaq storage migrate` runs on it
     assert await migrate(url) == 0
-    assert f"from stored format version 1 to 2 ({moved} messages rewritten)" in (
+    version = redis_keys.FORMAT_VERSION
+    assert f"from stored format version 1 to {version} ({moved} messages rewritten)" in (
         capsys.readouterr().out
     )
-    # Then the store is at version 2, and a broker reads every message as before
-    assert _format(server) == b"2"
+    # Then the store is at this version, and a broker reads every message as before
+    assert _format(server) == str(version).encode()
     assert await _state(url4, names, now) == before
     async with opened(url4) as storage:
         # And leases, tombstones and the due messages work on
@@ -211,4 +214,65 @@ async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
         assert await storage.redrive("t", None, now) == 1
     # And a second run finds nothing to do
     assert await migrate(url) == 0
-    assert "at stored format version 2 already" in capsys.readouterr().out
+    assert f"at stored format version {version} already" in capsys.readouterr().out
+
+
+def _to_version_2(store: Store, topic: str, slots: int) -> int:
+    """Rewrite a topic's records as version 2 packed them (``<ddddddBdH``, the
+    owner, then the payload inline unless flag 2 keeps it apart: no key, no
+    headers); the count of records."""
+    count = 0
+    for index in range(slots):
+        s = Slot(topic, index, slots)
+        with _node(store, s.records).client() as client:  # type: ignore[attr-defined]
+            for raw_id, packed in client.hgetall(s.records).items():
+                r = redis_record.decode(packed)
+                assert not r.key and not r.headed  # version 2 had none
+                owner = (r.owner or "").encode()
+                flags = (1 if r.dead else 0) | (2 if r.payload is None else 0)
+                old = struct.pack(
+                    "<ddddddBdH", r.ts, r.version, r.deliveries, r.bucket, r.max_deliveries,
+                    r.expires_at, flags, r.priority, len(owner),
+                )  # fmt: skip
+                client.hset(s.records, raw_id, old + owner + (r.payload or b""))
+                count += 1
+    return count
+
+
+async def test_migrate_upgrades_a_version_2_store_and_keys_work_on_it(
+    store: tuple[str, Store], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, server = store
+    now = 1_000_000
+    # Given a store a version 2 broker wrote: messages waiting, due, leased,
+    # dead, a large payload, no key anywhere
+    async with opened(url) as storage:
+        await storage.create_topic(Topic("t", TopicSettings(buckets=8, lease_ms=30_000)))
+        ids = [f"m{i:02}" for i in range(30)]
+        await storage.insert("t", [msg(id, now + 60_000) for id in ids[:10]])
+        await storage.insert("t", [msg(id, now - 10) for id in ids[10:]])
+        await storage.insert("t", [msg("large", now + 5)._replace(payload=b"L" * 5000)])
+        await storage.insert("t", [msg("dies", now - 100, expires_at=1)])
+        leases = await storage.lease(LeaseRequest("t", None, now, 5, 30_000, "c1"))
+        assert (len(leases.delivered), leases.dead_lettered) == (5, 1)
+    names = {"t": [*ids, "large", "dies"]}
+    before = await _state(url, names, now)
+    slots = 6 if isinstance(server, RedisCluster) else 1  # the URL's default topic_slots
+    assert _to_version_2(server, "t", slots) == 32
+    _set_format(server, "2")
+    # When a broker opens it, then it asks for the upgrade
+    with pytest.raises(StorageError, match=r"version '2'.*dejaq storage migrate URL"):
+        await storage_from_url(url).open()
+    # When `dejaq storage migrate` runs on it
+    assert await migrate(url) == 0
+    version = redis_keys.FORMAT_VERSION
+    assert f"from stored format version 2 to {version}" in capsys.readouterr().out
+    # Then every message reads as before
+    assert _format(server) == str(version).encode()
+    assert await _state(url, names, now) == before
+    async with opened(url) as storage:
+        # And keyed messages go in beside them, and a pass shares among the keys
+        await storage.insert("t", [msg(f"k{i}", now - 1)._replace(key="tenant") for i in range(3)])
+        rest = await storage.lease(LeaseRequest("t", None, now, 4, 30_000, "c2"))
+        assert sorted(d.key for d in rest.delivered) == ["", "", "tenant", "tenant"]
+        assert (await storage.get("t", "k0")).key == "tenant"

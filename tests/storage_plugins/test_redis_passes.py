@@ -184,10 +184,12 @@ async def test_a_backlog_met_by_a_one_round_pass_is_merged_exactly_after_it(
 
 
 @pytest.mark.parametrize("slots", [1, 3])
+@pytest.mark.parametrize("keyed", [False, True], ids=["no-keys", "keys"])
 async def test_the_heads_index_stays_exact_through_every_call(
-    server: RedisServer, slots: int
+    server: RedisServer, slots: int, keyed: bool
 ) -> None:
-    # given a topic of 8 buckets, strays included, and a random sequence of calls
+    # given a topic of 8 buckets, strays included, keys' lanes too, and a random
+    # sequence of calls
     rng = random.Random(slots)
     async with opened(f"{server.url}?topic_slots={slots}") as storage:
         await given_topic(storage, buckets=8)
@@ -202,7 +204,9 @@ async def test_the_heads_index_stays_exact_through_every_call(
                     bucket = rng.randrange(8) if rng.random() < 0.2 else bucket_of(f"m{n}", 8)
                     expiry = rng.choice([0, 0, now + rng.randrange(-5, 50)])
                     ts = now + rng.randrange(-20, 40)
-                    batch.append(NewMessage(f"m{n}", ts, b"", bucket, rng.choice([0, 2]), expiry))
+                    key = rng.choice(["", "a", "b", "ключ:1"]) if keyed else ""
+                    md = rng.choice([0, 2])
+                    batch.append(NewMessage(f"m{n}", ts, b"", bucket, md, expiry, key=key))
                 await storage.insert(T, batch)
             elif action == "lease":
                 buckets = rng.choice([None, [rng.randrange(8)], range(2, 6)])

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dejaq.storage_plugins.base import LeaseRequest
+from dejaq.storage_plugins.redis import keys as redis_keys
 from dejaq.storage_plugins.redis.scripts import Call, Runner
 from tests.redis_server import RedisServer
 from tests.storage_plugins.redis_support import ACCEPTED, NOW, T, given_topic, msg, opened
@@ -29,14 +30,16 @@ async def read_bucket(storage: Any, bucket: int, limit: int) -> tuple[list[str],
 
 
 def counting_timeline_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the members that whole-timeline reads (ZRANGE 0 -1) sent back."""
+    """Counts the members that whole-timeline reads (ZRANGE 0 -1) sent back
+    (timelines and lanes, not the ``heads`` index naming them)."""
     members = [0]
     run = Runner.run
 
     async def counting(self: Runner, calls: Sequence[Call], **kw: Any) -> list[Any]:
         replies = await run(self, calls, **kw)
         for call, reply in zip(calls, replies, strict=True):
-            if call.script is None and call.args[0] == "ZRANGE":
+            timeline = call.args[1:] and f":{redis_keys.TIMELINE}" in str(call.args[1])
+            if call.script is None and call.args[0] == "ZRANGE" and timeline:
                 members[0] += len(reply)
         return replies
 

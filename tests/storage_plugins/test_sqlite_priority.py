@@ -48,7 +48,9 @@ async def test_a_file_from_before_priorities_is_upgraded_in_place(tmp_path: Path
         raw.execute(
             "INSERT INTO messages VALUES ('timeline', 'old', 0, ?, 1, 0, NULL, 0, 0, 0)", (NOW,)
         )
-        raw.execute("INSERT INTO payloads VALUES ('timeline', 'old', x'6f6c64')")
+        raw.execute(
+            "INSERT INTO payloads (topic, id, payload) VALUES ('timeline', 'old', x'6f6c64')"
+        )
         raw.execute("PRAGMA user_version = 2")
         raw.commit()
     # When this version opens it

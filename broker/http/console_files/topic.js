@@ -1,9 +1,11 @@
 // One topic: counts and recent deliveries, settings (rate cap, lease and max
 // deliveries editable by an admin, who may also pause and resume it), the load due over the next hour, a paged
 // browse by due time, find by id with move and cancel (each quoting the
-// version shown), and the dead timeline with redrive.
+// version shown), the dead timeline with redrive, and the busiest keys with
+// the limits per key (keys.js).
 import { call, enc, permissions } from './api.js';
 import { chart, dueNextHour } from './forecast.js';
+import { busiest, limitsForm, perKeyText } from './keys.js';
 import { activityCells, h, problemText, say, table, time } from './ui.js';
 
 const PAGE = 50;
@@ -29,6 +31,9 @@ export function mount(view, name) {
   const pauseControl = h('div');
   const pauseStatus = h('p', { role: 'status' });
   const load = h('div', {}, h('p', { class: 'muted' }, 'Reading the timeline…'));
+  const keys = h('div');
+  const keyLimits = h('div');
+  let keyForm = null;
   const found = h('div');
   const browse = h('div');
   const dead = h('div');
@@ -45,6 +50,7 @@ export function mount(view, name) {
     h('h1', {}, `Topic ${name}`), summary,
     h('h2', {}, 'Settings'), settings, pauseControl, settingsForm,
     h('h2', {}, 'Due over the next hour'), load,
+    h('h2', {}, 'Busiest keys'), keys, keyLimits,
     h('h2', {}, 'Find a message'), findForm, found,
     h('h2', {}, 'Messages'), browse,
     h('h2', {}, 'Dead timeline'), deadStatus, dead,
@@ -221,13 +227,19 @@ export function mount(view, name) {
         h('td', { class: 'n' }, String(c.leased ?? 0)), h('td', { class: 'n' }, String(c.dead ?? 0)),
         h('td', { class: 'n' }, String(d.consumers ?? 0)), activityCells(d.activity), h('td', {}, time(d.next_due_ms)))]));
       const state = s.paused ? `paused since ${time(s.paused_at_ms)}` : 'running';
-      settings.replaceChildren(table(['State', 'Kind', 'Buckets', 'Lease', 'Max deliveries', 'Rate cap', 'Dedup window', 'Expiry'], [h('tr', {},
+      settings.replaceChildren(table(['State', 'Kind', 'Buckets', 'Lease', 'Max deliveries', 'Rate cap', 'Per key', 'Dedup window', 'Expiry'], [h('tr', {},
         h('td', {}, state), h('td', {}, s.kind), h('td', { class: 'n' }, String(s.buckets)), h('td', { class: 'n' }, `${s.lease_ms} ms`),
         h('td', { class: 'n' }, s.max_deliveries ? String(s.max_deliveries) : 'no limit'),
         h('td', { class: 'n' }, s.max_rate ? `${s.max_rate}/s` : 'none'),
+        h('td', { class: 'n' }, perKeyText(s)),
         h('td', { class: 'n' }, `${s.dedup_window_ms} ms`), h('td', { class: 'n' }, s.expiry_ms ? `${s.expiry_ms} ms` : 'none'))]));
       renderSettingsForm(d.topic);
       renderPause(d.topic);
+      if (may && may.admin && s.kind === 'timeline') {
+        if (!keyForm) { keyForm = limitsForm(base, d.topic, () => page.refresh()); keyLimits.replaceChildren(keyForm.form); }
+        await keyForm.readOverrides();
+      }
+      keys.replaceChildren(await busiest(base));
       await Promise.all([readBrowse(), readDead()]);
       // The chart reads most: it comes after the tables, so they never wait for it.
       if (polls % CHART_EVERY === 0) load.replaceChildren(chart(await dueNextHour(name)));

@@ -13,5 +13,6 @@ for _, set in ipairs(sets) do
   redis.call('UNLINK', set)
 end
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
-redis.call('UNLINK', prefix .. K_ENTERED, prefix .. K_RECORDS, prefix .. K_PAYLOADS)
+redis.call('UNLINK', prefix .. K_ENTERED, prefix .. K_RECORDS, prefix .. K_PAYLOADS,
+             prefix .. K_HEADERS)
 return {OK, dropped}

@@ -51,8 +51,14 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- The timeline of a lane id (keys.lane: a bucket, or '<bucket>:<key>').
 local function timeline(prefix, bucket)
   return prefix .. K_TIMELINE .. bucket
+end
+
+-- The bucket of a lane id (heads members: a bucket, or '<bucket>:<key>').
+local function lane_bucket(lane)
+  return tonumber(string.match(lane, '^%d+'))
 end
 
 -- redis.call(cmd, [key,] args...) for a long list of args, in chunks of 1000
@@ -86,16 +92,35 @@ local function collect(cmd, key, args)
   return out
 end
 
--- A record as stored (record.py: K_RECORD, the owner's bytes, the payload when
--- it is kept inline) as a table, numbers as numbers; `o` nil for no owner,
--- `apart` when the payload is in the slot's `payloads` hash. The inline
--- payload is cut out only when asked (`inline_payload`): an ack never needs it.
+-- Whether `flags` (a record's byte) has `bit` (record.py: 1, 2, 4, 8, 16).
+local function has(flags, bit)
+  return math.floor(flags / bit) % 2 == 1
+end
+
+-- A record as stored (record.py: K_RECORD, the owner's bytes, the key, the
+-- payload when it is kept inline) as a table, numbers as numbers; `o` nil for
+-- no owner, `apart` when the payload is in the slot's `payloads` hash, `k` the
+-- key ('' for none), `laned` when it sits on its key's lane, `headed` when it
+-- has headers. The inline payload is cut out only when asked
+-- (`inline_payload`): an ack never needs it.
 local function decode(packed)
   local ts, v, n, b, md, ex, flags, p, olen, at = struct.unpack(K_RECORD, packed)
-  local o
+  local o, k, from = nil, '', at + olen
   if olen > 0 then o = string.sub(packed, at, at + olen - 1) end
+  if has(flags, 4) then
+    local klen = struct.unpack('<H', packed, from)
+    k = string.sub(packed, from + 2, from + 1 + klen)
+    from = from + 2 + klen
+  end
   return {ts = ts, v = v, n = n, b = b, md = md, ex = ex, dead = flags % 2 == 1, p = p, o = o,
-          apart = flags >= 2, packed = packed, from = at + olen}
+          apart = has(flags, 2), k = k, laned = has(flags, 8), headed = has(flags, 16),
+          packed = packed, from = from}
+end
+
+-- The lane id of a record's timeline (keys.lane).
+local function lane_of(rec)
+  if rec.laned then return int(rec.b) .. ':' .. rec.k end
+  return rec.b
 end
 
 -- The inline payload ('' when apart).
@@ -105,10 +130,16 @@ local function inline_payload(rec)
 end
 
 local function encode(rec)
-  local o = rec.o or ''
-  local flags = (rec.dead and 1 or 0) + (rec.apart and 2 or 0)
+  local o, k = rec.o or '', rec.k or ''
+  local flags = (rec.dead and 1 or 0) + (rec.apart and 2 or 0) + (rec.laned and 8 or 0)
+                + (rec.headed and 16 or 0)
+  local keyed = ''
+  if #k > 0 then
+    flags = flags + 4
+    keyed = struct.pack('<H', #k) .. k
+  end
   return struct.pack(K_RECORD, rec.ts, rec.v, rec.n, rec.b, rec.md, rec.ex, flags, rec.p, #o)
-         .. o .. inline_payload(rec)
+         .. o .. keyed .. inline_payload(rec)
 end
 
 -- Set a record's payload: inline up to K_INLINE_MAX bytes, else apart.
@@ -182,7 +213,7 @@ local function lowered_all(heads, entries)
 end
 
 local function left(changed, bucket, score)
-  bucket = tonumber(bucket)  -- records hold it as text, walks as a number: one key
+  bucket = tonumber(bucket) or bucket  -- a bucket as a number, a key's lane as text: one key
   local low = changed[bucket]
   if not low or score < low then changed[bucket] = score end
 end
@@ -209,9 +240,11 @@ end
 local function drop(prefix, id, rec, owned, changed)
   redis.call('HDEL', prefix .. K_RECORDS, id)
   if rec.apart then redis.call('HDEL', prefix .. K_PAYLOADS, id) end
-  redis.call('ZREM', timeline(prefix, rec.b), id)
+  if rec.headed then redis.call('HDEL', prefix .. K_HEADERS, id) end
+  local lane = lane_of(rec)
+  redis.call('ZREM', timeline(prefix, lane), id)
   redis.call('ZREM', owned, id)
-  left(changed, rec.b, rec.ts)
+  left(changed, lane, rec.ts)
 end
 
 -- Write the tombstones of deleted ids: `buried` holds (deleted at, id) pairs;
@@ -223,11 +256,12 @@ end
 -- Move a live message to the dead timeline at `at` (a decimal string); the
 -- record is changed in `changes` (helpers: dirty).
 local function kill(prefix, id, rec, at, owned, dead, dead_ids, changed, changes)
-  redis.call('ZREM', timeline(prefix, rec.b), id)
+  local lane = lane_of(rec)
+  redis.call('ZREM', timeline(prefix, lane), id)
   redis.call('ZREM', owned, id)
   redis.call('ZADD', dead, at, id)
   redis.call('ZADD', dead_ids, 0, id)
-  left(changed, rec.b, rec.ts)
+  left(changed, lane, rec.ts)
   rec.dead, rec.ts, rec.v, rec.o = true, tonumber(at), rec.v + 1, nil
   dirty(changes, id, rec)
 end
@@ -245,9 +279,10 @@ end
 -- Put a live message at `at` (a decimal string) on its timeline, version + 1;
 -- the record is changed in `changes` (helpers: dirty).
 local function reschedule(prefix, heads, waits, id, rec, at, changed, changes)
-  redis.call('ZADD', timeline(prefix, rec.b), at, id)
-  left(changed, rec.b, rec.ts)
-  lowered(heads, rec.b, at)
+  local lane = lane_of(rec)
+  redis.call('ZADD', timeline(prefix, lane), at, id)
+  left(changed, lane, rec.ts)
+  lowered(heads, lane, at)
   waiting(waits, rec.b, at)
   rec.ts, rec.v = tonumber(at), rec.v + 1
   dirty(changes, id, rec)
@@ -361,14 +396,14 @@ local function heap_pop(h)
   return top
 end
 
--- The asked timelines of the slot with a head <= bound: a heap, and its
--- buckets in a list. ZRANGE's score order is already a heap.
+-- The asked timelines of the slot with a head <= bound: a heap, and their
+-- lane ids in a list (a bucket as a number). ZRANGE's score order is already a heap.
 local function due_heads(heads, ranges, bound)
   local r = redis.call('ZRANGE', heads, '-inf', bound, 'BYSCORE', 'WITHSCORES')
   local heap, buckets = {}, {}
   for i = 1, #r, 2 do
-    local bucket = tonumber(r[i])
-    if is_asked(ranges, bucket) then
+    local bucket = tonumber(r[i]) or r[i]
+    if is_asked(ranges, lane_bucket(r[i])) then
       heap[#heap + 1] = {tonumber(r[i + 1]), bucket}
       buckets[#buckets + 1] = bucket
     end

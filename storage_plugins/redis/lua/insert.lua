@@ -2,7 +2,9 @@
 -- then the batch as columns (columns.py): ids, their lengths, timestamps and
 -- buckets (comma-separated decimals), the records (record.new_records: each
 -- with its payload inline, or marked apart), their lengths, and the payloads
--- kept apart, their lengths and their indexes in the batch (1-based).
+-- kept apart, their lengths and their indexes in the batch (1-based), the keys
+-- of the messages that go on their key's lane (keys.lane), their lengths and
+-- indexes, and the headers of those that have some, their lengths and indexes.
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
 -- a tombstoned one, or an earlier one of this batch: the first wins).
 if not alive() then return {GONE} end
@@ -12,8 +14,13 @@ local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(
 local packed = cut(ARGV[7], ARGV[8])
 local apart, bodies = {}, cut(ARGV[9], ARGV[10])
 for i, at in ipairs(decimals(ARGV[11])) do apart[tonumber(at)] = bodies[i] end
+local laned, named = {}, cut(ARGV[12], ARGV[13])
+for i, at in ipairs(decimals(ARGV[14])) do laned[tonumber(at)] = named[i] end
+local headed, blobs = {}, cut(ARGV[15], ARGV[16])
+for i, at in ipairs(decimals(ARGV[17])) do headed[tonumber(at)] = blobs[i] end
 local out = {OK}
-local records, payloads, timelines, earliest, pending = {}, {}, {}, {}, {}
+local records, payloads, headers, timelines, earliest, pending = {}, {}, {}, {}, {}, {}
+local entered = {}
 -- Duplicates are looked for in one call each: HMGET over the records and
 -- ZMSCORE over the tombstones; a repeat within the batch is found in `seen`.
 local existing = collect('HMGET', prefix .. K_RECORDS, ids)
@@ -21,6 +28,7 @@ local buried = tombs and collect('ZMSCORE', tombs, ids) or {}
 local seen = {}
 for i = 1, #ids do
   local id, ts, bucket = ids[i], stamps[i], buckets[i]
+  local lane = laned[i] and bucket .. ':' .. laned[i] or bucket
   if seen[id] or buried[i] or existing[i] then
     out[#out + 1] = 1
   else
@@ -28,15 +36,17 @@ for i = 1, #ids do
     local n = tonumber(ts)
     push(records, id, packed[i])
     if apart[i] then push(payloads, id, apart[i]) end
-    local entries = timelines[bucket]
+    if headed[i] then push(headers, id, headed[i]) end
+    entered[bucket] = true
+    local entries = timelines[lane]
     if not entries then
       entries = {}
-      timelines[bucket] = entries
+      timelines[lane] = entries
     end
     push(entries, ts, id)
-    local low = earliest[bucket]  -- {number, text}
+    local low = earliest[lane]  -- {number, text}
     if not low then
-      earliest[bucket] = {n, ts}
+      earliest[lane] = {n, ts}
     elseif n < low[1] then
       low[1], low[2] = n, ts
     end
@@ -53,11 +63,14 @@ for i = 1, #ids do
 end
 bulk('HSET', prefix .. K_RECORDS, records)
 bulk('HSET', prefix .. K_PAYLOADS, payloads)
+bulk('HSET', prefix .. K_HEADERS, headers)
 local heads, unranked = {}, {}
-for bucket, entries in pairs(timelines) do
-  bulk('ZADD', timeline(prefix, bucket), entries)
+for lane, entries in pairs(timelines) do
+  bulk('ZADD', timeline(prefix, lane), entries)
+  push(heads, earliest[lane][2], lane)
+end
+for bucket in pairs(entered) do
   redis.call('HINCRBY', prefix .. K_ENTERED, bucket, 1)  -- a scan's kept order lacks them
-  push(heads, earliest[bucket][2], bucket)
   if pending[bucket] then push(unranked, pending[bucket][2], bucket) end
 end
 lowered_all(KEYS[2], heads)

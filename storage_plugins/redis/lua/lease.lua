@@ -2,15 +2,23 @@
 -- at-most-once delivery leaves a tombstone] (helpers: optional).
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
 -- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
--- in other slots), asked buckets ('*' or 'lo-hi,...').
+-- in other slots), asked buckets ('*' or 'lo-hi,...'), then the caps as columns
+-- (columns.py: keys, their lengths, the most of each to take), then shares ('1':
+-- one of several slots' shares of a pass: refuse with KEYED, changing nothing,
+-- when keyed messages are due, since the pass must then share among keys
+-- across the slots, leasing.py).
 -- Takes the slot's messages of the asked buckets with timestamp <= bound (the
--- pass's bound, or less when merging slots), earliest first across its
--- timelines (walking `heads`), until
--- `quota` are delivered; dead letters do not count against the quota.
+-- pass's bound, or less when merging slots) until `quota` are delivered; dead
+-- letters do not count against the quota. The quota is shared max-min fairly
+-- among the keys with messages due (base.py: fair lease passes; the unkeyed
+-- messages as key ''), each key's messages earliest first across its lanes
+-- (walking `heads`); one key alone (every pass of a topic without keys, and
+-- of a priority topic) takes them earliest first across its timelines.
 -- Reply {OK, dead lettered, numbers, blob}: per delivery its numbers (bucket,
--- due timestamp, version, deliveries, priority, id length, payload length) as
--- little-endian doubles (K_NUMBERS; formatting them as text cost more than
--- the rest of a delivery), and the id then the payload in the blob.
+-- due timestamp, version, deliveries, priority, id length, payload length, key
+-- length, headers length) as little-endian doubles (K_NUMBERS; formatting them
+-- as text cost more than the rest of a delivery), and the id, the payload, the
+-- key and the headers in the blob.
 if not alive() then return {GONE} end
 if ARGV[9] == '1' and redis.call('SCARD', KEYS[6]) > 0 then return {STRAYS} end
 local prefix, now_s, quota, bound = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
@@ -22,8 +30,10 @@ local numbers, blob, leased, owned, changed, buried = {}, {}, {}, {}, {}, {}
 -- common path), and the records rewritten, (id, record) pairs for one HSET.
 local recs, written, changes = {}, {}, {ids = {}, recs = {}}
 -- Per delivery its id and payload (false for one kept apart, until one HMGET
--- after the walk reads them), and the ids whose payloads to read.
-local sent, payloads, unread = {}, {}, {}
+-- after the walk reads them), and the ids whose payloads to read; per keyed
+-- delivery its key, per one with headers its place among those read after
+-- (or, delivered at most once, its headers read before they were deleted).
+local sent, payloads, unread, keyed, headed, hunread, hgone = {}, {}, {}, {}, {}, {}, {}
 local dead = 0
 
 local function fetch(ids)
@@ -31,15 +41,15 @@ local function fetch(ids)
   for i = 1, #ids do recs[ids[i]] = packed[i] end
 end
 
-local function visit(bucket, id)
+local function visit(lane, id)
   local packed = recs[id]
   if not packed then
-    redis.call('ZREM', timeline(prefix, bucket), id)  -- an index entry without a record
-    left(changed, bucket, 0)
+    redis.call('ZREM', timeline(prefix, lane), id)  -- an index entry without a record
+    left(changed, lane, 0)
     return false, false
   end
   local ts, v, n, b, md, ex, flags, p, olen, at = struct.unpack(K_RECORD, packed)
-  left(changed, bucket, ts)
+  left(changed, lane, ts)
   local fate = lease_fate(n, md, topic_max, ex, math.max(now, ts))  -- at delivery
   if fate == 'kill' then
     kill(prefix, id, decode(packed), now_s, KEYS[3], KEYS[4], KEYS[5], changed, changes)
@@ -48,79 +58,177 @@ local function visit(bucket, id)
   end
   v, n = v + 1, n + 1
   sent[#sent + 1] = id
+  local i = #sent
+  local from, key, hlen = at + olen, '', 0
+  if flags >= 4 then  -- a key or headers (record.py)
+    if has(flags, 4) then
+      local klen = struct.unpack('<H', packed, from)
+      key = string.sub(packed, from + 2, from + 1 + klen)
+      keyed[i] = key
+      from = from + 2 + klen
+    end
+    if has(flags, 16) then
+      hlen = false
+      hunread[#hunread + 1] = id
+      headed[i] = #hunread
+    end
+  end
   if fate == 'drop' then
     local rec = decode(packed)
     local payload = payload_of(prefix, id, rec)  -- drop deletes it
-    payloads[#sent] = payload
-    numbers[#sent] = struct.pack(K_NUMBERS, bucket, ts, v, n, p, #id, #payload)
+    payloads[i] = payload
+    if hlen == false then  -- drop deletes them too: read them first
+      headed[i] = nil
+      hunread[#hunread] = nil
+      hgone[i] = redis.call('HGET', prefix .. K_HEADERS, id) or ''
+      hlen = #hgone[i]
+    end
+    numbers[i] = struct.pack(K_NUMBERS, b, ts, v, n, p, #id, #payload, #key, hlen)
     drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
     push(buried, now_s, id)
     return false, true
   end
-  local body = string.sub(packed, at + olen)
-  if flags >= 2 then  -- apart: read after the walk, its numbers packed then
-    payloads[#sent] = false
-    numbers[#sent] = {bucket, ts, v, n, p, #id}
-    unread[#unread + 1] = id
+  local body = string.sub(packed, from)
+  local apart = flags % 4 >= 2
+  if apart or hlen == false then  -- apart, or headers: read after the walk
+    numbers[i] = {b, ts, v, n, p, #id, #body, #key}
+    if apart then
+      payloads[i] = false
+      unread[#unread + 1] = id
+    else
+      payloads[i] = body
+    end
   else
-    payloads[#sent] = body
-    numbers[#sent] = struct.pack(K_NUMBERS, bucket, ts, v, n, p, #id, #body)
+    payloads[i] = body
+    numbers[i] = struct.pack(K_NUMBERS, b, ts, v, n, p, #id, #body, #key, 0)
   end
   push(written, id, struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
-                    .. body)
+                    .. string.sub(packed, at + olen))
   -- Moved to the lease expiry at the end (one ZADD per timeline); until then
   -- it stays in range, skipped by the walk's offset.
-  local entries = leased[bucket]
+  local entries = leased[lane]
   if not entries then
     entries = {}
-    leased[bucket] = entries
+    leased[lane] = entries
   end
   push(entries, lease_until, id)
   push(owned, lease_until, id)
   return true, true
 end
 
--- When all that is due fits the quota (the steady case), each due timeline is
--- read once and its members visited as read: the pass takes them all, so the
--- merge in time order (walk) would only cost a heap step a message. Otherwise
--- the reads stop one past the quota (nothing written yet) and the walk runs.
-local heap, buckets = due_heads(KEYS[2], asked(ARGV[10]), bound)
-local due, room = {}, quota + 1
-for i = 1, #buckets do
-  local r = redis.call('ZRANGE', timeline(prefix, buckets[i]), '-inf', bound, 'BYSCORE',
-                       'LIMIT', 0, room)
-  due[i] = r
-  room = room - #r
-  if room <= 0 then break end
-end
-if room > 0 then
-  for i = 1, #buckets do
+-- Take everything due on `lanes` when it fits in `want` (the steady case):
+-- each due timeline is read once and its members visited as read, since the
+-- pass takes them all and the merge in time order (walk) would only cost a heap
+-- step a message. False when it does not fit: the reads stopped one past
+-- `want`, nothing was written.
+local function all_of(lanes, want)
+  local due, room = {}, want + 1
+  for i = 1, #lanes do
+    local r = redis.call('ZRANGE', timeline(prefix, lanes[i]), '-inf', bound, 'BYSCORE',
+                         'LIMIT', 0, room)
+    due[i] = r
+    room = room - #r
+    if room <= 0 then return false end
+  end
+  for i = 1, #lanes do
     local ids = due[i]
     if #ids > 0 then
       fetch(ids)
-      for j = 1, #ids do visit(buckets[i], ids[j]) end
+      for j = 1, #ids do visit(lanes[i], ids[j]) end
     end
   end
-else
-  walk(prefix, heap, '-inf', bound, quota, visit, nil, fetch)
+  return true
 end
-for bucket, entries in pairs(leased) do
-  bulk('ZADD', timeline(prefix, bucket), entries)
-  waiting(extra.waits, bucket, lease_until)
+
+-- Take up to `want` of the timelines in `heap` (their lane ids in `lanes`),
+-- earliest first.
+local function take(heap, lanes, want)
+  if not all_of(lanes, want) then walk(prefix, heap, '-inf', bound, want, visit, nil, fetch) end
+end
+
+local heap, lanes = due_heads(KEYS[2], asked(ARGV[10]), bound)
+-- The due lanes by key, in order of their heads (the heap is in score order).
+local groups, order = {}, {}
+for _, item in ipairs(heap) do
+  local lane = item[2]
+  local key = type(lane) == 'number' and '' or string.match(lane, '^%d+:(.*)$')
+  local g = groups[key]
+  if not g then
+    g = {key = key, first = item[1], heap = {}, lanes = {}, share = 0}
+    groups[key] = g
+    order[#order + 1] = g
+  end
+  g.heap[#g.heap + 1] = item
+  g.lanes[#g.lanes + 1] = lane
+end
+if ARGV[14] == '1' and (#order > 1 or (order[1] and order[1].key ~= '')) then
+  return {KEYED}
+end
+local caps = {}
+if not extra.waits then  -- a priority topic takes by rank: no caps
+  local names, most = cut(ARGV[11] or '', ARGV[12] or ''), decimals(ARGV[13] or '')
+  for i = 1, #names do caps[names[i]] = tonumber(most[i]) end
+end
+if #order == 1 or extra.waits then
+  local want = quota
+  if #order == 1 and caps[order[1].key] then want = math.min(want, caps[order[1].key]) end
+  if want > 0 then take(heap, lanes, want) end
+elseif #order > 1 and (next(caps) or not all_of(lanes, quota)) then
+  -- (Everything due fitting the quota, all_of took it: every key had its share.)
+  -- Max-min fair shares: how many each key has due (a ZCOUNT a lane, capped),
+  -- then rounds of equal shares of what is left among the keys not yet
+  -- served in full; fewer left than keys: the earliest keys one more each.
+  local active = {}
+  for _, g in ipairs(order) do
+    local due = 0
+    for _, lane in ipairs(g.lanes) do
+      due = due + redis.call('ZCOUNT', timeline(prefix, lane), '-inf', bound)
+    end
+    g.due = caps[g.key] and math.min(due, caps[g.key]) or due
+    if g.due > 0 then active[#active + 1] = g end
+  end
+  local rest = quota
+  while rest > 0 and #active > 0 do
+    if rest < #active then
+      for i = 1, rest do active[i].share = active[i].share + 1 end
+      rest = 0
+    else
+      local each, still = math.floor(rest / #active), {}
+      for _, g in ipairs(active) do
+        local more = math.min(each, g.due - g.share)
+        g.share, rest = g.share + more, rest - more
+        if g.share < g.due then still[#still + 1] = g end
+      end
+      active = still
+    end
+  end
+  for _, g in ipairs(order) do
+    if g.share > 0 then take(g.heap, g.lanes, g.share) end
+  end
+end
+for lane, entries in pairs(leased) do
+  bulk('ZADD', timeline(prefix, lane), entries)
+  waiting(extra.waits, lane, lease_until)
 end
 bulk('ZADD', KEYS[3], owned)
 bulk('HSET', prefix .. K_RECORDS, written)
 flush(prefix, changes)
 local read, next_read = collect('HMGET', prefix .. K_PAYLOADS, unread), 1
+local heads_read = collect('HMGET', prefix .. K_HEADERS, hunread)
 for i, id in ipairs(sent) do
-  local payload = payloads[i]
+  local payload, k = payloads[i], numbers[i]
   if payload == false then
     payload = read[next_read] or ''
     next_read = next_read + 1
-    local k = numbers[i]
-    numbers[i] = struct.pack(K_NUMBERS, k[1], k[2], k[3], k[4], k[5], k[6], #payload)
+  end
+  local headers = hgone[i] or (headed[i] and (heads_read[headed[i]] or '')) or ''
+  if type(k) == 'table' then
+    numbers[i] = struct.pack(K_NUMBERS, k[1], k[2], k[3], k[4], k[5], k[6], #payload, k[8],
+                             #headers)
   end
   push(blob, id, payload)
+  if keyed[i] then blob[#blob + 1] = keyed[i] end
+  if #headers > 0 then blob[#blob + 1] = headers end
 end
 fix_heads(prefix, KEYS[2], changed)
 bury(extra.tombs, buried)

@@ -9,7 +9,7 @@ while true do
   local r = redis.call('ZRANGE', KEYS[2], rank, rank + chunk - 1, 'WITHSCORES')
   if #r == 0 then return {OK, homes, ''} end
   for i = 1, #r, 2 do
-    if is_asked(ranges, tonumber(r[i])) then return {OK, homes, int(tonumber(r[i + 1]))} end
+    if is_asked(ranges, lane_bucket(r[i])) then return {OK, homes, int(tonumber(r[i + 1]))} end
   end
   rank = rank + chunk
 end

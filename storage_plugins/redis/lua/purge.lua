@@ -5,6 +5,7 @@ local prefix = ARGV[2]
 local ids = redis.call('ZRANGE', KEYS[2], '-inf', '(' .. ARGV[3], 'BYSCORE')
 bulk('HDEL', prefix .. K_RECORDS, ids)
 bulk('HDEL', prefix .. K_PAYLOADS, ids)
+bulk('HDEL', prefix .. K_HEADERS, ids)
 bulk('ZREM', KEYS[2], ids)
 bulk('ZREM', KEYS[3], ids)
 return {OK, #ids}

@@ -19,9 +19,10 @@ for _, id in ipairs(ids) do
     dirty(changes, id, rec)
     redis.call('ZREM', KEYS[3], id)
     redis.call('ZREM', KEYS[4], id)
-    redis.call('ZADD', timeline(prefix, rec.b), at, id)
+    local lane = lane_of(rec)
+    redis.call('ZADD', timeline(prefix, lane), at, id)
     redis.call('HINCRBY', prefix .. K_ENTERED, rec.b, 1)  -- a scan's kept order lacks it
-    lowered(KEYS[2], rec.b, at)
+    lowered(KEYS[2], lane, at)
     waiting(waits, rec.b, at)
     redriven = redriven + 1
   end

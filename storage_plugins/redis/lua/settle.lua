@@ -17,7 +17,7 @@ local dues = mode == 'back' and decimals(ARGV[10]) or {}
 -- fields, per timeline, from owned); an id acked earlier in the batch is not
 -- found again, one changed earlier is seen changed.
 local recs, changes = load_all(prefix, ids, {}), {ids = {}, recs = {}}
-local acked, removed, disowned, apart = {}, {}, {}, {}
+local acked, removed, disowned, apart, headed = {}, {}, {}, {}, {}
 for i = 1, #ids do
   local id = ids[i]
   local rec = not acked[id] and recs[id] or nil
@@ -26,15 +26,17 @@ for i = 1, #ids do
     refusal(numbers, owners, code, rec)
   elseif mode == 'ack' then
     acked[id] = true
-    local members = removed[rec.b]
+    local lane = lane_of(rec)
+    local members = removed[lane]
     if not members then
       members = {}
-      removed[rec.b] = members
+      removed[lane] = members
     end
     members[#members + 1] = id
     disowned[#disowned + 1] = id
     if rec.apart then apart[#apart + 1] = id end
-    left(changed, rec.b, rec.ts)
+    if rec.headed then headed[#headed + 1] = id end
+    left(changed, lane, rec.ts)
     push(buried, time, id)
     push(numbers, '0', '0', int(rec.ts))
   elseif mode == 'back' then
@@ -60,6 +62,7 @@ end
 flush(prefix, changes)
 bulk('HDEL', prefix .. K_RECORDS, disowned)
 bulk('HDEL', prefix .. K_PAYLOADS, apart)
+bulk('HDEL', prefix .. K_HEADERS, headed)
 for bucket, members in pairs(removed) do bulk('ZREM', timeline(prefix, bucket), members) end
 bulk('ZREM', KEYS[3], disowned)
 fix_heads(prefix, KEYS[2], changed)

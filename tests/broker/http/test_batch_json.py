@@ -22,7 +22,10 @@ from dejaq.broker.http.route import parse_json
 from dejaq.core.errors import InvalidArgument
 
 LIMIT = 5
-KEYS = ["id", "timestamp_ms", "delay_ms", "payload", "payload_base64", *batch_json.OPTIONAL]
+KEYS = [
+    "id", "timestamp_ms", "delay_ms", "payload", "payload_base64", "key", "headers",
+    *batch_json.OPTIONAL,
+]  # fmt: skip
 
 scalars = st.one_of(
     st.none(),
@@ -45,6 +48,10 @@ well_formed = st.fixed_dictionaries(
         "max_deliveries": near_u32,
         "expires_at_ms": st.integers(min_value=-(2**63), max_value=2**63),
         "priority": near_u32,
+        "key": st.one_of(st.text(max_size=4), st.sampled_from(["", "k" * 257, "a\nb"])),
+        "headers": st.dictionaries(
+            st.sampled_from(["a", "B", "b", "bad name", "x-trace"]), st.text(max_size=3), max_size=3
+        ),
     },
 )
 message = st.one_of(

@@ -152,3 +152,27 @@ async def test_two_instances_on_one_store_never_lease_the_same_message(
     taken = [id for leases in results for id in ids(leases)]
     assert len(taken) == len(set(taken)) == 1000
     assert await two.counts(T, NOW) == Counts(leased=1000)
+
+
+async def test_instances_sharing_one_store_never_share_a_keyed_message(
+    two_storages: tuple[Storage, Storage],
+) -> None:
+    # given two storage instances on one store, and 1,000 due messages of 10
+    # keys over 8 buckets, one key holding half of them
+    one, two = two_storages
+    await given_topic(one, buckets=8)
+    batch = [
+        msg(f"m{i:04d}", NOW - i, bucket=i % 8, key="big" if i % 2 else f"k{i % 9}")
+        for i in range(1000)
+    ]
+    assert await one.insert(T, batch) == [ACCEPTED] * 1000
+    # when both lease at once, six consumers each, then once more until none is due
+    results = await asyncio.gather(
+        *(lease(storage, limit=50, owner=f"c{k}") for k in range(6) for storage in (one, two))
+    )
+    taken = [id for leases in results for id in ids(leases)]
+    while rest := ids(await lease(two, limit=1000, owner="last")):
+        taken += rest
+    # then each message went to exactly one consumer, and none was left behind
+    assert len(taken) == len(set(taken)) == 1000
+    assert await one.counts(T, NOW) == Counts(leased=1000)
