@@ -60,8 +60,8 @@ def to_json(message: Message) -> dict[str, Any]:
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
         if is_map(field):
-            values = map_value(field)
-            out[field.name] = {k: _value_to_json(values, v) for k, v in value.items()}
+            values = map_value(field)  # by name: protobuf keeps no order of a map
+            out[field.name] = {k: _value_to_json(values, value[k]) for k in sorted(value)}
         elif is_repeated(field):
             out[field.name] = [_value_to_json(field, v) for v in value]
         elif field.has_presence and not message.HasField(field.name):

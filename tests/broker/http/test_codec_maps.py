@@ -1,0 +1,16 @@
+"""A message's headers read over HTTP come in one order, by name, whatever
+order protobuf's map holds them in."""
+
+from __future__ import annotations
+
+from dejaq.broker.http.codec import to_json
+from dejaq.proto import dejaq_pb2 as pb
+
+
+def test_a_map_field_is_written_by_name() -> None:
+    forwards = pb.Message(id="m", headers={"schema": "v2", "content-type": "text/plain"})
+    backwards = pb.Message(id="m")
+    backwards.headers["content-type"] = "text/plain"
+    backwards.headers["schema"] = "v2"
+    assert list(to_json(forwards)["headers"]) == ["content-type", "schema"]
+    assert list(to_json(backwards)["headers"]) == ["content-type", "schema"]
