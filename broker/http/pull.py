@@ -180,7 +180,9 @@ def settler(kind: Kind) -> Callable[[Surface], Callable[[web.Request], Awaitable
                 raise InvalidArgument(f"lease_tokens must be a list of 1 to {MAX_TOKENS} tokens")
             ms = 0
             if kind is Kind.EXTEND:
-                ms = validation.lease_ms(_bounded(doc, "lease_ms", 0, 1 << 62, topic.settings.lease_ms))
+                ms = validation.lease_ms(
+                    _bounded(doc, "lease_ms", 0, 1 << 62, topic.settings.lease_ms)
+                )
             elif kind is Kind.NACK:
                 ms = validation.delay_ms(_bounded(doc, "delay_ms", 0, 1 << 62, 0))
             results = await _settle_tokens(surface.broker, caller, topic, kind, tokens, ms)
@@ -290,8 +292,10 @@ RESULT = {
         "code": {"type": "string"},
         "kind": {"type": "string"},
         "detail": {"type": "string"},
-        "renewed_lease_token": {"type": "string",
-                                "description": "extend: the token to quote from now on"},
+        "renewed_lease_token": {
+            "type": "string",
+            "description": "extend: the token to quote from now on",
+        },
     },
     "required": ["lease_token", "ok"],
 }

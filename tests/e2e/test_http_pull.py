@@ -42,7 +42,9 @@ class Http:
         return list(doc["deliveries"])
 
     async def settle(self, topic: str, kind: str, tokens: list[str], **body: Any) -> list[Any]:
-        status, doc = await self.call(f"/v1/topics/{topic}/{kind}", {"lease_tokens": tokens, **body})
+        status, doc = await self.call(
+            f"/v1/topics/{topic}/{kind}", {"lease_tokens": tokens, **body}
+        )
         assert status == 200, doc
         return list(doc["results"])
 
@@ -59,7 +61,9 @@ async def client(http_broker: BrokerProcess) -> AsyncIterator[Client]:
         yield c
 
 
-async def test_a_leased_message_is_acked_and_gone(http: Http, client: Client, topic_name: str) -> None:
+async def test_a_leased_message_is_acked_and_gone(
+    http: Http, client: Client, topic_name: str
+) -> None:
     # given a due message with a key and headers
     topic = await create_topic(client, topic_name)
     at = now_ms()
