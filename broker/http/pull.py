@@ -3,8 +3,9 @@ lease token (``lease_tokens.py``).
 
 A lease request registers a short-lived receiver with the topic's dispatcher,
 as a Consume stream's session does: it gets the same round-robin turn among
-the topic's consumers (HTTP and gRPC alike), at most ``max`` messages, each
-handed over at its millisecond from the dispatcher's window (never early), and
+the topic's consumers (HTTP and gRPC alike), at most ``max`` messages, leased
+as far ahead as a gRPC consumer's and handed over at their millisecond from the
+dispatcher's window (never early), and
 the same lease, max deliveries and dead timeline. It answers with the first
 pass that delivers anything, or after ``wait_ms`` with none. Each request
 leases under an owner of its own, so a token from a lease that ran out cannot
@@ -54,14 +55,16 @@ _cleanup = Background("HTTP lease cleanup")
 
 class PullReceiver:
     """One lease request, as the dispatcher sees it: credit for ``max`` messages,
-    sent nothing ahead (the window hands each over at its millisecond)."""
+    leased as far ahead as a gRPC consumer is sent them (``lease_ahead_ms``: so
+    neither kind takes the other's turn by looking further), and handed over by
+    the dispatcher's window at their millisecond, never early."""
 
-    def __init__(self, owner: str, lease_ms: int, credit: int) -> None:
+    def __init__(self, owner: str, lease_ms: int, credit: int, lease_ahead_ms: int) -> None:
         self.consumer_id = owner
         self.lease_ms = lease_ms
         self.credit = credit
         self.ahead_ms = 0
-        self.lease_ahead_ms = 0
+        self.lease_ahead_ms = lease_ahead_ms
         self.taken: list[tuple[LeasedMessage, int]] = []  # (message, lease until)
         self.failed: Exception | None = None
         self.ready = asyncio.Event()
@@ -119,7 +122,9 @@ def lease(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
             owner = lease_owner("http-" + broker.new_id())
         finally:
             CALLER.reset(bound)
-        taken = await _take(broker, topic, PullReceiver(owner, lease_ms, most), wait_ms)
+        taken = await _take(
+            broker, topic, PullReceiver(owner, lease_ms, most, broker.send_ahead_ms), wait_ms
+        )
         deliveries = [_delivery(topic.name, owner, m, until) for m, until in taken]
         broker.metrics.http_request("Lease", grpc.StatusCode.OK)
         return json_response({"deliveries": deliveries})
@@ -176,8 +181,14 @@ def settler(kind: Kind) -> Callable[[Surface], Callable[[web.Request], Awaitable
             allowed = {"lease_tokens"} | ({ms_field} if ms_field else set())
             doc = _object(await read_json(request), allowed)
             tokens = doc.get("lease_tokens")
-            if not isinstance(tokens, list) or not 1 <= len(tokens) <= MAX_TOKENS:
-                raise InvalidArgument(f"lease_tokens must be a list of 1 to {MAX_TOKENS} tokens")
+            if (
+                not isinstance(tokens, list)
+                or not 1 <= len(tokens) <= MAX_TOKENS
+                or not all(isinstance(t, str) and t for t in tokens)
+            ):
+                raise InvalidArgument(
+                    f"lease_tokens must be a list of 1 to {MAX_TOKENS} tokens (strings)"
+                )
             ms = 0
             if kind is Kind.EXTEND:
                 ms = validation.lease_ms(
@@ -195,7 +206,7 @@ def settler(kind: Kind) -> Callable[[Surface], Callable[[web.Request], Awaitable
 
 
 async def _settle_tokens(
-    broker: BrokerContext, caller: Caller, topic: Topic, kind: Kind, tokens: list[Any], ms: int
+    broker: BrokerContext, caller: Caller, topic: Topic, kind: Kind, tokens: list[str], ms: int
 ) -> list[dict[str, Any]]:
     """One outcome per token, in order: the tokens of one lease request settled
     in one storage call (they share its owner)."""
@@ -226,7 +237,7 @@ async def _settle_tokens(
     return results
 
 
-def _check(text: Any, caller: Caller, topic: str) -> LeaseToken:
+def _check(text: str, caller: Caller, topic: str) -> LeaseToken:
     token = _signer.check(text)
     if token.topic != topic:
         raise InvalidArgument(f"the lease token is for topic {token.topic!r}, not {topic!r}")
@@ -236,9 +247,9 @@ def _check(text: Any, caller: Caller, topic: str) -> LeaseToken:
     return token
 
 
-def _refused(text: Any, exc: DejaqError) -> dict[str, Any]:
+def _refused(text: str, exc: DejaqError) -> dict[str, Any]:
     return {
-        "lease_token": text if isinstance(text, str) else "",
+        "lease_token": text,
         "ok": False,
         "code": code_for(exc).name,
         "kind": type(exc).__name__,
