@@ -64,24 +64,32 @@ async function worker() {
       else if (kind === "nack") nacks.push(d.lease_token);
       else expired += 1; // its lease runs out: it comes again
     }
-    if (nacks.length) {
-      const { results } = await call(`/v1/topics/${topic}/nack`, { lease_tokens: nacks, delay_ms: 200 });
-      nacked += results.filter((r) => r.ok).length;
+    // Settled while the worker polls again: a poll is never behind a settle.
+    if (nacks.length) pending.push(nack(nacks));
+    if (acks.length) pending.push(ack(acks));
+  }
+}
+
+const pending = [];
+
+async function nack(tokens) {
+  const { results } = await call(`/v1/topics/${topic}/nack`, { lease_tokens: tokens, delay_ms: 200 });
+  nacked += results.filter((r) => r.ok).length;
+}
+
+async function ack(tokens) {
+  const { results } = await call(`/v1/topics/${topic}/ack`, { lease_tokens: tokens });
+  for (const r of results) {
+    if (!r.ok) {
+      console.error(`ack refused: ${JSON.stringify(r)}`);
+      process.exit(1);
     }
-    if (acks.length) {
-      const { results } = await call(`/v1/topics/${topic}/ack`, { lease_tokens: acks });
-      for (const r of results) {
-        if (!r.ok) {
-          console.error(`ack refused: ${JSON.stringify(r)}`);
-          process.exit(1);
-        }
-        acked.set(r.id, (acked.get(r.id) ?? 0) + 1);
-      }
-    }
+    acked.set(r.id, (acked.get(r.id) ?? 0) + 1);
   }
 }
 
 await Promise.all([worker(), worker(), worker()]);
+await Promise.all(pending);
 const twice = [...acked.values()].filter((n) => n !== 1).length;
 const described = await (await fetch(`${base}/v1/topics/${topic}`)).json();
 const left = JSON.stringify(described.counts ?? {});
