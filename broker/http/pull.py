@@ -48,6 +48,9 @@ from dejaq.core.wire.status import code_for
 
 MAX_MESSAGES = 1000
 MAX_WAIT_MS = 20_000
+# The least a lease waits (wait_ms 0 too): time for the dispatcher's pass, woken
+# by the request joining, to lease what is due already.
+MIN_WAIT_MS = 20
 MAX_TOKENS = 1000
 _signer = Signer()
 _cleanup = Background("HTTP lease cleanup")
@@ -143,7 +146,7 @@ async def _take(
     answered = False
     try:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(receiver.ready.wait(), wait_ms / 1000)
+            await asyncio.wait_for(receiver.ready.wait(), max(wait_ms, MIN_WAIT_MS) / 1000)
         if receiver.failed is not None:
             raise receiver.failed
         answered = True
@@ -265,7 +268,8 @@ LEASE_BODY = {
         "max": {"type": "integer", "minimum": 1, "maximum": MAX_MESSAGES,
                 "description": "the most deliveries to answer (default 1)"},
         "wait_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS,
-                    "description": "how long to wait for a message to come due (default 0)"},
+                    "description": "how long to wait for a message to come due (default 0:"
+                                   " what is due already)"},
         "lease_ms": {"type": "integer", "minimum": validation.MIN_LEASE_MS,
                      "maximum": validation.MAX_LEASE_MS,
                      "description": "the lease (default: the topic's)"},

@@ -230,3 +230,17 @@ async def test_http_and_grpc_consumers_share_a_topic_nothing_lost_nothing_twice(
 
 async def _empty(client: Client, topic: str) -> bool:
     return await counts(client, topic) == (0, 0, 0, 0)
+
+
+async def test_a_lease_without_a_wait_gets_what_is_due_already(
+    http: Http, client: Client, topic_name: str
+) -> None:
+    # given a message already due
+    topic = await create_topic(client, topic_name)
+    await produce(client, topic, [Outgoing(b"x", now_ms() - 1000, id="m1")])
+    # when a lease asks without waiting, then it gets it
+    await wait_until(lambda: _leases_one(http, topic), what="a lease with wait_ms 0 gets it")
+
+
+async def _leases_one(http: Http, topic: str) -> bool:
+    return len(await http.lease(topic, wait_ms=0)) == 1
