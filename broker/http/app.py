@@ -32,6 +32,7 @@ from dejaq.broker.http import (
     outboxes,
     produce,
     pull,
+    stream,
     topics,
     whoami,
 )
@@ -72,6 +73,7 @@ ROUTES: list[Endpoint] = [
     *whoami.ROUTES,
     *outboxes.ROUTES,
     *pull.ROUTES,
+    *stream.ROUTES,
 ]
 BODY_SLACK = 1 << 20
 # What an HTTP refusal that no handler raised says, as a gRPC code.

@@ -53,7 +53,10 @@ MAX_WAIT_MS = 20_000
 MIN_WAIT_MS = 20
 MAX_TOKENS = 1000
 _signer = Signer()
-_cleanup = Background("HTTP lease cleanup")
+cleanup = Background("HTTP lease cleanup")
+# Open event streams by lease owner (``stream.py``): an ack or nack of a
+# stream's token gives the stream its credit back.
+credit_returns: dict[str, Callable[[int], None]] = {}
 
 
 class PullReceiver:
@@ -98,7 +101,7 @@ def _object(doc: Any, allowed: set[str]) -> dict[str, Any]:
     return doc
 
 
-async def _topic_for(surface: Surface, request: web.Request) -> tuple[Caller, Topic]:
+async def topic_for(surface: Surface, request: web.Request) -> tuple[Caller, Topic]:
     caller = caller_of(surface.guard, request)
     name = validation.topic_name(request.match_info["topic"])
     if surface.guard.policy is not None:
@@ -108,7 +111,7 @@ async def _topic_for(surface: Surface, request: web.Request) -> tuple[Caller, To
 
 def lease(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
-        caller, topic = await _topic_for(surface, request)
+        caller, topic = await topic_for(surface, request)
         doc = _object(await read_json(request), {"max", "wait_ms", "lease_ms"})
         most = _bounded(doc, "max", 1, MAX_MESSAGES, 1)
         wait_ms = _bounded(doc, "wait_ms", 0, MAX_WAIT_MS, 0)
@@ -128,7 +131,7 @@ def lease(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
         taken = await _take(
             broker, topic, PullReceiver(owner, lease_ms, most, broker.send_ahead_ms), wait_ms
         )
-        deliveries = [_delivery(topic.name, owner, m, until) for m, until in taken]
+        deliveries = [delivery(topic.name, owner, m, until) for m, until in taken]
         broker.metrics.http_request("Lease", grpc.StatusCode.OK)
         return json_response({"deliveries": deliveries})
 
@@ -157,11 +160,11 @@ async def _take(
         if not answered:  # the client left, or the pass failed: nobody gets these
             held += [m for m, _ in receiver.taken]
         if held:
-            _cleanup.spawn(dispatcher.hand_back(receiver.consumer_id, held))
-        _cleanup.spawn(broker.coordinator.consumer_left(*key))
+            cleanup.spawn(dispatcher.hand_back(receiver.consumer_id, held))
+        cleanup.spawn(broker.coordinator.consumer_left(*key))
 
 
-def _delivery(topic: str, owner: str, m: LeasedMessage, until: int) -> dict[str, Any]:
+def delivery(topic: str, owner: str, m: LeasedMessage, until: int) -> dict[str, Any]:
     token = _signer.issue(LeaseToken(topic, m.id, m.version, owner))
     return {
         "id": m.id,
@@ -180,7 +183,7 @@ def settler(kind: Kind) -> Callable[[Surface], Callable[[web.Request], Awaitable
 
     def serve(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
-            caller, topic = await _topic_for(surface, request)
+            caller, topic = await topic_for(surface, request)
             allowed = {"lease_tokens"} | ({ms_field} if ms_field else set())
             doc = _object(await read_json(request), allowed)
             tokens = doc.get("lease_tokens")
@@ -228,6 +231,9 @@ async def _settle_tokens(
             outcomes = await settle(broker, topic, kind, items, owner, ms)
         except DejaqError as exc:
             outcomes = [exc] * len(items)
+        back = credit_returns.get(owner)
+        if back is not None and kind is not Kind.EXTEND:  # leases ended: credit to their stream
+            back(sum(1 for o in outcomes if not isinstance(o, DejaqError)))
         for (i, t), outcome in zip(group, outcomes, strict=True):
             if isinstance(outcome, DejaqError):
                 results[i] = _refused(tokens[i], outcome)

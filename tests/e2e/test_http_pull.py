@@ -5,6 +5,7 @@ again and its stale token is refused; HTTP and gRPC consumers share a topic."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -244,3 +245,49 @@ async def test_a_lease_without_a_wait_gets_what_is_due_already(
 
 async def _leases_one(http: Http, topic: str) -> bool:
     return len(await http.lease(topic, wait_ms=0)) == 1
+
+
+async def _events(response: aiohttp.ClientResponse, n: int) -> list[dict[str, Any]]:
+    """The next ``n`` delivery events of an event stream."""
+    found: list[dict[str, Any]] = []
+    kind = ""
+    while len(found) < n:
+        line = (await asyncio.wait_for(response.content.readline(), 10)).decode().rstrip("\n")
+        if line.startswith("event: "):
+            kind = line.removeprefix("event: ")
+        elif line.startswith("data: ") and kind == "delivery":
+            found.append(json.loads(line.removeprefix("data: ")))
+    return found
+
+
+async def test_an_event_stream_delivers_within_its_credits_and_acks_return_them(
+    http: Http, client: Client, topic_name: str
+) -> None:
+    # given 3 due messages and an event stream with 2 credits
+    topic = await create_topic(client, topic_name)
+    await produce(client, topic, [Outgoing(b"x", now_ms(), id=f"m{i}") for i in range(3)])
+    url = f"{http.url}/v1/topics/{topic}/deliveries?credits=2"
+    async with http.session.get(url) as stream:
+        assert stream.status == 200
+        assert stream.headers["Content-Type"].startswith("text/event-stream")
+        # when it has delivered 2, the third waits: no credit left
+        first = await _events(stream, 2)
+        assert await counts(client, topic) == (0, 1, 2, 0)
+        # then an ack of one returns its credit, and the third comes
+        (acked,) = await http.settle(topic, "ack", [first[0]["lease_token"]])
+        assert acked["ok"], acked
+        (third,) = await _events(stream, 1)
+        assert {d["id"] for d in [*first, third]} == {"m0", "m1", "m2"}
+        results = await http.settle(topic, "ack", [first[1]["lease_token"], third["lease_token"]])
+        assert all(r["ok"] for r in results), results
+    assert await counts(client, topic) == (0, 0, 0, 0)
+
+
+async def test_a_bad_event_stream_query_is_a_problem(
+    http: Http, client: Client, topic_name: str
+) -> None:
+    topic = await create_topic(client, topic_name)
+    for query in ("credits=0", "credits=x", "lease_ms=1", "nope=1"):
+        url = f"{http.url}/v1/topics/{topic}/deliveries?{query}"
+        async with http.session.get(url) as answer:
+            assert answer.status == 400, query
