@@ -128,9 +128,8 @@ def lease(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
             owner = lease_owner("http-" + broker.new_id())
         finally:
             CALLER.reset(bound)
-        taken = await _take(
-            broker, topic, PullReceiver(owner, lease_ms, most, broker.send_ahead_ms), wait_ms
-        )
+        receiver = PullReceiver(owner, lease_ms, most, broker.send_ahead_ms)
+        taken = await _take(broker, topic, receiver, wait_ms, request)
         deliveries = [delivery(topic.name, owner, m, until) for m, until in taken]
         broker.metrics.http_request("Lease", grpc.StatusCode.OK)
         return json_response({"deliveries": deliveries})
@@ -139,7 +138,11 @@ def lease(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
 
 
 async def _take(
-    broker: BrokerContext, topic: Topic, receiver: PullReceiver, wait_ms: int
+    broker: BrokerContext,
+    topic: Topic,
+    receiver: PullReceiver,
+    wait_ms: int,
+    request: web.Request,
 ) -> list[tuple[LeasedMessage, int]]:
     """What the dispatcher delivers to ``receiver`` within ``wait_ms``."""
     dispatcher = broker.dispatcher(topic)
@@ -152,8 +155,9 @@ async def _take(
             await asyncio.wait_for(receiver.ready.wait(), max(wait_ms, MIN_WAIT_MS) / 1000)
         if receiver.failed is not None:
             raise receiver.failed
-        answered = True
-        return receiver.taken
+        # A client that left while it waited gets nothing: what it took goes back.
+        answered = not _left(request)
+        return receiver.taken if answered else []
     finally:
         # Cleanup must not await here: this may run while the request is cancelled.
         held = dispatcher.remove(receiver)
@@ -162,6 +166,10 @@ async def _take(
         if held:
             cleanup.spawn(dispatcher.hand_back(receiver.consumer_id, held))
         cleanup.spawn(broker.coordinator.consumer_left(*key))
+
+
+def _left(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
 
 
 def delivery(topic: str, owner: str, m: LeasedMessage, until: int) -> dict[str, Any]:

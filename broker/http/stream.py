@@ -130,7 +130,7 @@ async def _serve(
             m, until = item
             doc = pull.delivery(topic.name, receiver.consumer_id, m, until)
             await response.write(_event("delivery", doc, m.id))
-    except (ConnectionError, asyncio.CancelledError):
+    except ConnectionError:
         pass  # the client left: its leases run out (it may still ack)
     finally:
         pull.credit_returns.pop(receiver.consumer_id, None)

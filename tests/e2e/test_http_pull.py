@@ -5,6 +5,7 @@ again and its stale token is refused; HTTP and gRPC consumers share a topic."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -291,3 +292,20 @@ async def test_a_bad_event_stream_query_is_a_problem(
         url = f"{http.url}/v1/topics/{topic}/deliveries?{query}"
         async with http.session.get(url) as answer:
             assert answer.status == 400, query
+
+
+async def test_a_client_that_leaves_a_long_poll_holds_nothing(
+    http: Http, client: Client, topic_name: str
+) -> None:
+    # given a long poll whose client leaves before a message comes due
+    topic = await create_topic(client, topic_name)
+    due = now_ms() + 300
+    await produce(client, topic, [Outgoing(b"x", due, id="m1")])
+    timeout = aiohttp.ClientTimeout(total=0.1)
+    with contextlib.suppress(TimeoutError):
+        await http.session.post(
+            f"{http.url}/v1/topics/{topic}/lease", json={"wait_ms": 2000}, timeout=timeout
+        )
+    # when another worker polls, then it gets the message as its first delivery
+    (d,) = await http.lease(topic, wait_ms=5000)
+    assert (d["id"], d["deliveries"]) == ("m1", 1)
