@@ -36,6 +36,8 @@ async def fresh(name: str = "t") -> MemoryStorage:
     storage = MemoryStorage()
     settings = TopicSettings(buckets=BUCKETS, lease_ms=600_000)
     await storage.create_topic(Topic(name, settings, created_at_ms=1))
+    # A broker's passes run all along: the indexes stand at now before messages come.
+    await one_pass(storage, NOW)
     return storage
 
 

@@ -151,6 +151,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--burst-rate", type=_positive(int), help="burst: the rate cap, msgs/s (full: 20,000)"
     )
     p.add_argument(
+        "--steady-keys",
+        type=_positive(int),
+        help="steady: key the messages round this many keys (default: no key)",
+    )
+    p.add_argument(
         "--fair-messages", type=_positive(int), help="fairness: campaign messages (1,000,000)"
     )
     p.add_argument(
@@ -254,6 +259,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
         ("burst_messages", "burst_messages"),
         ("burst_rate", "burst_rate"),
         ("fair_messages", "fair_messages"),
+        ("steady_keys", "steady_keys"),
         ("fair_messages_served", "fair_messages_served"),
         ("poll_ms", "poll_ms"),
         ("priority_rate", "priority_rate"),

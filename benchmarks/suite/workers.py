@@ -389,12 +389,20 @@ class ProducerService:
         return None
 
     async def steady(
-        self, topic: str, rate: int, seconds: float, start_ms: int, lead_ms: int, prefix: str
+        self,
+        topic: str,
+        rate: int,
+        seconds: float,
+        start_ms: int,
+        lead_ms: int,
+        prefix: str,
+        keys: int = 0,
     ) -> dict[str, Any]:
         """Every TICK_MS from ``start_ms``: ``rate * TICK_MS / 1000`` messages due evenly
         across the TICK_MS window starting ``lead_ms`` later. Answers once every
         frame is answered: counts, and whether any frame was answered only after
-        its first message was due (then lateness would measure the producer)."""
+        its first message was due (then lateness would measure the producer).
+        ``keys``: each message keyed round that many keys (0: no key)."""
         ticks = max(1, round(seconds * 1000 / TICK_MS))
         per_tick = rate * TICK_MS / 1000
         out = {"sent": 0, "accepted": 0, "late_frames": 0, "slowest_answer_ms": 0.0}
@@ -403,7 +411,8 @@ class ProducerService:
         seq = 0
 
         async def send(ids: list[str], dues: list[int], sent_at_ms: float) -> None:
-            accepted = await self.sink.send(topic, ids, dues)
+            named = [f"k{int(i[-9:]) % keys:05d}" for i in ids] if keys else None
+            accepted = await self.sink.send(topic, ids, dues, named)
             answered = time.time_ns() / 1e6
             out["accepted"] += accepted
             out["late_frames"] += answered >= dues[0]

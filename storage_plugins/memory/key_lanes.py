@@ -16,7 +16,7 @@ message (``head`` records it). Heads may be early, never late: a message that
 leaves leaves its head in place, and the head is corrected when it reaches
 the top (``_settle``); a message entering earlier than its lane's head pushes
 a new one. A pass pops the due heads of its buckets (``take_due``: one per
-key with due messages, at most ``limit`` a bucket, the earliest first) and
+lane with due messages, the earliest first, until they name ``limit`` keys) and
 gives each lane a fresh head when it is done (``restore``).
 """
 
@@ -155,21 +155,36 @@ class KeyLanes:
                 best = top >> SLOT_BITS
         return best
 
-    def take_due(self, buckets: Sequence[int], bound: int, most: int) -> list[TimeIndex]:
-        """The lanes of ``buckets`` with a message due by ``bound``, up to ``most``
-        a bucket, those due earliest first; their heads are out until ``restore``."""
+    def take_due(
+        self, buckets: Sequence[int], bound: int, most: int, barred: frozenset[int] = frozenset()
+    ) -> list[TimeIndex]:
+        """The lanes of ``buckets`` with a message due by ``bound``, earliest
+        first across the buckets, until they name ``most`` keys not ``barred``
+        (a pass of ``most`` gives no more keys one each); their heads are out
+        until ``restore``."""
         out: list[TimeIndex] = []
-        head, lanes = self.head, self.lanes
+        head, lanes, heads = self.head, self.lanes, self.heads
+        keys: set[int] = set()
+        tops: list[tuple[int, int]] = []  # (a bucket's exact top head, the bucket)
         for b in buckets:
-            heap = self.heads[b]
-            for _ in range(most):
-                top = self._settle(b)
-                if top is None or top >> SLOT_BITS > bound:
-                    break
-                heapq.heappop(heap)
-                lid = (top & KEY_MASK) << BUCKET_BITS | b
-                del head[lid]
-                out.append(lanes[lid])
+            top = self._settle(b)
+            if top is not None and top >> SLOT_BITS <= bound:
+                tops.append((top, b))
+        heapq.heapify(tops)
+        while tops and len(keys) < most:
+            top, b = tops[0]
+            heapq.heappop(heads[b])
+            key_no = top & KEY_MASK
+            lid = key_no << BUCKET_BITS | b
+            del head[lid]
+            out.append(lanes[lid])
+            if key_no not in barred:
+                keys.add(key_no)
+            top_b = self._settle(b)
+            if top_b is not None and top_b >> SLOT_BITS <= bound:
+                heapq.heapreplace(tops, (top_b, b))
+            else:
+                heapq.heappop(tops)
         return out
 
     def restore(self, taken: list[TimeIndex]) -> None:

@@ -203,7 +203,12 @@ class Timeline:
         due) count as key 0; max-min fair shares in rounds, the keys due
         earliest first, each share taken from the top of the key's lanes."""
         keyed = self.keyed
-        taken = keyed.take_due(self._buckets(buckets), now, limit)
+        barred: frozenset[int] = frozenset()  # keys capped at 0 take no place
+        if caps:
+            barred = frozenset(
+                keyed.numbers[k] for k, n in caps.items() if not n and k in keyed.numbers
+            )
+        taken = keyed.take_due(self._buckets(buckets), now, limit, barred)
         groups: dict[int, list[TimeIndex]] = {0: lanes} if lanes else {}
         for lane in due_lanes(taken, now):
             group = groups.get(lane.key_no)

@@ -96,7 +96,9 @@ async def test_a_reused_slot_is_never_another_keys_message() -> None:
     await storage.ack(T, [(a.id, a.version)], C1, NOW)
     # when a message of key b takes its slot, due when a's lease would have ended
     await given_messages(storage, msg("b", NOW + LEASE, key="b"))
-    # then a pass then takes it once, as b's, and the busiest keys name b alone
+    # then the busiest keys name b alone, and a pass takes it once, as b's
+    due = [(k.key, k.due) for k in await storage.keys(T, NOW + LEASE, 10)]
+    assert due == [("b", 1)]
     leases = await lease(storage, NOW + LEASE)
     assert [(d.id, d.key) for d in leases.delivered] == [("b", "b")]
     assert [(k.key, k.held) for k in await storage.keys(T, NOW + LEASE, 10)] == [("b", 1)]
@@ -121,3 +123,14 @@ async def test_a_pass_takes_a_share_from_the_top_of_a_large_backlog() -> None:
     # and the busiest keys count it exactly
     [top] = await storage.keys(T, NOW, 1)
     assert (top.key, top.due, top.held, top.oldest) == ("campaign", 99_910, 90, NOW - 1000)
+
+
+async def test_keys_capped_at_0_leave_their_places_to_later_keys() -> None:
+    # given 5 keys due earliest, all capped at 0, and 5 keys due later
+    storage = MemoryStorage()
+    await given_topic(storage)
+    await given_messages(storage, *(msg(f"x{i}", NOW - 100 + i, key=f"x{i}") for i in range(5)))
+    await given_messages(storage, *(msg(f"y{i}", NOW - 10 + i, key=f"y{i}") for i in range(5)))
+    caps = {f"x{i}": 0 for i in range(5)}
+    # when a pass may take 5, then the later keys take one each
+    assert ids(await lease(storage, limit=5, caps=caps)) == [f"y{i}" for i in range(5)]
