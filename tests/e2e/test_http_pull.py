@@ -309,3 +309,20 @@ async def test_a_client_that_leaves_a_long_poll_holds_nothing(
     # when another worker polls, then it gets the message as its first delivery
     (d,) = await http.lease(topic, wait_ms=5000)
     assert (d["id"], d["deliveries"]) == ("m1", 1)
+
+
+async def test_a_message_nacked_past_its_max_deliveries_goes_to_the_dead_timeline(
+    http: Http, client: Client, topic_name: str
+) -> None:
+    # given a topic of at most 2 deliveries a message
+    topic = await create_topic(client, topic_name, max_deliveries=2)
+    await produce(client, topic, [Outgoing(b"x", now_ms(), id="m1")])
+    # when its two deliveries are both nacked
+    for n in (1, 2):
+        (d,) = await http.lease(topic, wait_ms=5000)
+        assert d["deliveries"] == n
+        (nacked,) = await http.settle(topic, "nack", [d["lease_token"]])
+        assert nacked["ok"], nacked
+    # then it is dead, as its last nack said (version 0)
+    assert nacked["version"] == 0
+    assert await counts(client, topic) == (0, 0, 0, 1)
