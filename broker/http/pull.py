@@ -65,8 +65,11 @@ class PullReceiver:
     neither kind takes the other's turn by looking further), and handed over by
     the dispatcher's window at their millisecond, never early."""
 
-    def __init__(self, owner: str, lease_ms: int, credit: int, lease_ahead_ms: int) -> None:
+    def __init__(
+        self, owner: str, lease_ms: int, credit: int, lease_ahead_ms: int, registered_as: str
+    ) -> None:
         self.consumer_id = owner
+        self.registered_as = registered_as
         self.lease_ms = lease_ms
         self.credit = credit
         self.ahead_ms = 0
@@ -126,9 +129,10 @@ def lease(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
         bound = CALLER.set(caller)
         try:
             owner = lease_owner("http-" + broker.new_id())
+            registered_as = lease_owner("http")
         finally:
             CALLER.reset(bound)
-        receiver = PullReceiver(owner, lease_ms, most, broker.send_ahead_ms)
+        receiver = PullReceiver(owner, lease_ms, most, broker.send_ahead_ms, registered_as)
         taken = await _take(broker, topic, receiver, wait_ms, request)
         deliveries = [delivery(topic.name, owner, m, until) for m, until in taken]
         broker.metrics.http_request("Lease", grpc.StatusCode.OK)
@@ -146,7 +150,9 @@ async def _take(
 ) -> list[tuple[LeasedMessage, int]]:
     """What the dispatcher delivers to ``receiver`` within ``wait_ms``."""
     dispatcher = broker.dispatcher(topic)
-    key = (topic.name, receiver.consumer_id)
+    # Counted for the bucket assignment as one consumer per principal, however
+    # many of its requests wait (each still leases under an owner of its own).
+    key = (topic.name, receiver.registered_as)
     await broker.coordinator.consumer_joined(*key)
     dispatcher.add(receiver)
     answered = False
