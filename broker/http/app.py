@@ -24,7 +24,18 @@ import grpc
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from dejaq.broker.http import cron, keys, messages, openapi, outboxes, produce, topics, whoami
+from dejaq.broker.http import (
+    cron,
+    keys,
+    messages,
+    openapi,
+    outboxes,
+    produce,
+    pull,
+    stream,
+    topics,
+    whoami,
+)
 from dejaq.broker.http.console import add_console
 from dejaq.broker.http.limits import BodyTimeout, BoundedSite, body_deadline
 from dejaq.broker.http.problems import from_error, problem
@@ -61,6 +72,8 @@ ROUTES: list[Endpoint] = [
     *keys.ROUTES,
     *whoami.ROUTES,
     *outboxes.ROUTES,
+    *pull.ROUTES,
+    *stream.ROUTES,
 ]
 BODY_SLACK = 1 << 20
 # What an HTTP refusal that no handler raised says, as a gRPC code.

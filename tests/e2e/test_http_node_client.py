@@ -3,6 +3,10 @@
 Given a broker with --http, when ``node/http_client.mjs`` produces, moves, cancels
 and gets over the HTTP API, then it sees what a Python client sees: versions,
 a stale cancel refused as a problem, a cancelled message gone.
+
+When ``node/http_consumer.mjs`` consumes 10,000 messages due over 10 s with 3
+workers that long-poll, ack, nack and let some leases run out, then every
+message is settled once, none comes early and nothing is left.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from tests.e2e.broker_process import BrokerProcess
 from tests.servers import require_binary
 
 CLIENT = Path(__file__).with_name("node") / "http_client.mjs"
+CONSUMER = CLIENT.with_name("http_consumer.mjs")
 
 
 def test_a_node_client_produces_moves_cancels_and_gets(tmp_path: Path) -> None:
@@ -39,3 +44,31 @@ def test_a_node_client_produces_moves_cancels_and_gets(tmp_path: Path) -> None:
         "cancelled, version 0",
         "get after cancel: 404 NOT_FOUND",
     ]
+
+
+def test_node_workers_long_poll_and_settle_every_message_once_none_early(tmp_path: Path) -> None:
+    # given a broker, and a Node.js program that produces 10,000 messages due over 10 s
+    node = require_binary("node")
+    broker = BrokerProcess("memory://", tmp_path / "broker.log", args=["--http", "127.0.0.1:0"])
+    broker.start()
+    try:
+        # when its 3 workers consume them by long polling
+        done = subprocess.run(
+            [node, str(CONSUMER), broker.http_url, "10000", "10000"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        assert broker.stop() == 0
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # then each message was acked once in effect, none early, some nacked and
+    # some left to their lease, and the topic is empty
+    assert lines[:4] == [
+        "settled 10000 of 10000, 0 more than once",
+        "early 0",
+        "nacked true, expired true",
+        'left {"waiting":0,"due":0,"leased":0,"dead":0}',
+    ], done.stdout
+    print(lines[4])  # the lateness of first deliveries, seen by the workers
