@@ -470,7 +470,7 @@ def _due_time(message: LeasedMessage) -> int:
 def _busiest(tl: Timeline, now: int, limit: int) -> list[KeyLoad]:
     """A timeline's busiest keys (``Storage.keys``): the due messages from the
     keys' lanes, the held ones from ``held`` (bounded by consumers' credit)."""
-    loads = tl.keyed.loads(now)
+    loads = _key_loads(tl.cols, now)
     held: dict[int, int] = {}
     if tl.held:
         c = tl.cols
@@ -486,6 +486,30 @@ def _busiest(tl: Timeline, now: int, limit: int) -> list[KeyLoad]:
     ]
     rows.sort(key=lambda load: (-load.due, load.key))
     return rows[:limit]
+
+
+def _key_loads(c: Columns, now: int) -> dict[int, tuple[int, int]]:
+    """Key number -> (its live messages due by ``now``, the earliest of their
+    timestamps), for the keys with any: one vectorised pass over the columns
+    (a few ms a million slots: counts by ``bincount``, earliest by
+    ``minimum.at``), where walking the lanes' due entries took ~800 ms for one
+    key's million due, a stall of every delivery."""
+    used = c.used
+    ts = c.timestamp[:used]
+    due = np.flatnonzero((c.state[:used] == LIVE) & (c.key_no[:used] != 0) & (ts <= now))
+    if not len(due):
+        return {}
+    key_nos = c.key_no[due].astype(np.intp)
+    counts = np.bincount(key_nos)
+    earliest = np.full(len(counts), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(earliest, key_nos, ts[due])
+    keys = np.flatnonzero(counts)
+    return {
+        k: (n, t)
+        for k, n, t in zip(
+            keys.tolist(), counts[keys].tolist(), earliest[keys].tolist(), strict=True
+        )
+    }
 
 
 def _normal(buckets: Buckets) -> tuple[int, ...] | None:

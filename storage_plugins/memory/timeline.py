@@ -64,6 +64,8 @@ MAX_PRIORITY: Final = 0xFFFF  # Columns.priority is 16 bits (the broker allows 9
 
 
 _END_OF_TIME: Final = 1 << 62
+# Up to this many slots, ``due`` reads the columns (~3 ms a million), not the index.
+DUE_BY_COLUMNS: Final = 2_000_000
 
 
 class Timeline:
@@ -370,7 +372,21 @@ class Timeline:
 
     def due(self, now: int) -> tuple[int, int]:
         """(unleased, lease-expired) live messages with ``timestamp <= now`` in the
-        time lanes (a priority topic's ranked messages, all due, are ``ranked``)."""
+        time lanes (a priority topic's ranked messages, all due, are ``ranked``).
+
+        Up to ``DUE_BY_COLUMNS`` slots, one vectorised pass over the columns
+        (a few ms); beyond, the lanes' due entries. Walking the entries costs
+        about a microsecond each: a million due (a campaign) took 600-800 ms in
+        one call, a stall of every delivery of the broker."""
+        c = self.cols
+        if c.used <= DUE_BY_COLUMNS:
+            used = c.used
+            ts = c.timestamp[:used]
+            # A rank is a negative timestamp: ranked messages are not in the time lanes.
+            due = (c.state[:used] == LIVE) & (ts >= 0) & (ts <= now)
+            n = int(np.count_nonzero(due))
+            expired = int(np.count_nonzero(due & (c.owner[:used] != 0))) if n else 0
+            return n - expired, expired
         keys: list[int] = []
         buckets: list[int] = []
         times: list[I64] = []
