@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -122,7 +123,13 @@ for w in seen:
 def test_an_editable_install_adds_no_warning_block(tmp_path: Path) -> None:
     # Given a copy of the sources (the build writes beside them) and no C compiler (quick)
     src = tmp_path / "src"
-    for top in ("core", "proto", "fbs", "broker", "driver", "storage_plugins"):
+    tops = {
+        d.split("/")[0]
+        for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+            "package-dir"
+        ].values()
+    }
+    for top in sorted(tops):
         shutil.copytree(ROOT / top, src / top, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     for name in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
