@@ -77,22 +77,16 @@ class KeyLanes:
                 self._lane(lid).push(ts, slot)
                 self._offer(lid, ts)
             return
-        order = np.argsort(ids, kind="stable")
-        ids, timestamps, slots = ids[order], timestamps[order], slots[order]
-        starts = np.flatnonzero(np.diff(ids, prepend=-1))
-        ends = [*starts[1:].tolist(), len(ids)]
-        for start, end in zip(starts.tolist(), ends, strict=True):
-            lid = int(ids[start])
-            lane = self._lane(lid)
-            if end - start <= FEW:
-                ts_list = timestamps[start:end].tolist()
-                for ts, slot in zip(ts_list, slots[start:end].tolist(), strict=True):
-                    lane.push(ts, slot)
-                self._offer(lid, min(ts_list))
-                continue
-            ts, at = timestamps[start:end], slots[start:end]
-            push_all([lane], np.zeros(len(at), np.int64), ts, at)
-            self._offer(lid, int(ts.min()))
+        # One push_all over every lane the batch names: a pass's leases go back
+        # to one lane a bucket of their key, and a call a lane cost ~5 µs each.
+        lids, where = np.unique(ids, return_inverse=True)
+        lanes = [self._lane(lid) for lid in lids.tolist()]
+        where = where.reshape(-1).astype(np.int64)
+        push_all(lanes, where, timestamps, slots)
+        earliest = np.full(len(lids), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(earliest, where, timestamps)
+        for lid, first in zip(lids.tolist(), earliest.tolist(), strict=True):
+            self._offer(lid, first)
 
     def touch(self, key_nos: I64, buckets: I64, timestamps: I64) -> None:
         """``TimeIndex.touch`` in the lane of each keyed message about to change."""

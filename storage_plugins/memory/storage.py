@@ -148,7 +148,18 @@ class MemoryStorage(Storage):
                 fates = [fates[i] for i in kept]
             ids, payloads = c.records(slots)
             if c.key_len[slots].any() or c.headers_len[slots].any():
-                keys, headers = c.extras(slots)
+                # A key by its number (every message of a pass of one key shares
+                # its str), the headers read only when some message has them.
+                # A priority topic numbers no key: read from the records there.
+                if tl.ranks is not None:
+                    keys, headers = c.extras(slots)
+                else:
+                    names = tl.keyed.names
+                    keys = [names[k] for k in c.key_no[slots].tolist()]
+                    if c.headers_len[slots].any():
+                        headers = c.extras(slots)[1]
+                    else:
+                        headers = [b""] * len(keys)
                 out += map(
                     LeasedMessage,
                     ids,
