@@ -10,6 +10,7 @@ other.)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 
 from dejaq.broker.api.consume import consume_stream
@@ -80,6 +81,21 @@ async def settle_down() -> None:
     """Let every task that can run, run (the dispatcher, the stream readers)."""
     for _ in range(20):
         await asyncio.sleep(0)
+
+
+@contextlib.asynccontextmanager
+async def running_broker(
+    clock: ManualClock, lookahead_ms: int = 20, send_ahead_ms: int = 25
+) -> AsyncIterator[BrokerContext]:
+    """``make_broker`` for a test's fixture: its dispatchers dropped and its
+    storage closed when the test is over."""
+    broker = await make_broker(clock, lookahead_ms, send_ahead_ms)
+    try:
+        yield broker
+    finally:
+        for d in list(broker.dispatchers):
+            await broker.drop_dispatcher(d, RuntimeError("test over"))
+        await broker.storage.close()
 
 
 async def make_broker(

@@ -12,7 +12,7 @@ from dejaq.core.model import TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 
-from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
+from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(30)
 T = "jobs"
@@ -25,13 +25,10 @@ async def clock() -> ManualClock:
 
 @pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
-    broker = await make_broker(clock, lookahead_ms=0)
-    settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=60_000))
-    await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
-    yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
+    async with running_broker(clock, lookahead_ms=0) as broker:
+        settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=60_000))
+        await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
+        yield broker
 
 
 async def leased_to(broker: BrokerContext, mid: str) -> str | None:

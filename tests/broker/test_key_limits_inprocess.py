@@ -17,7 +17,7 @@ from dejaq.core.model import LeasedMessage, NewMessage, TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 
-from .inprocess import ManualClock, Session, make_broker, settle_down
+from .inprocess import ManualClock, Session, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(60)
 T = "reminders"
@@ -32,11 +32,8 @@ async def clock() -> ManualClock:
 
 @pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
-    broker = await make_broker(clock, lookahead_ms=0, send_ahead_ms=0)
-    yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
+    async with running_broker(clock, lookahead_ms=0, send_ahead_ms=0) as broker:
+        yield broker
 
 
 async def given_topic(broker: BrokerContext, **settings: object) -> None:

@@ -13,7 +13,7 @@ from dejaq.core.model import LeasedMessage, State, TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 
-from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
+from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(30)
 T = "jobs"
@@ -27,11 +27,8 @@ async def clock() -> ManualClock:
 
 @pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
-    broker = await make_broker(clock, lookahead_ms=0, send_ahead_ms=0)
-    yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
+    async with running_broker(clock, lookahead_ms=0, send_ahead_ms=0) as broker:
+        yield broker
 
 
 async def given_topic(broker: BrokerContext, **settings: int) -> None:
