@@ -93,7 +93,8 @@ def _message(p: pb.Message) -> MessageInfo:
         p.state == "dead",
         p.priority,
         p.key,
-        header_codec.encode(dict(p.headers)),
+        # protobuf keeps no order of a map: by name, one order every time
+        header_codec.encode({name: p.headers[name] for name in sorted(p.headers)}),
     )
     return MessageInfo(m, p.state)
 
