@@ -156,6 +156,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="steady: key the messages round this many keys (default: no key)",
     )
     p.add_argument(
+        "--steady-headers",
+        type=_positive(int),
+        help="steady: this many small headers on each message (default: none)",
+    )
+    p.add_argument(
         "--fair-messages", type=_positive(int), help="fairness: campaign messages (1,000,000)"
     )
     p.add_argument(
@@ -260,6 +265,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
         ("burst_rate", "burst_rate"),
         ("fair_messages", "fair_messages"),
         ("steady_keys", "steady_keys"),
+        ("steady_headers", "steady_headers"),
         ("fair_messages_served", "fair_messages_served"),
         ("poll_ms", "poll_ms"),
         ("priority_rate", "priority_rate"),

@@ -40,11 +40,25 @@ async def run(ctx: Ctx) -> dict[str, Any]:
             f"{ctx.backend}-consumer", plan.consumers, consumer_main, ctx.broker.address, topic
         ).start()
         try:
-            rig = Rig(ctx.backend, producer, fleet, ctx.probe(), topic, plan.steady_keys)
+            rig = Rig(
+                ctx.backend,
+                producer,
+                fleet,
+                ctx.probe(),
+                topic,
+                plan.steady_keys,
+                plan.steady_headers,
+            )
             out = await ramp(rig, plan.rates, plan.step_s, plan.lead_ms, plan.drain_s, rule(plan))
         finally:
             await fleet.stop()  # the consumers close: their acks are flushed
         out["left_in_topic"] = await ctx.left_in(topic)
     finally:
         await ctx.drop(topic)
-    return {"consumers": plan.consumers, "step_s": plan.step_s, "keys": plan.steady_keys, **out}
+    return {
+        "consumers": plan.consumers,
+        "step_s": plan.step_s,
+        "keys": plan.steady_keys,
+        "headers": plan.steady_headers,
+        **out,
+    }

@@ -76,6 +76,7 @@ class Plan:
     fair_key_rate: float = 10.0
     fair_s: float = 30.0
     steady_keys: int = 0  # steady: messages keyed round this many keys (0: none)
+    steady_headers: int = 0  # steady: small headers on each message (0: none)
     poll_ms: float = 1.0  # the Redis poller's period
     credits: int = 10_000  # the private client's window
     broker_env: dict[str, str] = field(default_factory=dict)  # DEJAQ_* settings for brokers

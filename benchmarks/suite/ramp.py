@@ -50,6 +50,7 @@ class Rig:
     probe: Probe
     topic: str = ""  # the rival has none
     keys: int = 0  # messages keyed round this many keys (0: none)
+    headers: int = 0  # small headers on each message (0: none)
 
 
 def correct(step: dict[str, Any]) -> str | None:
@@ -135,7 +136,17 @@ async def step(
     start_ms = now_ms() + START_SLACK_MS
     first_due = start_ms + lead_ms
     last_due = first_due + seconds * 1000
-    command = ("steady", rig.topic, per_s, seconds, start_ms, lead_ms, seen.prefix, rig.keys)
+    command = (
+        "steady",
+        rig.topic,
+        per_s,
+        seconds,
+        start_ms,
+        lead_ms,
+        seen.prefix,
+        rig.keys,
+        rig.headers,
+    )
     producing = asyncio.create_task(rig.producer.ask(command, seconds + lead_ms / 1000 + 120))
     # The meter reads inside the step, away from the probe's scrapes at its ends.
     metering = asyncio.create_task(meter.watch(first_due, last_due)) if meter else None

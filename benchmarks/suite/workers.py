@@ -308,7 +308,12 @@ class PollerService:
 
 class Sink(Protocol):
     async def send(
-        self, topic: str, ids: list[str], dues: list[int], keys: list[str] | None = None
+        self,
+        topic: str,
+        ids: list[str],
+        dues: list[int],
+        keys: list[str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> int: ...
     async def close(self) -> None: ...
 
@@ -322,18 +327,24 @@ class DejaqSink:
         self.producers: dict[str, Producer] = {}
 
     async def send(
-        self, topic: str, ids: list[str], dues: list[int], keys: list[str] | None = None
+        self,
+        topic: str,
+        ids: list[str],
+        dues: list[int],
+        keys: list[str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> int:
         producer = self.producers.get(topic)
         if producer is None:
             producer = Producer(self.client, topic, max_batch=CHUNK, max_in_flight=self.in_flight)
             self.producers[topic] = producer
-        if keys is None:
+        if keys is None and headers is None:
             batch = [Outgoing(PAYLOAD, due, id=i) for i, due in zip(ids, dues, strict=True)]
         else:
+            named = keys if keys is not None else [""] * len(ids)
             batch = [
-                Outgoing(PAYLOAD, due, id=i, key=k)
-                for i, due, k in zip(ids, dues, keys, strict=True)
+                Outgoing(PAYLOAD, due, id=i, key=k, headers=headers)
+                for i, due, k in zip(ids, dues, named, strict=True)
             ]
         return sum(r.accepted for r in await producer.send_batch(batch))
 
@@ -350,7 +361,12 @@ class ZsetSink:
         self.r = Redis.from_url(url)
 
     async def send(
-        self, topic: str, ids: list[str], dues: list[int], keys: list[str] | None = None
+        self,
+        topic: str,
+        ids: list[str],
+        dues: list[int],
+        keys: list[str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> int:
         return await rival.insert(self.r, ids, dues)  # a sorted set has no keys
 
@@ -397,12 +413,15 @@ class ProducerService:
         lead_ms: int,
         prefix: str,
         keys: int = 0,
+        headers: int = 0,
     ) -> dict[str, Any]:
         """Every TICK_MS from ``start_ms``: ``rate * TICK_MS / 1000`` messages due evenly
         across the TICK_MS window starting ``lead_ms`` later. Answers once every
         frame is answered: counts, and whether any frame was answered only after
         its first message was due (then lateness would measure the producer).
-        ``keys``: each message keyed round that many keys (0: no key)."""
+        ``keys``: each message keyed round that many keys (0: no key); ``headers``:
+        that many small headers on each message (0: none)."""
+        carried = {f"h{j}": f"value-{j:04d}" for j in range(headers)} or None
         ticks = max(1, round(seconds * 1000 / TICK_MS))
         per_tick = rate * TICK_MS / 1000
         out = {"sent": 0, "accepted": 0, "late_frames": 0, "slowest_answer_ms": 0.0}
@@ -412,7 +431,7 @@ class ProducerService:
 
         async def send(ids: list[str], dues: list[int], sent_at_ms: float) -> None:
             named = [f"k{int(i[-9:]) % keys:05d}" for i in ids] if keys else None
-            accepted = await self.sink.send(topic, ids, dues, named)
+            accepted = await self.sink.send(topic, ids, dues, named, carried)
             answered = time.time_ns() / 1e6
             out["accepted"] += accepted
             out["late_frames"] += answered >= dues[0]

@@ -5,7 +5,9 @@ webhook receiver gets the ``traceparent`` of the broker's request span."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
@@ -18,6 +20,9 @@ from tests.e2e.otlp_receiver import OtlpReceiver
 from tests.e2e.support import wait_until
 from tests.e2e.webhook_sink import Sink
 from tests.otel import Otel
+from tests.postgres_server import PostgresServer
+from tests.redis_cluster import RedisCluster
+from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -174,3 +179,46 @@ async def test_an_untraced_broker_passes_the_message_s_own_traceparent_on(
     # Then the request carries it as it is
     assert sink.hits[0].headers["traceparent"] == own
     assert sink.hits[0].headers["tracestate"] == "vendor=x"
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "postgres"])
+def any_storage(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty store of each backend, for a broker of the test's own."""
+    if request.param == "memory":
+        return "memory://"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'traced.db'}"
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        server.flush()
+        return server.url
+    if request.param == "redis-cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        return cluster.url
+    pg: PostgresServer = request.getfixturevalue("postgres_server")
+    return pg.create_database(f"traced_{uuid.uuid4().hex[:12]}")
+
+
+async def test_the_trace_context_travels_through_every_backend_s_store(
+    start_broker: StartBroker, any_storage: str, otel: Otel
+) -> None:
+    # Given an untraced broker on each backend, and a message kept by its store
+    broker = start_broker(any_storage)
+    async with Client(broker.address) as client:
+        await Admin(client).create_topic("stored-trace")
+        async with Producer(client, "stored-trace") as producer:
+            await producer.send(b"x", id="s1")
+        # When it is consumed
+        async with Consumer(client, "stored-trace") as consumer:
+            async for delivery in consumer:
+                await delivery.ack(confirm=True)
+                break
+    # Then the consumer's span is in the producer's trace, under its send span
+    (send,) = otel.spans("send stored-trace")
+    (process,) = otel.spans("process stored-trace")
+    trace_id, send_id = _ids(send)
+    assert _ids(process)[0] == trace_id
+    assert process.parent is not None and f"{process.parent.span_id:016x}" == send_id
+    assert process.attributes is not None
+    assert process.attributes["messaging.message.id"] == "s1"
