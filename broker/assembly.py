@@ -31,6 +31,7 @@ from dejaq.broker.context import BrokerContext
 from dejaq.broker.coordination import Coordinator, LocalCoordinator
 from dejaq.broker.cron.firers import CronFirers
 from dejaq.broker.http.app import HttpEndpoint, serve_http
+from dejaq.broker.http.lease_tokens import Signer
 from dejaq.broker.http.route import Surface
 from dejaq.broker.observability import due_ahead, gauges, health
 from dejaq.broker.observability.budget import refresh_forever
@@ -159,7 +160,8 @@ async def _start_over(
     if config.http:
         http_tls = tls.ssl_context() if tls is not None else None
         try:
-            http = await serve_http(Surface(broker, guard), config.http, http_tls)
+            surface = Surface(broker, guard, Signer(broker.coordinator.shared_secret()))
+            http = await serve_http(surface, config.http, http_tls)
         except BaseException:
             await server.stop(None)
             await broker.coordinator.stop()

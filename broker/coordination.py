@@ -105,6 +105,11 @@ class Coordinator(abc.ABC):
     async def topic_deleted(self, topic: str) -> None:  # noqa: B027 - optional hook
         """Tell the other brokers a topic was deleted here."""
 
+    def shared_secret(self) -> bytes | None:
+        """A random secret every broker of the cluster shares (the lease tokens'
+        key); None for a broker on its own, which draws its own."""
+        return None
+
     def skew_ms(self) -> dict[str, int]:
         """Each other broker's clock minus this broker's, in ms (estimates)."""
         return {}

@@ -134,6 +134,9 @@ class EtcdCoordinator(Coordinator):
         rebalance now rather than after the TTL."""
         await self._sessions.stop()
 
+    def shared_secret(self) -> bytes | None:
+        return self._sessions.lease_token_key
+
     @property
     def healthy(self) -> bool:
         """False while no etcd session is open (the last assignment stays in force)."""

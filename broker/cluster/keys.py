@@ -7,6 +7,7 @@ One prefix per cluster, ``/dejaq/<cluster>/``, and under it::
     consumers/<topic>/<broker>/<consumer>  {"since_ms"}                          broker's lease
     topics/<topic>                         {"created_at_ms", "buckets"}          no lease
     hints/<topic>/<broker>                 "<epoch ms>"                          broker's lease
+    secrets/<name>                         32 random bytes                       no lease
 
 ``<broker>`` is the broker's advertised ``HOST:PORT``. Topic names and consumer
 ids cannot contain ``/`` (see ``broker/api/validation.py``) and addresses do not,
@@ -69,6 +70,11 @@ class Keys:
     def hints_of(self, topic: str) -> bytes:
         """The prefix of every broker's hint for ``topic``."""
         return self._key(Kind.HINT, topic, "")
+
+    def secret(self, name: str) -> bytes:
+        """A secret of the cluster's, written once by the first broker to need
+        it, with no lease: it outlives the brokers as topics do."""
+        return f"{self.prefix}secrets/{name}".encode()
 
     def all(self) -> bytes:
         return self.prefix.encode()

@@ -36,6 +36,7 @@ from dejaq.broker.cluster.etcd_access import EtcdAccess
 from dejaq.broker.cluster.hints import HintPublisher
 from dejaq.broker.cluster.keys import Keys, Kind, decode, encode
 from dejaq.broker.cluster.registrar import Registrar, Registration, Write
+from dejaq.broker.cluster.shared_secret import shared_secret
 from dejaq.broker.cluster.storage_claim import (
     Heartbeat,
     StorageMismatch,
@@ -55,6 +56,7 @@ RETRY_MIN_S = 0.2
 RETRY_MAX_S = 1.0
 REOPEN = Backoff(RETRY_MIN_S, RETRY_MAX_S)  # between tries to open a lost session again
 REOPEN_AT_CAP = 3  # tries after which REOPEN's steps are RETRY_MAX_S
+LEASE_TOKEN_SECRET = "lease-tokens"  # HTTP consumers' lease tokens settle through any broker
 
 Entry = tuple[bytes, bytes, int]  # key, value, create revision
 
@@ -126,6 +128,8 @@ class EtcdSessions:
         # against the other brokers' (storage_claim.py); "" = not checked.
         self.storage_identity = ""
         self.cluster = ""
+        # The cluster's lease-token key (shared_secret.py), read at the first join.
+        self.lease_token_key: bytes | None = None
 
     @property
     def healthy(self) -> bool:
@@ -240,6 +244,9 @@ class EtcdSessions:
                 live = await client.get_prefix(self._keys.brokers())
                 heartbeats = self._heartbeats((kv.key, kv.value, kv.create_revision) for kv in live)
                 check_before_joining(heartbeats, self._id, self.storage_identity, self.cluster)
+            if self.lease_token_key is None:
+                key = self._keys.secret(LEASE_TOKEN_SECRET)
+                self.lease_token_key = await shared_secret(client, key)
             lease = await client.lease(self.ttl_s)
             session = Session(client, lease, endpoint)
             await client.put(self._keys.broker(self._id), self._heartbeat(), lease=lease)

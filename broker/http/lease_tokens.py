@@ -5,10 +5,14 @@ message id, the version the message was leased at and the lease's owner (one
 per lease request). Storage refuses a stale one (the lease ran out and the
 message was leased again: another version, another owner), so it is never
 applied. An HMAC-SHA256 tag makes the token tamper-proof: a client cannot
-quote another owner's lease. The key is drawn per broker process (nothing to
-configure or leak, and there is no cluster secret to share): a token settles
-through the broker that issued it, and a restarted broker refuses the tokens
-of its past life (their leases run out and the messages are delivered again).
+quote another owner's lease.
+
+A broker of a cluster signs with the cluster's key, which the first broker to
+join wrote in etcd (``broker/cluster/shared_secret.py``): a token settles
+through any broker of the cluster (behind a load balancer, say), and after a
+broker restarts. A broker on its own draws a key per process: its tokens
+settle through it only, and a restart refuses those of its past life (their
+leases run out and the messages are delivered again).
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ class LeaseToken(NamedTuple):
 
 
 class Signer:
-    """Issues and checks this broker process's lease tokens."""
+    """Issues and checks lease tokens, under ``key`` (the cluster's), or a key
+    drawn for this process when None."""
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = key if key is not None else secrets.token_bytes(32)
@@ -55,8 +60,8 @@ class Signer:
             raise InvalidArgument("not a lease token") from None
         if not hmac.compare_digest(tag, self._tag(body)):
             raise InvalidArgument(
-                "the lease token was not issued by this broker process (or was altered):"
-                " settle through the broker that leased it"
+                "the lease token was not issued by this broker or its cluster (or was"
+                " altered): settle through the broker that leased it"
             )
         topic, id, version, owner = json.loads(body)
         return LeaseToken(topic, id, version, owner)

@@ -52,7 +52,6 @@ MAX_WAIT_MS = 20_000
 # by the request joining, to lease what is due already.
 MIN_WAIT_MS = 20
 MAX_TOKENS = 1000
-_signer = Signer()
 cleanup = Background("HTTP lease cleanup")
 # Open event streams by lease owner (``stream.py``): an ack or nack of a
 # stream's token gives the stream its credit back.
@@ -134,7 +133,7 @@ def lease(surface: Surface) -> Callable[[web.Request], Awaitable[web.Response]]:
             CALLER.reset(bound)
         receiver = PullReceiver(owner, lease_ms, most, broker.send_ahead_ms, registered_as)
         taken = await _take(broker, topic, receiver, wait_ms, request)
-        deliveries = [delivery(topic.name, owner, m, until) for m, until in taken]
+        deliveries = [delivery(surface.tokens, topic.name, owner, m, until) for m, until in taken]
         broker.metrics.http_request("Lease", grpc.StatusCode.OK)
         return json_response({"deliveries": deliveries})
 
@@ -178,8 +177,10 @@ def _left(request: web.Request) -> bool:
     return request.transport is None or request.transport.is_closing()
 
 
-def delivery(topic: str, owner: str, m: LeasedMessage, until: int) -> dict[str, Any]:
-    token = _signer.issue(LeaseToken(topic, m.id, m.version, owner))
+def delivery(
+    tokens: Signer, topic: str, owner: str, m: LeasedMessage, until: int
+) -> dict[str, Any]:
+    token = tokens.issue(LeaseToken(topic, m.id, m.version, owner))
     return {
         "id": m.id,
         "timestamp_ms": m.timestamp,
@@ -216,7 +217,7 @@ def settler(kind: Kind) -> Callable[[Surface], Callable[[web.Request], Awaitable
                 )
             elif kind is Kind.NACK:
                 ms = validation.delay_ms(_bounded(doc, "delay_ms", 0, 1 << 62, 0))
-            results = await _settle_tokens(surface.broker, caller, topic, kind, tokens, ms)
+            results = await _settle_tokens(surface, caller, topic, kind, tokens, ms)
             surface.broker.metrics.http_request(kind.name.title(), grpc.StatusCode.OK)
             return json_response({"results": results})
 
@@ -226,15 +227,16 @@ def settler(kind: Kind) -> Callable[[Surface], Callable[[web.Request], Awaitable
 
 
 async def _settle_tokens(
-    broker: BrokerContext, caller: Caller, topic: Topic, kind: Kind, tokens: list[str], ms: int
+    surface: Surface, caller: Caller, topic: Topic, kind: Kind, tokens: list[str], ms: int
 ) -> list[dict[str, Any]]:
     """One outcome per token, in order: the tokens of one lease request settled
     in one storage call (they share its owner)."""
+    broker = surface.broker
     results: list[dict[str, Any]] = [{} for _ in tokens]
     groups: dict[str, list[tuple[int, LeaseToken]]] = {}
     for i, text in enumerate(tokens):
         try:
-            token = _check(text, caller, topic.name)
+            token = _check(surface.tokens, text, caller, topic.name)
         except DejaqError as exc:
             results[i] = _refused(text, exc)
             continue
@@ -256,12 +258,12 @@ async def _settle_tokens(
                               "version": outcome.version}  # fmt: skip
                 if kind is Kind.EXTEND:  # an extend moves the version on: quote the new one
                     renewed = LeaseToken(t.topic, t.id, outcome.version, owner)
-                    results[i]["renewed_lease_token"] = _signer.issue(renewed)
+                    results[i]["renewed_lease_token"] = surface.tokens.issue(renewed)
     return results
 
 
-def _check(text: str, caller: Caller, topic: str) -> LeaseToken:
-    token = _signer.check(text)
+def _check(tokens: Signer, text: str, caller: Caller, topic: str) -> LeaseToken:
+    token = tokens.check(text)
     if token.topic != topic:
         raise InvalidArgument(f"the lease token is for topic {token.topic!r}, not {topic!r}")
     principal = token.owner.rpartition(OWNER_SEPARATOR)[0] if OWNER_SEPARATOR in token.owner else ""

@@ -21,6 +21,7 @@ from dejaq.broker.api.calls import serve_unary
 from dejaq.broker.context import BrokerContext
 from dejaq.broker.http import codec, schemas
 from dejaq.broker.http.auth import caller_of
+from dejaq.broker.http.lease_tokens import Signer
 from dejaq.broker.security.guard import Guard
 from dejaq.core.errors import InvalidArgument
 
@@ -34,6 +35,9 @@ class Surface:
 
     broker: BrokerContext
     guard: Guard
+    # Signs HTTP consumers' lease tokens: with the cluster's shared key, so a
+    # token settles through any broker of it (lease_tokens.py).
+    tokens: Signer = field(default_factory=Signer)
 
 
 class Endpoint(Protocol):

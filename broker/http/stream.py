@@ -21,7 +21,6 @@ from typing import Any
 from aiohttp import web
 
 from dejaq.broker.api import validation
-from dejaq.broker.context import BrokerContext
 from dejaq.broker.http import pull, schemas
 from dejaq.broker.http.route import Surface, problem_responses
 from dejaq.broker.security.identity import CALLER, lease_owner
@@ -99,19 +98,20 @@ def deliveries(surface: Surface) -> Callable[[web.Request], Awaitable[web.Stream
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        await _serve(broker, topic, receiver, request, response)
+        await _serve(surface, topic, receiver, request, response)
         return response
 
     return handle
 
 
 async def _serve(
-    broker: BrokerContext,
+    surface: Surface,
     topic: Topic,
     receiver: StreamReceiver,
     request: web.Request,
     response: web.StreamResponse,
 ) -> None:
+    broker = surface.broker
     dispatcher = broker.dispatcher(topic)
     key = (topic.name, receiver.consumer_id)
     pull.credit_returns[receiver.consumer_id] = receiver.returned
@@ -128,7 +128,7 @@ async def _serve(
                 await response.write(_event("error", _problem(item)))
                 return
             m, until = item
-            doc = pull.delivery(topic.name, receiver.consumer_id, m, until)
+            doc = pull.delivery(surface.tokens, topic.name, receiver.consumer_id, m, until)
             await response.write(_event("delivery", doc, m.id))
     except ConnectionError:
         pass  # the client left: its leases run out (it may still ack)
