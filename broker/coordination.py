@@ -9,6 +9,7 @@ assignment: the atomic lease in storage is what keeps a message with one holder.
 from __future__ import annotations
 
 import abc
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -133,7 +134,9 @@ class LocalCoordinator(Coordinator):
     """A single broker: it owns every bucket of every topic."""
 
     def __init__(self) -> None:
-        self.consumers: dict[str, set[str]] = {}
+        # Streams (or HTTP requests) open per consumer: a consumer is listed
+        # until its last one closes.
+        self.consumers: dict[str, Counter[str]] = {}
         self.address = ""
         self.started_ms = now_ms()
 
@@ -144,10 +147,14 @@ class LocalCoordinator(Coordinator):
         return None
 
     async def consumer_joined(self, topic: str, consumer_id: str) -> None:
-        self.consumers.setdefault(topic, set()).add(consumer_id)
+        self.consumers.setdefault(topic, Counter())[consumer_id] += 1
 
     async def consumer_left(self, topic: str, consumer_id: str) -> None:
-        self.consumers.get(topic, set()).discard(consumer_id)
+        open_here = self.consumers.get(topic)
+        if open_here is not None:
+            open_here[consumer_id] -= 1
+            if open_here[consumer_id] <= 0:
+                del open_here[consumer_id]
 
     def view(self) -> ClusterView:
         me = BrokerView(self.address, self.address, self.started_ms, 0)

@@ -12,6 +12,11 @@ leases under an owner of its own, so a token from a lease that ran out cannot
 settle the message once another request leased it again. Messages taken for
 the request and never answered (it timed out first, or the client left) are
 handed back at once; a client that stops polling holds nothing past its leases.
+
+For the bucket assignment a principal's requests count as one consumer of the
+topic, registered while they wait and for ``REGISTRATION_LINGER_S`` after the
+last one answered: a worker polls again within that, so the cluster does not
+hand the topic's buckets away and back between two polls.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ MAX_WAIT_MS = 20_000
 # by the request joining, to lease what is due already.
 MIN_WAIT_MS = 20
 MAX_TOKENS = 1000
+REGISTRATION_LINGER_S = 2.0
 cleanup = Background("HTTP lease cleanup")
 # Open event streams by lease owner (``stream.py``): an ack or nack of a
 # stream's token gives the stream its credit back.
@@ -170,7 +176,13 @@ async def _take(
             held += [m for m, _ in receiver.taken]
         if held:
             cleanup.spawn(dispatcher.hand_back(receiver.consumer_id, held))
-        cleanup.spawn(broker.coordinator.consumer_left(*key))
+        cleanup.spawn(_leave_later(broker, key))
+
+
+async def _leave_later(broker: BrokerContext, key: tuple[str, str]) -> None:
+    """Unregister one request's join, once the linger is over."""
+    await asyncio.sleep(REGISTRATION_LINGER_S)
+    await broker.coordinator.consumer_left(*key)
 
 
 def _left(request: web.Request) -> bool:

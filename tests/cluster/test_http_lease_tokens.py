@@ -1,18 +1,22 @@
-"""HTTP consumers' lease tokens in a cluster: signed with the key the brokers
-share in etcd, so a token settles through any broker of the cluster, and
-through a broker that restarted since it leased."""
+"""HTTP consumers in a cluster: lease tokens signed with the key the brokers
+share in etcd, so a token settles through any broker of the cluster and
+through a broker that restarted since it leased; a polling worker's
+registration lingers between its polls."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
 
+from dejaq.broker.http.pull import REGISTRATION_LINGER_S
 from dejaq.core.clock import now_ms
 from dejaq.driver import Client, Outgoing
-from tests.cluster.support import Cluster
+from dejaq.driver.cluster import ClusterStatus
+from tests.cluster.support import Cluster, status
 from tests.e2e.broker_process import BrokerProcess
-from tests.e2e.support import counts, create_topic, produce
+from tests.e2e.support import counts, create_topic, produce, wait_until
 
 HTTP = {"DEJAQ_HTTP": "127.0.0.1:0"}
 
@@ -73,3 +77,31 @@ async def test_a_token_settles_through_its_broker_after_that_broker_restarted(
         result = await _ack(session, again, topic, token)
         assert result.get("ok") is True, result
         assert await counts(client, topic) == (0, 0, 0, 0)
+
+
+def _consumers(s: ClusterStatus, topic: str) -> int:
+    t = next((t for t in s.topics if t.name == topic), None)
+    return 0 if t is None else len(t.consumers)
+
+
+async def test_a_polling_worker_stays_registered_between_polls_and_leaves_after(
+    cluster: Cluster,
+) -> None:
+    # Given a broker of a cluster, and a message an HTTP worker leases
+    a, b = cluster.start(2, **HTTP)
+    async with Client(a.address) as client, aiohttp.ClientSession() as session:
+        topic = await create_topic(client, "lingering")
+        await produce(client, topic, [Outgoing(b"x", now_ms(), id="m1")])
+        await _lease_one(session, a, topic)
+    # When the worker takes a second before it polls again
+    await asyncio.sleep(1.0)
+    # Then the cluster still counts it as the topic's consumer: no rebalance between polls
+    assert _consumers(await status(b.address), topic) == 1
+    # And once it has not polled for longer than the linger, it is no consumer any more
+    await wait_until(
+        lambda: _gone(b.address, topic), REGISTRATION_LINGER_S + 10, "the registration to go"
+    )
+
+
+async def _gone(address: str, topic: str) -> bool:
+    return _consumers(await status(address), topic) == 0
