@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from suite.arrivals import Arrivals
 from suite.backends import ROOT
 from suite.broker import broker, dejaq_command, free_port
 from suite.procstat import load_average
@@ -187,33 +188,29 @@ async def one_rate(
     url: str, address: str, metrics: str, rate: int, seconds: float, writers: int
 ) -> dict[str, Any]:
     topic = f"outbox-{rate}"
-    received: dict[str, float] = {}
+    arrivals = Arrivals()
+    received = arrivals.at
     async with Client(address) as client:
         await Admin(client).create_topic(topic)
         async with Consumer(client, topic) as consumer:
-            expected: set[str] = set()
-            all_in = asyncio.Event()
 
             async def consume() -> None:
                 async for delivery in consumer:
-                    received[delivery.id] = time.time()
+                    arrivals.arrived(delivery.id, time.time())
                     await delivery.ack()
-                    if expected and expected <= received.keys():
-                        all_in.set()
 
             consuming = asyncio.create_task(consume())
             # Warm up: the relay's stream to the topic opens on its first rows.
-            expected.update(await asyncio.to_thread(writer, url, topic, 200, WARMUP_S, "warm"))
-            await asyncio.wait_for(all_in.wait(), 60)
-            all_in.clear()
+            warm = await asyncio.to_thread(writer, url, topic, 200, WARMUP_S, "warm")
+            if await arrivals.wait_for(warm, 60):
+                raise RuntimeError("the warm-up's messages did not all arrive in 60 s")
             # A row is delivered before the relay deletes it and observes its
             # lag: the warm-up's lags are all in once its rows are gone.
             await asyncio.to_thread(wait_gone, url, 60)
             before = await asyncio.to_thread(histogram, metrics)
             loop = asyncio.get_running_loop()
-            with ProcessPoolExecutor(
-                writers, mp_context=multiprocessing.get_context("spawn")
-            ) as pool:
+            pool = ProcessPoolExecutor(writers, mp_context=multiprocessing.get_context("spawn"))
+            try:
                 parts = await asyncio.gather(
                     *(
                         loop.run_in_executor(
@@ -222,14 +219,16 @@ async def one_rate(
                         for w in range(writers)
                     )
                 )
+            finally:
+                # Joined in a thread: the consumer keeps receiving meanwhile.
+                await asyncio.to_thread(pool.shutdown)
             commits = {i: t for part in parts for i, t in part.items()}
-            expected.update(commits)
-            if not expected <= received.keys():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(all_in.wait(), 60)
+            await arrivals.wait_for(commits, 60)
             consuming.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await consuming
+        # The relay observes a row's lag once it deleted it, after its delivery.
+        await asyncio.to_thread(wait_gone, url, 60)
         after = await asyncio.to_thread(histogram, metrics)
     lags = [(received[i] - commits[i]) * 1000 for i in commits if i in received]
     missing = sorted(set(commits) - received.keys())
