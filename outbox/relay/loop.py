@@ -83,23 +83,35 @@ class Relay:
         return total
 
     async def relay_once(self) -> int:
-        """Claim one batch, hand it over, delete (or park) its rows; how many."""
+        """Claim one batch, hand it over, delete (or park) its rows; how many.
+
+        Two round trips to the database a batch: the connection pipelines its
+        statements, BEGIN going with the claim and the deletes with COMMIT. A
+        round trip is a wake-up of the relay and of its server process, each a
+        wait for a core on a busy machine, and every row waits for the batch
+        ahead of it."""
         await self._connect()
         conn = self._work
-        async with conn.transaction():
-            cur = await conn.execute(sql.CLAIM, (self.batch,))
-            claimed = [Claimed(*row) for row in await cur.fetchall()]
-            if not claimed:
-                return 0
-            refused = await self.handoff.rows(claimed)
-            accepted = [row.seq for row in claimed if row.seq not in refused]
-            if accepted:
-                cur = await conn.execute(self._delete, (accepted,))
-                lag = self.metrics.lag.labels(self.name)
-                for (seconds,) in await cur.fetchall():
-                    lag.observe(max(seconds, 0.0))
-            for seq, reason in refused.items():
-                await conn.execute(sql.PARK, (seq, reason))
+        try:
+            async with conn.pipeline():
+                await conn.execute(sql.BEGIN)
+                cur = await conn.execute(sql.CLAIM, (self.batch,))
+                claimed = [Claimed(*row) for row in await cur.fetchall()]
+                refused = await self.handoff.rows(claimed) if claimed else {}
+                accepted = [row.seq for row in claimed if row.seq not in refused]
+                deleted = await conn.execute(self._delete, (accepted,)) if accepted else None
+                for seq, reason in refused.items():
+                    await conn.execute(sql.PARK, (seq, reason))
+                await conn.execute(sql.COMMIT)
+        except BaseException:
+            await _rollback(conn)
+            raise
+        if not claimed:
+            return 0
+        if deleted is not None:
+            lag = self.metrics.lag.labels(self.name)
+            for (seconds,) in await deleted.fetchall():
+                lag.observe(max(seconds, 0.0))
         self.metrics.relayed.labels(self.name).inc(len(accepted))
         if refused:
             log.warning("outbox %s: parked %d rows", self.name, len(refused))
@@ -114,7 +126,9 @@ class Relay:
         if self._work is not None:
             return
         psycopg = psycopg_module()
-        self._work = await psycopg.AsyncConnection.connect(self.url)
+        # Transactions are begun and ended by the relay's own statements, so
+        # that BEGIN and COMMIT ride in the pipeline with the others.
+        self._work = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         self._listen = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         await self._listen.execute(sql.LISTEN)
         cur = await self._listen.execute(sql.COMMIT_TIMES)
@@ -143,3 +157,12 @@ class Relay:
             cur = await self._work.execute(f"SELECT count(*) FROM {sql.PARKED}")
             (parked,) = await cur.fetchone()
         self.metrics.parked.labels(self.name).set(parked)
+
+
+async def _rollback(conn: Any) -> None:
+    """End a batch that failed: nothing deleted, its rows free for the next
+    claim. A connection too broken for it is closed by the caller anyway."""
+    try:
+        await conn.execute(sql.ROLLBACK)
+    except Exception as exc:  # the error being raised says more
+        log.debug("rolling back: %s", exc)
