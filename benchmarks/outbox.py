@@ -22,6 +22,10 @@ process of its own, through the public driver, as a user runs it.
 - **Drain.** ``--drain-rows`` rows committed with no relay running, due in an
   hour; then a relay starts and the time until the outbox is empty is taken:
   rows a second one relay drains (its start included).
+- **The relay in the broker** (``--in-broker``): the broker relays the outbox
+  itself (``dejaq broker --outbox``), straight into its handlers, and no relay
+  process runs; the lag by rate only (that relay never stops, so there is no
+  drain to time, and it would relay the insert cost's rows as they are timed).
 - **Insert cost.** Transactions that insert an order row, with and without an
   outbox row beside it, alternating one by one: the median time of each from
   ``BEGIN`` to the commit returning, and their difference.
@@ -48,7 +52,7 @@ from typing import Any
 import psycopg
 from suite.arrivals import Arrivals
 from suite.backends import ROOT
-from suite.broker import broker, dejaq_command, free_port
+from suite.broker import BrokerProcess, broker, dejaq_command, free_port
 from suite.procstat import load_average
 from suite.record import save_record
 
@@ -301,11 +305,17 @@ def insert_cost(url: str) -> dict[str, Any]:
 
 
 async def run_all(
-    url: str, address: str, args: argparse.Namespace, log: Path, results: dict[str, Any]
+    url: str, proc: BrokerProcess, args: argparse.Namespace, log: Path, results: dict[str, Any]
 ) -> None:
-    dejaq.outbox.install(url)
-    metrics = f"127.0.0.1:{free_port()}"
-    with relay_process(url, address, metrics, log):
+    address = proc.address
+    if args.in_broker:
+        # The broker's own relay, its lag histogram among the broker's metrics.
+        metrics = proc.metrics
+        relaying: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    else:
+        metrics = f"127.0.0.1:{free_port()}"
+        relaying = relay_process(url, address, metrics, log)
+    with relaying:
         results["lag"] = [
             await one_rate(url, address, metrics, rate, args.seconds, args.writers)
             for rate in args.rates
@@ -319,6 +329,8 @@ async def run_all(
             f" commit to delivery p50 {row['commit_to_delivery_p50_ms']} ms,"
             f" p99 {row['commit_to_delivery_p99_ms']} ms"
         )
+    if args.in_broker:
+        return
     results["drain"] = await drain(url, address, args.drain_rows, log)
     print(
         f"drain: {results['drain']['rows']} rows in {results['drain']['seconds']} s,"
@@ -337,9 +349,12 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, Any] = {}
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "dejaq-outbox-relay.log"
     with app_database() as url:
-        async with broker("memory://", http_api=False) as proc:
-            await run_all(url, proc.address, args, log, results)
+        dejaq.outbox.install(url)
+        env = {"DEJAQ_OUTBOX": url} if args.in_broker else None
+        async with broker("memory://", http_api=False, env=env) as proc:
+            await run_all(url, proc, args, log, results)
     config = {
+        "relay": "in the broker" if args.in_broker else "a process of its own",
         "rates": args.rates,
         "seconds": args.seconds,
         "writers": args.writers,
@@ -354,6 +369,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=10.0, help="each rate's run")
     p.add_argument("--writers", type=int, default=2, help="writer processes, the rate shared")
     p.add_argument("--drain-rows", type=int, default=50_000, help="rows the drain starts with")
+    p.add_argument(
+        "--in-broker",
+        action="store_true",
+        help="the broker relays (dejaq broker --outbox), no relay process; no drain",
+    )
     p.add_argument("--name", default="outbox", help="the record's name in benchmarks/results/")
     return p.parse_args(argv)
 
