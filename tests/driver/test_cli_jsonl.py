@@ -113,6 +113,4 @@ def test_a_line_may_say_what_happens_to_its_waiting_id_and_the_flag_says_for_the
     # then each line has its own mode, or the flag's, and the unknown one is refused
     assert parsed[1] == Outgoing(b"x", AT, "a", on_duplicate="replace")
     assert parsed[2] == Outgoing(b"y", AT, "b", on_duplicate="extend")
-    assert parsed[3] == (
-        "rejected: on_duplicate must be one of keep, replace, extend, not 'merge'"
-    )
+    assert parsed[3] == ("rejected: on_duplicate must be one of keep, replace, extend, not 'merge'")

@@ -332,7 +332,9 @@ def test_produce_on_duplicate_replaces_or_extends_the_waiting_message(
     got = cli.json("get", topic_name, "digest")
     assert (got["payload"], got["timestamp_ms"], got["version"]) == ("v2", 1_900_000_000_000, 3)
     # And a mode there is not is one line, nothing sent
-    error = cli.fails("produce", topic_name, "v4", "--id", "digest", "--in", "1h", "--on-duplicate", "merge")
+    error = cli.fails(
+        "produce", topic_name, "v4", "--id", "digest", "--in", "1h", "--on-duplicate", "merge"
+    )
     assert "on_duplicate must be one of keep, replace, extend" in error
 
 

@@ -27,7 +27,10 @@ async def test_one_message_replaces_and_a_batch_extends(api: Api) -> None:
     assert (sent.status, sent.body) == (200, {"id": "d", "status": "REPLACED"})
     batch = {
         "on_duplicate": "extend",
-        "messages": [{"id": "d", "timestamp_ms": FAR + 20, "payload": "v3"}, {"id": "e", "timestamp_ms": FAR}],
+        "messages": [
+            {"id": "d", "timestamp_ms": FAR + 20, "payload": "v3"},
+            {"id": "e", "timestamp_ms": FAR},
+        ],
     }
     sent = await api.call("POST", "/v1/topics/digest/batches", batch)
     # Then each answer says what became of it, and the message is the replacing one, moved
