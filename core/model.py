@@ -237,7 +237,9 @@ class OnDuplicate(enum.IntEnum):
         """The mode called ``name`` (keep, replace, extend); InvalidArgument otherwise."""
         mode = _MODES.get(name)
         if mode is None:
-            raise InvalidArgument(f"on_duplicate must be one of keep, replace, extend, not {name!r}")
+            raise InvalidArgument(
+                f"on_duplicate must be one of keep, replace, extend, not {name!r}"
+            )
         return mode
 
     @property

@@ -330,7 +330,9 @@ class Producer:
                 keys,
                 headers,
             )
-            request = pb.ProduceRequest(topic=self.topic, batch=batch, on_duplicate=int(mode))
+            request = pb.ProduceRequest(
+                topic=self.topic, batch=batch, on_duplicate=pb.OnDuplicate.Name(mode)
+            )
             frame = _Frame(request, ids)
         except BaseException as exc:
             self._slots.release()

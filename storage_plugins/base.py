@@ -338,7 +338,11 @@ def repeated(
     out: list[InsertStatus] = []
     for i in first:
         st = statuses[i]
-        if i in seen and st in (InsertStatus.ACCEPTED, InsertStatus.REPLACED, InsertStatus.EXTENDED):
+        if i in seen and st in (
+            InsertStatus.ACCEPTED,
+            InsertStatus.REPLACED,
+            InsertStatus.EXTENDED,
+        ):
             st = done
         seen.add(i)
         out.append(st)

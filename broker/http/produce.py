@@ -200,7 +200,9 @@ async def _produce(
     encoded first, so the cap judges the very frame."""
     c = new.columns
     md, exp, pri = (c.get(name) for name in OPTIONS)
-    req = pb.ProduceRequest(topic=request.match_info["topic"], on_duplicate=int(mode))
+    req = pb.ProduceRequest(
+        topic=request.match_info["topic"], on_duplicate=pb.OnDuplicate.Name(mode)
+    )
     broker = surface.broker
     if new.delays:
         due_after_delays(new, broker.clock.now_ms())
@@ -279,8 +281,7 @@ def produce_batch(surface: Surface) -> Callable[[web.Request], Awaitable[web.Res
             doc = parse_json(raw)
             if not isinstance(doc, dict) or set(doc) - {ON_DUPLICATE} != {"messages"}:
                 raise InvalidArgument(
-                    "the body must be an object with messages (a list), and on_duplicate"
-                    " at will"
+                    "the body must be an object with messages (a list), and on_duplicate at will"
                 )
             mode = read_mode(doc, "body")
             new = read_messages(doc["messages"], limit)
@@ -334,15 +335,18 @@ NEW_MESSAGE: dict[str, Any] = {
         {"oneOf": [{"required": [AT]}, {"required": [DELAY]}]},  # when: one, not both
     ],
 }
-MODE = {
-    "type": "string",
-    "enum": MODES,
-    "default": "keep",
-    "description": "when the id is already waiting on the topic: keep it (DUPLICATE),"
+MODE_DESCRIPTION = (
+    "when the id is already waiting on the topic: keep it (DUPLICATE),"
     " replace it with this message, its due time, payload, key, headers and options"
     " (REPLACED: a trailing debounce), or extend it to this due time only (EXTENDED)."
     " One being delivered is left alone (LEASED); a dead or tombstoned id answers"
-    " DUPLICATE",
+    " DUPLICATE"
+)
+MODE: dict[str, Any] = {
+    "type": "string",
+    "enum": MODES,
+    "default": "keep",
+    "description": MODE_DESCRIPTION,
 }
 ONE_MESSAGE: dict[str, Any] = {
     **NEW_MESSAGE,
@@ -406,7 +410,7 @@ BATCH = {
     "type": "object",
     "properties": {
         "messages": {"type": "array", "items": NEW_MESSAGE},
-        ON_DUPLICATE: {**MODE, "description": "for every message: " + MODE["description"]},
+        ON_DUPLICATE: {**MODE, "description": "for every message: " + MODE_DESCRIPTION},
     },
     "required": ["messages"],
     "additionalProperties": False,

@@ -59,9 +59,7 @@ async def test_a_thousand_replaces_of_one_id_deliver_once_the_last(
         statuses = []
         for i in range(PRODUCES):
             frame = encode_messages([clock.now + AFTER_MS], [b"v%d" % i], ["digest"])
-            request_ = pb.ProduceRequest(
-                topic=T, batch=frame, on_duplicate=pb.ON_DUPLICATE_REPLACE
-            )
+            request_ = pb.ProduceRequest(topic=T, batch=frame, on_duplicate=pb.ON_DUPLICATE_REPLACE)
             statuses += decode_results((await produce(broker, request_)).results)[0]
             clock.advance(EVERY_MS)
         last_due = clock.now - EVERY_MS + AFTER_MS
