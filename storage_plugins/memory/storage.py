@@ -130,21 +130,28 @@ class MemoryStorage(Storage):
     ) -> list[InsertStatus]:
         tl = self._tl(topic)
         c = tl.cols
-        found = tl.find([m.id for m in messages]).tolist()
+        slots = tl.find([m.id for m in messages])
+        at = np.where(slots >= 0, slots, 0)  # read in one pass each, judged one by one
+        found = slots.tolist()
+        lives = ((slots >= 0) & (c.state[at] == LIVE)).tolist()
+        owners = c.owner[at].tolist()
+        stamps = c.timestamp[at].tolist()
+        names = tl.owners.names
         status: list[InsertStatus] = []
         fresh: list[NewMessage] = []
         replacing: list[NewMessage] = []
         replaced: list[int] = []
         extending: list[NewMessage] = []
         extended: list[int] = []
-        for m, slot in zip(messages, found, strict=True):
+        for m, slot, live, number, stamp in zip(
+            messages, found, lives, owners, stamps, strict=True
+        ):
             if slot < 0:
                 status.append(InsertStatus.ACCEPTED)
                 fresh.append(m)
                 continue
-            live = bool(c.state[slot] == LIVE)
-            owner = tl.owners.names[int(c.owner[slot])] if live else None
-            verdict = on_duplicate(mode, live, owner, int(c.timestamp[slot]), now)
+            owner = names[number] if live else None
+            verdict = on_duplicate(mode, live, owner, stamp, now)
             status.append(verdict)
             if verdict is InsertStatus.REPLACED:
                 replacing.append(m)
