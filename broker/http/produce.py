@@ -281,7 +281,8 @@ def produce_batch(surface: Surface) -> Callable[[web.Request], Awaitable[web.Res
             doc = parse_json(raw)
             if not isinstance(doc, dict) or set(doc) - {ON_DUPLICATE} != {"messages"}:
                 raise InvalidArgument(
-                    "the body must be an object with messages (a list), and on_duplicate at will"
+                    "the body must be an object with one key, messages (a list), and optionally"
+                    " on_duplicate"
                 )
             mode = read_mode(doc, "body")
             new = read_messages(doc["messages"], limit)
