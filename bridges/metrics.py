@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
 
 # Publish lateness after due: fine around the 20 ms target.
 LATENESS_BUCKETS = (
@@ -73,3 +76,29 @@ class BridgeMetrics:
             buckets=LATENESS_BUCKETS,
             registry=self.registry,
         )
+
+
+# What ``dejaq bridge status`` and the console show of a bridge, each by the
+# metric sample it is read from.
+FIGURES = {
+    "dejaq_bridge_source_lag": "lag",
+    "dejaq_bridge_held": "held",
+    "dejaq_bridge_accepted_total": "accepted",
+    "dejaq_bridge_published_total": "published",
+    "dejaq_bridge_unreadable_total": "unreadable",
+    "dejaq_bridge_errors_total": "errors",
+}
+
+
+def figures(families: Iterable[Metric]) -> dict[str, dict[str, int]]:
+    """Each bridge's figures (``FIGURES``) from metric families, read from a
+    registry or parsed from a /metrics page; errors summed over the ends."""
+    found: dict[str, dict[str, int]] = {}
+    for family in families:
+        for sample in family.samples:
+            figure = FIGURES.get(sample.name)
+            name = sample.labels.get("bridge")
+            if figure is not None and name is not None:
+                row = found.setdefault(name, dict.fromkeys(FIGURES.values(), 0))
+                row[figure] += int(sample.value)
+    return found

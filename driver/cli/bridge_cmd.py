@@ -14,17 +14,6 @@ from dejaq.core.errors import InvalidArgument
 from dejaq.core.redact import redact
 from dejaq.driver.cli.common import add_broker, connect, emit
 
-STATUS_FIELDS = ("lag", "held", "accepted", "published", "unreadable", "errors")
-# Each status column and the metric (its sample's name) it reads.
-STATUS_METRICS = {
-    "dejaq_bridge_source_lag": "lag",
-    "dejaq_bridge_held": "held",
-    "dejaq_bridge_accepted_total": "accepted",
-    "dejaq_bridge_published_total": "published",
-    "dejaq_bridge_unreadable_total": "unreadable",
-    "dejaq_bridge_errors_total": "errors",
-}
-
 
 def register(sub: Any) -> None:
     bridge = sub.add_parser("bridge", help="bridges: dejaq between two other queues")
@@ -103,6 +92,8 @@ def _stream(options: Any) -> str:
 def status(args: argparse.Namespace) -> int:
     from prometheus_client.parser import text_string_to_metric_families
 
+    from dejaq.bridges.metrics import FIGURES, figures
+
     host, port = _host_port(args.metrics)
     url = f"http://{host}:{port}/metrics"
     try:
@@ -110,23 +101,15 @@ def status(args: argparse.Namespace) -> int:
             text = answer.read().decode()
     except (urllib.error.URLError, OSError) as exc:
         raise InvalidArgument(f"--metrics {args.metrics}: cannot read {url}: {exc}") from None
-    found: dict[str, dict[str, float]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            column = STATUS_METRICS.get(sample.name)
-            name = sample.labels.get("bridge")
-            if column is None or name is None:
-                continue
-            row = found.setdefault(name, dict.fromkeys(STATUS_FIELDS, 0.0))
-            row[column] += sample.value  # errors: the sum over the ends
+    found = figures(text_string_to_metric_families(text))
     if args.json:
-        emit({name: {k: int(v) for k, v in row.items()} for name, row in sorted(found.items())})
+        emit(dict(sorted(found.items())))
         return 0
     if not found:
         print(f"no bridge reports at {url}")
         return 0
     for name, row in sorted(found.items()):
-        print(f"{name}: " + "  ".join(f"{k}: {int(row[k])}" for k in STATUS_FIELDS))
+        print(f"{name}: " + "  ".join(f"{k}: {row[k]}" for k in FIGURES.values()))
     return 0
 
 
