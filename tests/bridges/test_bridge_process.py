@@ -72,6 +72,7 @@ async def test_a_bridge_killed_mid_run_loses_nothing(
                 status = await asyncio.to_thread(
                     main, ["bridge", "status", "--metrics", f"127.0.0.1:{port}", "--json"]
                 )
+                said = capsys.readouterr().out
                 out = published(streams)
         finally:
             if bridge.returncode is None:
@@ -83,7 +84,7 @@ async def test_a_bridge_killed_mid_run_loses_nothing(
     assert all(p.at_ms >= p.due_ms for p in out)
     print(f"{sum(ids.values()) - len(ids)} duplicates after the kill")
     assert status == 0
-    figures = json.loads(capsys.readouterr().out.splitlines()[-1])["reorder"]
+    figures = json.loads(said)["reorder"]
     assert set(figures) == {"lag", "held", "accepted", "published", "unreadable", "errors"}
     assert figures["published"] > 0
 
