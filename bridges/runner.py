@@ -26,7 +26,7 @@ from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound, Sink, Sourc
 from dejaq.bridges.metrics import BridgeMetrics
 from dejaq.core.backoff import Backoff
 from dejaq.core.clock import now_ms
-from dejaq.core.errors import DejaqError
+from dejaq.core.errors import DejaqError, InvalidArgument
 from dejaq.core.model import InsertStatus
 from dejaq.core.redact import redact
 from dejaq.driver.admin import Admin
@@ -136,7 +136,19 @@ class Bridge:
             except rules.Unreadable as exc:
                 bad.append((message, str(exc)))
         if good:
-            results = await self.producer.send_batch([out for _, out in good])
+            try:
+                results = await self.producer.send_batch([out for _, out in good])
+            except InvalidArgument:
+                # The producer refused the batch for one message's headers: found
+                # and set apart, the rest go.
+                good, unsent = [], good
+                for message, out in unsent:
+                    try:
+                        rules.check(out)
+                        good.append((message, out))
+                    except rules.Unreadable as exc:
+                        bad.append((message, str(exc)))
+                results = await self.producer.send_batch([out for _, out in good])
             for (message, _), result in zip(good, results, strict=True):
                 if result.status not in (InsertStatus.ACCEPTED, InsertStatus.DUPLICATE):
                     bad.append((message, f"refused by dejaq: {result.error or result.status.name}"))

@@ -61,12 +61,18 @@ def test_the_id_key_priority_and_headers() -> None:
         (Rules(DueRule("at", "iso")), {"at": "tuesday"}, "is not an ISO 8601 time"),
         (Rules(DueRule(None, delay=0), id=FieldRule("id")), {}, "no id field 'id'"),
         (Rules(DueRule(None, delay=0), priority=FieldRule("p")), {"p": "high"}, "whole number"),
-        (Rules(DueRule(None, delay=0)), {"bad name": "x"}, "headers:"),
     ],
 )
 def test_what_the_rule_cannot_read_says_why(rule: Rules, fields: dict[str, str], says: str) -> None:
     with pytest.raises(Unreadable, match=says):
         rules.outgoing(rule, message(**fields), NOW)
+
+
+def test_headers_the_producer_would_refuse_are_found() -> None:
+    out = rules.outgoing(Rules(DueRule(None, delay=0)), message(**{"bad name": "x"}), NOW)
+    with pytest.raises(Unreadable, match="headers:"):
+        rules.check(out)
+    rules.check(rules.outgoing(Rules(DueRule(None, delay=0)), message(good="x"), NOW))
 
 
 def test_a_dead_message_is_due_now_expired_and_carries_its_reason() -> None:
