@@ -177,3 +177,22 @@ async def test_a_source_key_of_another_type_is_waited_for_not_a_crash(
 
 def _errors(metrics: BridgeMetrics) -> int:
     return figures(metrics.registry.collect()).get("reorder", {}).get("errors", 0)
+
+
+async def test_the_ends_speak_tls_with_a_password(tls_redis_server: RedisServer) -> None:
+    # Given a server that takes only TLS with a client certificate, and a password
+    tls_redis_server.flush()
+    url = tls_redis_server.url.replace("rediss://", "rediss-stream://")
+    (spec,) = config.parse(bridges_file(url, url))
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic(TOPIC)
+        stop = asyncio.Event()
+        running = asyncio.create_task(Bridge(spec, client).run(stop))
+        try:
+            # When messages arrive, then they leave through the same server
+            with tls_redis_server.client() as streams:
+                write(streams, 10, 10, lead_ms=0)
+                await until(lambda: streams.xlen("out") >= 10, 30, "published over TLS")
+        finally:
+            stop.set()
+            await running
