@@ -12,6 +12,7 @@ land together, and the script's reply confirms them all.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -21,6 +22,8 @@ from redis import exceptions as redis_errors
 from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound, Sink, Source
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.redact import redact
+
+log = logging.getLogger("dejaq.bridges")
 
 SCHEMES = {"redis-stream": "redis", "rediss-stream": "rediss"}
 PAYLOAD = b"payload"
@@ -147,12 +150,12 @@ class RedisStreamSource(_Connected, Source):
             await self._make_group()
             return []
         out: list[Inbound] = []
+        gone: list[str] = []
         for _name, entries in answer or ():
             for entry_id, fields in entries:
                 sid = entry_id.decode()
                 if fields is None:
-                    # Deleted from the stream while pending: nothing is left to carry.
-                    out.append(Inbound(b"", {}, sid, None))
+                    gone.append(sid)
                     continue
                 payload = fields.get(PAYLOAD, b"")
                 text = {
@@ -161,6 +164,10 @@ class RedisStreamSource(_Connected, Source):
                     if k != PAYLOAD
                 }
                 out.append(Inbound(payload, text, sid, sid))
+        if gone:
+            # Deleted from the stream while pending: nothing is left to carry.
+            log.warning("%s: entries %s were deleted before the bridge took them", self.where, gone)
+            await self._call(lambda r: r.xack(self.stream, self.group, *gone))
         return out
 
     async def ack(self, messages: Sequence[Inbound]) -> None:

@@ -128,9 +128,6 @@ class Bridge:
         good: list[tuple[Inbound, Outgoing]] = []
         bad: list[tuple[Inbound, str]] = []
         for message in taken:
-            if message.token is None and not message.payload and not message.fields:
-                log.warning("bridge %s: %s was deleted at the source", self.name, message.source_id)
-                continue
             try:
                 good.append((message, rules.outgoing(self.spec.rules, message, now)))
             except rules.Unreadable as exc:

@@ -196,3 +196,29 @@ async def test_the_ends_speak_tls_with_a_password(tls_redis_server: RedisServer)
         finally:
             stop.set()
             await running
+
+
+async def test_pending_entries_come_first_and_a_deleted_one_is_let_go(
+    redis_server: RedisServer, streams: redis.Redis
+) -> None:
+    # Given two entries read by the bridge's consumer before a crash, never
+    # acknowledged, one of them deleted from the stream since
+    write(streams, 2, 10, lead_ms=0)
+    streams.xgroup_create("in", "dejaq", id="0")
+    (first, _), _ = streams.xreadgroup("dejaq", "dejaq", {"in": ">"}, count=2)[0][1]
+    streams.xdel("in", first)
+    (spec,) = config.parse(bridges_file(redis_server.url, redis_server.url))
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic(TOPIC)
+        stop = asyncio.Event()
+        running = asyncio.create_task(Bridge(spec, client).run(stop))
+        try:
+            # When the bridge starts, then the other is published and both are acked
+            await until(lambda: streams.xlen("out") >= 1, 30, "the pending one published")
+            await until(
+                lambda: streams.xpending("in", "dejaq")["pending"] == 0, 30, "nothing pending"
+            )
+        finally:
+            stop.set()
+            await running
+    assert [p.id for p in published(streams)] == ["m1"]
