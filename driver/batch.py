@@ -266,8 +266,10 @@ class DeliveryBatch(Sequence[Delivery]):
 
 async def _each(deliveries: list[Delivery], kind: int, ms: int, confirm: bool) -> None:
     """Settle each of ``deliveries`` on its own (all at once when confirmed)."""
-    settle = [d.ack(confirm=confirm) if kind == pb.Settle.ACK else d.nack(ms, confirm=confirm)
-              for d in deliveries]
+    settle = [
+        d.ack(confirm=confirm) if kind == pb.Settle.ACK else d.nack(ms, confirm=confirm)
+        for d in deliveries
+    ]
     if confirm:
         await asyncio.gather(*settle)
     else:

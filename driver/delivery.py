@@ -138,10 +138,15 @@ class Delivery:
         """Give it back, due again in ``delay_ms`` (dead-lettered after max
         deliveries). Await it, as ``ack``."""
         self._settled = True
-        traced = self._process is not None
-        if traced:
-            self._process.end("nack")
-        if not confirm and self._extending is None and self._settler.add(NACK, self, delay_ms, traced):
+        process = self._process
+        traced = process is not None
+        if process is not None:
+            process.end("nack")
+        if (
+            not confirm
+            and self._extending is None
+            and self._settler.add(NACK, self, delay_ms, traced)
+        ):
             return QUEUED
         return self._settle_later(NACK, delay_ms, confirm)
 
