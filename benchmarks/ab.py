@@ -95,9 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("branch", type=Path)
     parser.add_argument("--runs", type=int, default=2, help="runs a side, alternating (2)")
     parser.add_argument("--smoke", action="store_true", help="one run a side, run.py --smoke")
-    parser.add_argument("rest", nargs="*", help="run.py's arguments (after --)")
-    args = parser.parse_args(argv)
-    run_args = list(args.rest) or DEFAULT_ARGS
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # run.py's arguments follow "--", taken apart here: argparse would read them as its own
+    rest = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    run_args = rest or DEFAULT_ARGS
     runs = args.runs
     if args.smoke:
         run_args, runs = [*run_args, "--smoke"], 1
