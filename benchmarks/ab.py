@@ -10,8 +10,12 @@ cpu --cpu-rate 20000 --backends memory,redis,poller``). Alternating spreads
 the machine's drift over both sides; the table gives, a process role of each
 backend (and of the poller), the µs a delivered message of every run and the
 medians' ratio, branch over base. On a shared machine the figures are noisy:
-compare medians of several runs, not one. ``--smoke`` runs each side once with
-run.py's smoke plan (a check that the comparison works, not a figure).
+compare medians of several runs, not one.
+
+    python benchmarks/ab.py --saved BASE.json[,...] BRANCH.json[,...]
+
+sets results run.py saved already side by side (CI compares its smoke run's
+with itself: the comparison works, no figure is judged).
 """
 
 from __future__ import annotations
@@ -89,23 +93,29 @@ def run_once(checkout: Path, label: str, args: Sequence[str]) -> Figures:
     return cpu_figures(json.loads(saved.read_text())) if saved.exists() else {}
 
 
+def _saved(paths: str) -> list[Figures]:
+    return [cpu_figures(json.loads(Path(p).read_text())) for p in paths.split(",")]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path)
     parser.add_argument("branch", type=Path)
     parser.add_argument("--runs", type=int, default=2, help="runs a side, alternating (2)")
-    parser.add_argument("--smoke", action="store_true", help="one run a side, run.py --smoke")
+    parser.add_argument(
+        "--saved", action="store_true", help="BASE and BRANCH are run.py results (comma-separated)"
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     # run.py's arguments follow "--", taken apart here: argparse would read them as its own
     rest = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if args.saved:
+        print(table(_saved(str(args.base)), _saved(str(args.branch))))
+        return 0
     run_args = rest or DEFAULT_ARGS
-    runs = args.runs
-    if args.smoke:
-        run_args, runs = [*run_args, "--smoke"], 1
     base: list[Figures] = []
     branch: list[Figures] = []
-    for n in range(runs):
+    for n in range(args.runs):
         base.append(run_once(args.base.resolve(), f"base-{n}", run_args))
         branch.append(run_once(args.branch.resolve(), f"branch-{n}", run_args))
     print(table(base, branch))

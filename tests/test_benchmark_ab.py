@@ -4,10 +4,13 @@ results and set side by side, role by role, with the medians' ratio."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -47,3 +50,18 @@ def test_two_sides_runs_are_set_side_by_side_with_the_medians_ratio() -> None:
     assert rows[("memory", "broker")] == ["11.0/12.0", "11.5/11.5", "1.00"]
     assert rows[("poller", "sum")] == ["25.0/26.0", "25.0/26.0", "1.00"]
     assert ("memory", "storage") not in rows
+
+
+def test_saved_results_are_compared_without_running_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ab = _ab()
+    # given a run's saved results on each side
+    base, branch = tmp_path / "base.json", tmp_path / "branch.json"
+    base.write_text(json.dumps(a_result(11.0, 15.0, 25.0)))
+    branch.write_text(json.dumps(a_result(11.0, 6.0, 25.0)))
+    # when they are compared as saved, then the table sets them side by side
+    assert ab.main(["--saved", str(base), str(branch)]) == 0
+    assert (
+        "memory   consumers  15.0               6.0                0.40" in capsys.readouterr().out
+    )
