@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Generator
+from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from dejaq.core import headers as header_codec
@@ -18,17 +18,12 @@ if TYPE_CHECKING:
     from dejaq.driver.tracing import Process
 
 
-class _Queued:
-    """What an unconfirmed ``ack`` or ``nack`` returns once queued: awaiting it
-    returns at once."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[None, None, None]:
-        return iter(())  # type: ignore[return-value]  # empty: the await never suspends
+async def _queued() -> None:
+    """What an unconfirmed ``ack`` or ``nack`` returns, the settle queued
+    already: awaiting it returns at once, never suspends (a coroutine still, so
+    ``asyncio.create_task(delivery.ack())`` goes on working)."""
 
 
-QUEUED = _Queued()
 ACK: int = pb.Settle.ACK
 NACK: int = pb.Settle.NACK
 
@@ -121,20 +116,21 @@ class Delivery:
         the application's own spans under it (None while tracing is off)."""
         return current_context_of(self._process)
 
-    def ack(self, *, confirm: bool = False) -> Awaitable[None]:
+    def ack(self, *, confirm: bool = False) -> Coroutine[Any, Any, None]:
         """Done with it: the message is deleted. Await it: unconfirmed, the ack is
-        queued at once (an append to the settle frame being gathered, no
-        coroutine); with ``confirm`` the await waits for the broker's answer."""
+        queued as it is called (an append to the settle frame being gathered)
+        and the await returns at once; with ``confirm`` it waits for the
+        broker's answer."""
         self._settled = True
         if self._process is not None:
             self._process.end("ack")
             if not confirm and self._extending is None and self._settler.add(ACK, self, 0, True):
-                return QUEUED
+                return _queued()
         elif not confirm and self._extending is None and self._settler.add(ACK, self, 0):
-            return QUEUED
+            return _queued()
         return self._settle_later(ACK, 0, confirm)
 
-    def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> Awaitable[None]:
+    def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> Coroutine[Any, Any, None]:
         """Give it back, due again in ``delay_ms`` (dead-lettered after max
         deliveries). Await it, as ``ack``."""
         self._settled = True
@@ -147,7 +143,7 @@ class Delivery:
             and self._extending is None
             and self._settler.add(NACK, self, delay_ms, traced)
         ):
-            return QUEUED
+            return _queued()
         return self._settle_later(NACK, delay_ms, confirm)
 
     async def _settle_later(self, kind: int, ms: int, confirm: bool) -> None:
