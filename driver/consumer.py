@@ -149,6 +149,9 @@ class Consumer:
         self._processing: dict[asyncio.Task[Any], Taken] = {}
         self._done_processing: asyncio.Event | None = None
         self._prune_at = PRUNE_AT
+        # The loop the stream runs on, set by start(): current_task(loop) costs a
+        # fifth of current_task(), which looks the running loop up (a receive each).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- life cycle -----------------------------------------------------------
 
@@ -313,7 +316,7 @@ class Consumer:
         error that ended the stream, if any); ``TimeoutError`` when ``timeout_s``
         passes without one. Once ``close()`` began it returns None: what is still
         buffered is handed back with the Goodbye."""
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)
         processing = self._processing
         if processing:
             taken = processing.get(task)  # type: ignore[arg-type]
@@ -379,7 +382,7 @@ class Consumer:
     async def receive_batch(self, timeout_s: float | None = None) -> DeliveryBatch | None:
         """The deliveries ready now, at least one, as a batch (waiting for one);
         None once the consumer is closed, as ``receive``."""
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)
         if self._processing:
             self._came_back(task)
         if self._buffer:
@@ -504,6 +507,7 @@ class Consumer:
             hold_ms=self.hold_ms,
         )
         generation = self.client.generation
+        self._loop = asyncio.get_running_loop()
         call = self.client.stub().Consume()
         try:
             await first_write(call, pb.ConsumeRequest(hello=hello))
