@@ -35,6 +35,7 @@ DEJAQ_PURE_PYTHON=1 python -m pytest -q \
   tests/core/test_wire_*.py tests/fuzz/test_batch_decoders.py tests/driver
 echo "== benchmark smoke (figures come out, nothing lost or early; speed not judged)"
 python benchmarks/run.py --smoke
+python benchmarks/ab.py --saved benchmarks/results/smoke.json benchmarks/results/smoke.json
 echo "== bridges smoke: Redis Stream -> dejaq -> Redis Stream (figures printed; nothing early)"
 python benchmarks/bridges.py --smoke
 echo "== console pages on 1M waiting messages (figures printed and saved; speed not judged)"

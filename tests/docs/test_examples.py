@@ -193,6 +193,9 @@ def test_commands_without_output_parse() -> None:
                     assert _parses(parser, words[1:]), f"does not parse: {where}"
                 elif name == "python" and words[1] == "benchmarks/run.py":
                     benchmark_runs.append(words[2:])
+                elif name == "python" and words[1] == "benchmarks/ab.py" and "--" in words:
+                    # run.py's arguments, after the two checkouts and ab.py's own
+                    benchmark_runs.append(words[words.index("--") + 1 :])
                 elif name == "python" and words[1] == "-m":
                     assert words[2] in OTHER_TOOLS, f"an unknown module: {where}"
                 elif name == "python" and words[1].endswith(".py"):
