@@ -8,7 +8,7 @@ ruff check .
 ruff format --check .
 tree=build/typecheck/dejaq
 mkdir -p "$tree"
-for pkg in core proto fbs broker driver storage_plugins outbox; do
+for pkg in core proto fbs broker driver storage_plugins outbox bridges; do
   ln -sfn "../../../$pkg" "$tree/$pkg"
 done
 (cd build/typecheck && mypy --config-file ../../pyproject.toml -p dejaq)
