@@ -35,6 +35,7 @@ from dejaq.broker.http.route import Surface
 from dejaq.broker.observability import due_ahead, gauges, health
 from dejaq.broker.observability.budget import refresh_forever
 from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_metrics, tls_context
+from dejaq.broker.bridges import runs as bridge_runs
 from dejaq.broker.outbox import relays as outbox_relays
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard
@@ -193,6 +194,7 @@ async def _start_over(
         asyncio.create_task(cron.run_forever()),
         asyncio.create_task(posters.run_forever()),
         *outbox_relays.start(broker),
+        *bridge_runs.start(broker, port),
     ]
     if clock is not None:
         background.append(asyncio.create_task(clock.run_forever()))
