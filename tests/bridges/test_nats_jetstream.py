@@ -134,7 +134,7 @@ async def test_a_sink_whose_subject_no_stream_captures_is_down_with_the_reason(
     nats_server: NatsServer,
 ) -> None:
     sink = JetStreamSink.from_options(nats_server.url, {"subject": "nowhere.at.all"})
-    with pytest.raises(EndpointDown, match="no JetStream stream captures subject 'nowhere.at.all'"):
+    with pytest.raises(EndpointDown, match=r"no JetStream stream captures subject .nowhere\.at"):
         await sink.open()
 
 
@@ -142,7 +142,7 @@ async def test_a_source_of_a_missing_stream_is_down_with_the_reason(
     nats_server: NatsServer,
 ) -> None:
     source = JetStreamSource.from_options(nats_server.url, {"stream": "absent", "durable": "d"})
-    with pytest.raises(EndpointDown, match="'absent'.*stream not found"):
+    with pytest.raises(EndpointDown, match=r"'absent'.*stream not found"):
         await source.open()
 
 

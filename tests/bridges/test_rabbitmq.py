@@ -163,12 +163,12 @@ async def test_a_missing_queue_or_exchange_is_down_with_the_reason(
     rabbitmq_server: RabbitMQServer,
 ) -> None:
     source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": "absent-queue"})
-    with pytest.raises(EndpointDown, match="'absent-queue'.*NOT_FOUND"):
+    with pytest.raises(EndpointDown, match=r"'absent-queue'.*NOT_FOUND"):
         await source.open()
     sink = RabbitMQSink.from_options(
         rabbitmq_server.url, {"exchange": "absent-exchange", "routing_key": "k"}
     )
-    with pytest.raises(EndpointDown, match="'absent-exchange'.*NOT_FOUND"):
+    with pytest.raises(EndpointDown, match=r"'absent-exchange'.*NOT_FOUND"):
         await sink.open()
 
 
