@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from dejaq.bridges.endpoint_options import Options
 from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound, Sink, Source
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.redact import redact
 
 try:
     import nats
@@ -75,12 +76,17 @@ class Connection:
         scheme = SCHEMES.get(parts.scheme)
         if scheme is None or not parts.hostname:
             raise InvalidArgument(
-                f"{url!r} is not a NATS URL: nats://host:port, tls://host:port or nats+tls://"
+                f"{redact(url)!r} is not a NATS URL: nats://host:port, tls://host:port or nats+tls://"
             )
         ca, cert, key = (options.optional_text(n) for n in ("tls_ca", "tls_cert", "tls_key"))
         if (cert is None) != (key is None):
-            raise InvalidArgument(f"{url}: tls_cert and tls_key go together")
+            raise InvalidArgument(f"{redact(url)}: tls_cert and tls_key go together")
         return cls(urlunsplit(parts._replace(scheme=scheme)), ca, cert, key)
+
+    @property
+    def where(self) -> str:
+        """The URL for messages, without a password."""
+        return redact(self.url)
 
     def _tls(self) -> ssl.SSLContext | None:
         if not self.url.startswith("tls:"):
@@ -93,7 +99,7 @@ class Connection:
     async def connect(self) -> Client:
         """A connection that does not reconnect by itself: the bridge does, by
         calling ``open`` again after ``EndpointDown``."""
-        with down(f"cannot reach NATS at {self.url}"):
+        with down(f"cannot reach NATS at {self.where}"):
             return await nats.connect(
                 self.url,
                 tls=self._tls(),
@@ -151,7 +157,7 @@ class JetStreamSource(Source):
     def from_options(cls, url: str, options: Mapping[str, object]) -> JetStreamSource:
         """Options: ``stream``, ``durable``, ``subject`` (a filter, optional),
         ``ack_wait`` (seconds), ``max_ack_pending``, ``tls_ca``, ``tls_cert``, ``tls_key``."""
-        read = Options(f"JetStream source {url}", options)
+        read = Options(f"JetStream source {redact(url)}", options)
         source = cls(
             Connection.read(url, read),
             stream=read.text("stream"),
@@ -192,7 +198,7 @@ class JetStreamSource(Source):
 
     def _pull(self) -> JetStreamContext.PullSubscription:
         if self._client is None or self._client.is_closed:
-            raise EndpointDown(f"not connected to {self.connection.url}")
+            raise EndpointDown(f"not connected to {self.connection.where}")
         assert self._subscription is not None
         return self._subscription
 
@@ -212,7 +218,7 @@ class JetStreamSource(Source):
             return
         client = self._client
         if client is None or client.is_closed:
-            raise EndpointDown(f"not connected to {self.connection.url}")
+            raise EndpointDown(f"not connected to {self.connection.where}")
         with down(f"acknowledging to JetStream stream {self.stream!r}"):
             for message in messages:
                 assert isinstance(message.token, Msg)
@@ -273,7 +279,7 @@ class JetStreamSink(Sink):
     @classmethod
     def from_options(cls, url: str, options: Mapping[str, object]) -> JetStreamSink:
         """Options: ``subject``, ``tls_ca``, ``tls_cert``, ``tls_key``."""
-        read = Options(f"JetStream sink {url}", options)
+        read = Options(f"JetStream sink {redact(url)}", options)
         sink = cls(Connection.read(url, read), subject=read.text("subject"))
         read.done()
         return sink
@@ -285,7 +291,7 @@ class JetStreamSink(Sink):
             with down(f"no JetStream stream captures subject {self.subject!r}"):
                 js = client.jetstream(timeout=REQUEST_TIMEOUT_S)
                 await js.find_stream_name_by_subject(self.subject)
-            with down(f"subscribing to the publish acks on {self.connection.url}"):
+            with down(f"subscribing to the publish acks on {self.connection.where}"):
                 self._inbox = client.new_inbox()
                 await client.subscribe(f"{self._inbox}.*", cb=self._acks.on_reply)
         except BaseException:
@@ -296,7 +302,7 @@ class JetStreamSink(Sink):
     async def publish(self, messages: Sequence[Outbound]) -> None:
         client = self._client
         if client is None or client.is_closed:
-            raise EndpointDown(f"not connected to {self.connection.url}")
+            raise EndpointDown(f"not connected to {self.connection.where}")
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[bytes]] = []
         try:
@@ -329,12 +335,14 @@ class JetStreamSink(Sink):
 
 
 def _headers(message: Outbound) -> dict[str, str]:
-    headers = dict(message.fields)
-    for name, value in headers.items():
-        if _BREAKS_HEADER.search(name) or _BREAKS_HEADER.search(value):
-            # A line break would end the header early and forge the next one.
-            raise InvalidArgument(f"field {name!r} cannot be a NATS header: it has a line break")
-    dejaq_id = message.fields.get("id")
+    """The fields as headers, and the dejaq id as ``Nats-Msg-Id``. dejaq's own
+    headers hold no control character; a line break from elsewhere (a dead
+    message's source fields) becomes a space, as it would end the header early."""
+    headers = {
+        _BREAKS_HEADER.sub(" ", name): _BREAKS_HEADER.sub(" ", value)
+        for name, value in message.fields.items()
+    }
+    dejaq_id = headers.get("id")
     if dejaq_id:
         headers[MSG_ID_HEADER] = dejaq_id
     return headers

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from dejaq.bridges.endpoint_options import Options
 from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound, Sink, Source
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.redact import redact
 
 try:
     import aio_pika
@@ -72,15 +73,10 @@ _DOWN: tuple[type[BaseException], ...] = (
 def _url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES or not parts.hostname:
-        raise InvalidArgument(f"{url!r} is not an AMQP URL: amqp://host:port/vhost or amqps://")
+        raise InvalidArgument(
+            f"{redact(url)!r} is not an AMQP URL: amqp://host:port/vhost or amqps://"
+        )
     return url
-
-
-def _shown(url: str) -> str:
-    """The URL without its password, for errors."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
 @contextlib.contextmanager
@@ -95,7 +91,7 @@ def down(what: str) -> Iterator[None]:
 async def _connect(url: str) -> aio_pika.abc.AbstractConnection:
     """A connection that does not reconnect by itself: the bridge does, by
     calling ``open`` again after ``EndpointDown``."""
-    with down(f"cannot reach RabbitMQ at {_shown(url)}"):
+    with down(f"cannot reach RabbitMQ at {redact(url)}"):
         return await aio_pika.connect(url, timeout=CONNECT_TIMEOUT_S)
 
 
@@ -172,7 +168,7 @@ class RabbitMQSource(Source):
     @classmethod
     def from_options(cls, url: str, options: Mapping[str, object]) -> RabbitMQSource:
         """Options: ``queue``, ``prefetch`` (unacknowledged messages at most)."""
-        read = Options(f"RabbitMQ source {_shown(url)}", options)
+        read = Options(f"RabbitMQ source {redact(url)}", options)
         source = cls(
             url, queue=read.text("queue"), prefetch=read.count("prefetch", DEFAULT_PREFETCH, 65_535)
         )
@@ -183,7 +179,7 @@ class RabbitMQSource(Source):
         await self.close()
         connection = await _connect(self.url)
         try:
-            with down(f"RabbitMQ queue {self.queue!r} on {_shown(self.url)}"):
+            with down(f"RabbitMQ queue {self.queue!r} on {redact(self.url)}"):
                 channel = await connection.channel(publisher_confirms=False)
                 await channel.set_qos(prefetch_count=self.prefetch)
                 queue = await channel.get_queue(self.queue, ensure=True)
@@ -202,7 +198,7 @@ class RabbitMQSource(Source):
             or channel is None
             or channel.is_closed
         ):
-            raise EndpointDown(f"not connected to {_shown(self.url)}")
+            raise EndpointDown(f"not connected to {redact(self.url)}")
         return channel
 
     async def read(self, limit: int, wait_ms: int) -> Sequence[Inbound]:
@@ -269,7 +265,7 @@ class RabbitMQSink(Sink):
     @classmethod
     def from_options(cls, url: str, options: Mapping[str, object]) -> RabbitMQSink:
         """Options: ``exchange`` (empty: the default exchange), ``routing_key``."""
-        read = Options(f"RabbitMQ sink {_shown(url)}", options)
+        read = Options(f"RabbitMQ sink {redact(url)}", options)
         exchange = read.text("exchange", default="")
         sink = cls(url, exchange=exchange, routing_key=read.text("routing_key"))
         read.done()
@@ -279,7 +275,7 @@ class RabbitMQSink(Sink):
         await self.close()
         connection = await _connect(self.url)
         try:
-            with down(f"RabbitMQ exchange {self.exchange_name!r} on {_shown(self.url)}"):
+            with down(f"RabbitMQ exchange {self.exchange_name!r} on {redact(self.url)}"):
                 channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
                 if self.exchange_name:
                     exchange = await channel.get_exchange(self.exchange_name, ensure=True)
@@ -293,7 +289,7 @@ class RabbitMQSink(Sink):
     async def publish(self, messages: Sequence[Outbound]) -> None:
         exchange = self._exchange
         if self._connection is None or self._connection.is_closed or exchange is None:
-            raise EndpointDown(f"not connected to {_shown(self.url)}")
+            raise EndpointDown(f"not connected to {redact(self.url)}")
         where = f"publishing to exchange {self.exchange_name!r} key {self.routing_key!r}"
         try:
             with down(where):
