@@ -140,10 +140,12 @@ class _Arrived:
 
     def __init__(self) -> None:
         self.messages: collections.deque[aio_pika.abc.AbstractIncomingMessage] = collections.deque()
+        self.unacked: set[int] = set()  # the channel's delivery tags not acknowledged yet
         self._came = asyncio.Event()
 
     async def put(self, message: aio_pika.abc.AbstractIncomingMessage) -> None:
         self.messages.append(message)
+        self.unacked.add(_tag_of(message))
         self._came.set()
 
     async def wait(self, seconds: float) -> None:
@@ -218,15 +220,21 @@ class RabbitMQSource(Source):
     async def ack(self, messages: Sequence[Inbound]) -> None:
         if not messages:
             return
+        # AMQP answers no ack: the last frame waits until it is written (the
+        # ones before it go first), so a close right after loses none.
         channel = self._open_channel()
+        tags = sorted(_tag(message) for message in messages)
+        arrived = self._arrived
+        arrived.unacked.difference_update(tags)
         with down(f"acknowledging to RabbitMQ queue {self.queue!r}"):
-            for message in messages:
-                token = message.token
-                assert isinstance(token, aio_pika.abc.AbstractIncomingMessage)
-                await token.ack()
-            # basic.ack has no answer; this round trip on the same channel
-            # says the server has taken every ack sent before it.
-            await channel.set_qos(prefetch_count=self.prefetch, timeout=REQUEST_TIMEOUT_S)
+            underlay = await channel.get_underlay_channel()
+            if not arrived.unacked or min(arrived.unacked) > tags[-1]:
+                # Every delivery up to the last of these is acknowledged now:
+                # one frame says so for all of them.
+                await underlay.basic_ack(tags[-1], multiple=True)
+                return
+            for tag in tags:
+                await underlay.basic_ack(tag, wait=tag == tags[-1])
 
     async def lag(self) -> int | None:
         channel = self._open_channel()
@@ -239,6 +247,17 @@ class RabbitMQSource(Source):
         connection, self._connection, self._channel = self._connection, None, None
         self._arrived = _Arrived()  # what it held goes back to the queue with the channel
         await _close(connection)
+
+
+def _tag_of(message: aio_pika.abc.AbstractIncomingMessage) -> int:
+    assert message.delivery_tag is not None  # consumed with acks: every delivery has one
+    return message.delivery_tag
+
+
+def _tag(message: Inbound) -> int:
+    token = message.token
+    assert isinstance(token, aio_pika.abc.AbstractIncomingMessage)
+    return _tag_of(token)
 
 
 def _inbound(message: aio_pika.abc.AbstractIncomingMessage) -> Inbound:
