@@ -140,13 +140,19 @@ def _priority(rule: FieldRule | None, fields: Mapping[str, str]) -> int:
 
 
 def _headers(names: Sequence[str] | None, fields: Mapping[str, str]) -> dict[str, str] | None:
+    """The fields carried as headers, unchecked: the producer checks a batch's
+    headers as it encodes them, and ``check`` finds the bad ones when it refuses."""
     carried = dict(fields) if names is None else {n: fields[n] for n in names if n in fields}
-    if not carried:
-        return None
-    try:
-        return header_codec.check_headers(carried)
-    except InvalidArgument as exc:
-        raise Unreadable(f"headers: {exc}") from None
+    return carried or None
+
+
+def check(message: Outgoing) -> None:
+    """``Unreadable`` when the producer would refuse ``message``'s headers."""
+    if message.headers:
+        try:
+            header_codec.check_headers(message.headers)
+        except InvalidArgument as exc:
+            raise Unreadable(f"headers: {exc}") from None
 
 
 def _printable(text: str) -> str:

@@ -26,7 +26,7 @@ from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound, Sink, Sourc
 from dejaq.bridges.metrics import BridgeMetrics
 from dejaq.core.backoff import Backoff
 from dejaq.core.clock import now_ms
-from dejaq.core.errors import DejaqError
+from dejaq.core.errors import DejaqError, InvalidArgument
 from dejaq.core.model import InsertStatus
 from dejaq.core.redact import redact
 from dejaq.driver.admin import Admin
@@ -40,8 +40,8 @@ log = logging.getLogger("dejaq.bridges")
 RETRY = Backoff(0.05, 5.0)  # seconds, after an end or dejaq failed
 DEFAULT_BATCH = 1000
 READ_WAIT_MS = 100  # a read waits this long for a first message: how soon a stop is seen
+IN_FLIGHT = 4  # batches handed to dejaq at once
 WATCH_S = 1.0  # the source's lag and the topic's held messages are read this often
-LEASE_MS = 30_000  # a delivery's lease: a sink down longer republishes it (with its id)
 
 
 class Bridge:
@@ -93,20 +93,33 @@ class Bridge:
     async def _inbound(self, stop: asyncio.Event) -> None:
         failures = 0
         while not stop.is_set():
+            handing: set[asyncio.Task[None]] = set()
             try:
                 await self.source.open()
                 while not stop.is_set():
                     taken = await self.source.read(self.batch, READ_WAIT_MS)
                     if taken:
-                        await self.take(taken)
+                        # The next batch is read while this one is handed over.
+                        handing.add(asyncio.create_task(self.take(taken)))
+                    if len(handing) >= IN_FLIGHT or (handing and not taken):
+                        done, handing = await asyncio.wait(
+                            handing, return_when=asyncio.FIRST_COMPLETED
+                        )
+                        for task in done:
+                            task.result()
                     failures = 0
+                await _finish(handing)
             except (EndpointDown, DejaqError) as exc:
                 end = "source" if isinstance(exc, EndpointDown) else "dejaq"
                 self._failed(end, exc)
+                await _abandon(handing)  # not acked: read again from the group
                 with contextlib.suppress(EndpointDown):
                     await self.source.close()
                 await _pause(stop, RETRY.delay(failures))
                 failures += 1
+            except BaseException:
+                await _abandon(handing)
+                raise
 
     async def take(self, taken: Sequence[Inbound]) -> None:
         """Hand ``taken`` to dejaq (the unreadable ones to the dead timeline or
@@ -123,7 +136,19 @@ class Bridge:
             except rules.Unreadable as exc:
                 bad.append((message, str(exc)))
         if good:
-            results = await self.producer.send_batch([out for _, out in good])
+            try:
+                results = await self.producer.send_batch([out for _, out in good])
+            except InvalidArgument:
+                # The producer refused the batch for one message's headers: found
+                # and set apart, the rest go.
+                good, unsent = [], good
+                for message, out in unsent:
+                    try:
+                        rules.check(out)
+                        good.append((message, out))
+                    except rules.Unreadable as exc:
+                        bad.append((message, str(exc)))
+                results = await self.producer.send_batch([out for _, out in good])
             for (message, _), result in zip(good, results, strict=True):
                 if result.status not in (InsertStatus.ACCEPTED, InsertStatus.DUPLICATE):
                     bad.append((message, f"refused by dejaq: {result.error or result.status.name}"))
@@ -173,7 +198,9 @@ class Bridge:
             self.client,
             self.spec.topic,
             consumer_id=f"bridge-{self.name}",
-            lease_ms=LEASE_MS,
+            # The topic's lease: a sink down longer than it, or a bridge killed,
+            # publishes the message again (with its id).
+            lease_ms=0,
             credits=max(self.batch * 4, 2048),
             retry_timeout_s=math.inf,
         )
@@ -254,6 +281,19 @@ class Bridge:
     def _failed(self, end: str, exc: BaseException) -> None:
         self.metrics.errors.labels(self.name, end).inc()
         log.warning("bridge %s: %s: %s; trying again", self.name, end, redact(str(exc)))
+
+
+async def _finish(tasks: set[asyncio.Task[None]]) -> None:
+    """Wait for ``tasks``; the first failure raised."""
+    for task in tasks:
+        await task
+
+
+async def _abandon(tasks: set[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for them, whatever they raise."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _pause(stop: asyncio.Event, seconds: float) -> None:

@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from dejaq.broker.api.requests import add_to_server
 from dejaq.broker.api.service import TimelineService
 from dejaq.broker.api.topics import TopicCache
+from dejaq.broker.bridges import runs as bridge_runs
 from dejaq.broker.clock.guard import ClockGuard, guard_forever
 from dejaq.broker.clock.guarded import GuardedClock
 from dejaq.broker.clock.storage_clock import StorageClock, storage_clock
@@ -35,7 +36,6 @@ from dejaq.broker.http.route import Surface
 from dejaq.broker.observability import due_ahead, gauges, health
 from dejaq.broker.observability.budget import refresh_forever
 from dejaq.broker.observability.metrics_endpoint import MetricsEndpoint, serve_metrics, tls_context
-from dejaq.broker.bridges import runs as bridge_runs
 from dejaq.broker.outbox import relays as outbox_relays
 from dejaq.broker.retention import sweep_forever
 from dejaq.broker.security.guard import Guard

@@ -72,6 +72,13 @@ VALUE_SETS: dict[str, Values] = {
         },
     },
     "http": {**ANONYMOUS, "http": {"enabled": True, "port": 8080}},
+    # Bridges run by the brokers, their file from a Secret.
+    "bridges": {
+        "broker": {
+            "auth": {"insecureAllowAnonymous": True},
+            "bridges": {"existingSecret": "dejaq-bridges"},
+        }
+    },
     "observability": {
         **ANONYMOUS,
         "metrics": {"serviceMonitor": {"enabled": True}},

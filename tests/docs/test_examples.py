@@ -30,6 +30,8 @@ RUN_ELSEWHERE = {
     "docs/security.md": "tests/security/test_docs_walkthrough.py",
     # its example needs the application's PostgreSQL
     "docs/outbox.md": "tests/outbox/test_docs_page.py",
+    # its example needs a redis-server and a bridge process
+    "docs/bridges-redis-streams.md": "tests/bridges/test_docs_page.py",
 }
 TIMEOUT_S = 60
 BIN = str(Path(sys.executable).parent)
