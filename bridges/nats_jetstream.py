@@ -172,6 +172,7 @@ class JetStreamSource(Source):
     def _consumer(self) -> ConsumerConfig:
         return ConsumerConfig(
             durable_name=self.durable,
+            filter_subject=self.subject,
             ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=DeliverPolicy.ALL,
             ack_wait=self.ack_wait_s,
@@ -185,11 +186,14 @@ class JetStreamSource(Source):
             with down(f"JetStream stream {self.stream!r} or its durable {self.durable!r}"):
                 js = client.jetstream(timeout=REQUEST_TIMEOUT_S)
                 await js.stream_info(self.stream)  # a missing stream is named as such
-                self._subscription = await js.pull_subscribe(
-                    self.subject or ">",
-                    durable=self.durable,
-                    stream=self.stream,
-                    config=self._consumer(),
+                try:
+                    await js.consumer_info(self.stream, self.durable)
+                except nats.js.errors.NotFoundError:
+                    # Made here rather than by pull_subscribe, which would filter
+                    # on a subject even where none is given.
+                    await js.add_consumer(self.stream, self._consumer())
+                self._subscription = await js.pull_subscribe_bind(
+                    durable=self.durable, stream=self.stream
                 )
         except BaseException:
             await _close(client)

@@ -5,7 +5,7 @@ Due order within a key is dejaq's promise for the messages it holds together:
 a message the source hands over after a later-due one of its key was already
 published cannot come before it. On an idle machine the lead before the first
 due covers the hand-over of all of them; on a busy one it may not, so the
-topic stays paused until the bridge has taken every message (``expect``): a
+topic stays paused until the bridge has taken every message (``hold``): a
 message due meanwhile leaves late, never early, and never out of order.
 """
 
@@ -62,7 +62,7 @@ class Running:
                 return
             await asyncio.sleep(0.02)  # polling a counter; stopped with the bridge
 
-    async def expect(self, count: int) -> None:
+    async def hold(self, count: int) -> None:
         """Hold the topic's deliveries until the bridge has taken ``count`` messages."""
         await self.admin.pause_topic(TOPIC)
         self.expected = count
@@ -71,14 +71,17 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def running_bridge(
-    text: str, settings: TopicSettings | None = None
+    text: str, settings: TopicSettings | None = None, hold: int = 0
 ) -> AsyncIterator[Running]:
-    """The one bridge of bridges file ``text``, run until the block ends."""
+    """The one bridge of bridges file ``text``, run until the block ends; with
+    ``hold``, its topic delivers nothing until the bridge has taken that many."""
     (spec,) = config.parse(text)
     async with embedded("memory://") as client:
         admin = Admin(client)
         await admin.create_topic(TOPIC, settings)
         running = Running(spec.name, BridgeMetrics(), admin)
+        if hold:
+            await running.hold(hold)
         stop = asyncio.Event()
         task = asyncio.create_task(Bridge(spec, client, running.metrics).run(stop))
         try:
