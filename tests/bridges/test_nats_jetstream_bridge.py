@@ -21,6 +21,7 @@ from tests.bridges.queue_pairs import (
     COUNT,
     KEYS,
     LEAD_MS,
+    LEASE_MS,
     SPREAD_MS,
     TOPIC,
     Published,
@@ -127,7 +128,7 @@ async def test_a_kill_of_the_source_server_and_then_of_the_sink_server_loses_not
     try:
         in_stream, out_stream = await new_stream(into), await new_stream(out)
         text = bridges_file(nats_server.url, in_stream, sink_server.url, out_stream)
-        async with running_bridge(text, TopicSettings(lease_ms=2000)) as bridge:
+        async with running_bridge(text, TopicSettings(lease_ms=LEASE_MS)) as bridge:
             # When messages flow, and the source's server is killed and started again
             await write(into, in_stream, 2000, 3000)
             await until(lambda: holds(out.jetstream(), out_stream, 200), 30, "publishing began")
@@ -142,7 +143,7 @@ async def test_a_kill_of_the_source_server_and_then_of_the_sink_server_loses_not
             sink_server.kill()
             await asyncio.to_thread(sink_server.start)
             out = await nats.connect(sink_server.url)
-            await until(lambda: holds(out.jetstream(), out_stream, 4000), 60, "every message out")
+            await until(lambda: holds(out.jetstream(), out_stream, 4000), 120, "every message out")
             assert bridge.figure("errors") >= 2
         found = await published(out, out_stream)
     finally:

@@ -27,6 +27,7 @@ from tests.bridges.queue_pairs import (
     COUNT,
     KEYS,
     LEAD_MS,
+    LEASE_MS,
     SPREAD_MS,
     TOPIC,
     Published,
@@ -202,7 +203,7 @@ async def test_a_kill_of_the_node_as_the_source_loses_nothing(
     stream = f"out-{uuid.uuid4().hex[:8]}"
     text = bridges_file(queue_end(rabbitmq_server, into), stream_end(redis_server, stream))
     with redis_server.client() as client:
-        async with running_bridge(text, TopicSettings(lease_ms=2000)) as bridge:
+        async with running_bridge(text, TopicSettings(lease_ms=LEASE_MS)) as bridge:
             # When messages flow and the node is killed, started again, and more come
             await write(connection, into, 2000, 3000, persistent=True)
             await until(lambda: _has(client, stream, 200), 30, "publishing began")
@@ -212,7 +213,7 @@ async def test_a_kill_of_the_node_as_the_source_loses_nothing(
             connection = await aio_pika.connect(rabbitmq_server.url)
             await write(connection, into, 2000, 3000, 2000, persistent=True)
             want = {f"m{i}" for i in range(4000)}
-            await until(lambda: _ids_at_least(client, stream, want), 60, "every message out")
+            await until(lambda: _ids_at_least(client, stream, want), 120, "every message out")
             assert bridge.figure("errors") >= 1
         out = stream_entries(client, stream)
         client.delete(stream)
@@ -237,7 +238,7 @@ async def test_a_kill_of_the_node_as_the_sink_loses_nothing(
     source = stream_end(redis_server, stream, group=True)
     text = bridges_file(source, exchange_end(rabbitmq_server, out))
     with redis_server.client() as client:
-        async with running_bridge(text, TopicSettings(lease_ms=2000)) as bridge:
+        async with running_bridge(text, TopicSettings(lease_ms=LEASE_MS)) as bridge:
             # When messages flow and the node is killed mid-run and started again
             now = int(time.time() * 1000)
             for i in range(4000):
@@ -245,7 +246,7 @@ async def test_a_kill_of_the_node_as_the_sink_loses_nothing(
             await until(lambda: _past(bridge, "published", 1000), 30, "publishing began")
             rabbitmq_server.kill()
             await asyncio.to_thread(rabbitmq_server.start)
-            await until(lambda: _all_confirmed(bridge, 4000), 60, "every message out")
+            await until(lambda: _all_confirmed(bridge, 4000), 120, "every message out")
             assert bridge.figure("errors") >= 1
         client.delete(stream)
     # Then the queue holds every message, a duplicate only of an id written
