@@ -7,7 +7,9 @@ waits until ``/healthz`` says JetStream is ready, under a deadline; ``kill``
 its streams, consumers and their acknowledgements, as after a crash.
 
 The session fixture ``nats_server`` yields the running server; tests keep
-apart by stream and subject names of their own.
+apart by stream and subject names of their own. Given ``tls`` (the session's
+test certificates) a server of a test's own takes TLS connections only, and
+asks clients for a certificate signed by the test CA.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.certs import Certs
 from tests.servers import LocalServer, free_port, require_binary, running, temporary_root
 
 
@@ -34,10 +37,11 @@ class NatsServer(LocalServer):
     root: Path
     port: int = field(default_factory=free_port)
     monitor_port: int = field(default_factory=free_port)
+    tls: Certs | None = None  # TLS only, client certificates required
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"{'tls' if self.tls else 'nats'}://127.0.0.1:{self.port}"
 
     @property
     def log(self) -> Path:
@@ -47,6 +51,9 @@ class NatsServer(LocalServer):
         args = [self.binary, "-a", "127.0.0.1", "-p", str(self.port), "-js"]
         args += ["-sd", str(self.root / "jetstream"), "-m", str(self.monitor_port)]
         args += ["--server_name", f"dejaq-test-{self.port}"]
+        if self.tls is not None:
+            args += ["--tlsverify", "--tlscert", str(self.tls.server.cert)]
+            args += ["--tlskey", str(self.tls.server.key), "--tlscacert", str(self.tls.ca)]
         self._spawn(args, output=self.log)
 
     def ready(self) -> bool:

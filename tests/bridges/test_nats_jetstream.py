@@ -5,6 +5,8 @@ acknowledged by JetStream and deduplicated by id; a killed server seen as
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,7 +20,9 @@ from nats.js.client import JetStreamContext
 from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound
 from dejaq.bridges.nats_jetstream import JetStreamSink, JetStreamSource
 from dejaq.core.errors import InvalidArgument
+from tests.certs import Certs
 from tests.nats_server import NatsServer
+from tests.servers import require_binary, temporary_root
 
 DEADLINE_S = 15.0
 T = TypeVar("T")
@@ -184,3 +188,33 @@ async def test_both_ends_see_a_killed_server_and_resume_once_it_is_back(
     await sink.publish([Outbound(b"after", {"id": "after"})])
     await source.close()
     await sink.close()
+
+
+async def test_both_ends_speak_tls_with_a_client_certificate(certs: Certs) -> None:
+    # given a server that takes only TLS with a client certificate of the test CA
+    server = NatsServer(require_binary("nats-server"), temporary_root("nats-tls"), tls=certs)
+    await asyncio.to_thread(server.start)
+    try:
+        client = certs.client("bridge")
+        tls = {"tls_ca": str(certs.ca), "tls_cert": str(client.cert), "tls_key": str(client.key)}
+        url = f"nats+tls://127.0.0.1:{server.port}"
+        # when an end has no client certificate, then the server refuses it
+        with pytest.raises(EndpointDown):
+            await JetStreamSink.from_options(url, {"subject": "x", "tls_ca": str(certs.ca)}).open()
+        # and with one, the sink publishes and the source reads what it published
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        context.load_cert_chain(str(client.cert), str(client.key))
+        setup = await nats.connect(server.url, tls=context)
+        await setup.jetstream().add_stream(name="TLS", subjects=["tls.>"])
+        await setup.close()
+        sink = JetStreamSink.from_options(url, {"subject": "tls.out", **tls})
+        await sink.open()
+        await sink.publish([Outbound(b"secret", {"id": "t1"})])
+        await sink.close()
+        source = JetStreamSource.from_options(url, {"stream": "TLS", "durable": "d", **tls})
+        await source.open()
+        (got,) = await read_all(source, 1)
+        assert (got.payload, got.fields["id"]) == (b"secret", "t1")
+        await source.close()
+    finally:
+        server.destroy()
