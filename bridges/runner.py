@@ -109,15 +109,15 @@ class Bridge:
                             task.result()
                     failures = 0
                 await _finish(handing)
-            except (EndpointDown, DejaqError) as exc:
-                end = "source" if isinstance(exc, EndpointDown) else "dejaq"
+            except Exception as exc:  # down, or refusing: nothing acked is lost
+                end = "dejaq" if isinstance(exc, DejaqError) else "source"
                 self._failed(end, exc)
                 await _abandon(handing)  # not acked: read again from the group
                 with contextlib.suppress(EndpointDown):
                     await self.source.close()
                 await _pause(stop, RETRY.delay(failures))
                 failures += 1
-            except BaseException:
+            except BaseException:  # cancelled
                 await _abandon(handing)
                 raise
 
@@ -194,31 +194,40 @@ class Bridge:
     async def _outbound(self, stop: asyncio.Event) -> None:
         sink = self.sink
         assert sink is not None
-        consumer = Consumer(
-            self.client,
-            self.spec.topic,
-            consumer_id=f"bridge-{self.name}",
-            # The topic's lease: a sink down longer than it, or a bridge killed,
-            # publishes the message again (with its id).
-            lease_ms=0,
-            credits=max(self.batch * 4, 2048),
-            retry_timeout_s=math.inf,
-        )
-        await consumer.start()
-        try:
-            await self._reopen(sink, stop)
-            while not stop.is_set():
-                try:
-                    first = await consumer.receive(timeout_s=READ_WAIT_MS / 1000)
-                except TimeoutError:
-                    continue
-                if first is None:
+        failures = 0
+        while not stop.is_set():
+            consumer = Consumer(
+                self.client,
+                self.spec.topic,
+                consumer_id=f"bridge-{self.name}",
+                # The topic's lease: a sink down longer than it, or a bridge
+                # killed, publishes the message again (with its id).
+                lease_ms=0,
+                credits=max(self.batch * 4, 2048),
+                retry_timeout_s=math.inf,
+            )
+            try:
+                await consumer.start()
+                if not await self._reopen(sink, stop):
                     return
-                due = [first, *consumer.ready()]
-                due.sort(key=lambda d: d.timestamp_ms)  # stable: a key's order stays
-                await self._publish(sink, due, stop)
-        finally:
-            await consumer.close()
+                while not stop.is_set():
+                    try:
+                        first = await consumer.receive(timeout_s=READ_WAIT_MS / 1000)
+                    except TimeoutError:
+                        continue
+                    if first is None:
+                        return
+                    due = [first, *consumer.ready()]
+                    due.sort(key=lambda d: d.timestamp_ms)  # stable: a key's order stays
+                    await self._publish(sink, due, stop)
+                    failures = 0
+            except DejaqError as exc:  # the topic went, say: its consumer starts again
+                self._failed("dejaq", exc)
+                await _pause(stop, RETRY.delay(failures))
+                failures += 1
+            finally:
+                with contextlib.suppress(DejaqError, TimeoutError):
+                    await consumer.close()
 
     async def _publish(self, sink: Sink, due: list[Delivery], stop: asyncio.Event) -> None:
         for start in range(0, len(due), self.batch):
@@ -231,7 +240,7 @@ class Bridge:
                 try:
                     await sink.publish(out)
                     break
-                except EndpointDown as exc:
+                except Exception as exc:  # down, or refusing: waited for, never dropped
                     self._failed("sink", exc)
                     if not await self._reopen(sink, stop, after_failure=True):
                         return  # stopped: the leases run out, the messages come again

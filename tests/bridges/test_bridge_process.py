@@ -22,7 +22,7 @@ from tests.servers import free_port
 
 pytestmark = pytest.mark.timeout(90)
 
-COUNT = 4000
+COUNT = 2000
 
 
 async def start_bridge(
@@ -60,7 +60,7 @@ async def test_a_bridge_killed_mid_run_loses_nothing(
         try:
             with redis_server.client() as streams:
                 # When messages flow and the bridge is killed with SIGKILL mid-run
-                write(streams, COUNT, 3000)
+                write(streams, COUNT, 2000)
                 await until(lambda: streams.xlen("out") > COUNT // 4, 30, "publishing began")
                 bridge.send_signal(signal.SIGKILL)
                 await bridge.wait()

@@ -149,3 +149,50 @@ async def test_restarts_of_the_source_and_the_sink_servers_lose_nothing() -> Non
         for server in (source, sink):
             with contextlib.suppress(Exception):
                 server.destroy()
+
+
+async def test_a_source_key_of_another_type_is_waited_for_not_a_crash(
+    redis_server: RedisServer, streams: redis.Redis
+) -> None:
+    # Given the source's key holding a string, not a stream
+    streams.set("in", "not a stream")
+    (spec,) = config.parse(bridges_file(redis_server.url, redis_server.url))
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic(TOPIC)
+        metrics = BridgeMetrics()
+        stop = asyncio.Event()
+        running = asyncio.create_task(Bridge(spec, client, metrics).run(stop))
+        try:
+            # When the bridge runs, then it counts the refusals and keeps trying
+            await until(lambda: _errors(metrics) >= 2, 30, "the refusals counted")
+            assert not running.done()
+            # And once the key is a stream, its messages go through
+            streams.delete("in")
+            write(streams, 10, 10, lead_ms=0)
+            await until(lambda: streams.xlen("out") >= 10, 30, "published after the fix")
+        finally:
+            stop.set()
+            await running
+
+
+def _errors(metrics: BridgeMetrics) -> int:
+    return figures(metrics.registry.collect()).get("reorder", {}).get("errors", 0)
+
+
+async def test_the_ends_speak_tls_with_a_password(tls_redis_server: RedisServer) -> None:
+    # Given a server that takes only TLS with a client certificate, and a password
+    tls_redis_server.flush()
+    url = tls_redis_server.url.replace("rediss://", "rediss-stream://")
+    (spec,) = config.parse(bridges_file(url, url))
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic(TOPIC)
+        stop = asyncio.Event()
+        running = asyncio.create_task(Bridge(spec, client).run(stop))
+        try:
+            # When messages arrive, then they leave through the same server
+            with tls_redis_server.client() as streams:
+                write(streams, 10, 10, lead_ms=0)
+                await until(lambda: streams.xlen("out") >= 10, 30, "published over TLS")
+        finally:
+            stop.set()
+            await running
