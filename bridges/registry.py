@@ -30,15 +30,48 @@ def _redis_sink(url: str, options: Mapping[str, Any]) -> Sink:
     return RedisStreamSink(url, options)
 
 
-# scheme -> factory. NATS JetStream (nats://, tls://, nats+tls://) and RabbitMQ
-# (amqp://, amqps://) register their ends here beside Redis Streams.
+def _nats_source(url: str, options: Mapping[str, Any]) -> Source:
+    from dejaq.bridges.nats_jetstream import JetStreamSource
+
+    return JetStreamSource.from_options(url, options)
+
+
+def _nats_sink(url: str, options: Mapping[str, Any]) -> Sink:
+    from dejaq.bridges.nats_jetstream import JetStreamSink
+
+    return JetStreamSink.from_options(url, options)
+
+
+def _rabbitmq_source(url: str, options: Mapping[str, Any]) -> Source:
+    from dejaq.bridges.rabbitmq import RabbitMQSource
+
+    return RabbitMQSource.from_options(url, options)
+
+
+def _rabbitmq_sink(url: str, options: Mapping[str, Any]) -> Sink:
+    from dejaq.bridges.rabbitmq import RabbitMQSink
+
+    return RabbitMQSink.from_options(url, options)
+
+
+# scheme -> factory
 SOURCES: dict[str, SourceFactory] = {
     "redis-stream": _redis_source,
     "rediss-stream": _redis_source,
+    "nats": _nats_source,
+    "tls": _nats_source,
+    "nats+tls": _nats_source,
+    "amqp": _rabbitmq_source,
+    "amqps": _rabbitmq_source,
 }
 SINKS: dict[str, SinkFactory] = {
     "redis-stream": _redis_sink,
     "rediss-stream": _redis_sink,
+    "nats": _nats_sink,
+    "tls": _nats_sink,
+    "nats+tls": _nats_sink,
+    "amqp": _rabbitmq_sink,
+    "amqps": _rabbitmq_sink,
 }
 
 
