@@ -21,6 +21,7 @@ schedule it read.) The cases:
   by side, and their operations apply in an arbitrary order (the later one
   waits only if the earlier one's transaction began writing first).
 """
+
 from __future__ import annotations
 
 SCHEMA = "dejaq_outbox"
