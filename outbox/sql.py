@@ -15,7 +15,11 @@ schedule it read.) The cases:
   claimed, which keeps a batch to rows no transaction is still deciding about.
 - A row waits while an earlier-``seq`` row of its message is in the table:
   committed but not yet claimable, or held by another relay (locked rows are
-  still seen, so ``SKIP LOCKED`` does not let the later row past).
+  still seen, so ``SKIP LOCKED`` does not let the later row past). So a batch
+  holds at most one row of a message, its earliest, and the batch's own order
+  (``xid``, then ``seq``: the index that stops at ``pg_snapshot_xmin`` rather
+  than reading past every row a long transaction holds back) orders only
+  rows of different messages, which do not depend on each other.
 - An earlier-``seq`` row still uncommitted when a later one commits was
   never seen by the later row's transaction: the two transactions ran side
   by side, and their operations apply in an arbitrary order (the later one
@@ -90,10 +94,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER rows_notify AFTER INSERT ON {ROWS}
         FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.notify();
     """,
-    # Claims in seq order: the message's rows by seq; the old (xid, seq) orders go.
+    # A row waits for the earlier-seq rows of its message, found by this index.
     f"""
     CREATE INDEX rows_message_seq ON {ROWS} (topic, msg_id, seq);
-    DROP INDEX {SCHEMA}.rows_order;
     DROP INDEX {SCHEMA}.rows_by_message;
     """,
 )
@@ -117,9 +120,9 @@ INSERT_ASYNCPG = (
 INSERT_NAMED = f"INSERT INTO {ROWS} ({_COLUMNS}) VALUES ({', '.join(':' + c for c in WRITTEN)})"
 
 # The relay's claim: the oldest committed rows, none another relay holds, and
-# none with an earlier row of the same message still waiting (not yet
+# none with an earlier-seq row of the same message still waiting (not yet
 # claimable, or held by another relay), so the operations on one message apply
-# in order.
+# in the order they were inserted.
 CLAIM = f"""
 SELECT seq, op, topic, msg_id, at_ms, payload, key, headers, max_deliveries,
        expires_at_ms, priority
@@ -129,7 +132,7 @@ WHERE r.xid < pg_snapshot_xmin(pg_current_snapshot())
       SELECT 1 FROM {ROWS} e
       WHERE e.topic = r.topic AND e.msg_id = r.msg_id AND e.seq < r.seq
   )
-ORDER BY r.seq
+ORDER BY r.xid, r.seq
 LIMIT %s
 FOR UPDATE SKIP LOCKED
 """
