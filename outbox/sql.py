@@ -2,12 +2,28 @@
 
 The outbox lives in the application's own database, in a schema of its own
 (``dejaq_outbox``). A row is one operation on a message (schedule, move,
-cancel) written in the application's transaction. The relay reads rows in the
-order their transactions first wrote (``xid``, then ``seq`` within one): a
-transaction that began writing after another committed has a higher ``xid``,
-so an operation never overtakes one its transaction could see. Only rows below
-the oldest transaction still running (``pg_snapshot_xmin``) are read: no row of
-a lower ``xid`` can appear after them.
+cancel) written in the application's transaction. The relay applies the rows
+of one message in ``seq`` order, the order of their inserts: a row committed
+before another transaction's insert has a lower ``seq``, so an operation
+never overtakes one its transaction could see. (A transaction's ``xid`` is no
+such order: it is assigned at its first write, often a business row written
+long before the outbox row, so a cancel can carry a lower ``xid`` than the
+schedule it read.) The cases:
+
+- Rows of a transaction still running are invisible, so never claimed; only
+  rows below the oldest transaction still running (``pg_snapshot_xmin``) are
+  claimed, which keeps a batch to rows no transaction is still deciding about.
+- A row waits while an earlier-``seq`` row of its message is in the table:
+  committed but not yet claimable, or held by another relay (locked rows are
+  still seen, so ``SKIP LOCKED`` does not let the later row past). So a batch
+  holds at most one row of a message, its earliest, and the batch's own order
+  (``xid``, then ``seq``: the index that stops at ``pg_snapshot_xmin`` rather
+  than reading past every row a long transaction holds back) orders only
+  rows of different messages, which do not depend on each other.
+- An earlier-``seq`` row still uncommitted when a later one commits was
+  never seen by the later row's transaction: the two transactions ran side
+  by side, and their operations apply in an arbitrary order (the later one
+  waits only if the earlier one's transaction began writing first).
 """
 
 from __future__ import annotations
@@ -78,6 +94,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER rows_notify AFTER INSERT ON {ROWS}
         FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.notify();
     """,
+    # A row waits for the earlier-seq rows of its message, found by this index.
+    f"""
+    CREATE INDEX rows_message_seq ON {ROWS} (topic, msg_id, seq);
+    DROP INDEX {SCHEMA}.rows_by_message;
+    """,
 )
 
 CREATE_SCHEMA = f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"
@@ -99,8 +120,9 @@ INSERT_ASYNCPG = (
 INSERT_NAMED = f"INSERT INTO {ROWS} ({_COLUMNS}) VALUES ({', '.join(':' + c for c in WRITTEN)})"
 
 # The relay's claim: the oldest committed rows, none another relay holds, and
-# none with an earlier row of the same message still waiting (held by another
-# relay), so the operations on one message apply in order.
+# none with an earlier-seq row of the same message still waiting (not yet
+# claimable, or held by another relay), so the operations on one message apply
+# in the order they were inserted.
 CLAIM = f"""
 SELECT seq, op, topic, msg_id, at_ms, payload, key, headers, max_deliveries,
        expires_at_ms, priority
@@ -108,7 +130,7 @@ FROM {ROWS} r
 WHERE r.xid < pg_snapshot_xmin(pg_current_snapshot())
   AND NOT EXISTS (
       SELECT 1 FROM {ROWS} e
-      WHERE e.topic = r.topic AND e.msg_id = r.msg_id AND (e.xid, e.seq) < (r.xid, r.seq)
+      WHERE e.topic = r.topic AND e.msg_id = r.msg_id AND e.seq < r.seq
   )
 ORDER BY r.xid, r.seq
 LIMIT %s

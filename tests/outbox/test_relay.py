@@ -64,6 +64,32 @@ async def test_move_and_cancel_apply_in_the_order_written(app_db: str, broker: C
     assert outbox.status(app_db).waiting == 0
 
 
+@pytest.mark.parametrize("op", ["cancel", "move"])
+async def test_an_operation_on_a_schedule_its_transaction_read_applies_after_it(
+    op: str, app_db: str, broker: Client
+) -> None:
+    later = now_ms() + 2 * HOUR_MS
+    with psycopg.connect(app_db) as first, psycopg.connect(app_db) as second:
+        # Given a transaction that began by writing a business row
+        first.execute("INSERT INTO orders (id) VALUES ('order-1')")
+        # And, after it, a second transaction that scheduled a message and committed
+        with second.transaction():
+            id = outbox.schedule(second, TOPIC, b"s", delay_ms=HOUR_MS)
+        # When the first, having read the schedule, cancels or moves the message and commits
+        if op == "cancel":
+            outbox.cancel(first, TOPIC, id)
+        else:
+            outbox.move(first, TOPIC, id, at_ms=later)
+        first.commit()
+    await drain(app_db, broker)
+    # Then the operation applies after the schedule it followed
+    if op == "cancel":
+        assert not await on_topic(broker, id)
+    else:
+        assert (await Admin(broker).get(TOPIC, id)).message.timestamp == later
+    assert outbox.status(app_db).waiting == 0
+
+
 async def test_a_rolled_back_cancel_leaves_the_message(app_db: str, broker: Client) -> None:
     # Given a message relayed, then a cancel of it rolled back
     with psycopg.connect(app_db) as conn:

@@ -3,6 +3,7 @@ a commit delivers, a rollback never does."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -15,7 +16,9 @@ from sqlalchemy.orm import Session
 from dejaq import outbox
 from dejaq.core.errors import InvalidArgument
 from dejaq.driver import Admin, Client
+from dejaq.outbox import sql
 from tests.outbox.conftest import HOUR_MS, TOPIC, drain, on_topic
+from tests.postgres_server import PostgresServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -166,7 +169,35 @@ def test_an_unknown_connection_is_refused() -> None:
 def test_install_twice_changes_nothing(app_db: str) -> None:
     # Given an installed outbox; when installed again, then it says so
     again = outbox.install(app_db)
-    assert again.before == again.after == 1
+    assert again.before == again.after == len(sql.MIGRATIONS)
+
+
+async def test_install_upgrades_an_outbox_of_the_first_version(
+    postgres_server: PostgresServer, broker: Client
+) -> None:
+    # Given an outbox at version 1 with a message scheduled and cancelled waiting in it
+    url = postgres_server.create_database(f"app_{uuid.uuid4().hex[:12]}")
+    with psycopg.connect(url) as conn:
+        conn.execute(sql.CREATE_SCHEMA)
+        conn.execute(sql.CREATE_VERSION)
+        conn.execute(sql.MIGRATIONS[0])
+        conn.execute(sql.FIRST_VERSION, (1,))
+        conn.commit()
+        with conn.transaction():
+            gone = outbox.schedule(conn, TOPIC, b"c", delay_ms=HOUR_MS)
+        with conn.transaction():
+            outbox.cancel(conn, TOPIC, gone)
+    # When installed
+    done = outbox.install(url)
+    # Then it is at this version, the claim finds a message's rows by their index,
+    # and the waiting rows relay in order
+    assert (done.before, done.after) == (1, len(sql.MIGRATIONS))
+    with psycopg.connect(url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(str(line) for (line,) in conn.execute("EXPLAIN " + sql.CLAIM, (10,)))
+    assert "rows_message_seq" in plan
+    assert await drain(url, broker) == 2
+    assert not await on_topic(broker, gone)
 
 
 async def test_key_and_headers_reach_the_topic(app_db: str, broker: Client) -> None:
