@@ -1,4 +1,6 @@
-"""Keys on memory://: a lane per key and bucket (key_lanes.py) with lazy heads.
+"""Keys on memory://: keys with few messages share one index a bucket and make
+no lane of their own; a key past a few takes a lane per bucket (key_lanes.py)
+with lazy heads, and is light again once they empty.
 A lane emptied is forgotten and refilled; a nack moves a key's head earlier;
 a cap of 0 or a pass over some buckets leaves the other heads right; a
 reused slot never shows one key's message as another's; and a pass takes
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from dejaq.storage_plugins.memory import MemoryStorage
+from dejaq.storage_plugins.memory.key_lanes import FEW_A_KEY, LIGHT
 from dejaq.storage_plugins.memory.timeline import Timeline
 from tests.storage_plugins.conformance.givens import (
     C1,
@@ -27,20 +30,49 @@ def timeline(storage: MemoryStorage) -> Timeline:
     return storage._tl(T)
 
 
-async def test_a_lane_emptied_is_forgotten_and_a_new_message_refills_it() -> None:
-    # given a key's only messages leased and acked
+async def test_keys_with_a_few_messages_each_make_no_lane_of_their_own() -> None:
+    # given 300 keys with 2 messages each over the buckets
     storage = MemoryStorage()
     await given_topic(storage, dedup_window_ms=0)
-    await given_messages(storage, msg("a1", NOW - 2, key="k"), msg("a2", NOW - 1, key="k"))
+    await given_messages(
+        storage, *(msg(f"m{i}", NOW - i % 7, bucket=i % 4, key=f"k{i // 2}") for i in range(600))
+    )
+    keyed = timeline(storage).keyed
+    assert keyed.lanes == {} and len(keyed.few) == 300
+    # when passes lease them all (held: still live, still few) and they are acked
+    leased = [d for _ in range(3) for d in (await lease(storage, limit=250)).delivered]
+    assert len({d.id for d in leased}) == 600
+    assert keyed.lanes == {} and len(keyed.few) == 300
+    await storage.ack(T, [(d.id, d.version) for d in leased], C1, NOW)
+    # then no key made a lane, and none is left behind
+    assert keyed.lanes == {} and keyed.few == {}
+
+
+async def test_a_key_past_a_few_takes_lanes_and_is_light_again_once_they_empty() -> None:
+    # given a key with a few messages, then one more
+    storage = MemoryStorage()
+    await given_topic(storage, dedup_window_ms=0)
+    tl = timeline(storage)
+    await given_messages(
+        storage, *(msg(f"a{i}", NOW - i, bucket=i % 4, key="k") for i in range(FEW_A_KEY))
+    )
+    assert tl.keyed.lanes == {} and set(tl.cols.lane[: tl.cols.used].tolist()) == {LIGHT}
+    await given_messages(storage, msg("one-more", NOW, key="k"))
+    # then the key and all its messages are in its lanes, one a bucket
+    (k,) = tl.keyed.laned
+    assert tl.keyed.laned == {k: 4} and tl.keyed.few == {}
+    assert set(tl.cols.lane[: tl.cols.used].tolist()) == {k}
+    # when all are leased and acked, and a pass finds the lanes empty
     leases = await lease(storage)
+    assert len(leases.delivered) == FEW_A_KEY + 1
     await storage.ack(T, [(d.id, d.version) for d in leases.delivered], C1, NOW)
-    # when a pass finds the lane empty, then the lane is gone
     assert ids(await lease(storage, NOW + 2 * LEASE)) == []
-    assert timeline(storage).keyed.lanes == {}
-    # and a new message of the key is due and leased as before
-    await given_messages(storage, msg("a3", NOW + 5, key="k"))
-    assert await storage.next_due(T, None) == NOW + 5
-    assert ids(await lease(storage, NOW + 5)) == ["a3"]
+    # then the lanes are gone, and the key's next message is light, due and leased
+    assert tl.keyed.lanes == {} and tl.keyed.laned == {}
+    await given_messages(storage, msg("again", NOW + 2 * LEASE + 5, key="k"))
+    assert tl.keyed.few == {k: [int(tl.find_one("again"))]}
+    assert await storage.next_due(T, None) == NOW + 2 * LEASE + 5
+    assert ids(await lease(storage, NOW + 2 * LEASE + 5)) == ["again"]
 
 
 async def test_a_nack_moves_a_keys_head_earlier() -> None:
