@@ -129,10 +129,10 @@ class KeyLanes:
             at = np.array(light, np.int64) if len(light) < len(slots) else None
             if at is None:
                 c.lane[slots] = LIGHT
-                push_all(self.light, buckets, timestamps, slots)
+                self._push_light(buckets, timestamps, slots)
                 return
             c.lane[slots[at]] = LIGHT
-            push_all(self.light, buckets[at], timestamps[at], slots[at])
+            self._push_light(buckets[at], timestamps[at], slots[at])
         if moved:
             old = np.array(moved, np.int64)
             old_buckets = c.bucket[old].astype(np.int64)
@@ -144,6 +144,23 @@ class KeyLanes:
             at = np.array(heavy, np.int64)
             c.lane[slots[at]] = key_nos[at]
             self._push_lanes(key_nos[at], buckets[at], timestamps[at], slots[at])
+
+    def _push_light(self, buckets: I64, timestamps: I64, slots: I64) -> None:
+        """Enter messages in ``light``: those of a pass's leases, all due at its
+        lease's end, a ``push_many`` a bucket (cheaper than ``push_all``'s arrays)."""
+        if len(slots) > FEW and timestamps.min() == timestamps.max():
+            by_bucket: dict[int, list[int]] = {}
+            for b, slot in zip(buckets.tolist(), slots.tolist(), strict=True):
+                group = by_bucket.get(b)
+                if group is None:
+                    by_bucket[b] = [slot]
+                else:
+                    group.append(slot)
+            at, light = int(timestamps[0]), self.light
+            for b, group in by_bucket.items():
+                light[b].push_many(at, group)
+            return
+        push_all(self.light, buckets, timestamps, slots)
 
     def _push_lanes(self, key_nos: I64, buckets: I64, timestamps: I64, slots: I64) -> None:
         """Enter messages in their keys' lanes."""
