@@ -105,6 +105,11 @@ class KeyLanes:
         """Enter keyed messages (every ``key_nos`` > 0, none in an index now):
         in ``light`` while their key has few, else in their key's lanes."""
         few, laned = self.few, self.laned
+        if len(slots) > FEW and all(k in laned for k in np.unique(key_nos).tolist()):
+            # Every key laned (a pass's leases of a campaign): no look one by one.
+            self._cols.lane[slots] = key_nos
+            self._push_lanes(key_nos, buckets, timestamps, slots)
+            return
         light: list[int] = []
         heavy: list[int] = []
         moved: list[int] = []  # light slots of keys that move to their lanes
