@@ -53,6 +53,10 @@ class Columns:
         # The key's number in its timeline's time indexes (key_lanes.py; 0: none,
         # and always 0 on a priority topic, whose passes ignore keys).
         self.key_no = np.zeros(0, np.uint32)
+        # Which index holds a live message's entry (key_lanes.py): 0 the bucket's
+        # own, LIGHT the bucket's index of keys with few messages, else its key's
+        # lane (the key's number). An index takes an entry as its own by this.
+        self.lane = np.zeros(0, np.uint32)
         self.record_len = np.zeros(0, np.uint32)  # id + key + headers + payload bytes
         self.record_at = np.zeros(0, np.int64)  # the record's handle in blobs
         self.blobs = Blobs()
@@ -220,6 +224,7 @@ class Columns:
             "key_len",
             "headers_len",
             "key_no",
+            "lane",
             "record_len",
             "record_at",
         ):

@@ -1,14 +1,28 @@
-"""KeyLanes: a timeline's keyed messages, a lane per key and bucket, and the
-heads that name the keys with due messages without reading their backlogs.
+"""KeyLanes: a timeline's keyed messages, those of a key with few messages in
+one shared index a bucket, those of a key with more in a lane per key and
+bucket, and the heads that name the laned keys with due messages without
+reading their backlogs.
 
-A keyed message's entry sits in the ``TimeIndex`` of its (key, bucket), not in
-the bucket's own index, which keeps the messages without a key: a lease pass
-shares its limit among keys (storage_plugins/base.py, "Fair lease passes")
-and takes each key's share from the top of the key's lanes, so a million
-messages of one key due at one millisecond are never walked past. A key is
-known by a number (``Columns.key_no``; 0: no key), given the first time the
-key is seen and kept for the timeline's life (a dead message keeps its
-number for a redrive).
+A key is known by a number (``Columns.key_no``; 0: no key), given the first
+time the key is seen and kept for the timeline's life (a dead message keeps
+its number for a redrive). Where a live keyed message's entry sits is its
+``Columns.lane``:
+
+- ``LIGHT``: in ``light``, one ``TimeIndex`` a bucket shared by every key with
+  at most ``FEW_A_KEY`` live messages (``few``: key number -> their slots).
+  Most keys are such keys when many keys each have a message or two due (a
+  user's reminders): they cost a list entry, not an index of their own made
+  and dropped with every message. A fair pass walks the due entries of
+  ``light`` in time order until they name ``limit`` keys (``take_light``): at
+  most ``FEW_A_KEY`` entries a key, so the walk stays bounded by the keys,
+  and what the pass does not take goes back (``give_back``).
+- the key's number: in the key's lane of its bucket (``lanes``), a
+  ``TimeIndex`` of its own. A key moves there, its light messages with it,
+  when a message would make it hold more than ``FEW_A_KEY`` (a campaign, a
+  flood); it stays until its lanes empty (``laned`` counts them), then its
+  next message is light again. A pass takes each laned key's share from the
+  top of its lanes (storage_plugins/base.py, "Fair lease passes"), so a
+  million messages of one key due at one millisecond are never walked past.
 
 ``heads`` holds, per bucket, a heap of ``timestamp << 32 | key_no``: for each
 lane of the bucket with messages, one entry no later than the lane's earliest
@@ -35,12 +49,28 @@ from dejaq.storage_plugins.memory.types import FEW, I64
 BUCKET_BITS: Final = 16  # Columns.bucket is 16 bits: a lane is key_no << 16 | bucket
 BUCKET_MASK: Final = (1 << BUCKET_BITS) - 1
 KEY_MASK: Final = SLOT_MASK  # key numbers are 32 bits, as slots are
+LIGHT: Final = KEY_MASK  # Columns.lane of a message in ``light`` (never a key's number)
+# The most live messages a key keeps in ``light``: a pass walks up to this
+# many entries of a light key to find its first, so it bounds that walk; a
+# key with more is one whose backlog a share may leave behind.
+FEW_A_KEY: Final = 8
 
 
 class KeyLanes:
     """The lanes of a timeline's keys, found by key and bucket, and their heads."""
 
-    __slots__ = ("_base", "_cols", "head", "heads", "lanes", "names", "numbers")
+    __slots__ = (
+        "_base",
+        "_cols",
+        "few",
+        "head",
+        "heads",
+        "laned",
+        "lanes",
+        "light",
+        "names",
+        "numbers",
+    )
 
     def __init__(self, base: list[TimeIndex], columns: Columns) -> None:
         self._base = base  # the buckets' own indexes: a new lane starts where they stand
@@ -52,6 +82,10 @@ class KeyLanes:
         self.heads: list[list[int]] = [[] for _ in base]
         # Lane -> the time of its entry in heads (absent: none, or out for a pass).
         self.head: dict[int, int] = {}
+        self.laned: dict[int, int] = {}  # key number -> its lanes (absent: none, light)
+        # The keys with few messages: one index a bucket, and each key's live slots.
+        self.light = [TimeIndex(b, columns, False, LIGHT) for b in range(len(base))]
+        self.few: dict[int, list[int]] = {}
 
     def number(self, keys: Sequence[str]) -> list[int]:
         """The number of each key, new keys numbered as they come."""
@@ -68,7 +102,73 @@ class KeyLanes:
     # -- writing --------------------------------------------------------------
 
     def push(self, key_nos: I64, buckets: I64, timestamps: I64, slots: I64) -> None:
-        """Enter keyed messages (every ``key_nos`` > 0) in their lanes."""
+        """Enter keyed messages (every ``key_nos`` > 0, none in an index now):
+        in ``light`` while their key has few, else in their key's lanes."""
+        few, laned = self.few, self.laned
+        if len(slots) > FEW and all(k in laned for k in np.unique(key_nos).tolist()):
+            # Every key laned (a pass's leases of a campaign): no look one by one.
+            self._cols.lane[slots] = key_nos
+            self._push_lanes(key_nos, buckets, timestamps, slots)
+            return
+        light: list[int] = []
+        heavy: list[int] = []
+        moved: list[int] = []  # light slots of keys that move to their lanes
+        for i, (k, slot) in enumerate(zip(key_nos.tolist(), slots.tolist(), strict=True)):
+            if k in laned:
+                heavy.append(i)
+                continue
+            held = few.get(k)
+            if held is None:
+                few[k] = [slot]
+                light.append(i)
+            elif len(held) < FEW_A_KEY:
+                held.append(slot)
+                light.append(i)
+            else:  # one too many: the key and its light messages take lanes
+                moved += held
+                del few[k]
+                laned[k] = 0  # counted as its lanes are made
+                heavy.append(i)
+        c = self._cols
+        if light:
+            at = np.array(light, np.int64) if len(light) < len(slots) else None
+            if at is None:
+                c.lane[slots] = LIGHT
+                self._push_light(buckets, timestamps, slots)
+                return
+            c.lane[slots[at]] = LIGHT
+            self._push_light(buckets[at], timestamps[at], slots[at])
+        if moved:
+            old = np.array(moved, np.int64)
+            old_buckets = c.bucket[old].astype(np.int64)
+            old_times = c.timestamp[old]
+            self._touch_light(old_buckets, old_times)
+            c.lane[old] = c.key_no[old]
+            self._push_lanes(c.key_no[old].astype(np.int64), old_buckets, old_times, old)
+        if heavy:
+            at = np.array(heavy, np.int64)
+            c.lane[slots[at]] = key_nos[at]
+            self._push_lanes(key_nos[at], buckets[at], timestamps[at], slots[at])
+
+    def _push_light(self, buckets: I64, timestamps: I64, slots: I64) -> None:
+        """Enter messages in ``light``: those of a pass's leases, all due at its
+        lease's end, a ``push_many`` a bucket (cheaper than ``push_all``'s arrays)."""
+        if len(slots) > FEW and timestamps.min() == timestamps.max():
+            by_bucket: dict[int, list[int]] = {}
+            for b, slot in zip(buckets.tolist(), slots.tolist(), strict=True):
+                group = by_bucket.get(b)
+                if group is None:
+                    by_bucket[b] = [slot]
+                else:
+                    group.append(slot)
+            at, light = int(timestamps[0]), self.light
+            for b, group in by_bucket.items():
+                light[b].push_many(at, group)
+            return
+        push_all(self.light, buckets, timestamps, slots)
+
+    def _push_lanes(self, key_nos: I64, buckets: I64, timestamps: I64, slots: I64) -> None:
+        """Enter messages in their keys' lanes."""
         ids = (key_nos << BUCKET_BITS) | buckets
         if len(slots) <= FEW:
             for lid, ts, slot in zip(
@@ -88,23 +188,59 @@ class KeyLanes:
         for lid, first in zip(lids.tolist(), earliest.tolist(), strict=True):
             self._offer(lid, first)
 
-    def touch(self, key_nos: I64, buckets: I64, timestamps: I64) -> None:
-        """``TimeIndex.touch`` in the lane of each keyed message about to change."""
-        ids = ((key_nos << BUCKET_BITS) | buckets).tolist()
+    def leave(self, slots: I64, tags: I64, buckets: I64, timestamps: I64) -> None:
+        """Keyed messages (``tags``: their ``Columns.lane``, none 0) are about to
+        change: out of ``few``, and ``TimeIndex.touch`` in the index of each."""
+        light = tags == LIGHT
+        if light.any():
+            at = np.flatnonzero(light)
+            few = self.few
+            for k, slot in zip(
+                self._cols.key_no[slots[at]].tolist(), slots[at].tolist(), strict=True
+            ):
+                held = few.get(k)
+                if held is not None and slot in held:
+                    held.remove(slot)
+                    if not held:
+                        del few[k]
+            self._touch_light(buckets[at], timestamps[at])
+            if light.all():
+                return
+            laned = np.flatnonzero(~light)
+            tags, buckets, timestamps = tags[laned], buckets[laned], timestamps[laned]
+        ids = ((tags << BUCKET_BITS) | buckets).tolist()
         lanes = self.lanes
         for lid, ts in zip(ids, timestamps.tolist(), strict=True):
             lane = lanes.get(lid)  # none for a dead message whose lane emptied
             if lane is not None and ts >= lane.horizon:
                 lane.touch(ts)
 
+    def _touch_light(self, buckets: I64, timestamps: I64) -> None:
+        light = self.light
+        for b, ts in zip(buckets.tolist(), timestamps.tolist(), strict=True):
+            if ts >= light[b].horizon:
+                light[b].touch(ts)
+
     def _lane(self, lid: int) -> TimeIndex:
         lane = self.lanes.get(lid)
         if lane is None:
             bucket = lid & BUCKET_MASK
-            lane = TimeIndex(bucket, self._cols, False, lid >> BUCKET_BITS)
+            key_no = lid >> BUCKET_BITS
+            lane = TimeIndex(bucket, self._cols, False, key_no)
             lane.follow(self._base[bucket])
             self.lanes[lid] = lane
+            self.laned[key_no] = self.laned.get(key_no, 0) + 1
         return lane
+
+    def _drop(self, lid: int) -> None:
+        """Forget an emptied lane (its key is light again once it has none)."""
+        del self.lanes[lid]
+        key_no = lid >> BUCKET_BITS
+        left = self.laned[key_no] - 1
+        if left:
+            self.laned[key_no] = left
+        else:
+            del self.laned[key_no]
 
     def _offer(self, lid: int, timestamp: int) -> None:
         """A message of lane ``lid`` is due at ``timestamp``: a head for it if
@@ -132,7 +268,7 @@ class KeyLanes:
             if first is None:  # the lane emptied: forget it
                 heapq.heappop(heap)
                 del head[lid]
-                del lanes[lid]
+                self._drop(lid)
                 continue
             if first == ts:
                 return top
@@ -189,7 +325,7 @@ class KeyLanes:
             first = lane.first()
             if first is None:
                 if self.lanes.get(lid) is lane:
-                    del self.lanes[lid]
+                    self._drop(lid)
             else:
                 self._offer(lid, first)
 
@@ -197,9 +333,11 @@ class KeyLanes:
 
     def loads(self, now: int) -> dict[int, tuple[int, int]]:
         """Key number -> (messages due by ``now``, the earliest of their
-        timestamps), for the keys with any: from each lane's due entries."""
+        timestamps), for the keys with any: from the due entries of every
+        lane and of ``light`` (told apart by the slot's key there)."""
         by_key: dict[int, list[I64]] = {}
-        for lane in list(self.lanes.values()):
+        c = self._cols
+        for lane in [*self.light, *self.lanes.values()]:
             if now >= lane.horizon:
                 lane.advance(now)
             nodes, pending_ts, pending_slots = lane.due(now)
@@ -207,12 +345,63 @@ class KeyLanes:
             at = np.array([k & SLOT_MASK for k in nodes], np.int64)
             if pending_ts is not None and pending_slots is not None:
                 ts, at = np.concatenate([ts, pending_ts]), np.concatenate([at, pending_slots])
-            ok = lane.current(ts, at)
-            if ok.any():
-                by_key.setdefault(lane.key_no, []).append(at[ok])
-        c = self._cols
+            at = at[lane.current(ts, at)]
+            if lane.key_no != LIGHT:
+                if len(at):
+                    by_key.setdefault(lane.key_no, []).append(at)
+                continue
+            key_nos = c.key_no[at]
+            for k in np.unique(key_nos).tolist():
+                by_key.setdefault(k, []).append(at[key_nos == k])
         out: dict[int, tuple[int, int]] = {}
         for key_no, parts in by_key.items():
             due = np.unique(np.concatenate(parts))  # a slot may have two current entries
             out[key_no] = (len(due), int(c.timestamp[due].min()))
         return out
+
+    # -- the light keys -----------------------------------------------------------
+
+    def take_light(
+        self, lanes: list[TimeIndex], bound: int, most: int, barred: frozenset[int]
+    ) -> dict[int, list[int]]:
+        """The due entries of ``lanes`` (of ``light``, advanced to ``bound``) by
+        key number, each key's in time order, taken from them earliest first
+        until they name ``most`` keys not ``barred``; stale ones are dropped.
+        The caller hands back what it does not lease (``give_back``)."""
+        limit = (bound << SLOT_BITS) | SLOT_MASK
+        tops = [
+            (lane.near[0], lane.bucket, lane)
+            for lane in lanes
+            if lane.near and lane.near[0] <= limit
+        ]
+        heapq.heapify(tops)
+        out: dict[int, list[int]] = {}
+        named = 0
+        c = self._cols
+        while tops and named < most:
+            key, _, lane = tops[0]
+            heapq.heappop(lane.near)
+            if lane.pending:
+                lane.top_up()
+            if lane.near and lane.near[0] <= limit:
+                heapq.heapreplace(tops, (lane.near[0], lane.bucket, lane))
+            else:
+                heapq.heappop(tops)
+            if not lane.current_one(key):
+                continue
+            k = int(c.key_no[key & SLOT_MASK])
+            entries = out.get(k)
+            if entries is None:
+                out[k] = [key]
+                if k not in barred:
+                    named += 1
+            else:
+                entries.append(key)
+        return out
+
+    def give_back(self, entries: list[int]) -> None:
+        """Put entries ``take_light`` took back in their buckets' ``light``
+        (each due by the horizon its index was advanced to)."""
+        light, bucket = self.light, self._cols.bucket
+        for key in entries:
+            heapq.heappush(light[int(bucket[key & SLOT_MASK])].near, key)

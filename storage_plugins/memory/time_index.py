@@ -18,9 +18,10 @@ Entries are never updated in place: a mutation pushes a new entry and leaves
 the old one, which no longer matches its slot's timestamp, state or bucket
 (``current``), to be dropped when reached. A reused slot can make an old
 entry match again, so one message may have two current entries: readers
-count a slot once. An index holds the messages of one key number
-(``key_no``, key_lanes.py) and checks it too, so a reused slot never shows
-one key's message in another key's index.
+count a slot once. An index holds the messages of one lane (``key_no``:
+0, a key's number, or ``LIGHT``; key_lanes.py) and checks the slot's
+``Columns.lane`` too, so a reused slot, or a message moved to its key's lane,
+never shows in another index.
 
 The index of a priority topic's *ranks* (core/priority.py: negative
 timestamps, every one due) is a TimeIndex too, made ``all_due``: its horizon
@@ -108,8 +109,9 @@ class TimeIndex:
         self, bucket: int, columns: Columns, all_due: bool = False, key_no: int = 0
     ) -> None:
         self.bucket = bucket
-        # The number of the key whose messages this index holds (key_lanes.py);
-        # 0: those without a key (or every message, on a priority topic).
+        # The lane whose messages this index holds (``Columns.lane``, key_lanes.py):
+        # 0 those without a key (every message, on a priority topic), LIGHT the
+        # keys with few messages, else one key's number.
         self.key_no = key_no
         self._cols = columns
         self.all_due = all_due  # an index of ranks: see ``fill``
@@ -169,7 +171,7 @@ class TimeIndex:
             (c.state[slots] == LIVE)
             & (c.timestamp[slots] == timestamps)
             & (c.bucket[slots] == self.bucket)
-            & (c.key_no[slots] == self.key_no)
+            & (c.lane[slots] == self.key_no)
         )
         return ok
 
@@ -179,7 +181,7 @@ class TimeIndex:
             c.state[slot] == LIVE
             and c.timestamp[slot] == key >> SLOT_BITS
             and c.bucket[slot] == self.bucket
-            and c.key_no[slot] == self.key_no
+            and c.lane[slot] == self.key_no
         )
 
     def bound(self) -> int | None:

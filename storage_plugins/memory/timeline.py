@@ -17,10 +17,11 @@ clock-driven ``lanes`` that hold its not-yet-available messages (timestamps
 ``>= 0``). A lease pass merges both; ``promote`` takes the due entries of
 ``lanes`` to ``ranks``. ``ranked`` counts the messages at a rank: all due.
 
-On a timeline, ``lanes`` hold the messages without a key; each keyed message
-sits in its key's lane of its bucket, in ``keyed`` (key_lanes.py). A lease
-pass shares its limit among the keys with due messages (``select``), and
-every read by time (next_due, due, forecast, busiest keys) asks both.
+On a timeline, ``lanes`` hold the messages without a key; a keyed message
+sits in ``keyed`` (key_lanes.py): in its bucket's index of the keys with few
+messages, or in its key's lane of its bucket. A lease pass shares its limit
+among the keys with due messages (``select``), and every read by time
+(next_due, due, forecast, busiest keys) asks all of them.
 
 The semantic rules (who may settle, when a message dies) are applied by the
 caller, ``MemoryStorage``; this module only carries out their verdicts, a
@@ -83,8 +84,8 @@ class Timeline:
         if topic.settings.kind == KIND_PRIORITY:
             self.ranks = [TimeIndex(b, self.cols, True) for b in range(topic.settings.buckets)]
         self.ranked = 0  # live messages at a rank (negative timestamp) in ranks
-        # A timeline's keyed messages, a lane per key and bucket (a priority
-        # topic's stay in its indexes: its passes go by rank, not by key).
+        # A timeline's keyed messages, by key (a priority topic's stay in its
+        # indexes: its passes go by rank, not by key).
         self.keyed = KeyLanes(self.lanes, self.cols)
         self.owners = Owners()
         # Kept as messages change, so counts() never scans every message.
@@ -153,9 +154,12 @@ class Timeline:
         return [every[b] for b in buckets if 0 <= b < len(every)]
 
     def _indexes(self, buckets: tuple[int, ...] | None) -> list[TimeIndex]:
-        """Every index of ``buckets``: the ranks (if any) and the time lanes."""
+        """Every index of ``buckets`` but the keys' lanes: the ranks (if any),
+        the time lanes, and on a timeline those of the keys with few messages."""
         if self.ranks is None:
-            return self._lanes(buckets)
+            if not self.keyed.few and len(self.keyed.names) == 1:
+                return self._lanes(buckets)
+            return self._lanes(buckets) + self._lanes(buckets, self.keyed.light)
         return self._lanes(buckets, self.ranks) + self._lanes(buckets)
 
     def _buckets(self, buckets: tuple[int, ...] | None) -> Sequence[int]:
@@ -166,9 +170,9 @@ class Timeline:
     def time_lanes(self) -> list[TimeIndex]:
         """Every index of messages by time (not the ranks): the lanes of the
         messages without a key, and those of the keys."""
-        if not self.keyed.lanes:
+        if len(self.keyed.names) == 1:
             return self.lanes
-        return self.lanes + list(self.keyed.lanes.values())
+        return self.lanes + self.keyed.light + list(self.keyed.lanes.values())
 
     def select(
         self, buckets: tuple[int, ...] | None, now: int, limit: int, caps: Caps | None = None
@@ -186,7 +190,7 @@ class Timeline:
         lanes = due_lanes(self._lanes(buckets), now)
         if self.ranks is not None:
             return self._select(filled_lanes(self._lanes(buckets, self.ranks)) + lanes, now, limit)
-        if self.keyed.lanes:
+        if self.keyed.lanes or self.keyed.few:
             return self._fair(lanes, buckets, now, limit, caps)
         if caps is None or "" not in caps:  # no key at all: as before keys came
             return self._select(lanes, now, limit)
@@ -204,7 +208,8 @@ class Timeline:
     ) -> tuple[list[int], list[int]]:
         """``select`` on a timeline with keys: ``lanes`` (those without a key,
         due) count as key 0; max-min fair shares in rounds, the keys due
-        earliest first, each share taken from the top of the key's lanes."""
+        earliest first, each share taken from the top of the key's lanes, or
+        of its due entries in ``light`` for a key with few messages."""
         keyed = self.keyed
         barred: frozenset[int] = frozenset()  # keys capped at 0 take no place
         if caps:
@@ -212,6 +217,11 @@ class Timeline:
                 keyed.numbers[k] for k, n in caps.items() if not n and k in keyed.numbers
             )
         taken = keyed.take_due(self._buckets(buckets), now, limit, barred)
+        light: dict[int, list[int]] = {}
+        if keyed.few:
+            light = keyed.take_light(
+                due_lanes(self._lanes(buckets, keyed.light), now), now, limit, barred
+            )
         groups: dict[int, list[TimeIndex]] = {0: lanes} if lanes else {}
         for lane in due_lanes(taken, now):
             group = groups.get(lane.key_no)
@@ -226,10 +236,15 @@ class Timeline:
             cap = None if caps is None else caps.get(names[k])
             left[k] = limit if cap is None else cap
             firsts[k] = min(lane.near[0] for lane in group)
-        active = sorted((k for k in groups if left[k] > 0), key=firsts.__getitem__)
+        for k, entries in light.items():  # never a key of groups: light or laned
+            cap = None if caps is None else caps.get(names[k])
+            left[k] = limit if cap is None else cap
+            firsts[k] = entries[0]
+        active = sorted((k for k in left if left[k] > 0), key=firsts.__getitem__)
         slots: list[int] = []
         dues: list[int] = []
         seen: set[int] = set()
+        at = dict.fromkeys(light, 0)  # a light key's next entry
         remaining = limit
         while remaining > 0 and active:
             # An equal share each (at least one, the earliest keys first when
@@ -241,7 +256,10 @@ class Timeline:
                 want = min(share, left[k], remaining)
                 if want <= 0:
                     break
-                got, times = self._select(groups[k], now, want, seen)
+                if k in at:
+                    got, times = _take(light[k], at, k, want, seen)
+                else:
+                    got, times = self._select(groups[k], now, want, seen)
                 slots += got
                 dues += times
                 remaining -= len(got)
@@ -250,8 +268,10 @@ class Timeline:
                     still.append(k)
             active = still
         keyed.restore(taken)
+        if light:
+            keyed.give_back([e for k, entries in light.items() for e in entries[at[k] :]])
         if caps is not None:
-            for k in groups:
+            for k in left:
                 if names[k] in caps:
                     caps[names[k]] = left[k]
         order = sorted(range(len(slots)), key=dues.__getitem__)
@@ -317,7 +337,7 @@ class Timeline:
                         and c.state[slot] == LIVE
                         and c.timestamp[slot] == due
                         and c.bucket[slot] == b
-                        and (key_no < 0 or c.key_no[slot] == key_no)
+                        and (key_no < 0 or c.lane[slot] == key_no)
                     ):
                         seen.add(slot)
                         slots.append(slot)
@@ -332,7 +352,7 @@ class Timeline:
                 & (c.bucket[at] == np.array(lanes_of, np.uint16))
             )
             if key_no >= 0:
-                ok &= c.key_no[at] == key_no
+                ok &= c.lane[at] == key_no
             fresh, times = at[ok].tolist(), ts[ok].tolist()
             distinct = set(fresh)
             if len(distinct) == len(fresh) and not distinct & seen:
@@ -365,7 +385,7 @@ class Timeline:
 
     def oldest_unranked(self) -> int | None:
         """The earliest timestamp of a live message that is not a rank, or None."""
-        key = earliest(self.lanes)
+        key = earliest(self._lanes(None) if self.ranks is not None else self._indexes(None))
         first = None if key is None else key >> SLOT_BITS
         if not self.keyed.lanes:
             return first
@@ -417,7 +437,7 @@ class Timeline:
             return 0, 0
         buckets_all = np.array(buckets, np.int64)
         c = self.cols
-        lane_of = (c.key_no[at].astype(np.int64) << BUCKET_BITS) | c.bucket[at]
+        lane_of = (c.lane[at].astype(np.int64) << BUCKET_BITS) | c.bucket[at]
         ok = (c.state[at] == LIVE) & (c.timestamp[at] == ts) & (lane_of == buckets_all)
         due = np.unique(at[ok])  # a slot may have two current entries
         expired = int(np.count_nonzero(c.owner[due]))
@@ -471,6 +491,7 @@ class Timeline:
         c.priority[slots] = priority_col
         c.state[slots] = LIVE
         c.id_hash[slots] = hashes[pick]
+        c.lane[slots] = 0  # keyed.push sets a keyed message's
         if self.ranks is None and any(mkeys):
             c.key_no[slots] = self.keyed.number(mkeys)
         else:
@@ -693,14 +714,17 @@ class Timeline:
         buckets, timestamps = self.cols.bucket[slots], self.cols.timestamp[slots]
         if self.ranks is None:
             if len(self.keyed.names) > 1:
-                key_nos = self.cols.key_no[slots]
-                if key_nos.any():
-                    keyed = key_nos != 0
-                    self.keyed.touch(
-                        key_nos[keyed].astype(np.int64),
+                tags = self.cols.lane[slots]
+                if tags.any():
+                    keyed = tags != 0
+                    self.keyed.leave(
+                        slots[keyed],
+                        tags[keyed].astype(np.int64),
                         buckets[keyed].astype(np.int64),
                         timestamps[keyed],
                     )
+                    # In no index until pushed again (a dead message, in none).
+                    self.cols.lane[slots[keyed]] = 0
                     plain = ~keyed
                     buckets, timestamps = buckets[plain], timestamps[plain]
             self._touch_lanes(self.lanes, buckets, timestamps)
@@ -766,3 +790,23 @@ def _least(a: int | None, b: int | None) -> int | None:
     if a is None:
         return b
     return a if b is None or a <= b else b
+
+
+def _take(
+    entries: list[int], at: dict[int, int], k: int, want: int, seen: set[int]
+) -> tuple[list[int], list[int]]:
+    """Up to ``want`` slots and timestamps from a light key's due ``entries``
+    (in time order), from ``at[k]`` on, skipping slots in ``seen``."""
+    slots: list[int] = []
+    dues: list[int] = []
+    i = at[k]
+    while i < len(entries) and len(slots) < want:
+        key = entries[i]
+        i += 1
+        slot = key & SLOT_MASK
+        if slot not in seen:
+            seen.add(slot)
+            slots.append(slot)
+            dues.append(key >> SLOT_BITS)
+    at[k] = i
+    return slots, dues

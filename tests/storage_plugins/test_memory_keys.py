@@ -1,4 +1,6 @@
-"""Keys on memory://: a lane per key and bucket (key_lanes.py) with lazy heads.
+"""Keys on memory://: keys with few messages share one index a bucket and make
+no lane of their own; a key past a few takes a lane per bucket (key_lanes.py)
+with lazy heads, and is light again once they empty.
 A lane emptied is forgotten and refilled; a nack moves a key's head earlier;
 a cap of 0 or a pass over some buckets leaves the other heads right; a
 reused slot never shows one key's message as another's; and a pass takes
@@ -6,9 +8,16 @@ its share from the top of a million-message key, not its backlog."""
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
+import pytest
+
+from dejaq.core.model import Counts, Settled
 from dejaq.storage_plugins.memory import MemoryStorage
+from dejaq.storage_plugins.memory import storage as memory_storage
+from dejaq.storage_plugins.memory import timeline as timeline_module
+from dejaq.storage_plugins.memory.key_lanes import FEW_A_KEY, LIGHT
 from dejaq.storage_plugins.memory.timeline import Timeline
 from tests.storage_plugins.conformance.givens import (
     C1,
@@ -27,20 +36,49 @@ def timeline(storage: MemoryStorage) -> Timeline:
     return storage._tl(T)
 
 
-async def test_a_lane_emptied_is_forgotten_and_a_new_message_refills_it() -> None:
-    # given a key's only messages leased and acked
+async def test_keys_with_a_few_messages_each_make_no_lane_of_their_own() -> None:
+    # given 300 keys with 2 messages each over the buckets
     storage = MemoryStorage()
     await given_topic(storage, dedup_window_ms=0)
-    await given_messages(storage, msg("a1", NOW - 2, key="k"), msg("a2", NOW - 1, key="k"))
+    await given_messages(
+        storage, *(msg(f"m{i}", NOW - i % 7, bucket=i % 4, key=f"k{i // 2}") for i in range(600))
+    )
+    keyed = timeline(storage).keyed
+    assert keyed.lanes == {} and len(keyed.few) == 300
+    # when passes lease them all (held: still live, still few) and they are acked
+    leased = [d for _ in range(3) for d in (await lease(storage, limit=250)).delivered]
+    assert len({d.id for d in leased}) == 600
+    assert keyed.lanes == {} and len(keyed.few) == 300
+    await storage.ack(T, [(d.id, d.version) for d in leased], C1, NOW)
+    # then no key made a lane, and none is left behind
+    assert keyed.lanes == {} and keyed.few == {}
+
+
+async def test_a_key_past_a_few_takes_lanes_and_is_light_again_once_they_empty() -> None:
+    # given a key with a few messages, then one more
+    storage = MemoryStorage()
+    await given_topic(storage, dedup_window_ms=0)
+    tl = timeline(storage)
+    await given_messages(
+        storage, *(msg(f"a{i}", NOW - i, bucket=i % 4, key="k") for i in range(FEW_A_KEY))
+    )
+    assert tl.keyed.lanes == {} and set(tl.cols.lane[: tl.cols.used].tolist()) == {LIGHT}
+    await given_messages(storage, msg("one-more", NOW, key="k"))
+    # then the key and all its messages are in its lanes, one a bucket
+    (k,) = tl.keyed.laned
+    assert tl.keyed.laned == {k: 4} and tl.keyed.few == {}
+    assert set(tl.cols.lane[: tl.cols.used].tolist()) == {k}
+    # when all are leased and acked, and a pass finds the lanes empty
     leases = await lease(storage)
+    assert len(leases.delivered) == FEW_A_KEY + 1
     await storage.ack(T, [(d.id, d.version) for d in leases.delivered], C1, NOW)
-    # when a pass finds the lane empty, then the lane is gone
     assert ids(await lease(storage, NOW + 2 * LEASE)) == []
-    assert timeline(storage).keyed.lanes == {}
-    # and a new message of the key is due and leased as before
-    await given_messages(storage, msg("a3", NOW + 5, key="k"))
-    assert await storage.next_due(T, None) == NOW + 5
-    assert ids(await lease(storage, NOW + 5)) == ["a3"]
+    # then the lanes are gone, and the key's next message is light, due and leased
+    assert tl.keyed.lanes == {} and tl.keyed.laned == {}
+    await given_messages(storage, msg("again", NOW + 2 * LEASE + 5, key="k"))
+    assert tl.keyed.few == {k: [int(tl.find_one("again"))]}
+    assert await storage.next_due(T, None) == NOW + 2 * LEASE + 5
+    assert ids(await lease(storage, NOW + 2 * LEASE + 5)) == ["again"]
 
 
 async def test_a_nack_moves_a_keys_head_earlier() -> None:
@@ -134,3 +172,86 @@ async def test_keys_capped_at_0_leave_their_places_to_later_keys() -> None:
     caps = {f"x{i}": 0 for i in range(5)}
     # when a pass may take 5, then the later keys take one each
     assert ids(await lease(storage, limit=5, caps=caps)) == [f"y{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_keys_light_and_laned_agree_with_a_model_through_a_walk(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given keys that come and go past a few live messages, over 4 buckets,
+    # and a walk of inserts, passes (some over a few buckets), acks and nacks
+    monkeypatch.setattr(timeline_module, "DUE_BY_COLUMNS", -1)  # due counts from the indexes
+    rng = random.Random(seed)
+    storage = MemoryStorage()
+    await given_topic(storage, dedup_window_ms=0)
+    tl = timeline(storage)
+    now = NOW
+    waiting: dict[str, tuple[str, int, int]] = {}  # id -> (key, due, bucket), not held
+    held: dict[str, int] = {}  # id -> version
+    made = 0
+    laned_keys: set[int] = set()  # keys seen with lanes
+    light_again = 0  # keys seen light after they had lanes
+    for n in range(200):
+        step = rng.random()
+        if n % 50 == 49:  # all held acked, then past every lease: drained keys leave their lanes
+            await storage.ack(T, list(held.items()), C1, now)
+            held.clear()
+            now += 2 * LEASE
+        elif step < 0.35:
+            batch = []
+            for _ in range(rng.randint(1, 12)):
+                key, ts, bucket = (
+                    rng.choice("abcdef" if n // 50 % 2 == 0 else "ghijkl"),  # keys rest a phase
+                    now + rng.randint(-20, 20),
+                    rng.randint(0, 3),
+                )
+                waiting[f"m{made}"] = (key, ts, bucket)
+                batch.append(msg(f"m{made}", ts, bucket=bucket, key=key))
+                made += 1
+            await given_messages(storage, *batch)
+        elif step < 0.7:
+            buckets = None if rng.random() < 0.6 else rng.sample(range(4), 2)
+            limit = rng.randint(1, 20)
+            got = (await lease(storage, now, limit=limit, buckets=buckets)).delivered
+            due = {
+                i: v
+                for i, v in waiting.items()
+                if v[1] <= now and (buckets is None or v[2] in buckets)
+            }
+            # then only due messages, each once; fewer than the limit only when all went
+            assert {d.id for d in got} <= due.keys() and len({d.id for d in got}) == len(got)
+            assert len(got) == min(limit, len(due))
+            # and each message is its key's, each key's taken are its earliest due
+            assert all(d.key == due[d.id][0] for d in got)
+            taken = {d.id for d in got}
+            for k in {due[i][0] for i in taken}:
+                left = [v[1] for i, v in due.items() if v[0] == k and i not in taken]
+                assert not left or max(due[i][1] for i in taken if due[i][0] == k) <= min(left)
+            for d in got:
+                held[d.id] = d.version
+                del waiting[d.id]
+        elif step < 0.85 and held:
+            done = rng.sample(sorted(held), rng.randint(1, len(held)))
+            outcomes = await storage.ack(T, [(i, held[i]) for i in done], C1, now)
+            assert all(isinstance(o, Settled) for o in outcomes)
+            for i in done:
+                del held[i]
+        elif held:
+            (i,) = rng.sample(sorted(held), 1)
+            at = now + rng.randint(-10, 30)
+            await storage.nack(T, [(i, held.pop(i))], C1, at, 0)
+            record = await storage.get(T, i)
+            assert record is not None
+            waiting[i] = (record.key, at, record.bucket)
+        now += rng.randint(0, 4)  # past a lease only with none held (above)
+        # then the counts, from the indexes, and the keys' due loads match the model
+        due_now = sum(1 for v in waiting.values() if v[1] <= now)
+        assert await storage.counts(T, now) == Counts(len(waiting) - due_now, due_now, len(held))
+        assert tl.keyed.loads(now) == memory_storage._key_loads(tl.cols, now)
+        # and each key is light or laned, never both, its few being its live light slots
+        assert not tl.keyed.few.keys() & tl.keyed.laned.keys()
+        assert all(0 < len(slots) <= FEW_A_KEY for slots in tl.keyed.few.values())
+        light_again += len(laned_keys & tl.keyed.few.keys())
+        laned_keys |= tl.keyed.laned.keys()
+    # and the walk went both ways: keys took lanes, and keys left them
+    assert laned_keys and light_again
