@@ -86,7 +86,7 @@ _KILLED = Fate.KILL.value  # read once: an enum member's value is a descriptor c
 def _written(rows: list[Any]) -> list[Any]:
     """The messages a lease statement wrote (its rows after the summary
     columns), in candidate order: by time, then as the index keeps equal times."""
-    return sorted(row[3:] for row in rows if row[3] is not None)
+    return sorted(row[6:] for row in rows if row[6] is not None)
 
 
 def _delivered(written: list[Any], out: list[LeasedMessage]) -> int:
@@ -335,13 +335,14 @@ class PostgresStorage(Storage):
                 wanted = request.limit - len(out)
                 window = wanted + skipped
                 rows = await _all(conn, statement, params | {"limit": wanted, "window": window})
-                candidates, exists, keyed = rows[0][:3]
+                candidates, exists, keyed, *heads = rows[0][:6]
                 if not exists:
                     raise _missing(request.topic)
                 if keyed and out:
                     break  # a key came due meanwhile: the next pass shares by key
                 if keyed:
-                    fair = await self._lease_fairly(conn, request, params)
+                    lanes = list(zip(*heads, strict=True))
+                    fair = await self._lease_fairly(conn, request, params, lanes)
                     return Leases(fair.delivered, fair.lease_until, fair.dead_lettered + dead)
                 written = _written(rows)
                 dead += _delivered(written, out)
@@ -351,27 +352,37 @@ class PostgresStorage(Storage):
         return Leases(out, request.until, dead)
 
     async def _lease_fairly(
-        self, conn: Conn, request: LeaseRequest, params: dict[str, Any]
+        self, conn: Conn, request: LeaseRequest, params: dict[str, Any], lanes: list[Any]
     ) -> Leases:
         """A pass over keyed messages due: the limit shared among the keys
-        (sql_base.FairShare), a statement a step, each key's earliest
-        messages read from the buckets where its lanes are due (the unkeyed
-        ones from every asked bucket); then the lanes taken from set again."""
-        lanes = await _all(conn, sql.FAIR_HEADS, params)
+        (sql_base.FairShare), a statement a step. Over the whole topic a key's
+        earliest messages are one seek across its buckets; over some buckets,
+        a seek in each bucket where its lanes are due; the unkeyed ones a seek
+        in every asked bucket. Then the lanes that need it are set again.
+        ``lanes``: the due lanes as sql.FAIR_HEADS reads them, which the
+        pass's first statement returned."""
         heads, where = base.heads_of(lane for lane in lanes if lane[1] is not None)
         for key, _, ts in lanes:
             if key == "" and ts is not None:
                 heads[""] = ts
         share = base.FairShare.of(request.limit, heads, request.caps)
+        whole = request.buckets is None
         out: list[LeasedMessage] = []
         dead = 0
         unkeyed: list[int] | None = None
+        spent: set[str] = set()  # keys that yielded fewer than asked: none left due
         while allotment := share.allot():
             keys: list[str] = []
             buckets: list[int] = []
             ns: list[int] = []
+            whole_keys: list[str] = []
+            whole_ns: list[int] = []
             for key, n in allotment.items():
-                if key in where:
+                if key and whole:
+                    whole_keys.append(key)
+                    whole_ns.append(n)
+                    continue
+                if key:
                     spread = where[key]
                 else:  # the unkeyed messages: every asked bucket
                     unkeyed = unkeyed or await self._asked(conn, request)
@@ -383,6 +394,8 @@ class PostgresStorage(Storage):
                 "keys": Texts(keys),
                 "buckets": Int4s(buckets),
                 "ns": Int4s(ns),
+                "whole_keys": Texts(whole_keys),
+                "whole_ns": Int4s(whole_ns),
                 "limit": sum(allotment.values()),
                 "window": sum(allotment.values()),
             }
@@ -394,7 +407,15 @@ class PostgresStorage(Storage):
             delivered = Counter(d.key for d in taken)
             for key, n in allotment.items():
                 share.took(key, n, rows[key], delivered[key])
-        await self._fix_lanes(conn, request.topic, [ln for ln in lanes if ln[0] in share.taken])
+                if rows[key] < n:
+                    spent.add(key)
+        # A lane's head may stay early while its key still has messages due:
+        # the next pass finds that key due either way. It is set again when
+        # the key ran out, and always when more keys were due than the limit
+        # (the earliest heads go first then, so they must be true).
+        crowded = len(heads) > request.limit
+        fix = [ln for ln in lanes if ln[0] in share.taken and (crowded or ln[0] in spent)]
+        await self._fix_lanes(conn, request.topic, fix)
         out.sort(key=lambda d: d.timestamp)
         return Leases(out, request.until, dead)
 
@@ -411,7 +432,10 @@ class PostgresStorage(Storage):
         keyed = sorted((int(bucket), key) for key, bucket, _ in lanes if key)
         if not keyed:
             return
-        async with conn.transaction():
+        # Pipelined: BEGIN goes with LOCK_LANES, FIX_LANES with COMMIT (two
+        # round trips, not four); FIX_LANES still starts, and takes its
+        # snapshot, only once LOCK_LANES is done.
+        async with conn.pipeline(), conn.transaction():
             pairs = {"topic": topic, "buckets": Int4s(b for b, _ in keyed)}
             pairs["keys"] = Texts(k for _, k in keyed)
             locked = await _all(conn, sql.LOCK_LANES, pairs)
