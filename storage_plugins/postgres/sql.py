@@ -458,9 +458,13 @@ _ANY_LANE_DUE = """EXISTS (SELECT FROM dejaq_lanes
 _ASKED = """SELECT unnest(coalesce(%(buckets)s::int[], ARRAY(
         SELECT generate_series(0, (settings ->> 'buckets')::int - 1)
         FROM dejaq_topics WHERE name = %(topic)s))) AS bucket"""
-# (topic, bound, buckets or NULL): the due lanes of the asked buckets as
-# (key, bucket, head), then the unkeyed messages' earliest due time as ("",
-# NULL, ts) when there is one: a seek per asked bucket on dejaq_messages_key.
+# (topic, bound, buckets or NULL): the lanes of the asked buckets whose head
+# is due as (key, bucket, earliest due ts or NULL), then the unkeyed
+# messages' earliest due time as ("", NULL, ts) when there is one: a seek
+# per lane and per asked bucket on dejaq_messages_key. A lane's head may be
+# early (a pass leaves it so while its key has more due); the seek gives
+# its true earliest, so the earliest keys go first whatever the heads, and
+# NULL names a lane with nothing due, to be set again.
 #
 # A lane's rows are read as a range of (key, bucket, ts) in that order, which
 # dejaq_messages_key alone serves: with equalities on key and bucket the
@@ -477,9 +481,13 @@ _UNKEYED_DUE = _LANE_ROWS.format(key="''", bucket="a.bucket", low=_MIN_TS, high=
 _KEY_DUE = _LANE_ROWS.format(key="l.key", bucket="l.bucket", low=_MIN_TS, high="%(bound)s")
 _KEY_LIVE = _LANE_ROWS.format(key="u.key", bucket="u.bucket", low=_MIN_TS, high=_MAX_TS)
 FAIR_HEADS = f"""WITH asked AS MATERIALIZED ({_ASKED})
-    SELECT key, bucket, head FROM dejaq_lanes
-    WHERE topic = %(topic)s AND bucket = ANY (ARRAY(SELECT bucket FROM asked))
-        AND head <= %(bound)s
+    SELECT l.key, l.bucket, (
+            SELECT ts FROM dejaq_messages
+            WHERE {_KEY_DUE}
+            {_LANE_ORDER} LIMIT 1) AS head
+    FROM dejaq_lanes AS l
+    WHERE l.topic = %(topic)s AND l.bucket = ANY (ARRAY(SELECT bucket FROM asked))
+        AND l.head <= %(bound)s
     UNION ALL
     SELECT '', NULL, h.ts FROM (SELECT min(c.ts) AS ts FROM asked AS a CROSS JOIN LATERAL (
             SELECT ts FROM dejaq_messages

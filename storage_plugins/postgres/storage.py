@@ -361,7 +361,8 @@ class PostgresStorage(Storage):
         in every asked bucket. Then the lanes that need it are set again.
         ``lanes``: the due lanes as sql.FAIR_HEADS reads them, which the
         pass's first statement returned."""
-        heads, where = base.heads_of(lane for lane in lanes if lane[1] is not None)
+        stale = [ln for ln in lanes if ln[1] is not None and ln[2] is None]  # nothing due
+        heads, where = base.heads_of(ln for ln in lanes if ln[1] is not None and ln[2] is not None)
         for key, _, ts in lanes:
             if key == "" and ts is not None:
                 heads[""] = ts
@@ -409,13 +410,11 @@ class PostgresStorage(Storage):
                 share.took(key, n, rows[key], delivered[key])
                 if rows[key] < n:
                     spent.add(key)
-        # A lane's head may stay early while its key still has messages due:
-        # the next pass finds that key due either way. It is set again when
-        # the key ran out, and always when more keys were due than the limit
-        # (the earliest heads go first then, so they must be true).
-        crowded = len(heads) > request.limit
-        fix = [ln for ln in lanes if ln[0] in share.taken and (crowded or ln[0] in spent)]
-        await self._fix_lanes(conn, request.topic, fix)
+        # A lane's head may stay early while its key still has messages due
+        # (the next pass reads its true earliest anyway): it is set again
+        # once nothing of it is due, when its key ran out or it was found so.
+        spent_lanes = [ln for ln in lanes if ln[0] in spent and ln[2] is not None]
+        await self._fix_lanes(conn, request.topic, stale + spent_lanes)
         out.sort(key=lambda d: d.timestamp)
         return Leases(out, request.until, dead)
 

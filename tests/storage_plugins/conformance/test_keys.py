@@ -173,6 +173,29 @@ async def test_with_more_keys_than_the_limit_the_earliest_keys_go_first(storage:
     assert ids(await lease(storage, limit=5)) == ["k00", "k01", "k02", "k03", "k04"]
 
 
+async def test_the_earliest_keys_go_first_after_a_pass_that_took_part_of_a_key(
+    storage: Storage,
+) -> None:
+    # given key a with two due messages in two buckets and key b with one, and
+    # a pass that took the first of each
+    await given_topic(storage)
+    await given_messages(
+        storage,
+        msg("a0", NOW - 100, bucket=0, key="a"),
+        msg("a1", NOW - 50, bucket=1, key="a"),
+        msg("b0", NOW - 98, bucket=1, key="b"),
+    )
+    assert ids(await lease(storage, limit=2)) == ["a0", "b0"]
+    # when keys c and d come due between a's two messages, and a pass may
+    # take 2 of the 3 keys due
+    await given_messages(
+        storage, msg("c0", NOW - 80, bucket=2, key="c"), msg("d0", NOW - 70, bucket=3, key="d")
+    )
+    # then c and d go first: a's earliest due is now its last message, the latest
+    assert ids(await lease(storage, limit=2)) == ["c0", "d0"]
+    assert ids(await lease(storage, limit=2)) == ["a1"]
+
+
 async def test_a_share_counts_only_what_is_due_by_the_bound(storage: Storage) -> None:
     # given a key mostly not due yet, a pass that looks ahead takes what is due by its bound
     await given_topic(storage)
