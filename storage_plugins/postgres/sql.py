@@ -15,6 +15,13 @@ Indexes, all partial so each stays as small as what it serves:
   messages that plan sorts them all (200 ms a lease of 100) where the
   per-bucket seeks read at most ``buckets x limit`` rows (1.7 ms for one
   bucket, 6 ms for 64).
+- ``(topic, key, bucket, ts) WHERE NOT dead`` — a lane's rows (a key in one
+  bucket): its earliest, its due count, a fair pass's share over some buckets.
+- ``(topic, key, ts) WHERE NOT dead AND key <> ''`` — a fair pass's share of
+  a key over a whole topic: one ordered seek across its buckets that stops at
+  the share (the seek per bucket read up to buckets x share rows and sorted
+  them: 16,000 rows for a share of 1,000 over 16 buckets). Keyed rows only,
+  so a topic without keys does not maintain it.
 - ``(topic, id) WHERE dead`` — listing, redriving and purging the dead.
 - ``(topic, owner) WHERE owner IS NOT NULL`` — ``release`` of one consumer.
 - ``(topic, bucket, id)`` — ``scan``: a page is one ordered seek that stops
@@ -549,7 +556,8 @@ _CANDIDATES_OF_KEYS = f"""SELECT c.ctid, c.ts FROM (
 KEY_LEASE = _LEASE.format(
     keyed="false", heads=_NO_HEADS, candidates=_CANDIDATES_OF_KEYS, bury=_LEASE_BURY
 )
-# (topic, buckets, keys): the lanes a fair pass took from, locked, those another
+# (topic, buckets, keys): the lanes a fair pass found with nothing due (its key
+# yielded less than asked, or the lane's seek found nothing), locked, those another
 # transaction holds skipped (it is lowering them: left as they are, early is
 # safe). FIX_LANES then, in a statement of its own (a snapshot taken once the
 # locks are held, so it sees every message a lowering writer committed),

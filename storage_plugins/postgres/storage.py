@@ -4,7 +4,11 @@ Each call reads the rows it changes ``FOR UPDATE`` (lease: ``FOR UPDATE SKIP
 LOCKED``), decides with ``sql_base`` / ``rules`` and writes in batch
 statements, inside one transaction: a call applies fully or not at all. A
 lease pass and ``next_due`` are one statement each, whatever the number of
-buckets and messages (``sql``); a settle, move or cancel is one pipelined
+buckets and messages (``sql``); a pass with keys due shares its limit
+among them (``sql_base.FairShare``) from the due lanes its first statement
+returned, a statement a step (each key's share one seek over a whole
+topic), and sets a lane again only once nothing of it is due (a pipelined
+transaction of two statements); a settle, move or cancel is one pipelined
 transaction of two statements, and an ack of messages the owner still holds
 one statement (only refused items take the two). Batch columns travel as
 binary arrays (``arrays``). Connections: ``pool``; URL: ``options``;
