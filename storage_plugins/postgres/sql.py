@@ -439,7 +439,7 @@ _LEASE = """WITH keyed AS MATERIALIZED (SELECT {keyed} AS due),
         DELETE FROM dejaq_payloads AS p USING dropped AS d WHERE p.ctid = d.payload_tid),
     buried AS ({bury}),
     written AS (SELECT * FROM moved UNION ALL SELECT * FROM dropped)
-    SELECT s.candidates, s.topic_exists, s.keyed, s.head_keys, s.head_buckets, s.heads,
+    SELECT s.candidates, s.topic_exists, s.keyed, s.head_keys, s.head_buckets, s.heads, s.dues,
         w.n, w.fate, w.id, w.ts, w.version,
         w.deliveries, w.priority, w.key,
         CASE WHEN w.fate <> 'kill' THEN
@@ -451,7 +451,8 @@ _LEASE = """WITH keyed AS MATERIALIZED (SELECT {keyed} AS due),
             (SELECT due FROM keyed) AS keyed,
             ARRAY(SELECT key FROM heads) AS head_keys,
             ARRAY(SELECT bucket FROM heads) AS head_buckets,
-            ARRAY(SELECT head FROM heads) AS heads) AS s
+            ARRAY(SELECT head FROM heads) AS heads,
+            ARRAY(SELECT due FROM heads) AS dues) AS s
         LEFT JOIN written AS w ON true"""
 # Whether a pass must share by key: a lane of the asked buckets has its head
 # due (a seek per bucket on dejaq_lanes_due), and the topic is no priority
@@ -466,12 +467,14 @@ _ASKED = """SELECT unnest(coalesce(%(buckets)s::int[], ARRAY(
         SELECT generate_series(0, (settings ->> 'buckets')::int - 1)
         FROM dejaq_topics WHERE name = %(topic)s))) AS bucket"""
 # (topic, bound, buckets or NULL): the lanes of the asked buckets whose head
-# is due as (key, bucket, earliest due ts or NULL), then the unkeyed
-# messages' earliest due time as ("", NULL, ts) when there is one: a seek
-# per lane and per asked bucket on dejaq_messages_key. A lane's head may be
-# early (a pass leaves it so while its key has more due); the seek gives
-# its true earliest, so the earliest keys go first whatever the heads, and
-# NULL names a lane with nothing due, to be set again.
+# is due as (key, bucket, earliest due ts or NULL, due count up to
+# LANE_COUNT), then the unkeyed messages' earliest due time as ("", NULL,
+# ts, NULL) when there is one: a seek per lane (that stops at LANE_COUNT)
+# and per asked bucket on dejaq_messages_key. A lane's head may be early (a
+# pass leaves it so while its key has more due); the seek gives its true
+# earliest, so the earliest keys go first whatever the heads, and NULL names
+# a lane with nothing due, to be set again. A key's count, when all its
+# lanes were counted in full, lets the pass plan its steps in one.
 #
 # A lane's rows are read as a range of (key, bucket, ts) in that order, which
 # dejaq_messages_key alone serves: with equalities on key and bucket the
@@ -487,25 +490,28 @@ _MAX_TS = "9223372036854775807::int8"
 _UNKEYED_DUE = _LANE_ROWS.format(key="''", bucket="a.bucket", low=_MIN_TS, high="%(bound)s")
 _KEY_DUE = _LANE_ROWS.format(key="l.key", bucket="l.bucket", low=_MIN_TS, high="%(bound)s")
 _KEY_LIVE = _LANE_ROWS.format(key="u.key", bucket="u.bucket", low=_MIN_TS, high=_MAX_TS)
+LANE_COUNT = 8
 FAIR_HEADS = f"""WITH asked AS MATERIALIZED ({_ASKED})
-    SELECT l.key, l.bucket, (
+    SELECT l.key, l.bucket, d.head, d.due
+    FROM dejaq_lanes AS l CROSS JOIN LATERAL (
+        SELECT min(r.ts) AS head, count(*) AS due FROM (
             SELECT ts FROM dejaq_messages
             WHERE {_KEY_DUE}
-            {_LANE_ORDER} LIMIT 1) AS head
-    FROM dejaq_lanes AS l
+            {_LANE_ORDER} LIMIT {LANE_COUNT:d}) AS r) AS d
     WHERE l.topic = %(topic)s AND l.bucket = ANY (ARRAY(SELECT bucket FROM asked))
         AND l.head <= %(bound)s
     UNION ALL
-    SELECT '', NULL, h.ts FROM (SELECT min(c.ts) AS ts FROM asked AS a CROSS JOIN LATERAL (
+    SELECT '', NULL, h.ts, NULL FROM (SELECT min(c.ts) AS ts FROM asked AS a CROSS JOIN LATERAL (
             SELECT ts FROM dejaq_messages
             WHERE {_UNKEYED_DUE}
             {_LANE_ORDER} LIMIT 1) AS c) AS h
     WHERE h.ts IS NOT NULL"""
 _HEADS_IF_KEYED = f"""SELECT * FROM ({FAIR_HEADS}) AS h WHERE (SELECT due FROM keyed)"""
-_NO_HEADS = "SELECT NULL::text AS key, NULL::int AS bucket, NULL::int8 AS head WHERE false"
+_NO_HEADS = """SELECT NULL::text AS key, NULL::int AS bucket, NULL::int8 AS head,
+    NULL::int8 AS due WHERE false"""
 # (topic, now, bound, window, limit, until, owner, max_deliveries [, buckets]):
 # rows (candidates, topic exists, keyed, the due lanes as FAIR_HEADS's rows
-# in three arrays [key, bucket, head], then per message written: its rank
+# in four arrays [key, bucket, head, due], then per message written: its rank
 # among the candidates, fate, id, due ts, version, deliveries, priority, key,
 # payload, headers). When ``keyed``, nothing was taken: the pass is the
 # caller's to share (KEY_LEASE), from the lanes it returned (no second round

@@ -133,6 +133,29 @@ async def test_what_a_key_leaves_goes_to_the_others(storage: Storage) -> None:
     assert keys_of(leases) == Counter({"a": 1, "b": 2, "c": 27})
 
 
+async def test_keys_with_a_few_due_each_take_them_all_and_leave_the_rest(
+    storage: Storage,
+) -> None:
+    # given keys with 7, 8 and 9 due in one bucket, one with 5 over four
+    # buckets, and a backlog of another key over the four
+    await given_topic(storage)
+    for key, n, bucket in (("a", 7, 0), ("b", 8, 1), ("c", 9, 2)):
+        await given_messages(
+            storage, *(msg(f"{key}{i}", NOW - 20 + i, bucket=bucket, key=key) for i in range(n))
+        )
+    await given_messages(
+        storage, *(msg(f"d{i}", NOW - 30 + i, bucket=i % 4, key="d") for i in range(5))
+    )
+    await given_messages(
+        storage, *(msg(f"e{i:03}", NOW - 40, bucket=i % 4, key="e") for i in range(200))
+    )
+    # when a pass may take 50, then each small key takes all it has, the backlog the rest
+    leases = await lease(storage, limit=50)
+    assert keys_of(leases) == Counter({"a": 7, "b": 8, "c": 9, "d": 5, "e": 21})
+    # and the next pass, with only the backlog due, takes from it alone
+    assert keys_of(await lease(storage, limit=50)) == Counter({"e": 50})
+
+
 async def test_within_a_key_messages_go_in_timestamp_order(storage: Storage) -> None:
     # given one key's messages in scrambled order of insertion, over buckets, and another key
     await given_topic(storage)
