@@ -22,6 +22,10 @@ process of its own, through the public driver, as a user runs it.
 - **Drain.** ``--drain-rows`` rows committed with no relay running, due in an
   hour; then a relay starts and the time until the outbox is empty is taken:
   rows a second one relay drains (its start included).
+- **The relay in the broker** (``--in-broker``): the broker relays the outbox
+  itself (``dejaq broker --outbox``), straight into its handlers, and no relay
+  process runs; the lag by rate only (that relay never stops, so there is no
+  drain to time, and it would relay the insert cost's rows as they are timed).
 - **Insert cost.** Transactions that insert an order row, with and without an
   outbox row beside it, alternating one by one: the median time of each from
   ``BEGIN`` to the commit returning, and their difference.
@@ -46,8 +50,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from suite.arrivals import Arrivals
 from suite.backends import ROOT
-from suite.broker import broker, dejaq_command, free_port
+from suite.broker import BrokerProcess, broker, dejaq_command, free_port
 from suite.procstat import load_average
 from suite.record import save_record
 
@@ -187,33 +192,29 @@ async def one_rate(
     url: str, address: str, metrics: str, rate: int, seconds: float, writers: int
 ) -> dict[str, Any]:
     topic = f"outbox-{rate}"
-    received: dict[str, float] = {}
+    arrivals = Arrivals()
+    received = arrivals.at
     async with Client(address) as client:
         await Admin(client).create_topic(topic)
         async with Consumer(client, topic) as consumer:
-            expected: set[str] = set()
-            all_in = asyncio.Event()
 
             async def consume() -> None:
                 async for delivery in consumer:
-                    received[delivery.id] = time.time()
+                    arrivals.arrived(delivery.id, time.time())
                     await delivery.ack()
-                    if expected and expected <= received.keys():
-                        all_in.set()
 
             consuming = asyncio.create_task(consume())
             # Warm up: the relay's stream to the topic opens on its first rows.
-            expected.update(await asyncio.to_thread(writer, url, topic, 200, WARMUP_S, "warm"))
-            await asyncio.wait_for(all_in.wait(), 60)
-            all_in.clear()
+            warm = await asyncio.to_thread(writer, url, topic, 200, WARMUP_S, "warm")
+            if await arrivals.wait_for(warm, 60):
+                raise RuntimeError("the warm-up's messages did not all arrive in 60 s")
             # A row is delivered before the relay deletes it and observes its
             # lag: the warm-up's lags are all in once its rows are gone.
             await asyncio.to_thread(wait_gone, url, 60)
             before = await asyncio.to_thread(histogram, metrics)
             loop = asyncio.get_running_loop()
-            with ProcessPoolExecutor(
-                writers, mp_context=multiprocessing.get_context("spawn")
-            ) as pool:
+            pool = ProcessPoolExecutor(writers, mp_context=multiprocessing.get_context("spawn"))
+            try:
                 parts = await asyncio.gather(
                     *(
                         loop.run_in_executor(
@@ -222,14 +223,16 @@ async def one_rate(
                         for w in range(writers)
                     )
                 )
+            finally:
+                # Joined in a thread: the consumer keeps receiving meanwhile.
+                await asyncio.to_thread(pool.shutdown)
             commits = {i: t for part in parts for i, t in part.items()}
-            expected.update(commits)
-            if not expected <= received.keys():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(all_in.wait(), 60)
+            await arrivals.wait_for(commits, 60)
             consuming.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await consuming
+        # The relay observes a row's lag once it deleted it, after its delivery.
+        await asyncio.to_thread(wait_gone, url, 60)
         after = await asyncio.to_thread(histogram, metrics)
     lags = [(received[i] - commits[i]) * 1000 for i in commits if i in received]
     missing = sorted(set(commits) - received.keys())
@@ -302,11 +305,17 @@ def insert_cost(url: str) -> dict[str, Any]:
 
 
 async def run_all(
-    url: str, address: str, args: argparse.Namespace, log: Path, results: dict[str, Any]
+    url: str, proc: BrokerProcess, args: argparse.Namespace, log: Path, results: dict[str, Any]
 ) -> None:
-    dejaq.outbox.install(url)
-    metrics = f"127.0.0.1:{free_port()}"
-    with relay_process(url, address, metrics, log):
+    address = proc.address
+    if args.in_broker:
+        # The broker's own relay, its lag histogram among the broker's metrics.
+        metrics = proc.metrics
+        relaying: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    else:
+        metrics = f"127.0.0.1:{free_port()}"
+        relaying = relay_process(url, address, metrics, log)
+    with relaying:
         results["lag"] = [
             await one_rate(url, address, metrics, rate, args.seconds, args.writers)
             for rate in args.rates
@@ -320,6 +329,8 @@ async def run_all(
             f" commit to delivery p50 {row['commit_to_delivery_p50_ms']} ms,"
             f" p99 {row['commit_to_delivery_p99_ms']} ms"
         )
+    if args.in_broker:
+        return
     results["drain"] = await drain(url, address, args.drain_rows, log)
     print(
         f"drain: {results['drain']['rows']} rows in {results['drain']['seconds']} s,"
@@ -338,9 +349,12 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, Any] = {}
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "dejaq-outbox-relay.log"
     with app_database() as url:
-        async with broker("memory://", http_api=False) as proc:
-            await run_all(url, proc.address, args, log, results)
+        dejaq.outbox.install(url)
+        env = {"DEJAQ_OUTBOX": url} if args.in_broker else None
+        async with broker("memory://", http_api=False, env=env) as proc:
+            await run_all(url, proc, args, log, results)
     config = {
+        "relay": "in the broker" if args.in_broker else "a process of its own",
         "rates": args.rates,
         "seconds": args.seconds,
         "writers": args.writers,
@@ -355,6 +369,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=10.0, help="each rate's run")
     p.add_argument("--writers", type=int, default=2, help="writer processes, the rate shared")
     p.add_argument("--drain-rows", type=int, default=50_000, help="rows the drain starts with")
+    p.add_argument(
+        "--in-broker",
+        action="store_true",
+        help="the broker relays (dejaq broker --outbox), no relay process; no drain",
+    )
     p.add_argument("--name", default="outbox", help="the record's name in benchmarks/results/")
     return p.parse_args(argv)
 

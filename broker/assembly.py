@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from dejaq.broker.api.requests import add_to_server
 from dejaq.broker.api.service import TimelineService
 from dejaq.broker.api.topics import TopicCache
+from dejaq.broker.bridges import runs as bridge_runs
 from dejaq.broker.clock.guard import ClockGuard, guard_forever
 from dejaq.broker.clock.guarded import GuardedClock
 from dejaq.broker.clock.storage_clock import StorageClock, storage_clock
@@ -195,6 +196,7 @@ async def _start_over(
         asyncio.create_task(cron.run_forever()),
         asyncio.create_task(posters.run_forever()),
         *outbox_relays.start(broker),
+        *bridge_runs.start(broker, port),
     ]
     if clock is not None:
         background.append(asyncio.create_task(clock.run_forever()))

@@ -173,6 +173,9 @@ class BrokerConfig:
     # Transactional outboxes in applications' PostgreSQL databases this broker
     # relays (broker/outbox/), their URLs separated by spaces; empty = none.
     outbox: str = ""
+    # A YAML file of bridges this broker runs (broker/bridges/, docs/bridges.md);
+    # empty = none.
+    bridges: str = ""
 
     @property
     def outboxes(self) -> list[str]:
@@ -223,6 +226,8 @@ class BrokerConfig:
                     f"outbox {redact(url)!r} is not a postgresql:// URL of an application's"
                     " database"
                 )
+        if self.bridges:
+            self._validate_bridges()
         if self.log_format not in ("text", "json"):
             raise InvalidArgument(f"log format must be text or json, not {self.log_format!r}")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -235,6 +240,18 @@ class BrokerConfig:
             )
         self._validate_security()
         self._validate_links()
+
+    def _validate_bridges(self) -> None:
+        from dejaq.bridges import config as bridges_file
+
+        bridges_file.load(self.bridges)  # a bad file stops the broker, its bridge named
+        if self.tls_cert or self.auth:
+            # The bridges reach this broker as a client on loopback, in plaintext
+            # and with no token.
+            raise InvalidArgument(
+                "bridges run in a broker that serves plaintext without --auth: with TLS or"
+                " --auth run them beside it, `dejaq bridge run FILE`"
+            )
 
     def _validate_security(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):

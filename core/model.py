@@ -7,6 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from dejaq.core.errors import InvalidArgument
 from dejaq.core.key_limits import KeyLimit, Limits
 
 DEFAULT_BUCKETS = 64
@@ -205,9 +206,48 @@ class Counts:
 
 
 class InsertStatus(enum.IntEnum):
+    """What a produce did with one message (the wire's status byte). A
+    DUPLICATE kept what was there; REPLACED, EXTENDED and LEASED answer a
+    produce that asked to ``replace`` or ``extend`` a waiting message
+    (``OnDuplicate``): LEASED when the one there is being delivered, and was
+    left alone."""
+
     ACCEPTED = 0
     DUPLICATE = 1
     REJECTED = 2
+    REPLACED = 3
+    EXTENDED = 4
+    LEASED = 5
+
+
+class OnDuplicate(enum.IntEnum):
+    """What a produce does when its id is already waiting on the topic:
+    ``KEEP`` leaves the waiting message as it is (a DUPLICATE); ``REPLACE``
+    gives it the new due time, payload, key, headers, priority, delivery limit
+    and expiry (a trailing debounce); ``EXTEND`` moves its due time only. Either
+    moves its version on; neither touches a message under a live lease, a dead
+    one or a tombstoned id (those answer as ``KEEP`` does, or LEASED)."""
+
+    KEEP = 0
+    REPLACE = 1
+    EXTEND = 2
+
+    @classmethod
+    def named(cls, name: str) -> OnDuplicate:
+        """The mode called ``name`` (keep, replace, extend); InvalidArgument otherwise."""
+        mode = _MODES.get(name)
+        if mode is None:
+            raise InvalidArgument(
+                f"on_duplicate must be one of keep, replace, extend, not {name!r}"
+            )
+        return mode
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+_MODES = {m.name.lower(): m for m in OnDuplicate}
 
 
 class Settled(NamedTuple):

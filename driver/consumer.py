@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -40,6 +39,7 @@ from dejaq.core.clock import now_ms
 from dejaq.core.errors import AlreadyExists, BrokerUnavailable, DejaqError
 from dejaq.core.wire.batches import decode_delivery_columns
 from dejaq.driver.backoff import Backoff
+from dejaq.driver.batch import DeliveryBatch, Frame
 from dejaq.driver.client import Client, channel_dropped, first_write, to_error
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.fair_buffer import FairBuffer
@@ -51,6 +51,8 @@ from dejaq.proto import dejaq_pb2 as pb
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Delivery], Awaitable[None]]
+# What a task took last: a delivery, those ``ready()`` gave, or a batch.
+Taken = Delivery | list[Delivery] | DeliveryBatch
 SETTLED_LOOK_S = 0.05  # close(): how often to look for deliveries settled meanwhile
 PRUNE_AT = 64  # tasks that took deliveries, before ended ones are dropped
 # How early a broker may send a message, held until due (hold.py); the broker
@@ -144,9 +146,12 @@ class Consumer:
         self.close_timeout_s = close_timeout_s
         # The delivery each task took last, until it comes back for the next one:
         # it is processing it (close() lets it finish).
-        self._processing: dict[asyncio.Task[Any], Delivery | list[Delivery]] = {}
+        self._processing: dict[asyncio.Task[Any], Taken] = {}
         self._done_processing: asyncio.Event | None = None
         self._prune_at = PRUNE_AT
+        # The loop the stream runs on, set by start(): current_task(loop) costs a
+        # fifth of current_task(), which looks the running loop up (a receive each).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- life cycle -----------------------------------------------------------
 
@@ -236,7 +241,7 @@ class Consumer:
         for task, taken in self._processing.items():
             if task is me:
                 continue
-            for d in taken if isinstance(taken, list) else (taken,):
+            for d in _built(taken):
                 if d._process is not None:
                     d._process.end("closed")
         self._buffer.clear()  # their leases were handed back with the goodbye
@@ -255,8 +260,7 @@ class Consumer:
                 d
                 for task, taken in list(self._processing.items())
                 if task is not me and not task.done()
-                for d in (taken if isinstance(taken, list) else [taken])
-                if not d._settled
+                for d in _unsettled(taken)
             ]
             left = deadline - time.monotonic()
             if not busy or left <= 0:
@@ -267,7 +271,7 @@ class Consumer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), min(left, SETTLED_LOOK_S))
 
-    def _hold(self, task: asyncio.Task[Any], taken: Delivery | list[Delivery]) -> None:
+    def _hold(self, task: asyncio.Task[Any], taken: Taken) -> None:
         """``task`` took ``taken``. Tasks that ended without coming back are dropped
         now and then (each time the map has doubled), so it stays as small as
         the number of tasks taking deliveries."""
@@ -284,7 +288,7 @@ class Consumer:
             return
         taken = self._processing.pop(task, None)
         if taken is not None:
-            for d in taken if isinstance(taken, list) else (taken,):
+            for d in _built(taken):
                 if d._process is not None:
                     d._process.end("next")
             event = self._done_processing
@@ -312,9 +316,16 @@ class Consumer:
         error that ended the stream, if any); ``TimeoutError`` when ``timeout_s``
         passes without one. Once ``close()`` began it returns None: what is still
         buffered is handed back with the Goodbye."""
-        task = asyncio.current_task()
-        if self._processing:
-            self._came_back(task)
+        task = asyncio.current_task(self._loop)
+        processing = self._processing
+        if processing:
+            taken = processing.get(task)  # type: ignore[arg-type]
+            if taken is not None and (
+                type(taken) is not Delivery
+                or taken._process is not None
+                or self._done_processing is not None
+            ):
+                self._came_back(task)
         if self._buffer:
             self._streak += 1
             if self._streak >= YIELD_EVERY:
@@ -323,24 +334,72 @@ class Consumer:
                 # coming due and settles would wait until the buffer ran dry.
                 self._streak = 0
                 await asyncio.sleep(0)
+        if (not self._buffer or self._closing) and not await self._wait_ready(timeout_s):
+            return None
+        d = self._buffer.popleft()
+        self._settler.credit(1)
+        if task is not None:
+            if len(processing) < self._prune_at:
+                processing[task] = d  # in place of the one it took before
+            else:
+                self._hold(task, d)
+        if self._trace is not None:
+            self._taken(self._trace, d)
+        return d
+
+    async def _wait_ready(self, timeout_s: float | None) -> bool:
+        """Wait until a delivery is buffered (True), or the consumer is closing or
+        ended (False; raises the error that ended the stream, if any)."""
         while not self._buffer or self._closing:
             if self._ended or self._closing:
                 if self._error is not None:
                     raise self._error
-                return None
+                return False
             self._arrival.clear()
             if timeout_s is None:
                 await self._arrival.wait()
             else:
                 await asyncio.wait_for(self._arrival.wait(), timeout_s)
             self._streak = 0
-        d = self._buffer.popleft()
-        self._settler.credit(1)
+        return True
+
+    def batches(self) -> AsyncIterator[DeliveryBatch]:
+        """The deliveries in batches, as they are ready: ``async for batch in
+        consumer.batches(): ...; await batch.ack_all()``. A batch is a sequence
+        of ``Delivery`` (each built when first touched) with ``ids``,
+        ``timestamps`` and ``payloads`` read from its columns; ``ack_all()`` and
+        ``nack_all(delay_ms)`` settle what it holds not settled yet. Messages of
+        several keys come in one batch, round the keys (as ``async for`` hands
+        them out)."""
+        return self._iterate_batches()
+
+    async def _iterate_batches(self) -> AsyncIterator[DeliveryBatch]:
+        if self._reader is None and not self._closing:  # never started; a reconnect is not a start
+            await self.start()
+        while (batch := await self.receive_batch()) is not None:
+            yield batch
+
+    async def receive_batch(self, timeout_s: float | None = None) -> DeliveryBatch | None:
+        """The deliveries ready now, at least one, as a batch (waiting for one);
+        None once the consumer is closed, as ``receive``."""
+        task = asyncio.current_task(self._loop)
+        if self._processing:
+            self._came_back(task)
+        if self._buffer:
+            # Ready at once: let the stream's reader, the hold's timer and the
+            # settle writer run first, as ``receive`` does every YIELD_EVERY.
+            await asyncio.sleep(0)
+        if not await self._wait_ready(timeout_s):
+            return None
+        taken = self._buffer.take_batch()
+        batch = taken if isinstance(taken, DeliveryBatch) else DeliveryBatch.of(list(taken))
+        self._settler.credit(len(batch))
         if task is not None:
-            self._hold(task, d)
+            self._hold(task, batch)
         if self._trace is not None:
-            self._taken(self._trace, d)
-        return d
+            for d in batch:
+                self._taken(self._trace, d)
+        return batch
 
     def _taken(self, trace: ConsumeTrace, d: Delivery) -> None:
         """The application took ``d``: its process span and metrics start."""
@@ -370,12 +429,16 @@ class Consumer:
                     self._taken(self._trace, d)
         return out
 
-    def _released(self, deliveries: list[Delivery]) -> None:
+    def _released(self, deliveries: Sequence[Delivery]) -> None:
         """Held deliveries that are due now."""
         received = now_ms()
-        for d in deliveries:
-            d.received_at_ms = received
-        self._buffer.extend(deliveries)
+        if isinstance(deliveries, DeliveryBatch):  # a stretch of a frame without keys
+            deliveries.received_at_ms = received
+            self._buffer.add_run("", deliveries, deliveries.build)
+        else:
+            for d in deliveries:
+                d.received_at_ms = received
+            self._buffer.extend(deliveries)
         self._arrived()
 
     def _arrived(self) -> None:
@@ -444,6 +507,7 @@ class Consumer:
             hold_ms=self.hold_ms,
         )
         generation = self.client.generation
+        self._loop = asyncio.get_running_loop()
         call = self.client.stub().Consume()
         try:
             await first_write(call, pb.ConsumeRequest(hello=hello))
@@ -518,42 +582,22 @@ class Consumer:
             self._trace = self._tracing()
             received = now_ms()
             c = decode_delivery_columns(frame.deliveries)
-            settler, lease, until = self._settler, self.lease_ms, c.lease_until
-            priorities = c.priorities or itertools.repeat(0, len(c.ids))
-            if c.keys is None and c.headers is None:
-                deliveries = [
-                    Delivery(i, t, p, v, n, until, received, settler, lease, pr)
-                    for i, t, p, v, n, pr in zip(
-                        c.ids,
-                        c.timestamps,
-                        c.payloads,
-                        c.versions,
-                        c.deliveries,
-                        priorities,
-                        strict=True,
-                    )
-                ]
-            else:
-                deliveries = [
-                    Delivery(i, t, p, v, n, until, received, settler, lease, pr, k, h)
-                    for i, t, p, v, n, pr, k, h in zip(
-                        c.ids,
-                        c.timestamps,
-                        c.payloads,
-                        c.versions,
-                        c.deliveries,
-                        priorities,
-                        c.keys or itertools.repeat("", len(c.ids)),
-                        c.headers or itertools.repeat(b"", len(c.ids)),
-                        strict=True,
-                    )
-                ]
+            if not c.ids:
+                return
+            # Kept as columns: a delivery object is built as the application
+            # takes each. Keys are read now: the buffer hands deliveries out
+            # round the keys (fair_buffer.py).
+            batch = DeliveryBatch(Frame(c, self._settler, self.lease_ms), 0, len(c.ids), received)
+            deliveries: Sequence[Delivery] = batch if c.keys is None else list(batch)
             sent_at = frame.sent_at
-            if sent_at and (self._early.holding or (c.timestamps and max(c.timestamps) > sent_at)):
+            if sent_at and (self._early.holding or max(c.timestamps) > sent_at):
                 # Sent ahead, or behind held ones that may be due by now: the hold
                 # releases what is due in due order.
                 self._early.add(deliveries, c.timestamps, sent_at)
-            else:  # all due by the broker's clock when it sent them
+            elif isinstance(deliveries, DeliveryBatch):  # all due when the broker sent them
+                self._buffer.add_run("", deliveries, deliveries.build)
+                self._arrived()
+            else:
                 self._buffer.extend(deliveries)
                 self._arrived()
         elif kind == "settled":
@@ -601,3 +645,18 @@ class Consumer:
         self._settler.holding = False
         self._settler.abandon(self._error or BrokerUnavailable("the consumer is closed"))
         self._end()
+
+
+def _built(taken: Taken) -> Sequence[Delivery]:
+    """The delivery objects of what a task took (a batch's: those built so far)."""
+    if isinstance(taken, Delivery):
+        return (taken,)
+    if isinstance(taken, DeliveryBatch):
+        return taken.built()
+    return taken
+
+
+def _unsettled(taken: Taken) -> Sequence[Delivery]:
+    if isinstance(taken, DeliveryBatch):
+        return taken.unsettled()
+    return [d for d in _built(taken) if not d._settled]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from dejaq.core import headers as header_codec
@@ -16,6 +16,16 @@ from dejaq.proto import dejaq_pb2 as pb
 if TYPE_CHECKING:
     from dejaq.driver.settle import SettleBatcher
     from dejaq.driver.tracing import Process
+
+
+async def _queued() -> None:
+    """What an unconfirmed ``ack`` or ``nack`` returns, the settle queued
+    already: awaiting it returns at once, never suspends (a coroutine still, so
+    ``asyncio.create_task(delivery.ack())`` goes on working)."""
+
+
+ACK: int = pb.Settle.ACK
+NACK: int = pb.Settle.NACK
 
 
 class Delivery:
@@ -106,23 +116,41 @@ class Delivery:
         the application's own spans under it (None while tracing is off)."""
         return current_context_of(self._process)
 
-    async def ack(self, *, confirm: bool = False) -> None:
-        """Done with it: the message is deleted."""
+    def ack(self, *, confirm: bool = False) -> Coroutine[Any, Any, None]:
+        """Done with it: the message is deleted. Await it: unconfirmed, the ack is
+        queued as it is called (an append to the settle frame being gathered)
+        and the await returns at once; with ``confirm`` it waits for the
+        broker's answer."""
         self._settled = True
         if self._process is not None:
             self._process.end("ack")
-        if self._extending is not None:
-            await self._after_extend()
-        await self._settler.settle(pb.Settle.ACK, self, 0, confirm)
+            if not confirm and self._extending is None and self._settler.add(ACK, self, 0, True):
+                return _queued()
+        elif not confirm and self._extending is None and self._settler.add(ACK, self, 0):
+            return _queued()
+        return self._settle_later(ACK, 0, confirm)
 
-    async def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
-        """Give it back, due again in ``delay_ms`` (dead-lettered after max deliveries)."""
+    def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> Coroutine[Any, Any, None]:
+        """Give it back, due again in ``delay_ms`` (dead-lettered after max
+        deliveries). Await it, as ``ack``."""
         self._settled = True
-        if self._process is not None:
-            self._process.end("nack")
+        process = self._process
+        traced = process is not None
+        if process is not None:
+            process.end("nack")
+        if (
+            not confirm
+            and self._extending is None
+            and self._settler.add(NACK, self, delay_ms, traced)
+        ):
+            return _queued()
+        return self._settle_later(NACK, delay_ms, confirm)
+
+    async def _settle_later(self, kind: int, ms: int, confirm: bool) -> None:
+        """A settle that waits: for an extend in flight, for room, or for its answer."""
         if self._extending is not None:
             await self._after_extend()
-        await self._settler.settle(pb.Settle.NACK, self, delay_ms, confirm)
+        await self._settler.settle(kind, self, ms, confirm)
 
     async def extend(self, lease_ms: int) -> None:
         """Hold it ``lease_ms`` longer from now. Waits for the broker's answer: the

@@ -37,12 +37,12 @@ class _Frame:
 
     __slots__ = ("at", "deliveries", "sent")
 
-    def __init__(self, deliveries: list[Delivery], at: list[int]) -> None:
+    def __init__(self, deliveries: Sequence[Delivery], at: Sequence[int]) -> None:
         self.deliveries = deliveries
         self.at = at  # their timestamps (broker clock), ascending
         self.sent = 0  # deliveries[:sent] are released
 
-    def take(self, broker_now: float) -> list[Delivery]:
+    def take(self, broker_now: float) -> Sequence[Delivery]:
         """Release what is due by ``broker_now`` (a lower bound of the broker's clock)."""
         end = bisect_right(self.at, broker_now, self.sent)
         out = self.deliveries[self.sent : end]
@@ -54,7 +54,7 @@ class Hold:
     """Held deliveries; ``release`` is called with those that have become due
     (on the running loop's timer), in due order."""
 
-    def __init__(self, release: Callable[[list[Delivery]], None]) -> None:
+    def __init__(self, release: Callable[[Sequence[Delivery]], None]) -> None:
         self._release = release
         self._bound = float("-inf")  # broker clock - our monotonic clock, at least
         self._bound_at = float("-inf")  # when (monotonic ms) it was measured
@@ -71,7 +71,7 @@ class Hold:
     def __len__(self) -> int:
         return sum(len(f.deliveries) - f.sent for _, _, f in self._frames)
 
-    def add(self, deliveries: list[Delivery], timestamps: Sequence[int], sent_at: int) -> None:
+    def add(self, deliveries: Sequence[Delivery], timestamps: Sequence[int], sent_at: int) -> None:
         """A frame made at ``sent_at`` (broker clock): release each delivery when
         it is due, the due ones at once."""
         loop = asyncio.get_running_loop()
@@ -93,7 +93,9 @@ class Hold:
         # timer that should have released them may not have run yet (a busy
         # loop), and a frame read first must not overtake them.
         ready = self._take(broker_now) if self._frames else []
-        ready += frame.take(broker_now)
+        mine = frame.take(broker_now)
+        if mine:
+            ready.append(mine)
         if ready:
             self._release(_in_due_order(ready))
         if frame.sent < len(at):
@@ -142,19 +144,26 @@ class Hold:
         if self._frames:
             self._schedule(loop)
 
-    def _take(self, broker_now: float) -> list[Delivery]:
-        """Take every held delivery due by ``broker_now`` (frame by frame)."""
-        ready: list[Delivery] = []
+    def _take(self, broker_now: float) -> list[Sequence[Delivery]]:
+        """Take every held delivery due by ``broker_now``: a piece a frame."""
+        ready: list[Sequence[Delivery]] = []
         frames = self._frames
         while frames and frames[0][0] <= broker_now:
             _, _, frame = heapq.heappop(frames)
-            ready += frame.take(broker_now)
+            piece = frame.take(broker_now)
+            if piece:
+                ready.append(piece)
             if frame.sent < len(frame.at):
                 heapq.heappush(frames, (frame.at[frame.sent], next(self._order), frame))
         return ready
 
 
-def _in_due_order(ready: list[Delivery]) -> list[Delivery]:
-    if len(ready) > 1 and any(a.timestamp_ms > b.timestamp_ms for a, b in pairwise(ready)):
+def _in_due_order(pieces: list[Sequence[Delivery]]) -> Sequence[Delivery]:
+    """The pieces of frames as one sequence in due order; one piece (in due
+    order already) as it is, its deliveries not looked at."""
+    if len(pieces) == 1:
+        return pieces[0]
+    ready = [d for piece in pieces for d in piece]
+    if any(a.timestamp_ms > b.timestamp_ms for a, b in pairwise(ready)):
         ready.sort(key=lambda d: d.timestamp_ms)
     return ready

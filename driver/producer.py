@@ -21,6 +21,8 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Final
 
 import grpc
 import numpy as np
@@ -30,7 +32,7 @@ from dejaq.core.clock import now_ms
 from dejaq.core.due_time import DUE_TIME, EARLIEST
 from dejaq.core.errors import BrokerUnavailable, DejaqError, InvalidArgument
 from dejaq.core.keys import check_key
-from dejaq.core.model import InsertStatus
+from dejaq.core.model import InsertStatus, OnDuplicate
 from dejaq.core.wire.batches import I64, decode_results, encode_messages
 from dejaq.core.wire.frames import (
     MAX_FRAME_BYTES,
@@ -54,7 +56,11 @@ class Outgoing:
     """A message to produce. ``timestamp_ms`` is when it is due (epoch ms); on a
     priority topic, its not-before time (past: available now), and ``priority``
     its priority (0 is the most urgent; a timeline takes only 0). ``key`` is
-    whose message it is ("" = none), ``headers`` its metadata (docs/keys.md)."""
+    whose message it is ("" = none), ``headers`` its metadata (docs/keys.md).
+    ``on_duplicate`` says what happens when its id is already waiting: "keep"
+    it (DUPLICATE), "replace" it with this one (REPLACED: a trailing
+    debounce) or "extend" it to this due time (EXTENDED); one being
+    delivered is left alone (LEASED) (docs/produce.md)."""
 
     payload: bytes
     timestamp_ms: int
@@ -64,6 +70,17 @@ class Outgoing:
     priority: int = 0
     key: str = ""
     headers: Mapping[str, str] | None = None
+    on_duplicate: str = "keep"
+
+
+_TIMESTAMP: Final = attrgetter("timestamp_ms")
+_PAYLOAD: Final = attrgetter("payload")
+_ID: Final = attrgetter("id")
+_MODE: Final = attrgetter("on_duplicate")
+# send_columns' optional columns, in its order
+_OPTIONAL: Final = tuple(
+    attrgetter(name) for name in ("max_deliveries", "expires_at_ms", "priority", "key", "headers")
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,19 +170,25 @@ class Producer:
         priority: int = 0,
         key: str = "",
         headers: Mapping[str, str] | None = None,
+        on_duplicate: str = "keep",
     ) -> ProduceResult:
         """Schedule one message at ``at_ms`` (or ``now + delay_ms``). On a priority
         topic that is its not-before time, and ``priority`` its priority (0 is the
         most urgent); a timeline refuses a priority other than 0 (the result's
         ``error`` says why). ``key`` and ``headers`` outside their bounds
-        (core/keys.py, core/headers.py) raise ``InvalidArgument``, nothing sent."""
+        (core/keys.py, core/headers.py) raise ``InvalidArgument``, nothing sent,
+        as does an ``on_duplicate`` other than "keep", "replace" or "extend"
+        (what happens when the id is already waiting: see ``Outgoing``)."""
         ts = at_ms if at_ms is not None else now_ms() + delay_ms
         _refuse_seconds([ts], [id])
         check_key(key)
+        OnDuplicate.named(on_duplicate)
         if headers:
             headers = header_codec.check_headers(headers)
         fut: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
-        out = Outgoing(payload, ts, id, max_deliveries, expires_at_ms, priority, key, headers)
+        out = Outgoing(
+            payload, ts, id, max_deliveries, expires_at_ms, priority, key, headers, on_duplicate
+        )
         pending = self._pending
         if not pending:
             # The first send of this turn starts the task that sends them all: its
@@ -181,24 +204,47 @@ class Producer:
         return await fut
 
     async def send_batch(self, messages: Sequence[Outgoing]) -> list[ProduceResult]:
-        """Send ``messages`` (in frames that fit); results in the same order."""
+        """Send ``messages`` (in frames that fit); results in the same order.
+        A frame carries one ``on_duplicate``: messages that differ in it go in
+        frames apart."""
         if not messages:
             return []
-        has_md = any(m.max_deliveries for m in messages)
-        has_exp = any(m.expires_at_ms for m in messages)
-        has_pri = any(m.priority for m in messages)
-        has_key = any(m.key for m in messages)
-        has_headers = any(m.headers for m in messages)
-        return await self.send_columns(
-            [m.timestamp_ms for m in messages],
-            [m.payload for m in messages],
-            [m.id for m in messages],
-            [m.max_deliveries for m in messages] if has_md else None,
-            [m.expires_at_ms for m in messages] if has_exp else None,
-            [m.priority for m in messages] if has_pri else None,
-            [m.key for m in messages] if has_key else None,
-            [m.headers for m in messages] if has_headers else None,
+        modes = list(map(_MODE, messages))
+        if len(set(modes)) > 1:
+            return await self._send_by_mode(messages, modes)
+        # A column a pass in C (map over attrgetter): the optional ones only
+        # where some message has one.
+        md, exp, pri, keys, headers = (
+            column if any(column) else None
+            for column in (list(map(get, messages)) for get in _OPTIONAL)
         )
+        return await self.send_columns(
+            list(map(_TIMESTAMP, messages)),
+            list(map(_PAYLOAD, messages)),
+            list(map(_ID, messages)),
+            md,
+            exp,
+            pri,
+            keys,
+            headers,
+            modes[0],
+        )
+
+    async def _send_by_mode(
+        self, messages: Sequence[Outgoing], modes: list[str]
+    ) -> list[ProduceResult]:
+        """``send_batch`` of messages with several ``on_duplicate``: a batch each."""
+        groups: dict[str, list[int]] = {}
+        for i, mode in enumerate(modes):
+            groups.setdefault(mode, []).append(i)
+        parts = await asyncio.gather(
+            *(self.send_batch([messages[i] for i in at]) for at in groups.values())
+        )
+        out: list[ProduceResult | None] = [None] * len(messages)
+        for at, results in zip(groups.values(), parts, strict=True):
+            for i, result in zip(at, results, strict=True):
+                out[i] = result
+        return [r for r in out if r is not None]
 
     async def send_columns(
         self,
@@ -210,16 +256,20 @@ class Producer:
         priorities: Sequence[int] | None = None,
         keys: Sequence[str] | None = None,
         headers: Sequence[Mapping[str, str] | None] | None = None,
+        on_duplicate: str = "keep",
     ) -> list[ProduceResult]:
         """``send_batch`` for messages already held a column at a time (bulk
         loaders): results in the same order; an empty id is generated. Sent in
         frames of at most ``max_batch`` messages and ``max_frame_bytes`` bytes.
         ``priorities`` (priority topics): one per message, None = all 0;
         ``keys`` and ``headers`` likewise (None = none). A key or headers out
-        of bounds raise ``InvalidArgument`` before anything is sent."""
+        of bounds raise ``InvalidArgument`` before anything is sent, as does an
+        ``on_duplicate`` other than "keep", "replace" or "extend" (for every
+        message: see ``Outgoing``)."""
         if not ids:
             return []
-        filled = [i or self._new_id() for i in ids]
+        mode = OnDuplicate.named(on_duplicate)
+        filled = list(ids) if all(ids) else [i or self._new_id() for i in ids]
         _refuse_seconds(timestamps_ms, filled)
         if keys is not None:
             _check_keys(keys, filled)
@@ -238,6 +288,7 @@ class Producer:
                 priorities,
                 keys,
                 encoded,
+                mode,
             )
         largest = max(range(n), key=sizes.__getitem__)
         if frame_bytes(1, sizes[largest]) > MAX_FRAME_BYTES:
@@ -259,6 +310,7 @@ class Producer:
                     priorities[part] if priorities is not None else None,
                     keys[part] if keys is not None else None,
                     encoded[part] if encoded is not None else None,
+                    mode,
                 )
             )
             start = end
@@ -274,6 +326,7 @@ class Producer:
         priorities: Sequence[int] | None,
         keys: Sequence[str] | None,
         headers: Sequence[bytes] | None,
+        mode: OnDuplicate = OnDuplicate.KEEP,
     ) -> list[ProduceResult]:
         await self._slots.acquire()  # encoded only when it may go: in flight is bounded
         traced = self._traced(ids, timestamps_ms, keys)
@@ -290,7 +343,10 @@ class Producer:
                 keys,
                 headers,
             )
-            frame = _Frame(pb.ProduceRequest(topic=self.topic, batch=batch), ids)
+            request = pb.ProduceRequest(
+                topic=self.topic, batch=batch, on_duplicate=pb.OnDuplicate.Name(mode)
+            )
+            frame = _Frame(request, ids)
         except BaseException as exc:
             self._slots.release()
             if traced is not None:
@@ -519,14 +575,23 @@ def _sent(task: asyncio.Task[list[ProduceResult]]) -> None:
         task.exception()
 
 
+# InsertStatus by its value, looked up rather than made by the enum's call (~1 µs).
+_STATUS: Final = {s.value: s for s in InsertStatus}
+
+
 def _results(frame: _Frame, response: pb.ProduceResponse) -> list[ProduceResult]:
     status, ids = decode_results(response.results)
+    if len(status) != len(ids):
+        raise ValueError("a produce answer's status and ids differ in length")
+    statuses = list(map(_STATUS.__getitem__, status))
+    if not response.rejections:
+        return list(map(ProduceResult, ids, statuses))
     errors = {
         r.index: error_for(status_code(r.code), r.reason, r.kind) for r in response.rejections
     }
     return [
-        ProduceResult(i, InsertStatus(s), errors.get(n))
-        for n, (s, i) in enumerate(zip(status, ids, strict=True))
+        ProduceResult(i, s, errors.get(n))
+        for n, (s, i) in enumerate(zip(statuses, ids, strict=True))
     ]
 
 

@@ -83,14 +83,22 @@ Send = Callable[[pb.ConsumeRequest], bool]  # False: not connected, nothing sent
 
 
 class _Group:
-    """Settles of one (kind, ms), as columns."""
+    """Settles of one (kind, ms), as columns: the ids and versions the frame
+    quotes, and the deliveries behind them where there is one (an extend updates
+    its version; a traced one links its span). A batch's ``ack_all`` adds its
+    columns with no delivery at all."""
 
-    __slots__ = ("helds", "receipts", "span")
+    __slots__ = ("helds", "ids", "receipts", "span", "versions")
 
     def __init__(self) -> None:
-        self.helds: list[Held] = []
+        self.ids: list[str] = []
+        self.versions: list[int] = []
+        self.helds: list[Held] = []  # of an extend, one per id
         self.receipts: dict[int, asyncio.Future[None]] = {}  # index -> a waiting caller
         self.span: Any = None  # its frame's settle span, while traced
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 class SettleBatcher:
@@ -129,25 +137,69 @@ class SettleBatcher:
 
     # -- queueing -------------------------------------------------------------
 
+    @property
+    def crowded(self) -> bool:
+        """Whether a settle must wait for answers before it is queued (back-pressure)."""
+        return self._unanswered >= self.max_unanswered
+
     async def settle(self, kind: int, held: Held, ms: int, confirm: bool) -> None:
         """Queue one settle; with ``confirm`` wait for the broker's answer."""
         if self._unanswered >= self.max_unanswered:
-            await self._wait_for_room()
+            await self.room()
+        if not confirm:
+            self.add(kind, held, ms, getattr(held, "_process", None) is not None)
+            return
+        group = self._group(kind, ms)
+        group.ids.append(held.id)
+        group.versions.append(held.version)
+        group.helds.append(held)
+        self._unanswered += 1
+        receipt = asyncio.get_running_loop().create_future()
+        group.receipts[len(group.ids) - 1] = receipt
+        self._send_soon()
+        await receipt
+
+    def add(self, kind: int, held: Held, ms: int, traced: bool = False) -> bool:
+        """Queue one unconfirmed settle at once, unless settles must wait for
+        room (``crowded``: False, nothing queued). An ack or nack is an append to
+        its group's columns; ``traced``: ``held`` has a span its frame's span
+        links to."""
+        if self._unanswered >= self.max_unanswered:
+            return False
         group = self._pending.get((kind, ms))
         if group is None:
             group = self._pending[(kind, ms)] = _Group()
-        group.helds.append(held)
+        ids = group.ids
+        ids.append(held.id)
+        group.versions.append(held.version)
+        if traced or kind == pb.Settle.EXTEND:
+            group.helds.append(held)
         self._unanswered += 1
-        if not confirm:
-            if len(group.helds) >= self.max_batch:
-                self.send_now()
-            elif self._later is None:
-                self._later = asyncio.get_running_loop().call_later(self.linger_s, self.send_now)
-            return
-        receipt = asyncio.get_running_loop().create_future()
-        group.receipts[len(group.helds) - 1] = receipt
-        self._send_soon()
-        await receipt
+        if len(ids) >= self.max_batch:
+            self.send_now()
+        elif self._later is None:
+            self._later = asyncio.get_running_loop().call_later(self.linger_s, self.send_now)
+        return True
+
+    def add_columns(self, kind: int, ids: list[str], versions: list[int], ms: int) -> None:
+        """Queue unconfirmed acks or nacks of a batch's messages by their columns."""
+        group = self._group(kind, ms)
+        group.ids += ids
+        group.versions += versions
+        self._unanswered += len(ids)
+        self._queued(group)
+
+    def _group(self, kind: int, ms: int) -> _Group:
+        group = self._pending.get((kind, ms))
+        if group is None:
+            group = self._pending[(kind, ms)] = _Group()
+        return group
+
+    def _queued(self, group: _Group) -> None:
+        if len(group.ids) >= self.max_batch:
+            self.send_now()
+        elif self._later is None:
+            self._later = asyncio.get_running_loop().call_later(self.linger_s, self.send_now)
 
     def credit(self, n: int) -> None:
         """Return ``n`` credits: they ride with the next settle frame, and leave
@@ -182,13 +234,17 @@ class SettleBatcher:
             return
         pending, self._pending = self._pending, {}
         for (kind, ms), group in pending.items():
-            helds = group.helds
-            if len(helds) <= self.max_batch:
+            if len(group.ids) <= self.max_batch:
                 self._send_frame(kind, ms, group)
                 continue
-            for start in range(0, len(helds), self.max_batch):
+            for start in range(0, len(group.ids), self.max_batch):
                 part = _Group()
-                part.helds = helds[start : start + self.max_batch]
+                end = start + self.max_batch
+                part.ids = group.ids[start:end]
+                part.versions = group.versions[start:end]
+                # An extend's deliveries line up with its ids; others' only link spans.
+                aligned = kind == pb.Settle.EXTEND
+                part.helds = group.helds[start:end] if aligned or not start else []
                 part.receipts = {
                     i - start: r
                     for i, r in group.receipts.items()
@@ -203,18 +259,17 @@ class SettleBatcher:
     def _send_frame(self, kind: int, ms: int, group: _Group) -> None:
         token = next(self._tokens)
         credits, self._credits = self._credits, 0
-        helds = group.helds
         frame = pb.Settle(
             kind=kind,  # type: ignore[arg-type]
-            ids=[h.id for h in helds],
-            versions=[h.version for h in helds],
+            ids=group.ids,
+            versions=group.versions,
             ms=ms,
             token=token,
             credits=credits,
         )
         if self._trace is not None:
             group.span = self._trace.started(
-                KIND_NAMES.get(kind, "?"), len(helds), map(tracing.span_of, helds)
+                KIND_NAMES.get(kind, "?"), len(group), map(tracing.span_of, group.helds)
             )
         if self._send(pb.ConsumeRequest(settle=frame)):
             self._sent[token] = (kind, group)
@@ -266,7 +321,7 @@ class SettleBatcher:
             tracing.settle_ended(group.span, all_failed, len(refused))
             group.span = None
         if all_failed is not None:
-            refused = dict.fromkeys(range(len(group.helds)), all_failed)
+            refused = dict.fromkeys(range(len(group)), all_failed)
         for n, receipt in receipts.items():
             if receipt.done():
                 continue
@@ -277,8 +332,8 @@ class SettleBatcher:
                 receipt.set_exception(error)
         for n, error in refused.items():
             if n not in receipts:
-                self._report(SettleFailure(group.helds[n].id, KIND_NAMES.get(kind, "?"), error))
-        self._unanswered -= len(group.helds)
+                self._report(SettleFailure(group.ids[n], KIND_NAMES.get(kind, "?"), error))
+        self._unanswered -= len(group)
         self._wake()
 
     def _report(self, failure: SettleFailure) -> None:
@@ -307,6 +362,11 @@ class SettleBatcher:
                 else:
                     still.append((token, waiter))
             self._flushes = still
+
+    async def room(self) -> None:
+        """Wait until settles may be queued again (see ``crowded``)."""
+        while self._unanswered >= self.max_unanswered:
+            await self._wait_for_room()
 
     async def _wait_for_room(self) -> None:
         waiter = asyncio.get_running_loop().create_future()

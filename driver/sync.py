@@ -87,10 +87,20 @@ class SyncDelivery:
         return repr(self._delivery)
 
     def ack(self, *, confirm: bool = False) -> None:
-        self._settle(self._delivery.ack(confirm=confirm), confirm)
+        delivery = self._delivery
+
+        async def ack() -> None:  # on the loop's thread: an ack queues as it is called
+            await delivery.ack(confirm=confirm)
+
+        self._settle(ack(), confirm)
 
     def nack(self, delay_ms: int = 0, *, confirm: bool = False) -> None:
-        self._settle(self._delivery.nack(delay_ms, confirm=confirm), confirm)
+        delivery = self._delivery
+
+        async def nack() -> None:
+            await delivery.nack(delay_ms, confirm=confirm)
+
+        self._settle(nack(), confirm)
 
     def extend(self, lease_ms: int) -> None:
         self._loop.run(self._delivery.extend(lease_ms))

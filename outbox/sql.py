@@ -137,6 +137,7 @@ SELECT seq, written_at, %s, op, topic, msg_id, at_ms, payload, key, headers,
 FROM gone
 """
 LISTEN = f"LISTEN {CHANNEL}"
+BEGIN, COMMIT, ROLLBACK = "BEGIN", "COMMIT", "ROLLBACK"
 
 STATUS = f"""
 SELECT (SELECT count(*) FROM {ROWS}),

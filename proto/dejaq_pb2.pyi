@@ -7,6 +7,15 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class OnDuplicate(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ON_DUPLICATE_KEEP: _ClassVar[OnDuplicate]
+    ON_DUPLICATE_REPLACE: _ClassVar[OnDuplicate]
+    ON_DUPLICATE_EXTEND: _ClassVar[OnDuplicate]
+ON_DUPLICATE_KEEP: OnDuplicate
+ON_DUPLICATE_REPLACE: OnDuplicate
+ON_DUPLICATE_EXTEND: OnDuplicate
+
 class TopicSettings(_message.Message):
     __slots__ = ("buckets", "lease_ms", "max_deliveries", "max_payload_bytes", "dead_retention_ms", "expiry_ms", "dedup_window_ms", "max_rate", "kind", "priorities", "aging_ms", "webhook", "paused", "paused_at_ms", "resumed_at_ms", "key_concurrency", "key_rate", "key_burst", "key_overrides")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
@@ -399,12 +408,14 @@ class ListByDueResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., next_after_timestamp_ms: _Optional[int] = ..., next_after_id: _Optional[str] = ..., done: _Optional[bool] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("topic", "batch")
+    __slots__ = ("topic", "batch", "on_duplicate")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    ON_DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     batch: bytes
-    def __init__(self, topic: _Optional[str] = ..., batch: _Optional[bytes] = ...) -> None: ...
+    on_duplicate: OnDuplicate
+    def __init__(self, topic: _Optional[str] = ..., batch: _Optional[bytes] = ..., on_duplicate: _Optional[_Union[OnDuplicate, str]] = ...) -> None: ...
 
 class Rejection(_message.Message):
     __slots__ = ("index", "code", "reason", "kind")

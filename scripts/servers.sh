@@ -10,6 +10,8 @@ command -v java >/dev/null || need+=(openjdk-17-jre-headless)  # Spark (tests/sp
 command -v faketime >/dev/null || need+=(faketime)  # a broker with a shifted clock (tests/cluster)
 command -v node >/dev/null || need+=(nodejs)  # the Node.js client of the HTTP API (tests/e2e)
 command -v chromium >/dev/null || need+=(chromium)  # the web console in a real browser (tests/e2e)
+command -v nats-server >/dev/null || need+=(nats-server)  # JetStream ends of bridges (tests/bridges)
+command -v rabbitmq-server >/dev/null || need+=(rabbitmq-server)  # RabbitMQ ends of bridges (tests/bridges)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing ${need[*]}"

@@ -3,8 +3,8 @@
 # Checks generated code is fresh, lints (ruff, mypy), runs pytest on the
 # compiled hot path, then the conformance suite on memory and SQLite, the wire
 # and the driver tests again on pure Python, then the benchmark smoke run
-# (benchmarks/run.py --smoke, about a minute) and the console's pages timed on
-# a topic of 1M messages (SQLite, about a minute).
+# (benchmarks/run.py --smoke, about a minute), the bridges smoke (about 15 s) and
+# the console's pages timed on a topic of 1M messages (SQLite, about a minute).
 #
 # scripts/test.sh --fast [PYTEST ARGS]: the in-process tier only, for the edit
 # loop (under two minutes): the core, the broker in-process, the driver, and the
@@ -35,5 +35,8 @@ DEJAQ_PURE_PYTHON=1 python -m pytest -q \
   tests/core/test_wire_*.py tests/fuzz/test_batch_decoders.py tests/driver
 echo "== benchmark smoke (figures come out, nothing lost or early; speed not judged)"
 python benchmarks/run.py --smoke
+python benchmarks/ab.py --saved benchmarks/results/smoke.json benchmarks/results/smoke.json
+echo "== bridges smoke: Redis Stream -> dejaq -> Redis Stream (figures printed; nothing early)"
+python benchmarks/bridges.py --smoke
 echo "== console pages on 1M waiting messages (figures printed and saved; speed not judged)"
 python benchmarks/console_pages.py --smoke

@@ -107,6 +107,22 @@ Contract (the conformance suite in tests/storage_plugins checks every point):
   messages are held under a live lease (owner set, timestamp ``> now``); keys
   with neither due nor held messages are left out. Read at a cost bounded by
   the topic's keys and due messages, never a scan of waiting messages.
+- **Debounce.** ``insert`` with ``on_duplicate`` REPLACE or EXTEND
+  (core.model.OnDuplicate) changes a *waiting* message of the same id, one
+  live and not under a live lease at ``now`` (rules.on_duplicate), in the
+  same atomic step as the rest of the batch: REPLACE gives it the new
+  message's timestamp, payload, key, headers, priority, delivery limit and
+  expiry; EXTEND its timestamp only. Either clears a run-out lease's owner,
+  keeps its deliveries and moves its version on, and answers REPLACED or
+  EXTENDED; its key's lane, the fair passes and the counts follow as for a
+  move (a key that changes leaves its old lane). A message under a live lease
+  is left alone and answers LEASED; a dead message or a tombstone answers
+  DUPLICATE, as with KEEP; an id not there is inserted (ACCEPTED). Within one
+  batch a repeated id is applied in order, so the last wins: each later one
+  answers as it would after the one before (REPLACED / EXTENDED, or as the
+  first when that one was refused), and the backend sees the id once. Nothing
+  is ever early: a lease pass sees a message before or after the change,
+  never between.
 - **Dead messages** keep their payload; their timestamp is the time they died.
   ``redrive`` puts them back on the live timeline with ``deliveries = 0`` and
   no expiry (a re-driven message gets a fresh start).
@@ -123,7 +139,16 @@ from typing import NamedTuple, TypeVar
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import DejaqError, InvalidArgument, NotFound
-from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
+from dejaq.core.model import (
+    Counts,
+    InsertStatus,
+    Leases,
+    Message,
+    NewMessage,
+    OnDuplicate,
+    Settled,
+    Topic,
+)
 
 Outcome = Settled | DejaqError
 SettleItem = tuple[str, int]  # (message id, expected version)
@@ -280,6 +305,50 @@ class ScanPage:
         return cls(list(ascending), None)
 
 
+def last_wins(
+    messages: Sequence[NewMessage], mode: OnDuplicate
+) -> tuple[list[NewMessage], list[int]]:
+    """A REPLACE or EXTEND batch with each id once, as applying it in order
+    leaves it: a repeat replaces the message before it, or moves its timestamp
+    (EXTEND). Also the position in the result of each message of the batch."""
+    merged: list[NewMessage] = []
+    at: dict[str, int] = {}
+    first: list[int] = []
+    for m in messages:
+        i = at.get(m.id)
+        if i is None:
+            at[m.id] = i = len(merged)
+            merged.append(m)
+        elif mode is OnDuplicate.REPLACE:
+            merged[i] = m
+        else:
+            merged[i] = merged[i]._replace(timestamp=m.timestamp)
+        first.append(i)
+    return merged, first
+
+
+def repeated(
+    statuses: Sequence[InsertStatus], first: Sequence[int], mode: OnDuplicate
+) -> list[InsertStatus]:
+    """The statuses of a batch ``last_wins`` merged: the first message of an id
+    takes the stored one's status; a repeat changed what the one before left
+    (REPLACED / EXTENDED), unless that was refused (then it is refused alike)."""
+    done = InsertStatus.REPLACED if mode is OnDuplicate.REPLACE else InsertStatus.EXTENDED
+    seen: set[int] = set()
+    out: list[InsertStatus] = []
+    for i in first:
+        st = statuses[i]
+        if i in seen and st in (
+            InsertStatus.ACCEPTED,
+            InsertStatus.REPLACED,
+            InsertStatus.EXTENDED,
+        ):
+            st = done
+        seen.add(i)
+        out.append(st)
+    return out
+
+
 class Migration(NamedTuple):
     """What ``Storage.migrate`` did: the stored format version before (None: a
     new store) and after (None: the backend keeps no format), and how many
@@ -408,13 +477,25 @@ class Storage(abc.ABC):
 
     # -- messages -------------------------------------------------------------
 
-    async def insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
-        """Insert new messages; an id that already exists (live or dead) or has a
-        tombstone is a DUPLICATE and is left untouched. Within one batch the first
-        of a repeated id wins."""
+    async def insert(
+        self,
+        topic: str,
+        messages: Sequence[NewMessage],
+        on_duplicate: OnDuplicate = OnDuplicate.KEEP,
+        now: int = 0,
+    ) -> list[InsertStatus]:
+        """Insert new messages; with ``on_duplicate`` KEEP an id that already
+        exists (live or dead) or has a tombstone is a DUPLICATE and is left
+        untouched, and within one batch the first of a repeated id wins. With
+        REPLACE or EXTEND a waiting message of the id changes instead, judged
+        at ``now`` (see the contract's Debounce)."""
         if not messages:
             return []
-        return await self._timed("insert", self._insert(topic, messages))
+        if on_duplicate is OnDuplicate.KEEP:
+            return await self._timed("insert", self._insert(topic, messages))
+        merged, first = last_wins(messages, on_duplicate)
+        statuses = await self._timed("insert", self._debounce(topic, merged, on_duplicate, now))
+        return repeated(statuses, first, on_duplicate)
 
     async def lease(self, request: LeaseRequest) -> Leases:
         """Lease up to ``request.limit`` due messages (see the contract)."""
@@ -582,6 +663,12 @@ class Storage(abc.ABC):
     async def _list_topics(self) -> list[Topic]: ...
     @abc.abstractmethod
     async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]: ...
+    @abc.abstractmethod
+    async def _debounce(
+        self, topic: str, messages: Sequence[NewMessage], mode: OnDuplicate, now: int
+    ) -> list[InsertStatus]:
+        """``insert`` with REPLACE or EXTEND (``mode``): ``messages`` name each id once."""
+
     @abc.abstractmethod
     async def _lease(self, request: LeaseRequest) -> Leases: ...
     @abc.abstractmethod

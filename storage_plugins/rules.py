@@ -11,6 +11,8 @@ the mutation does; a returned error means "change nothing".
 - How many deliveries a message gets: ``effective_max_deliveries``.
 - What a lease pass does with a due message: ``lease_fate`` (built from
   ``dies_on_lease`` and ``at_most_once``); what a nack does: ``dies_on_nack``.
+- What an insert that may replace or extend does with an id already there:
+  ``on_duplicate``.
 
 Where a Lua script or SQL statement must repeat a rule (so that it runs next
 to the data), it names the function here in a comment and a test pins the two
@@ -23,6 +25,7 @@ import enum
 from typing import Protocol
 
 from dejaq.core.errors import DejaqError, Leased, NotFound, NotLeaseHolder, StaleVersion
+from dejaq.core.model import InsertStatus, OnDuplicate
 
 
 class Stored(Protocol):
@@ -88,6 +91,24 @@ def move_refusal(id: str, stored: Stored | None, version: int, now: int) -> Deja
     if stored is None or stored.dead:
         return check_movable(id, False, None, 0, 0, version, now)
     return check_movable(id, True, stored.owner, stored.timestamp, stored.version, version, now)
+
+
+# -- an insert over an id already there ---------------------------------------
+
+
+def on_duplicate(
+    mode: OnDuplicate, live: bool, owner_now: str | None, timestamp_now: int, now: int
+) -> InsertStatus:
+    """What an insert in ``mode`` does with an id already taken: ``live`` when a
+    live message holds it (not a dead one, not a tombstone). Only a waiting
+    message changes, one not under a live lease (as ``check_movable``): one
+    being delivered is LEASED, left alone; a dead message or a tombstone keeps
+    the id as ``KEEP`` does (a DUPLICATE), until it is purged or forgotten."""
+    if mode is OnDuplicate.KEEP or not live:
+        return InsertStatus.DUPLICATE
+    if owner_now is not None and timestamp_now > now:
+        return InsertStatus.LEASED
+    return InsertStatus.REPLACED if mode is OnDuplicate.REPLACE else InsertStatus.EXTENDED
 
 
 # -- deliveries and dead letters ----------------------------------------------

@@ -30,6 +30,7 @@ from dejaq.core.model import (
     LeasedMessage,
     Message,
     NewMessage,
+    OnDuplicate,
     Settled,
     Topic,
     TopicSettings,
@@ -41,6 +42,7 @@ from dejaq.storage_plugins.rules import (
     effective_max_deliveries,
     lease_fate,
     move_refusal,
+    on_duplicate,
     settle_refusal,
 )
 
@@ -131,6 +133,50 @@ def plan_insert(
         fresh.append(m)
         statuses.append(InsertStatus.ACCEPTED)
     return statuses, fresh
+
+
+@dataclass
+class DebouncePlan:
+    """What an insert that may replace or extend (``plan_debounce``) does: a
+    status per message, and the messages to store, to replace and to move."""
+
+    statuses: list[InsertStatus]
+    fresh: list[NewMessage]
+    replaced: list[NewMessage]
+    extended: list[NewMessage]
+
+    @property
+    def changed(self) -> list[str]:
+        """The ids of the messages there that change."""
+        return [m.id for m in self.replaced + self.extended]
+
+
+def plan_debounce(
+    messages: Sequence[NewMessage],
+    states: Mapping[str, RowState],
+    buried: Iterable[str],
+    mode: OnDuplicate,
+    now: int,
+) -> DebouncePlan:
+    """``insert`` in ``mode`` over the stored ``states`` of its ids and the
+    tombstoned ones (``buried``); each id once (Storage.insert merged repeats)."""
+    tombs = set(buried)
+    plan = DebouncePlan([], [], [], [])
+    for m in messages:
+        st = states.get(m.id)
+        if st is None and m.id not in tombs:
+            plan.statuses.append(InsertStatus.ACCEPTED)
+            plan.fresh.append(m)
+            continue
+        live = st is not None and not st.dead
+        owner, ts = (st.owner, st.ts) if st is not None else (None, 0)
+        verdict = on_duplicate(mode, live, owner, ts, now)
+        plan.statuses.append(verdict)
+        if verdict is InsertStatus.REPLACED:
+            plan.replaced.append(m)
+        elif verdict is InsertStatus.EXTENDED:
+            plan.extended.append(m)
+    return plan
 
 
 # -- lease --------------------------------------------------------------------

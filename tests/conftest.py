@@ -18,8 +18,10 @@ from tests.certs import Certs, make_certs
 # into several modules is a fixture of each, and would start its server once for
 # every module that imports it.
 from tests.etcd_server import etcd_server  # noqa: F401 - fixture
+from tests.nats_server import nats_server  # noqa: F401 - fixture
 from tests.otel import otel  # noqa: F401 - fixture: the OpenTelemetry SDK, in memory
 from tests.postgres_server import postgres_server, tls_postgres_server  # noqa: F401 - fixture
+from tests.rabbitmq_server import rabbitmq_server  # noqa: F401 - fixture
 from tests.redis_cluster import redis_cluster, tls_redis_cluster  # noqa: F401 - fixture
 from tests.redis_sentinel import (  # noqa: F401 - fixtures
     auth_redis_sentinel,
@@ -65,6 +67,8 @@ SERVER_FIXTURES = frozenset(
         "tls_postgres_server",
         "etcd_server",
         "own_server",
+        "nats_server",
+        "rabbitmq_server",
     }
 )
 

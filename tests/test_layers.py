@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED = ("dejaq.core", "dejaq.storage_plugins", "dejaq.broker", "dejaq.driver", "dejaq.outbox")
+CHECKED = (
+    "dejaq.core",
+    "dejaq.storage_plugins",
+    "dejaq.broker",
+    "dejaq.driver",
+    "dejaq.outbox",
+    "dejaq.bridges",
+)
 WIRE = ("dejaq.core.wire", "dejaq.proto", "dejaq.fbs")
 
 # Each layer, and what its modules may import besides themselves.
@@ -33,13 +40,15 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "dejaq.proto": (),
     "dejaq.fbs": (),
     "dejaq.storage_plugins": ("dejaq.core",),  # storage sees bytes: no wire
-    # the outbox's relay runs in a broker given --outbox
-    "dejaq.broker": ("dejaq.core", *WIRE, "dejaq.storage_plugins", "dejaq.outbox"),
+    # the outbox's relay runs in a broker given --outbox, the bridges in one given --bridges
+    "dejaq.broker": ("dejaq.core", *WIRE, "dejaq.storage_plugins", "dejaq.outbox", "dejaq.bridges"),
     "dejaq.driver": ("dejaq.core", *WIRE),
     # the outbox's helpers run inside the application: the model's checks, no client
     "dejaq.outbox": ("dejaq.core",),
     # a relay of its own hands rows to dejaq through the public driver
     "dejaq.outbox.driver_handoff": ("dejaq.core", "dejaq.outbox", "dejaq.driver", *WIRE),
+    # a bridge produces and consumes its topic through the public driver
+    "dejaq.bridges": ("dejaq.core", "dejaq.driver", *WIRE),
 }
 
 # (importing module, layer it may import although its own layer may not): why.
@@ -56,6 +65,13 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ),
     ("dejaq.driver.cli.outbox_cmd", "dejaq.outbox.driver_handoff"): (
         "`dejaq outbox relay` runs a relay; imported inside the command"
+    ),
+    ("dejaq.driver.cli.bridge_cmd", "dejaq.bridges"): (
+        "`dejaq bridge run|list|status` are commands of the one CLI; imported inside them"
+    ),
+    ("dejaq.broker.bridges.runs", "dejaq.driver"): (
+        "the bridges of --bridges consume their topics as any consumer does: through a"
+        " driver client of the broker on loopback"
     ),
     ("dejaq.driver.embedded", "dejaq.broker"): (
         "`embedded()` runs a broker in the caller's event loop; it imports the broker"
@@ -85,6 +101,7 @@ BROKER_ROOMS: tuple[str, ...] = (
     "cluster",  # the etcd coordinator
     "api",  # the RPC handlers
     "outbox",  # relays of applications' transactional outboxes, into the api's handlers
+    "bridges",  # bridges of --bridges: a client of the broker between two other queues
     "webhooks",  # webhook delivery: a consumer that settles through the api
     "http",  # the HTTP/JSON surface over the api
     "retention",  # the sweep of old dead messages

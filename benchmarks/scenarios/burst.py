@@ -35,7 +35,7 @@ def bound_s(plan: Plan) -> float:
 
 def lead_ms(plan: Plan) -> int:
     """How far ahead the burst is due: time to produce it all first (~50k/s at worst)."""
-    return 2_000 + plan.burst_messages // 50
+    return plan.burst_margin_ms + plan.burst_messages // 50
 
 
 async def run(ctx: Ctx) -> dict[str, Any]:

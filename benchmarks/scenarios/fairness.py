@@ -42,7 +42,7 @@ def reminders(plan: Plan) -> int:
 
 def lead_ms(plan: Plan, backend: str) -> int:
     """How far ahead T0 is: time to produce it all first (~20k/s at worst)."""
-    return 3_000 + (messages(plan, backend) + reminders(plan)) // 20
+    return plan.fair_margin_ms + (messages(plan, backend) + reminders(plan)) // 20
 
 
 def bound_s(plan: Plan) -> float:

@@ -1,6 +1,6 @@
 """Groups of consumer processes, seen from the harness: start, take what they saw, stop.
 
-- ``workers``: spawned processes from ``workers.py`` (the driver's plain loop,
+- ``workers``: worker processes from ``workers.py`` (the driver's plain loop,
   or the rival's pollers);
 - ``cli``: ``dejaq consume TOPIC --broker ADDR`` processes, as a user runs
   them; each prints one JSON line per delivery (``received_at_ms``,
@@ -36,7 +36,7 @@ class Fleet(Protocol):
 
 
 class WorkerFleet:
-    """``size`` spawned processes running ``target(conn, *args)``."""
+    """``size`` worker processes running ``target(conn, *args)``."""
 
     def __init__(self, label: str, size: int, target: Callable[..., None], *args: Any) -> None:
         self.size = size

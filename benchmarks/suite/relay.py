@@ -191,7 +191,7 @@ async def trickle(channel: grpc.aio.Channel, rate: int, seconds: float) -> dict[
     return out
 
 
-# -- entry points (module-level: the spawned interpreter imports them by name) --
+# -- entry points (module-level: the worker process imports them by name) --
 
 
 def relay_main(conn: Connection) -> None:

@@ -22,7 +22,7 @@ from dejaq.broker.observability.metrics import Event
 from dejaq.core.buckets import bucket_of, buckets_of
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.expiry import topic_expiry
-from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
+from dejaq.core.model import InsertStatus, NewMessage, OnDuplicate, Topic, TopicSettings
 from dejaq.core.wire.batches import ProduceBatch, decode_messages, encode_results
 from dejaq.proto import dejaq_pb2 as pb
 
@@ -35,14 +35,29 @@ async def produce(broker: BrokerContext, req: pb.ProduceRequest) -> pb.ProduceRe
 
 
 async def produce_decoded(
-    broker: BrokerContext, topic: str, batch: ProduceBatch
+    broker: BrokerContext,
+    topic: str,
+    batch: ProduceBatch,
+    on_duplicate: OnDuplicate = OnDuplicate.KEEP,
 ) -> pb.ProduceResponse:
     """A frame given decoded, known to be within the broker's frame caps (an
     HTTP batch read from JSON): stored as ``produce`` stores the frame it encodes."""
-    return await _store(broker, await broker.topics.get(topic), batch)
+    return await _store(broker, await broker.topics.get(topic), batch, on_duplicate)
 
 
-async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, ProduceBatch]:
+def on_duplicate(value: int) -> OnDuplicate:
+    """A frame's ``on_duplicate`` (pb.OnDuplicate); InvalidArgument for a value it lacks."""
+    try:
+        return OnDuplicate(value)
+    except ValueError:
+        raise InvalidArgument(
+            f"on_duplicate {value} is none of KEEP (0), REPLACE (1), EXTEND (2)"
+        ) from None
+
+
+async def _check(
+    broker: BrokerContext, req: pb.ProduceRequest
+) -> tuple[Topic, ProduceBatch, OnDuplicate]:
     """What refuses a whole frame (an unknown topic, a malformed batch, a frame
     over the broker's caps)."""
     topic = await broker.topics.get(req.topic)
@@ -51,15 +66,21 @@ async def _check(broker: BrokerContext, req: pb.ProduceRequest) -> tuple[Topic, 
         raise InvalidArgument(
             f"a produce frame carries at most {limit} bytes, this one {len(req.batch)}: split it"
         )
-    return topic, decode_messages(req.batch, broker.config.max_produce_messages)
+    mode = on_duplicate(req.on_duplicate)
+    return topic, decode_messages(req.batch, broker.config.max_produce_messages), mode
 
 
-async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb.ProduceResponse:
+async def _store(
+    broker: BrokerContext,
+    topic: Topic,
+    batch: ProduceBatch,
+    mode: OnDuplicate = OnDuplicate.KEEP,
+) -> pb.ProduceResponse:
     span = broker.tracing.produce(topic.name, len(batch.ids), batch.headers)
     if span is None:
-        return await _store_frame(broker, topic, batch)
+        return await _store_frame(broker, topic, batch, mode)
     try:
-        return await _store_frame(broker, topic, batch)
+        return await _store_frame(broker, topic, batch, mode)
     except BaseException as exc:
         tracing.failed(span, exc)
         raise
@@ -68,7 +89,7 @@ async def _store(broker: BrokerContext, topic: Topic, batch: ProduceBatch) -> pb
 
 
 async def _store_frame(
-    broker: BrokerContext, topic: Topic, batch: ProduceBatch
+    broker: BrokerContext, topic: Topic, batch: ProduceBatch, mode: OnDuplicate
 ) -> pb.ProduceResponse:
     # Frames that arrive together would otherwise run back to back without a
     # suspension (an in-process backend never waits): let a due dispatch pass
@@ -91,11 +112,11 @@ async def _store_frame(
         new = _messages(batch, ids, positions, topic.settings, checked)
     status = [int(InsertStatus.REJECTED)] * len(ids)
     if new:
-        results = await _insert(broker, topic.name, new)
+        results = await _insert(broker, topic.name, new, mode)
         earliest = None
         for pos, msg, st in zip(positions, new, results, strict=True):
             status[pos] = int(st)
-            if st == InsertStatus.ACCEPTED and (earliest is None or msg.timestamp < earliest):
+            if st in _STORED and (earliest is None or msg.timestamp < earliest):
                 earliest = msg.timestamp
         if earliest is not None:
             broker.hint(topic.name, earliest)
@@ -108,20 +129,31 @@ async def _store_frame(
     return pb.ProduceResponse(results=encode_results(status, ids), rejections=rejections)
 
 
-async def _insert(broker: BrokerContext, topic: str, new: list[NewMessage]) -> list[InsertStatus]:
+# What a produce put on the timeline, at its message's timestamp: the
+# dispatcher may have to wake sooner.
+_STORED = (InsertStatus.ACCEPTED, InsertStatus.REPLACED, InsertStatus.EXTENDED)
+
+
+async def _insert(
+    broker: BrokerContext, topic: str, new: list[NewMessage], mode: OnDuplicate
+) -> list[InsertStatus]:
     """Insert a frame's messages, in chunks where storage asks for them
     (``Storage.insert_chunk``), letting dispatch run in between. Each chunk is
     atomic, the frame is not: a frame that fails part way may have stored its
     first chunks, and its resend finds them as duplicates (produce is idempotent
-    by id, and a repeated id within the frame still resolves to the first)."""
-    size = broker.storage.insert_chunk
+    by id, and a repeated id within the frame still resolves to the first; with
+    REPLACE or EXTEND the resend applies again, and a later repeat wins). The
+    broker's clock judges whether a waiting message is under a live lease."""
+    storage = broker.storage
+    now = broker.clock.now_ms() if mode is not OnDuplicate.KEEP else 0
+    size = storage.insert_chunk
     if not size or len(new) <= size:
-        return await broker.storage.insert(topic, new)
+        return await storage.insert(topic, new, mode, now)
     results: list[InsertStatus] = []
     for start in range(0, len(new), size):
         if start:
             await asyncio.sleep(0)
-        results += await broker.storage.insert(topic, new[start : start + size])
+        results += await storage.insert(topic, new[start : start + size], mode, now)
     return results
 
 
@@ -223,10 +255,11 @@ def _ranked_messages(
 
 def _count(broker: BrokerContext, topic: str, status: list[int]) -> None:
     accepted = status.count(InsertStatus.ACCEPTED)
-    duplicates = status.count(InsertStatus.DUPLICATE)
+    rejected = status.count(InsertStatus.REJECTED)
     broker.metrics.count(Event.PRODUCED, topic, accepted)
-    broker.metrics.count(Event.DUPLICATES, topic, duplicates)
-    broker.metrics.count(Event.REJECTED, topic, len(status) - accepted - duplicates)
+    # Replaced, extended, leased: the id was there, as for a duplicate.
+    broker.metrics.count(Event.DUPLICATES, topic, len(status) - accepted - rejected)
+    broker.metrics.count(Event.REJECTED, topic, rejected)
 
 
 async def produce_stream(

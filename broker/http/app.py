@@ -25,6 +25,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from dejaq.broker.http import (
+    bridges,
     cron,
     keys,
     messages,
@@ -72,6 +73,7 @@ ROUTES: list[Endpoint] = [
     *keys.ROUTES,
     *whoami.ROUTES,
     *outboxes.ROUTES,
+    *bridges.ROUTES,
     *pull.ROUTES,
     *stream.ROUTES,
 ]

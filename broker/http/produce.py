@@ -4,7 +4,7 @@ same checks, dedup by id, bounds and clock.
 
 A batch is one produce frame: refused whole when over ``max_produce_messages``
 or ``max_produce_bytes``, else answered message by message (accepted,
-duplicate, or rejected with its reason).
+duplicate, replaced, extended, leased, or rejected with its reason).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dejaq.broker.security.identity import Caller
 from dejaq.core import headers as header_codec
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.keys import check_key
-from dejaq.core.model import MAX_TIMESTAMP, InsertStatus
+from dejaq.core.model import MAX_TIMESTAMP, InsertStatus, OnDuplicate
 from dejaq.core.wire.batches import (
     ProduceBatch,
     decode_results,
@@ -49,6 +49,10 @@ F = codec.F
 # When a message is due: at a time, or after a delay from the broker's clock.
 AT, DELAY = "timestamp_ms", "delay_ms"
 KEY, HEADERS = "key", "headers"
+# What happens when an id is already waiting: a message's field on the one
+# message route, the batch's on the batch route (a produce frame carries one).
+ON_DUPLICATE = "on_duplicate"
+MODES = [m.label for m in OnDuplicate]
 # A message's options, each with its wire type (its range); 0 when not given.
 OPTIONS: dict[str, int] = {
     "max_deliveries": F.TYPE_UINT32,
@@ -171,15 +175,34 @@ def _integer(value: Any, kind: int, where: str) -> int:
     return number
 
 
+def read_mode(doc: dict[str, Any], where: str) -> OnDuplicate:
+    """The body's ``on_duplicate`` (absent: keep), or InvalidArgument naming it."""
+    if ON_DUPLICATE not in doc:
+        return OnDuplicate.KEEP
+    value = doc[ON_DUPLICATE]
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{where}.{ON_DUPLICATE} must be one of {', '.join(MODES)}")
+    try:
+        return OnDuplicate.named(value)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{where}.{ON_DUPLICATE}: {exc}") from None
+
+
 async def _produce(
-    surface: Surface, request: web.Request, caller: Caller, new: NewMessages
+    surface: Surface,
+    request: web.Request,
+    caller: Caller,
+    new: NewMessages,
+    mode: OnDuplicate = OnDuplicate.KEEP,
 ) -> pb.ProduceResponse:
     """Store ``new`` as the produce frame it makes. A batch surely within the
     frame's byte cap goes to storage as it is; one that may be over it is
     encoded first, so the cap judges the very frame."""
     c = new.columns
     md, exp, pri = (c.get(name) for name in OPTIONS)
-    req = pb.ProduceRequest(topic=request.match_info["topic"])
+    req = pb.ProduceRequest(
+        topic=request.match_info["topic"], on_duplicate=pb.OnDuplicate.Name(mode)
+    )
     broker = surface.broker
     if new.delays:
         due_after_delays(new, broker.clock.now_ms())
@@ -194,7 +217,7 @@ async def _produce(
         batch = ProduceBatch(new.timestamps, new.ids, new.payloads, md, exp, pri, raw_keys, heads)
 
         async def store(b: BrokerContext, r: pb.ProduceRequest) -> pb.ProduceResponse:
-            return await produce_decoded(b, r.topic, batch)
+            return await produce_decoded(b, r.topic, batch, mode)
 
         answer = await serve_unary(broker, surface.guard, "Produce", caller, store, req)
     else:
@@ -228,10 +251,15 @@ def produce_one(surface: Surface) -> Callable[[web.Request], Awaitable[web.Respo
     async def handle(request: web.Request) -> web.Response:
         caller = caller_of(surface.guard, request)  # before the body is read
         doc = await read_json(request)
-        if isinstance(doc, dict) and "messages" in doc:
-            raise InvalidArgument("a batch goes to /v1/topics/{topic}/batches")
+        mode = OnDuplicate.KEEP
+        if isinstance(doc, dict):
+            if "messages" in doc:
+                raise InvalidArgument("a batch goes to /v1/topics/{topic}/batches")
+            mode = read_mode(doc, "body")
+            doc = {k: v for k, v in doc.items() if k != ON_DUPLICATE}
         new = read_messages([doc], surface.broker.config.max_produce_messages)
-        (mid,), (stored,), rejections = _results(await _produce(surface, request, caller, new))
+        answer = await _produce(surface, request, caller, new, mode)
+        (mid,), (stored,), rejections = _results(answer)
         if rejections:
             r = rejections[0]
             code = grpc.StatusCode[r["code"]] if r["code"] in grpc.StatusCode.__members__ else None
@@ -247,13 +275,19 @@ def produce_batch(surface: Surface) -> Callable[[web.Request], Awaitable[web.Res
         caller = caller_of(surface.guard, request)  # before the body is read
         raw = await request.read()
         limit = surface.broker.config.max_produce_messages
-        new = batch_json.read(raw, limit)
+        new = batch_json.read(raw, limit)  # a body with on_duplicate is not the common batch
+        mode = OnDuplicate.KEEP
         if new is None:  # not the common batch: read, or refused, field by field
             doc = parse_json(raw)
-            if not isinstance(doc, dict) or set(doc) != {"messages"}:
-                raise InvalidArgument("the body must be an object with one key, messages (a list)")
+            if not isinstance(doc, dict) or set(doc) - {ON_DUPLICATE} != {"messages"}:
+                raise InvalidArgument(
+                    "the body must be an object with one key, messages (a list), and optionally"
+                    " on_duplicate"
+                )
+            mode = read_mode(doc, "body")
             new = read_messages(doc["messages"], limit)
-        ids, statuses, rejections = _results(await _produce(surface, request, caller, new))
+        answer = await _produce(surface, request, caller, new, mode)
+        ids, statuses, rejections = _results(answer)
         body = batch_json.answer(ids, statuses, rejections)
         return web.Response(body=body, content_type="application/json", charset="utf-8")
 
@@ -301,6 +335,23 @@ NEW_MESSAGE: dict[str, Any] = {
         schemas.one_spelling(["payload", "payload" + codec.BASE64_SUFFIX]),
         {"oneOf": [{"required": [AT]}, {"required": [DELAY]}]},  # when: one, not both
     ],
+}
+MODE_DESCRIPTION = (
+    "when the id is already waiting on the topic: keep it (DUPLICATE),"
+    " replace it with this message, its due time, payload, key, headers and options"
+    " (REPLACED: a trailing debounce), or extend it to this due time only (EXTENDED)."
+    " One being delivered is left alone (LEASED); a dead or tombstoned id answers"
+    " DUPLICATE"
+)
+MODE: dict[str, Any] = {
+    "type": "string",
+    "enum": MODES,
+    "default": "keep",
+    "description": MODE_DESCRIPTION,
+}
+ONE_MESSAGE: dict[str, Any] = {
+    **NEW_MESSAGE,
+    "properties": {**NEW_MESSAGE["properties"], ON_DUPLICATE: MODE},
 }
 RESULT = {
     "type": "object",
@@ -358,7 +409,10 @@ class ProduceRoute:
 
 BATCH = {
     "type": "object",
-    "properties": {"messages": {"type": "array", "items": NEW_MESSAGE}},
+    "properties": {
+        "messages": {"type": "array", "items": NEW_MESSAGE},
+        ON_DUPLICATE: {**MODE, "description": "for every message: " + MODE_DESCRIPTION},
+    },
     "required": ["messages"],
     "additionalProperties": False,
 }
@@ -373,9 +427,10 @@ BATCH_RESULTS = {
 }
 ROUTES = [
     ProduceRoute(
-        "/v1/topics/{topic}/messages", produce_one, "Produce", NEW_MESSAGE,
+        "/v1/topics/{topic}/messages", produce_one, "Produce", ONE_MESSAGE,
         {"201": RESULT, "200": RESULT},
-        "Produce one message (201: stored; 200: a duplicate of one stored before)",
+        "Produce one message (201: stored; 200: its id was there: kept, replaced,"
+        " extended or left leased)",
     ),
     ProduceRoute(
         "/v1/topics/{topic}/batches", produce_batch, "ProduceBatch", BATCH,

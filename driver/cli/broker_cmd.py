@@ -84,6 +84,11 @@ def register(sub: Any) -> None:
         help="relay the transactional outbox in this application database, postgresql://..."
         " (repeatable; every broker of a cluster may relay the same one)",
     )
+    p.add_argument(
+        "--bridges",
+        metavar="FILE",
+        help="run the bridges of this YAML file: dejaq between two other queues (docs/bridges.md)",
+    )
     broker_link_flags.add(p)
     _add_limits(p)
     p.set_defaults(run=run)
@@ -160,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             "webhook_allow": args.webhook_allow,
             "trace_sample": args.trace_sample,
             "outbox": " ".join(args.outbox) if args.outbox else None,
+            "bridges": args.bridges,
             **broker_link_flags.values(args),
             **_limits(args),
         },

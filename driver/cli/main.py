@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dejaq.core.errors import DejaqError
 from dejaq.core.redact import redact
 from dejaq.driver.cli import (
+    bridge_cmd,
     broker_cmd,
     cluster_cmd,
     consume_cmd,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         spark_cmd,
         storage_cmd,
         outbox_cmd,
+        bridge_cmd,
     )
     for command in commands:
         command.register(sub)

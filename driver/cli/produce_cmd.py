@@ -15,7 +15,7 @@ from dejaq.core.clock import now_ms
 from dejaq.core.due_time import DUE_TIME, EXPIRY
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.keys import check_key
-from dejaq.core.model import MAX_TIMESTAMP, InsertStatus
+from dejaq.core.model import MAX_TIMESTAMP, InsertStatus, OnDuplicate
 from dejaq.core.wire.frames import MAX_MESSAGE_PAYLOAD, PRODUCE_FRAME_BYTES
 from dejaq.driver.cli.common import (
     PAST_WARNING_MS,
@@ -35,7 +35,7 @@ BATCH_BYTES = 4 * PRODUCE_FRAME_BYTES  # payload bytes read ahead at most
 # A line's fields: HTTP's, and payload_b64, the older spelling of payload_base64.
 FIELDS = (
     "id", "timestamp_ms", "payload", "payload_base64", "payload_b64",
-    "priority", "max_deliveries", "expires_at_ms", "key", "headers",
+    "priority", "max_deliveries", "expires_at_ms", "key", "headers", "on_duplicate",
 )  # fmt: skip
 
 
@@ -48,8 +48,8 @@ def register(sub: Any) -> None:
         " time), or many with --jsonl:"
         ' one {"id", "timestamp_ms", "payload", "priority"} object a line ("payload_base64"'
         ' for binary, also spelt "payload_b64"; "max_deliveries", "expires_at_ms", "key",'
-        ' "headers" (an object) as over HTTP; without timestamp_ms a message with a priority'
-        " is available now).",
+        ' "headers" (an object), "on_duplicate" as over HTTP; without timestamp_ms a message'
+        " with a priority is available now).",
     )
     p.add_argument("topic")
     p.add_argument("payload", nargs="?", help="the message payload (text)")
@@ -72,12 +72,24 @@ def register(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="a header the consumer receives with the message (repeat for more)",
     )
+    p.add_argument(
+        "--on-duplicate",
+        default="keep",
+        metavar="keep|replace|extend",
+        help="when the id is already waiting: keep it (default), replace it with this message"
+        " (a trailing debounce) or extend it to this due time; with --jsonl, for the lines"
+        " that do not say",
+    )
     p.add_argument("--jsonl", metavar="FILE", help="read messages from FILE, or - for stdin")
     add_broker(p)
     p.set_defaults(run=client_command(produce), trailing="payload")
 
 
 async def produce(client: Client, args: argparse.Namespace) -> int:
+    try:
+        OnDuplicate.named(args.on_duplicate)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"--on-duplicate: {exc}") from None
     if args.jsonl:
         one = (args.payload, args.payload_file, args.at, args.in_, args.id or None, args.priority)
         if any(given is not None for given in one) or args.key or args.header:
@@ -105,7 +117,15 @@ async def produce(client: Client, args: argparse.Namespace) -> int:
     payload = (
         args.payload.encode() if args.payload is not None else _read_payload(args.payload_file)
     )
-    out = Outgoing(payload, at, args.id, priority=priority, key=key, headers=headers)
+    out = Outgoing(
+        payload,
+        at,
+        args.id,
+        priority=priority,
+        key=key,
+        headers=headers,
+        on_duplicate=args.on_duplicate,
+    )
     async with Producer(client, args.topic) as producer:
         (result,) = await producer.send_batch([out])
     if result.status == InsertStatus.REJECTED:
@@ -154,7 +174,7 @@ async def _produce_lines(client: Client, args: argparse.Namespace) -> int:
         raise InvalidArgument(f"cannot read {source}: {exc.strerror or exc}") from None
     # Read in a thread: a pipe's line goes on as it comes, and a file's next
     # lines are read while the ones before travel.
-    feed = Feed(_parse(stream), _payload_size, BATCH, BATCH_BYTES)
+    feed = Feed(_parse(stream, args.on_duplicate), _payload_size, BATCH, BATCH_BYTES)
     past = 0  # lines due more than a minute before they were read: legal, told once
     try:
         async with Producer(client, args.topic) as producer:
@@ -179,9 +199,14 @@ async def _produce_lines(client: Client, args: argparse.Namespace) -> int:
             " due now",
             file=sys.stderr,
         )
+    changed = "".join(
+        f", {s.name.lower()} {counts[s]}"
+        for s in (InsertStatus.REPLACED, InsertStatus.EXTENDED, InsertStatus.LEASED)
+        if counts[s]
+    )
     print(
         f"accepted {counts[InsertStatus.ACCEPTED]}, duplicate {counts[InsertStatus.DUPLICATE]},"
-        f" rejected {counts[InsertStatus.REJECTED]}"
+        f" rejected {counts[InsertStatus.REJECTED]}{changed}"
     )
     return 1 if counts[InsertStatus.REJECTED] else 0
 
@@ -209,8 +234,11 @@ async def _send(
             print(f"line {lineno}: {r.error}", file=sys.stderr)
 
 
-def _parse(stream: Iterable[bytes]) -> Iterator[tuple[int, Outgoing | str]]:
-    """Each line as a message, or as the reason it is not one."""
+def _parse(
+    stream: Iterable[bytes], on_duplicate: str = "keep"
+) -> Iterator[tuple[int, Outgoing | str]]:
+    """Each line as a message, or as the reason it is not one; ``on_duplicate``
+    for a line that does not give its own."""
     for lineno, raw in enumerate(stream, 1):
         try:
             line = raw.decode()
@@ -220,7 +248,7 @@ def _parse(stream: Iterable[bytes]) -> Iterator[tuple[int, Outgoing | str]]:
         if not line.strip():
             continue
         try:
-            yield lineno, _message(_json(line))
+            yield lineno, _message(_json(line), on_duplicate)
         except NotJson as exc:
             yield lineno, str(exc)
         except (ValueError, KeyError, binascii.Error, InvalidArgument) as exc:
@@ -228,7 +256,7 @@ def _parse(stream: Iterable[bytes]) -> Iterator[tuple[int, Outgoing | str]]:
             yield lineno, f"rejected: {reason}"
 
 
-def _message(obj: Any) -> Outgoing:
+def _message(obj: Any, on_duplicate: str = "keep") -> Outgoing:
     """A line's object as a message: the fields HTTP takes, no other (a key
     misspelt would otherwise be dropped, its value lost without a word)."""
     if not isinstance(obj, dict):
@@ -262,7 +290,13 @@ def _message(obj: Any) -> Outgoing:
     if not isinstance(headers, dict):
         raise ValueError("headers must be an object of strings")
     checked = header_codec.check_headers(headers) if headers else None
-    return Outgoing(payload, ts, mid, max_deliveries, expires_at, priority, check_key(key), checked)
+    mode = obj.get("on_duplicate", on_duplicate)
+    if not isinstance(mode, str):
+        raise ValueError("on_duplicate must be one of keep, replace, extend")
+    OnDuplicate.named(mode)
+    return Outgoing(
+        payload, ts, mid, max_deliveries, expires_at, priority, check_key(key), checked, mode
+    )
 
 
 def _payload(obj: dict[str, Any]) -> bytes:

@@ -48,6 +48,7 @@ COLUMN_FLAGS = {
     "rejects": "rejectsPath",
     "max_rejects": "maxRejects",
     "batch_size": "batchSize",
+    "on_duplicate": "onDuplicate",
 }
 
 
@@ -76,6 +77,12 @@ def register(sub: Any) -> None:
     s.add_argument(
         "--headers-column",
         help="each message's headers (a map, or a JSON object); default: headers when present",
+    )
+    s.add_argument(
+        "--on-duplicate",
+        metavar="keep|replace|extend",
+        help="when a row's id is already waiting: keep it (default), replace it with the row,"
+        " or extend it to the row's time",
     )
     s.add_argument("--rejects", metavar="PATH", help="write refused rows with reasons here")
     s.add_argument(

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.model import OnDuplicate
 
 STATES = ("waiting", "due", "leased", "dead")
 
@@ -35,6 +36,7 @@ class WriteOptions:
     max_rejects: int | None = None  # None: no limit
     summary_path: str | None = None  # the commit's totals as JSON (dejaq spark schedule)
     retry_timeout_s: float = 60.0
+    on_duplicate: str = "keep"  # a waiting id: keep, replace or extend it
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ _WRITE_KEYS = {
     "maxrejects": "max_rejects",
     "summarypath": "summary_path",
     "retrytimeouts": "retry_timeout_s",
+    "onduplicate": "on_duplicate",
 }
 _READ_KEYS = {
     "broker": "broker",
@@ -93,6 +96,7 @@ _SPELLING = {
     "maxrejects": "maxRejects",
     "summarypath": "summaryPath",
     "retrytimeouts": "retryTimeoutS",
+    "onduplicate": "onDuplicate",
     "pagesize": "pageSize",
 }
 
@@ -148,7 +152,17 @@ def write_options(raw: Mapping[str, str]) -> WriteOptions:
         max_rejects=_positive("maxRejects", v["max_rejects"], 0) if "max_rejects" in v else None,
         summary_path=v.get("summary_path") or None,
         retry_timeout_s=float(_positive("retryTimeoutS", v.get("retry_timeout_s", "60"))),
+        on_duplicate=_mode(v.get("on_duplicate", "keep")),
     )
+
+
+def _mode(text: str) -> str:
+    try:
+        return OnDuplicate.named(text.lower()).label
+    except InvalidArgument:
+        raise InvalidArgument(
+            f"dejaq: option 'onDuplicate' is keep, replace or extend, not {text!r}"
+        ) from None
 
 
 def read_options(raw: Mapping[str, str]) -> ReadOptions:

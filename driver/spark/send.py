@@ -109,13 +109,15 @@ class Sender:
             m.expires_at,
             keys=m.keys,
             headers=m.headers,
+            on_duplicate=self.options.on_duplicate,
         )
         statuses = [r.status for r in results]
-        accepted = statuses.count(InsertStatus.ACCEPTED)
-        duplicate = statuses.count(InsertStatus.DUPLICATE)
-        self.report.accepted += accepted
-        self.report.duplicate += duplicate
-        if accepted + duplicate < len(results):
+        self.report.accepted += statuses.count(InsertStatus.ACCEPTED)
+        self.report.duplicate += statuses.count(InsertStatus.DUPLICATE)
+        self.report.replaced += statuses.count(InsertStatus.REPLACED)
+        self.report.extended += statuses.count(InsertStatus.EXTENDED)
+        self.report.leased += statuses.count(InsertStatus.LEASED)
+        if InsertStatus.REJECTED in statuses:
             refused = [
                 Refusal(int(m.rows[k]), str(r.error or "refused by the broker"), r.id, m.topic)
                 for k, r in enumerate(results)

@@ -27,6 +27,10 @@ class TaskReport(WriterCommitMessage):  # type: ignore[misc]
     accepted: int = 0
     duplicate: int = 0
     rejected: int = 0
+    # With onDuplicate replace or extend: waiting messages changed, or left leased.
+    replaced: int = 0
+    extended: int = 0
+    leased: int = 0
     seconds: float = 0.0
     rejects_file: str | None = None
     samples: list[str] = field(default_factory=list)
@@ -45,6 +49,9 @@ class Totals:
     accepted: int = 0
     duplicate: int = 0
     rejected: int = 0
+    replaced: int = 0
+    extended: int = 0
+    leased: int = 0
     task_seconds: float = 0.0
     samples: list[str] = field(default_factory=list)
     rejects: list[str] = field(default_factory=list)  # the rejects files, once in place
@@ -60,6 +67,9 @@ class Totals:
             t.accepted += r.accepted
             t.duplicate += r.duplicate
             t.rejected += r.rejected
+            t.replaced += r.replaced
+            t.extended += r.extended
+            t.leased += r.leased
             t.task_seconds += r.seconds
             t.samples += [s for s in r.samples if s not in t.samples][
                 : MAX_SAMPLES - len(t.samples)
@@ -71,6 +81,9 @@ class Totals:
             f"dejaq: {self.rows} rows: accepted {self.accepted}, duplicate {self.duplicate},"
             f" rejected {self.rejected}"
         )
+        for name in ("replaced", "extended", "leased"):
+            if getattr(self, name):
+                text += f", {name} {getattr(self, name)}"
         if self.samples:
             text += " (" + "; ".join(self.samples) + ")"
         return text

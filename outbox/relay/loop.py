@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from dejaq.core.backoff import Backoff
 from dejaq.core.redact import redact
@@ -77,34 +77,72 @@ class Relay:
         """Relay batches until none is left to claim; the rows relayed. (A batch
         may come back short while rows wait: a later row of a message waits
         for the batch that holds its earlier one.)"""
-        total = 0
-        while done := await self.relay_once():
-            total += done
-        return total
+        return await self._batches(until_empty=True)
 
     async def relay_once(self) -> int:
         """Claim one batch, hand it over, delete (or park) its rows; how many."""
+        return await self._batches(until_empty=False)
+
+    async def _batches(self, until_empty: bool) -> int:
+        """Relay batches, one or until a claim finds none; the rows relayed.
+
+        The connection pipelines its statements: a batch's deletes and COMMIT
+        go with the next batch's BEGIN and claim, one round trip to the
+        database a batch (the claim runs after the COMMIT, so it sees the rows
+        gone). Each round trip is a wake-up of the relay and of its server
+        process, a wait for a core on a busy machine, and every row waits for
+        the batches ahead of it."""
         await self._connect()
         conn = self._work
-        async with conn.transaction():
-            cur = await conn.execute(sql.CLAIM, (self.batch,))
-            claimed = [Claimed(*row) for row in await cur.fetchall()]
-            if not claimed:
-                return 0
-            refused = await self.handoff.rows(claimed)
-            accepted = [row.seq for row in claimed if row.seq not in refused]
-            if accepted:
-                cur = await conn.execute(self._delete, (accepted,))
-                lag = self.metrics.lag.labels(self.name)
-                for (seconds,) in await cur.fetchall():
-                    lag.observe(max(seconds, 0.0))
-            for seq, reason in refused.items():
-                await conn.execute(sql.PARK, (seq, reason))
-        self.metrics.relayed.labels(self.name).inc(len(accepted))
-        if refused:
-            log.warning("outbox %s: parked %d rows", self.name, len(refused))
+        total = 0
+        sent: _Sent | None = None  # the batch whose COMMIT went, not yet confirmed
+        parked = False
+        try:
+            async with conn.pipeline():
+                while True:
+                    await conn.execute(sql.BEGIN)
+                    cur = await conn.execute(sql.CLAIM, (self.batch,))
+                    claimed = [Claimed(*row) for row in await cur.fetchall()]
+                    # The claim's answer came after the COMMIT's: that batch is done.
+                    parked |= await self._done(sent)
+                    sent = None
+                    if not claimed:
+                        await conn.execute(sql.COMMIT)
+                        break
+                    sent = await self._hand_over(conn, claimed)
+                    total += len(claimed)
+                    if not until_empty:
+                        break
+        except BaseException:
+            await _rollback(conn)
+            raise
+        parked |= await self._done(sent)  # the pipeline's end confirmed it
+        if parked:
             await self._count_parked()
-        return len(claimed)
+        return total
+
+    async def _hand_over(self, conn: Any, claimed: list[Claimed]) -> _Sent:
+        """Hand ``claimed`` over, then send the deletes (or parks) and COMMIT."""
+        refused = await self.handoff.rows(claimed)
+        accepted = [row.seq for row in claimed if row.seq not in refused]
+        deleted = await conn.execute(self._delete, (accepted,)) if accepted else None
+        for seq, reason in refused.items():
+            await conn.execute(sql.PARK, (seq, reason))
+        await conn.execute(sql.COMMIT)
+        return _Sent(deleted, len(accepted), len(refused))
+
+    async def _done(self, sent: _Sent | None) -> bool:
+        """The metrics of a batch now committed; whether it parked rows."""
+        if sent is None:
+            return False
+        if sent.deleted is not None:
+            lag = self.metrics.lag.labels(self.name)
+            for (seconds,) in await sent.deleted.fetchall():
+                lag.observe(max(seconds, 0.0))
+        self.metrics.relayed.labels(self.name).inc(sent.accepted)
+        if sent.refused:
+            log.warning("outbox %s: parked %d rows", self.name, sent.refused)
+        return sent.refused > 0
 
     async def close(self) -> None:
         await self.handoff.close()
@@ -114,7 +152,9 @@ class Relay:
         if self._work is not None:
             return
         psycopg = psycopg_module()
-        self._work = await psycopg.AsyncConnection.connect(self.url)
+        # Transactions are begun and ended by the relay's own statements, so
+        # that BEGIN and COMMIT ride in the pipeline with the others.
+        self._work = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         self._listen = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         await self._listen.execute(sql.LISTEN)
         cur = await self._listen.execute(sql.COMMIT_TIMES)
@@ -143,3 +183,20 @@ class Relay:
             cur = await self._work.execute(f"SELECT count(*) FROM {sql.PARKED}")
             (parked,) = await cur.fetchone()
         self.metrics.parked.labels(self.name).set(parked)
+
+
+class _Sent(NamedTuple):
+    """A batch handed over, its deletes and COMMIT sent."""
+
+    deleted: Any  # the cursor of its DELETE, None when every row was parked
+    accepted: int
+    refused: int
+
+
+async def _rollback(conn: Any) -> None:
+    """End a batch that failed: nothing deleted, its rows free for the next
+    claim. A connection too broken for it is closed by the caller anyway."""
+    try:
+        await conn.execute(sql.ROLLBACK)
+    except Exception as exc:  # the error being raised says more
+        log.debug("rolling back: %s", exc)

@@ -19,6 +19,7 @@ from dejaq.core.model import (
     Leases,
     Message,
     NewMessage,
+    OnDuplicate,
     Settled,
     Topic,
 )
@@ -44,6 +45,7 @@ from dejaq.storage_plugins.rules import (
     dies_on_nack,
     effective_max_deliveries,
     lease_fate,
+    on_duplicate,
 )
 
 
@@ -122,6 +124,56 @@ class MemoryStorage(Storage):
 
     async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
         return self._tl(topic).insert(messages)
+
+    async def _debounce(
+        self, topic: str, messages: Sequence[NewMessage], mode: OnDuplicate, now: int
+    ) -> list[InsertStatus]:
+        tl = self._tl(topic)
+        c = tl.cols
+        slots = tl.find([m.id for m in messages])
+        at = np.where(slots >= 0, slots, 0)  # read in one pass each, judged one by one
+        found = slots.tolist()
+        lives = ((slots >= 0) & (c.state[at] == LIVE)).tolist()
+        owners = c.owner[at].tolist()
+        stamps = c.timestamp[at].tolist()
+        names = tl.owners.names
+        status: list[InsertStatus] = []
+        fresh: list[NewMessage] = []
+        replacing: list[NewMessage] = []
+        replaced: list[int] = []
+        extending: list[NewMessage] = []
+        extended: list[int] = []
+        for m, slot, live, number, stamp in zip(
+            messages, found, lives, owners, stamps, strict=True
+        ):
+            if slot < 0:
+                status.append(InsertStatus.ACCEPTED)
+                fresh.append(m)
+                continue
+            owner = names[number] if live else None
+            verdict = on_duplicate(mode, live, owner, stamp, now)
+            status.append(verdict)
+            if verdict is InsertStatus.REPLACED:
+                replacing.append(m)
+                replaced.append(slot)
+            elif verdict is InsertStatus.EXTENDED:
+                extending.append(m)
+                extended.append(slot)
+        changed = fresh + replacing + extending
+        if changed:
+            tl.check(changed)  # before the first change: the batch applies whole or not at all
+        if replacing:
+            tl.replace(np.array(replaced, np.int64), replacing)
+        if extending:
+            tl.reschedule(
+                np.array(extended, np.int64),
+                np.array([m.timestamp for m in extending], np.int64),
+                None,
+                [m.id for m in extending],
+            )
+        if fresh:
+            tl.insert(fresh)
+        return status
 
     async def _lease(self, request: LeaseRequest) -> Leases:
         tl = self._tl(request.topic)

@@ -35,6 +35,7 @@ from itertools import repeat
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from dejaq.core import priority as prio
 from dejaq.core.errors import InvalidArgument
@@ -453,19 +454,11 @@ class Timeline:
                 [col[i] for i in chosen]
                 for col in (timestamps, buckets, max_deliveries, expires, priorities)
             )
-        try:  # every check before the first change: a batch is stored whole or not at all
-            ts_col = np.array(timestamps, np.int64)
-            bucket_col = np.array(buckets, np.int64)
-            md_col = np.array(max_deliveries, np.uint32)
-            exp_col = np.array(expires, np.int64)
-            priority_col = np.array(priorities, np.uint16)
-        except (OverflowError, TypeError, ValueError) as exc:
-            raise InvalidArgument(f"a message field is out of range: {exc}") from exc
-        if bucket_col.min() < 0 or bucket_col.max() >= len(self.lanes):
-            raise InvalidArgument(f"a bucket is outside the topic's 0..{len(self.lanes) - 1}")
-        keys = [id.encode() for id in ids]
-        if max(map(len, keys)) > MAX_ID_BYTES:
-            raise InvalidArgument(f"a message id is longer than {MAX_ID_BYTES} bytes")
+        # every check before the first change: a batch is stored whole or not at all
+        ts_col, bucket_col, md_col, exp_col, priority_col = _columns(
+            timestamps, buckets, max_deliveries, expires, priorities, len(self.lanes)
+        )
+        keys = _id_bytes(ids)
         slots = self.cols.allocate(len(keys))
         c = self.cols
         c.timestamp[slots] = ts_col
@@ -491,6 +484,33 @@ class Timeline:
         self.id_order.entered(bucket_col)
         self.live += len(keys)
         return status
+
+    def check(self, messages: Sequence[NewMessage]) -> None:
+        """Raise what ``insert`` would refuse ``messages`` for, changing nothing."""
+        _columns(
+            [m.timestamp for m in messages],
+            [m.bucket for m in messages],
+            [m.max_deliveries for m in messages],
+            [m.expires_at for m in messages],
+            [m.priority for m in messages],
+            len(self.lanes),
+        )
+        _id_bytes([m.id for m in messages])
+
+    def replace(self, slots: I64, messages: Sequence[NewMessage]) -> None:
+        """Give live messages (``slots``) the fields of ``messages``, their ids in
+        order, keeping their deliveries, versions moved on: each is removed and
+        stored again, so its indexes, its key's lane (a key may change) and the
+        counts follow as for any insert. ``check`` them first."""
+        c = self.cols
+        versions = c.version[slots] + 1
+        deliveries = c.deliveries[slots].copy()
+        ids = [m.id for m in messages]
+        self.remove(slots, ids)
+        self.insert(messages)
+        again = self.find(ids)
+        c.version[again] = versions
+        c.deliveries[again] = deliveries
 
     def remove(self, slots: I64, ids: list[str] | None = None) -> None:
         """Delete messages (live or dead) with their payloads (``ids``, when the
@@ -709,6 +729,36 @@ class Timeline:
         np.minimum.at(first, buckets[later], timestamps[later])
         for b in np.flatnonzero(first != np.iinfo(np.int64).max).tolist():
             lanes[b].touch(int(first[b]))
+
+
+def _columns(
+    timestamps: list[int],
+    buckets: list[int],
+    max_deliveries: list[int],
+    expires: list[int],
+    priorities: list[int],
+    n_buckets: int,
+) -> tuple[I64, I64, npt.NDArray[np.uint32], I64, U16]:
+    """A batch's fields as the columns store them; InvalidArgument for a value
+    out of a column's range or a bucket outside the topic's."""
+    try:
+        ts_col = np.array(timestamps, np.int64)
+        bucket_col = np.array(buckets, np.int64)
+        md_col = np.array(max_deliveries, np.uint32)
+        exp_col = np.array(expires, np.int64)
+        priority_col = np.array(priorities, np.uint16)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise InvalidArgument(f"a message field is out of range: {exc}") from exc
+    if bucket_col.min() < 0 or bucket_col.max() >= n_buckets:
+        raise InvalidArgument(f"a bucket is outside the topic's 0..{n_buckets - 1}")
+    return ts_col, bucket_col, md_col, exp_col, priority_col
+
+
+def _id_bytes(ids: list[str]) -> list[bytes]:
+    keys = [id.encode() for id in ids]
+    if max(map(len, keys)) > MAX_ID_BYTES:
+        raise InvalidArgument(f"a message id is longer than {MAX_ID_BYTES} bytes")
+    return keys
 
 
 def _least(a: int | None, b: int | None) -> int | None:

@@ -334,6 +334,39 @@ INSERT_MESSAGES = f"""WITH t AS (SELECT name FROM dejaq_topics WHERE name = %(to
     lowered AS ({_LOWER.format(rows="new")})
     SELECT EXISTS (SELECT FROM t), array(SELECT id FROM new)"""
 
+# (topic, ids): the ids of the array that have a tombstone.
+TOMBSTONED_IDS = """SELECT g.id FROM dejaq_tombstones AS g
+    WHERE g.topic = %(topic)s AND g.id = ANY (%(ids)s::text[])"""
+# A debounce (Storage.insert with REPLACE / EXTEND) over rows LOCK_STATES locked
+# in this transaction: (topic, ids, buckets, ts, md, expires_at, priorities,
+# keys, payloads, headers) replace every field the producer gives, (topic,
+# moved, moved_ts) move a due time only; both clear a run-out lease's owner,
+# keep deliveries and move the version on, and lower the lanes of what changed
+# (a head may be early, never late).
+DEBOUNCE = f"""WITH replaced AS (
+        UPDATE dejaq_messages AS m
+        SET bucket = u.bucket, ts = u.ts, version = m.version + 1, owner = NULL,
+            max_deliveries = u.md, expires_at = u.expires_at, priority = u.priority, key = u.key
+        FROM unnest(%(ids)s::text[], %(buckets)s::int[], %(ts)s::int8[], %(md)s::int[],
+                    %(expires_at)s::int8[], %(priorities)s::int[], %(keys)s::text[])
+            AS u (id, bucket, ts, md, expires_at, priority, key)
+        WHERE m.topic = %(topic)s AND m.id = u.id
+        RETURNING m.topic, m.id, m.bucket, m.key, m.ts),
+    rewritten AS (
+        UPDATE dejaq_payloads AS p SET payload = u.payload, headers = u.headers
+        FROM unnest(%(ids)s::text[], %(payloads)s::bytea[], %(headers)s::bytea[])
+            AS u (id, payload, headers)
+        WHERE p.topic = %(topic)s AND p.id = u.id),
+    moved AS (
+        UPDATE dejaq_messages AS m
+        SET ts = u.ts, version = m.version + 1, owner = NULL
+        FROM unnest(%(moved)s::text[], %(moved_ts)s::int8[]) AS u (id, ts)
+        WHERE m.topic = %(topic)s AND m.id = u.id
+        RETURNING m.topic, m.id, m.bucket, m.key, m.ts),
+    changed AS (SELECT * FROM replaced UNION ALL SELECT * FROM moved),
+    lowered AS ({_LOWER.format(rows="changed")})
+    SELECT count(*) FROM changed"""
+
 # (topic, ids): run after INSERT_MESSAGES, in its transaction, with a snapshot
 # of its own. An insert that met an id being deleted (an ack, a cancel, an
 # at-most-once delivery in flight) waited for that delete and then stored the

@@ -33,6 +33,7 @@ from dejaq.core.model import (
     Leases,
     Message,
     NewMessage,
+    OnDuplicate,
     Settled,
     Topic,
 )
@@ -226,6 +227,25 @@ class Ranking:
         )
 
 
+def _debounce_params(topic: str, plan: base.DebouncePlan) -> dict[str, Any]:
+    """``sql.DEBOUNCE`` parameters for a plan."""
+    new = plan.replaced
+    return {
+        "topic": topic,
+        "ids": Texts(m.id for m in new),
+        "buckets": Int4s(m.bucket for m in new),
+        "ts": Int8s(m.timestamp for m in new),
+        "md": Int4s(m.max_deliveries for m in new),
+        "expires_at": Int8s(m.expires_at for m in new),
+        "priorities": Int4s(m.priority for m in new),
+        "keys": Texts(m.key for m in new),
+        "payloads": Byteas(m.payload for m in new),
+        "headers": Byteas(m.headers for m in new),
+        "moved": Texts(m.id for m in plan.extended),
+        "moved_ts": Int8s(m.timestamp for m in plan.extended),
+    }
+
+
 class _Locked:
     """The rows ``sql.LOCK_STATES`` locked: their states, and where they are."""
 
@@ -381,6 +401,19 @@ class PostgresStorage(Storage):
 
     async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
         statuses, fresh = base.plan_insert(messages)
+        async with self._pool.transaction() as conn:
+            await conn.execute(sql.LOCK_TOPIC_SHARED, (topic,))
+            taken = await self._insert_in(conn, topic, fresh)
+        # An id the batch repeats was planned a duplicate; one already stored, or
+        # tombstoned, is too.
+        return [
+            InsertStatus.DUPLICATE if s is InsertStatus.ACCEPTED and m.id not in taken else s
+            for s, m in zip(statuses, messages, strict=True)
+        ]
+
+    async def _insert_in(self, conn: Conn, topic: str, fresh: list[NewMessage]) -> set[str]:
+        """Store messages with ids new to the batch, after LOCK_TOPIC_SHARED; the
+        ids stored (one already there, or tombstoned, is not)."""
         # In id order: two batches sharing ids then wait for each other instead
         # of deadlocking (each would hold one id the other needs next).
         fresh.sort(key=lambda m: m.id)
@@ -396,22 +429,37 @@ class PostgresStorage(Storage):
             "payloads": Byteas(m.payload for m in fresh),
             "headers": Byteas(m.headers for m in fresh),
         }
+        inserted = await conn.execute(sql.INSERT_MESSAGES, params)
+        # Sent in the same round trip (pipeline); runs once the insert is done.
+        undone = await conn.execute(sql.UNDO_TOMBSTONED, params)
+        exists, stored = await inserted.fetchone() or (False, [])
+        [tombstoned] = await undone.fetchone() or ([],)
+        if not exists:
+            raise _missing(topic)
+        return set(stored) - set(tombstoned)
+
+    async def _debounce(
+        self, topic: str, messages: Sequence[NewMessage], mode: OnDuplicate, now: int
+    ) -> list[InsertStatus]:
+        out: dict[str, InsertStatus] = {}
+        pending = list(messages)
         async with self._pool.transaction() as conn:
             await conn.execute(sql.LOCK_TOPIC_SHARED, (topic,))
-            inserted = await conn.execute(sql.INSERT_MESSAGES, params)
-            # Sent in the same round trip (pipeline); runs once the insert is done.
-            undone = await conn.execute(sql.UNDO_TOMBSTONED, params)
-            exists, stored = await inserted.fetchone() or (False, [])
-            [tombstoned] = await undone.fetchone() or ([],)
-            if not exists:
-                raise _missing(topic)
-        # An id the batch repeats was planned a duplicate; one already stored, or
-        # tombstoned, is too.
-        taken = set(stored) - set(tombstoned)
-        return [
-            InsertStatus.DUPLICATE if s is InsertStatus.ACCEPTED and m.id not in taken else s
-            for s, m in zip(statuses, messages, strict=True)
-        ]
+            # An id another producer stores meanwhile makes our insert of it a
+            # conflict: its row is there once that commits, so it is judged again
+            # (each round one producer's insert wins: the rounds end).
+            while pending:
+                ids = [m.id for m in pending]
+                locked = await self._locked(conn, topic, ids)
+                tombs = await _all(conn, sql.TOMBSTONED_IDS, {"topic": topic, "ids": Texts(ids)})
+                plan = base.plan_debounce(
+                    pending, locked.states, (id for (id,) in tombs), mode, now
+                )
+                await conn.execute(sql.DEBOUNCE, _debounce_params(topic, plan))
+                out.update(zip(ids, plan.statuses, strict=True))
+                stored = await self._insert_in(conn, topic, plan.fresh) if plan.fresh else set()
+                pending = [m for m in plan.fresh if m.id not in stored]
+        return [out[m.id] for m in messages]
 
     async def _lease(self, request: LeaseRequest) -> Leases:
         statement = sql.LEASE_TOPIC if request.buckets is None else sql.LEASE_BUCKETS

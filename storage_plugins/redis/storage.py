@@ -26,6 +26,7 @@ from dejaq.core.model import (
     Leases,
     Message,
     NewMessage,
+    OnDuplicate,
     Settled,
     Topic,
 )
@@ -273,8 +274,19 @@ class RedisStorage(Storage):
     async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
         return await self._registry.on_topic(topic, lambda info: self._insert_in(info, messages))
 
+    async def _debounce(
+        self, topic: str, messages: Sequence[NewMessage], mode: OnDuplicate, now: int
+    ) -> list[InsertStatus]:
+        return await self._registry.on_topic(
+            topic, lambda info: self._insert_in(info, messages, mode, now)
+        )
+
     async def _insert_in(
-        self, info: TopicEntry, messages: Sequence[NewMessage]
+        self,
+        info: TopicEntry,
+        messages: Sequence[NewMessage],
+        mode: OnDuplicate = OnDuplicate.KEEP,
+        now: int = 0,
     ) -> list[InsertStatus]:
         groups_ = info.by_home([m.id for m in messages])
         strays: set[tuple[int, int]] = set()  # (home slot, the bucket's own slot)
@@ -304,8 +316,10 @@ class RedisStorage(Storage):
                 columns.decimals(i + 1 for i in keyed),
                 *columns.strings(batch[i].headers for i in headed),
                 columns.decimals(i + 1 for i in headed),
+                "" if mode is OnDuplicate.KEEP else mode.label,
+                now,
             )
-            inserts.append(Call(lua.INSERT, (s.alive, s.heads, *info.optional(s)), args))
+            inserts.append(Call(lua.INSERT, (s.alive, s.heads, s.owned, *info.optional(s)), args))
         # Make strays findable from their bucket's slot before they exist.
         pointers = [
             Call(None, (), ("SADD", info.slot(own).stray_homes, home))
@@ -314,9 +328,9 @@ class RedisStorage(Storage):
         replies = await self._runner.run(pointers + inserts, atomic=True, wait=self._wait)
         out = [InsertStatus.ACCEPTED] * len(messages)
         for indexes, reply in zip(groups_.values(), replies[len(pointers) :], strict=True):
-            for i, duplicate in zip(indexes, body(reply), strict=True):
-                if duplicate:
-                    out[i] = InsertStatus.DUPLICATE
+            for i, status in zip(indexes, body(reply), strict=True):
+                if status:
+                    out[i] = InsertStatus(status)
         return out
 
     # -- lease ----------------------------------------------------------------

@@ -24,6 +24,7 @@ from dejaq.core.model import (
     Leases,
     Message,
     NewMessage,
+    OnDuplicate,
     Settled,
     Topic,
 )
@@ -189,6 +190,36 @@ def insert(conn: Conn, topic: str, messages: Sequence[NewMessage]) -> list[Inser
     ids = json.dumps([m.id for m in messages])
     taken = [row[0] for row in conn.execute(sql.EXISTING_IDS, (topic, ids))]
     out, fresh = base.plan_insert(messages, taken)
+    _insert_fresh(conn, topic, fresh)
+    return out
+
+
+def debounce(
+    conn: Conn, topic: str, messages: Sequence[NewMessage], mode: OnDuplicate, now: int
+) -> list[InsertStatus]:
+    _topic_buckets(conn, topic)
+    ids = [m.id for m in messages]
+    buried = [row[0] for row in conn.execute(sql.TOMBSTONED_IDS, (topic, json.dumps(ids)))]
+    plan = base.plan_debounce(messages, _states(conn, topic, ids), buried, mode, now)
+    conn.executemany(
+        sql.REPLACE_MESSAGE,
+        [
+            (m.bucket, m.timestamp, m.max_deliveries, m.expires_at, m.priority, m.key, topic, m.id)
+            for m in plan.replaced
+        ],
+    )
+    conn.executemany(
+        sql.REPLACE_PAYLOAD, [(m.payload, m.headers, topic, m.id) for m in plan.replaced]
+    )
+    conn.executemany(sql.EXTEND_MESSAGE, [(m.timestamp, topic, m.id) for m in plan.extended])
+    if plan.changed:
+        _lower_lanes(conn, topic, plan.changed)  # a head may be early, never late
+    _insert_fresh(conn, topic, plan.fresh)
+    return plan.statuses
+
+
+def _insert_fresh(conn: Conn, topic: str, fresh: Sequence[NewMessage]) -> None:
+    """Store messages whose ids are free, with their lanes and counts."""
     conn.executemany(
         sql.INSERT_MESSAGE,
         [
@@ -201,7 +232,6 @@ def insert(conn: Conn, topic: str, messages: Sequence[NewMessage]) -> list[Inser
     if lanes:
         conn.executemany(sql.UPSERT_LANE, [(topic, b, k, ts) for (b, k), ts in lanes.items()])
     _count(conn, topic, len(fresh), 0)
-    return out
 
 
 def _take(

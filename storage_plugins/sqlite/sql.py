@@ -200,6 +200,19 @@ EXISTING_IDS = """SELECT id FROM messages
     WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))
     UNION ALL
     SELECT id FROM tombstones WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))"""
+# (topic, ids JSON): the ids that have a tombstone
+TOMBSTONED_IDS = """SELECT id FROM tombstones
+    WHERE topic = ?1 AND id IN (SELECT value FROM json_each(?2))"""
+# A waiting message replaced (Storage.insert with REPLACE): every field the
+# producer gives, the lease owner cleared, deliveries kept, version moved on.
+# (bucket, ts, max_deliveries, expires_at, priority, key, topic, id)
+REPLACE_MESSAGE = """UPDATE messages SET bucket = ?, ts = ?, version = version + 1, owner = NULL,
+    max_deliveries = ?, expires_at = ?, priority = ?, key = ? WHERE topic = ? AND id = ?"""
+# (payload, headers, topic, id)
+REPLACE_PAYLOAD = "UPDATE payloads SET payload = ?, headers = ? WHERE topic = ? AND id = ?"
+# A waiting message moved (EXTEND): (ts, topic, id)
+EXTEND_MESSAGE = """UPDATE messages SET ts = ?, version = version + 1, owner = NULL
+    WHERE topic = ? AND id = ?"""
 INSERT_MESSAGE = """INSERT INTO messages
     (topic, id, bucket, ts, version, deliveries, owner, max_deliveries, expires_at, dead, priority,
      key)

@@ -23,7 +23,16 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from dejaq.core.buckets import Buckets
 from dejaq.core.errors import InvalidArgument, StorageError
-from dejaq.core.model import Counts, InsertStatus, Leases, Message, NewMessage, Settled, Topic
+from dejaq.core.model import (
+    Counts,
+    InsertStatus,
+    Leases,
+    Message,
+    NewMessage,
+    OnDuplicate,
+    Settled,
+    Topic,
+)
 from dejaq.core.redact import redact
 from dejaq.storage_plugins.base import (
     Forecast,
@@ -292,6 +301,11 @@ class SqliteStorage(Storage):
 
     async def _insert(self, topic: str, messages: Sequence[NewMessage]) -> list[InsertStatus]:
         return await self._run(ops.insert, topic, messages)
+
+    async def _debounce(
+        self, topic: str, messages: Sequence[NewMessage], mode: OnDuplicate, now: int
+    ) -> list[InsertStatus]:
+        return await self._run(ops.debounce, topic, messages, mode, now)
 
     async def _lease(self, request: LeaseRequest) -> Leases:
         return await self._run(ops.lease, request)

@@ -23,6 +23,7 @@ from dejaq.core.clock import Wake
 from dejaq.core.model import LeasedMessage
 from dejaq.core.wire.batches import decode_deliveries, encode_messages
 from dejaq.proto import dejaq_pb2 as pb
+from dejaq.storage_plugins import Storage
 from dejaq.storage_plugins.memory import MemoryStorage
 
 START_MS = 1_800_000_000_000
@@ -99,10 +100,15 @@ async def running_broker(
 
 
 async def make_broker(
-    clock: ManualClock, lookahead_ms: int = 20, send_ahead_ms: int = 25
+    clock: ManualClock,
+    lookahead_ms: int = 20,
+    send_ahead_ms: int = 25,
+    storage: Storage | None = None,
 ) -> BrokerContext:
-    storage = MemoryStorage("memory://")
-    await storage.open()
+    """A broker over ``storage`` (opened; None: a new ``memory://``)."""
+    if storage is None:
+        storage = MemoryStorage("memory://")
+        await storage.open()
     # rescan_ms: a missed wake-up would show as a hang
     config = BrokerConfig(
         rescan_ms=3_600_000, lookahead_ms=lookahead_ms, send_ahead_ms=send_ahead_ms

@@ -32,6 +32,10 @@ REFUSED: dict[str, tuple[Values, str]] = {
         {"etcd": {"externalEndpoints": ["http://e:2379"]}},
         "set etcd.enabled=false to use etcd.externalEndpoints",
     ),
+    "bridges with auth": (
+        {"broker": {"auth": {"existingSecret": "a"}, "bridges": {"existingSecret": "b"}}},
+        "broker.bridges: the brokers' bridges reach them on loopback",
+    ),
     "broker TLS without its Secret": (
         {"broker": {"tls": {"enabled": True}}},
         "broker.tls.enabled needs broker.tls.existingSecret",

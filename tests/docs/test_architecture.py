@@ -15,6 +15,7 @@ TOP = (
     "driver",
     "storage_plugins",
     "outbox",
+    "bridges",
     "proto",
     "fbs",
     "deploy",

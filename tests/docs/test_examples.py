@@ -30,6 +30,11 @@ RUN_ELSEWHERE = {
     "docs/security.md": "tests/security/test_docs_walkthrough.py",
     # its example needs the application's PostgreSQL
     "docs/outbox.md": "tests/outbox/test_docs_page.py",
+    # its example needs a redis-server and a bridge process
+    "docs/bridges-redis-streams.md": "tests/bridges/test_docs_page.py",
+    # theirs need a nats-server or a rabbitmq-server, and a bridge process
+    "docs/bridges-nats.md": "tests/bridges/test_docs_queue_pages.py",
+    "docs/bridges-rabbitmq.md": "tests/bridges/test_docs_queue_pages.py",
 }
 TIMEOUT_S = 60
 BIN = str(Path(sys.executable).parent)
@@ -191,6 +196,9 @@ def test_commands_without_output_parse() -> None:
                     assert _parses(parser, words[1:]), f"does not parse: {where}"
                 elif name == "python" and words[1] == "benchmarks/run.py":
                     benchmark_runs.append(words[2:])
+                elif name == "python" and words[1] == "benchmarks/ab.py" and "--" in words:
+                    # run.py's arguments, after the two checkouts and ab.py's own
+                    benchmark_runs.append(words[words.index("--") + 1 :])
                 elif name == "python" and words[1] == "-m":
                     assert words[2] in OTHER_TOOLS, f"an unknown module: {where}"
                 elif name == "python" and words[1].endswith(".py"):

@@ -97,3 +97,20 @@ def test_max_deliveries_and_expiry_are_read_as_over_http() -> None:
 
     # Then they are kept
     assert parsed[1] == Outgoing(b"", AT, "o", max_deliveries=1, expires_at_ms=1_900_000_009_000)
+
+
+def test_a_line_may_say_what_happens_to_its_waiting_id_and_the_flag_says_for_the_rest() -> None:
+    # given lines that replace, say nothing, and name a mode there is not
+    text = (
+        '{"id": "a", "timestamp_ms": 1900000000000, "payload": "x", "on_duplicate": "replace"}\n'
+        '{"id": "b", "timestamp_ms": 1900000000000, "payload": "y"}\n'
+        '{"id": "c", "timestamp_ms": 1900000000000, "payload": "z", "on_duplicate": "merge"}\n'
+    )
+
+    # when they are read with --on-duplicate extend
+    parsed = dict(_parse(io.BytesIO(text.encode()), "extend"))
+
+    # then each line has its own mode, or the flag's, and the unknown one is refused
+    assert parsed[1] == Outgoing(b"x", AT, "a", on_duplicate="replace")
+    assert parsed[2] == Outgoing(b"y", AT, "b", on_duplicate="extend")
+    assert parsed[3] == ("rejected: on_duplicate must be one of keep, replace, extend, not 'merge'")

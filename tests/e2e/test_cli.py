@@ -314,6 +314,30 @@ def test_get_move_and_cancel_by_id(cli: Cli, topic_name: str) -> None:
     assert "not found" in cli.fails("get", topic_name, "ny")
 
 
+def test_produce_on_duplicate_replaces_or_extends_the_waiting_message(
+    cli: Cli, topic_name: str
+) -> None:
+    # Given a message waiting for 2030
+    cli.ok("topic", "create", topic_name)
+    cli.ok("produce", topic_name, "v1", "--id", "digest", "--at", "2030-01-01T09:00:00Z")
+    # When it is produced again replacing, then from JSON lines extending
+    out = cli.ok(
+        "produce", topic_name, "v2", "--id", "digest", "--in", "1h", "--on-duplicate", "replace"
+    )
+    assert out == "replaced digest\n"
+    line = '{"id": "digest", "timestamp_ms": 1900000000000, "payload": "v3"}\n'
+    summary = cli.ok("produce", topic_name, "--jsonl", "-", "--on-duplicate", "extend", stdin=line)
+    # Then it holds the replacing payload at the extended time, at its third version
+    assert summary == "accepted 0, duplicate 0, rejected 0, extended 1\n"
+    got = cli.json("get", topic_name, "digest")
+    assert (got["payload"], got["timestamp_ms"], got["version"]) == ("v2", 1_900_000_000_000, 3)
+    # And a mode there is not is one line, nothing sent
+    error = cli.fails(
+        "produce", topic_name, "v4", "--id", "digest", "--in", "1h", "--on-duplicate", "merge"
+    )
+    assert "on_duplicate must be one of keep, replace, extend" in error
+
+
 def test_dead_list_and_redrive(cli: Cli, topic_name: str) -> None:
     # Given a topic whose messages expire 1 s after they are due, and a message a minute overdue
     cli.ok("topic", "create", topic_name, "--expiry", "1s")

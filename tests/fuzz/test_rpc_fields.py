@@ -48,11 +48,17 @@ produce_batches = message_frames() | damaged(message_frames()) | st.binary(max_s
 def test_produce_frames_get_a_clear_status_and_store_only_what_was_accepted(
     live: LiveBroker, data: st.DataObject
 ) -> None:
-    # Given a few Produce frames for the topic, another, or none at all
+    # Given a few Produce frames for the topic, another, or none at all, each
+    # keeping, replacing or extending the waiting messages of its ids
     topics = st.sampled_from(list(live.known(live.produce_topic).topics))
     frames = data.draw(
         st.lists(
-            st.builds(pb.ProduceRequest, topic=topics | st.text(max_size=8), batch=produce_batches),
+            st.builds(
+                pb.ProduceRequest,
+                topic=topics | st.text(max_size=8),
+                batch=produce_batches,
+                on_duplicate=st.integers(0, 3),  # 3: a mode the wire lacks
+            ),
             min_size=1,
             max_size=3,
         )

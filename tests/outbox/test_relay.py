@@ -104,6 +104,40 @@ async def test_a_parked_row_does_not_block_the_rows_behind_it(app_db: str, broke
     assert metrics.parked.labels(relay.name)._value.get() == 1
 
 
+class FailsOnce(DriverHandOff):
+    """A hand-over whose first batch meets an unreachable broker."""
+
+    failed = False
+
+    async def send(self, topic: str, rows):  # type: ignore[no-untyped-def]
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("no broker")
+        return await super().send(topic, rows)
+
+
+async def test_a_failed_hand_over_leaves_its_rows_for_the_next_batch(
+    app_db: str, broker: Client
+) -> None:
+    # Given two committed rows, and a relay whose first hand-over fails
+    ids = schedule_many(app_db, 2, "f-")
+    failing = Relay(app_db, FailsOnce(broker))
+    try:
+        # When it claims them and the hand-over raises
+        with pytest.raises(ConnectionError):
+            await failing.relay_once()
+        # Then nothing was deleted and nothing stays locked: another relay
+        # relays them while the first is still connected, whose next claim
+        # on the same connection finds nothing left
+        assert outbox.status(app_db).waiting == 2
+        assert await drain(app_db, broker) == 2
+        assert await failing.relay_once() == 0
+    finally:
+        await failing.close()
+    assert outbox.status(app_db).waiting == 0
+    assert [await on_topic(broker, i) for i in ids] == [True, True]
+
+
 async def test_three_relays_share_an_outbox(app_db: str, broker: Client) -> None:
     # Given 3 relays on one outbox, and rows committed while they run
     metrics = RelayMetrics()

@@ -108,41 +108,52 @@ def test_schedule_refuses_a_missing_topic_with_one_line(
     assert "dejaq: error:" in done.stderr and "no-such-topic" in done.stderr
 
 
-# Builds the session `dejaq spark schedule` builds from its flags, in a process
-# of its own (this one's session would be reused), and prints its settings.
-SESSION_OF = """
+# Builds the sessions `dejaq spark schedule` builds from each set of flags, in a
+# process of its own (this one's session would be reused), one after the other
+# (the JVM starts once: ~8 s each), and prints each one's settings.
+SESSIONS_OF = """
 import json, sys
 from dejaq.driver.cli.main import build_parser
 from dejaq.driver.cli.spark_cmd import job_of
 from dejaq.driver.spark.job import session
 
-argv = ["spark", "schedule", "--input", "in.csv", "--topic", "t", *sys.argv[1:]]
-spark = session(job_of(build_parser().parse_args(argv)))
-conf = spark.sparkContext.getConf()
-keys = ("spark.driver.host", "spark.driver.bindAddress", "spark.ui.enabled")
-print(json.dumps({**{k: conf.get(k) for k in keys}, "ui": spark.sparkContext.uiWebUrl}))
-spark.stop()
+for flags in json.loads(sys.argv[1]):
+    argv = ["spark", "schedule", "--input", "in.csv", "--topic", "t", *flags]
+    spark = session(job_of(build_parser().parse_args(argv)))
+    conf = spark.sparkContext.getConf()
+    keys = ("spark.driver.host", "spark.driver.bindAddress", "spark.ui.enabled")
+    print(json.dumps({**{k: conf.get(k) for k in keys}, "ui": spark.sparkContext.uiWebUrl}))
+    spark.stop()
 """
+# The web UI's first: the JVM starts as that session asks (SPARK_LOCAL_IP
+# included); the other's settings are its own session's.
+WITH_UI = ("--master", "local[1]", "--spark-ui")
+WITHOUT_UI = ("--master", "local[1]")
 
 
-def session_settings(*flags: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def session_settings() -> dict[tuple[str, ...], dict[str, Any]]:
+    """Each set of flags' session settings."""
+    flag_sets = [WITH_UI, WITHOUT_UI]
     env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
     done = subprocess.run(
-        [sys.executable, "-c", SESSION_OF, *flags],
+        [sys.executable, "-c", SESSIONS_OF, json.dumps(flag_sets)],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
         env={**env, "PYSPARK_PYTHON": sys.executable},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    settings: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return settings
+    lines = done.stdout.strip().splitlines()[-len(flag_sets) :]
+    return {flags: json.loads(line) for flags, line in zip(flag_sets, lines, strict=True)}
 
 
-def test_a_local_master_stays_on_loopback_with_no_web_ui() -> None:
+def test_a_local_master_stays_on_loopback_with_no_web_ui(
+    session_settings: dict[tuple[str, ...], dict[str, Any]],
+) -> None:
     # given the command's flags with the default local master
     # when the command builds its Spark session
-    settings = session_settings("--master", "local[1]")
+    settings = session_settings[WITHOUT_UI]
 
     # then Spark binds to loopback only and starts no web UI
     assert settings == {
@@ -153,8 +164,10 @@ def test_a_local_master_stays_on_loopback_with_no_web_ui() -> None:
     }
 
 
-def test_the_web_ui_starts_when_asked_and_on_loopback() -> None:
-    settings = session_settings("--master", "local[1]", "--spark-ui")
+def test_the_web_ui_starts_when_asked_and_on_loopback(
+    session_settings: dict[tuple[str, ...], dict[str, Any]],
+) -> None:
+    settings = session_settings[WITH_UI]
     assert settings["spark.ui.enabled"] == "true"
     assert settings["spark.driver.bindAddress"] == "127.0.0.1"
     assert settings["ui"].startswith("http://127.0.0.1:"), settings["ui"]

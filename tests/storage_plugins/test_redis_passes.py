@@ -19,7 +19,7 @@ from dejaq.core.errors import (
     NotLeaseHolder,
     StaleVersion,
 )
-from dejaq.core.model import Message, NewMessage
+from dejaq.core.model import Message, NewMessage, OnDuplicate
 from dejaq.storage_plugins import rules
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.redis import scripts as redis_scripts
@@ -275,7 +275,8 @@ for i = 1, #ARGV, 8 do
            v = tonumber(ARGV[i + 2]), ts = tonumber(ARGV[i + 3])}
   end
   local owner, version, now = ARGV[i + 4], tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
-  push(out, check_holder(rec, owner, version), check_movable(rec, version, now))
+  push(out, check_holder(rec, owner, version), check_movable(rec, version, now),
+       on_duplicate('replace', rec, now), on_duplicate('extend', rec, now))
 end
 return out
 """
@@ -336,9 +337,14 @@ def test_the_lua_settle_and_move_checks_are_the_python_ones(server: RedisServer)
     # when each runs through the Lua checks
     with server.client() as client:
         reply = client.eval(redis_scripts.program(CHECKS_PROBE), 0, *args)
-    # then each refusal is the one rules.py gives
+    # then each refusal is the one rules.py gives, and so is each debounce's verdict
     for k, (rec, owner, version, now) in enumerate(cases):
         holder = rules.settle_refusal("m", rec, owner, version)
         movable = rules.move_refusal("m", rec, version, now)
-        assert reply[2 * k] == CODES[type(holder) if holder else None], (rec, version)
-        assert reply[2 * k + 1] == CODES[type(movable) if movable else None], (rec, version)
+        replace, extend = reply[4 * k + 2 : 4 * k + 4]
+        assert reply[4 * k] == CODES[type(holder) if holder else None], (rec, version)
+        assert reply[4 * k + 1] == CODES[type(movable) if movable else None], (rec, version)
+        live = rec is not None and not rec.dead
+        owner_now, ts = (rec.owner, rec.timestamp) if rec else (None, 0)
+        for mode, verdict in ((OnDuplicate.REPLACE, replace), (OnDuplicate.EXTEND, extend)):
+            assert verdict == rules.on_duplicate(mode, live, owner_now, ts, now), (rec, mode)

@@ -4,6 +4,7 @@ import { ApiError, call, setCsrf } from './api.js';
 import * as cluster from './cluster.js';
 import * as cron from './cron.js';
 import * as outboxes from './outboxes.js';
+import * as bridges from './bridges.js';
 import * as topic from './topic.js';
 import * as topics from './topics.js';
 import { h, problemText } from './ui.js';
@@ -73,7 +74,7 @@ function route() {
   stopPolling();
   const [, name = 'topics', ...rest] = location.hash.split('/');
   const arg = rest.map(decodeURIComponent).join('/');
-  const pages = { topics, topic, cron, cluster, outboxes };
+  const pages = { topics, topic, cron, cluster, outboxes, bridges };
   const chosen = pages[name] || topics;
   for (const link of nav.querySelectorAll('a')) {
     const current = link.getAttribute('href') === `#/${name === 'topic' ? 'topics' : name}`;

@@ -304,6 +304,15 @@ local function check_movable(rec, version, now)
   return OK
 end
 
+-- rules.on_duplicate over a record (nil: none, a tombstoned id is never
+-- asked): mode 'replace' or 'extend'; a status of core.model.InsertStatus.
+local function on_duplicate(mode, rec, now)
+  if not rec or rec.dead then return 1 end
+  if rec.o and rec.ts > now then return 5 end
+  if mode == 'replace' then return 3 end
+  return 4
+end
+
 -- rules.effective_max_deliveries
 local function effective_max_deliveries(own, topic)
   if own ~= 0 then return own end

@@ -1,14 +1,19 @@
--- KEYS: alive, heads[, waits][, tombs] (helpers: optional). ARGV: gen, prefix,
+-- KEYS: alive, heads, owned[, waits][, tombs] (helpers: optional). ARGV: gen, prefix,
 -- then the batch as columns (columns.py): ids, their lengths, timestamps and
 -- buckets (comma-separated decimals), the records (record.new_records: each
 -- with its payload inline, or marked apart), their lengths, and the payloads
 -- kept apart, their lengths and their indexes in the batch (1-based), the keys
 -- of the messages that go on their key's lane (keys.lane), their lengths and
--- indexes, and the headers of those that have some, their lengths and indexes.
+-- indexes, and the headers of those that have some, their lengths and indexes;
+-- then what to do with an id already there ('' keep, 'replace', 'extend':
+-- Storage.insert's on_duplicate, each id once in the batch) and now.
 -- Reply {OK, status...}: 0 accepted, 1 duplicate (an existing id, live or dead,
--- a tombstoned one, or an earlier one of this batch: the first wins).
+-- a tombstoned one, or an earlier one of this batch: the first wins), with
+-- replace or extend 3 replaced, 4 extended, 5 leased (helpers: on_duplicate).
 if not alive() then return {GONE} end
-local prefix, extra = ARGV[2], optional(3)
+local prefix, extra = ARGV[2], optional(4)
+local mode, now = ARGV[18], tonumber(ARGV[19])
+local changed, changes = {}, {ids = {}, recs = {}}
 local tombs, waits = extra.tombs, extra.waits
 local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
 local packed = cut(ARGV[7], ARGV[8])
@@ -29,8 +34,28 @@ local seen = {}
 for i = 1, #ids do
   local id, ts, bucket = ids[i], stamps[i], buckets[i]
   local lane = laned[i] and bucket .. ':' .. laned[i] or bucket
-  if seen[id] or buried[i] or existing[i] then
-    out[#out + 1] = 1
+  local status = 0
+  if seen[id] or buried[i] then
+    status = 1
+  elseif existing[i] then
+    status = 1
+    if mode ~= '' then
+      local rec = decode(existing[i])
+      status = on_duplicate(mode, rec, now)
+      if status == 3 then  -- replaced: stored again below, its version and deliveries kept
+        drop(prefix, id, rec, KEYS[3], changed)
+        local new = decode(packed[i])
+        new.v, new.n = rec.v + 1, rec.n
+        packed[i] = encode(new)
+      elseif status == 4 then  -- extended: its due time only
+        reschedule(prefix, KEYS[2], waits, id, rec, ts, changed, changes)
+        rec.o = nil
+        redis.call('ZREM', KEYS[3], id)
+      end
+    end
+  end
+  if status ~= 0 and status ~= 3 then
+    out[#out + 1] = status
   else
     seen[id] = true
     local n = tonumber(ts)
@@ -58,9 +83,10 @@ for i = 1, #ids do
         low[1], low[2] = n, ts
       end
     end
-    out[#out + 1] = 0
+    out[#out + 1] = status
   end
 end
+flush(prefix, changes)
 bulk('HSET', prefix .. K_RECORDS, records)
 bulk('HSET', prefix .. K_PAYLOADS, payloads)
 bulk('HSET', prefix .. K_HEADERS, headers)
@@ -75,4 +101,5 @@ for bucket in pairs(entered) do
 end
 lowered_all(KEYS[2], heads)
 if waits then lowered_all(waits, unranked) end  -- helpers: waiting
+fix_heads(prefix, KEYS[2], changed)  -- after the adds: a lane a replace left may be empty
 return out

@@ -126,6 +126,9 @@ DEJAQ_* variables): each appears only when its value asks for it. */}}
 {{- if .Values.broker.auth.insecureAllowAnonymous -}}
 {{- $args = append $args "--insecure-allow-anonymous" -}}
 {{- end -}}
+{{- if .Values.broker.bridges.existingSecret -}}
+{{- $args = append $args (printf "--bridges=/etc/dejaq/bridges/%s" .Values.broker.bridges.existingSecretKey) -}}
+{{- end -}}
 {{- toJson $args -}}
 {{- end -}}
 
@@ -137,6 +140,9 @@ DEJAQ_* variables): each appears only when its value asks for it. */}}
 {{- end -}}
 {{- with .Values.broker.auth.existingSecret -}}
 {{- $v = append $v (dict "name" "auth" "secret" . "path" "/etc/dejaq/auth") -}}
+{{- end -}}
+{{- with .Values.broker.bridges.existingSecret -}}
+{{- $v = append $v (dict "name" "bridges" "secret" . "path" "/etc/dejaq/bridges") -}}
 {{- end -}}
 {{- with .Values.storage.tls.existingSecret -}}
 {{- $v = append $v (dict "name" "storage-tls" "secret" . "path" "/etc/dejaq/storage-tls") -}}

@@ -26,6 +26,9 @@ cannot honour yet. Included by the Deployment, so `helm template` and
 {{- fail (printf "replicaCount=%d needs etcd to share the buckets: etcd.enabled=true or etcd.externalEndpoints" $replicas) -}}
 {{- end -}}
 {{- include "dejaq.validateSecurity" . -}}
+{{- if and .Values.broker.bridges.existingSecret (or .Values.broker.tls.enabled .Values.broker.auth.existingSecret) -}}
+{{- fail "broker.bridges: the brokers' bridges reach them on loopback in plaintext with no token, so not with broker.tls or broker.auth; run `dejaq bridge run FILE` beside them instead" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* TLS and secrets: each switch names the Secret it needs, and the parts agree. */}}

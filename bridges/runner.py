@@ -1,0 +1,320 @@
+"""One bridge at work: source -> dejaq, and dejaq -> sink, each end reconnected
+with back-off on ``EndpointDown``.
+
+Into dejaq: a batch read at the source is produced by id (a duplicate id counts
+as accepted: it is the retry of a hand-over a crash cut short); a message the
+rule cannot read, or that dejaq refuses for good, goes to the topic's dead
+timeline (or the error sink) with its reason; only then is the batch acked at
+the source. A crash before that ack reads the batch again, and the ids absorb it.
+
+Out of dejaq: due deliveries, a batch at a time in due order, are published
+to the sink; each is acked in dejaq only once the sink confirmed it. A crash in
+between publishes it again when its lease runs out: a duplicate with its id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Sequence
+
+from dejaq.bridges import registry, rules
+from dejaq.bridges.config import BridgeSpec
+from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound, Sink, Source
+from dejaq.bridges.metrics import BridgeMetrics
+from dejaq.core.backoff import Backoff
+from dejaq.core.clock import now_ms
+from dejaq.core.errors import DejaqError, InvalidArgument
+from dejaq.core.model import InsertStatus
+from dejaq.core.redact import redact
+from dejaq.driver.admin import Admin
+from dejaq.driver.client import Client
+from dejaq.driver.consumer import Consumer
+from dejaq.driver.delivery import Delivery
+from dejaq.driver.producer import Outgoing, Producer
+
+log = logging.getLogger("dejaq.bridges")
+
+RETRY = Backoff(0.05, 5.0)  # seconds, after an end or dejaq failed
+DEFAULT_BATCH = 1000
+READ_WAIT_MS = 100  # a read waits this long for a first message: how soon a stop is seen
+IN_FLIGHT = 4  # batches handed to dejaq at once
+WATCH_S = 1.0  # the source's lag and the topic's held messages are read this often
+
+
+class Bridge:
+    def __init__(
+        self,
+        spec: BridgeSpec,
+        client: Client,
+        metrics: BridgeMetrics | None = None,
+        *,
+        batch: int = DEFAULT_BATCH,
+    ) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.client = client
+        self.metrics = metrics or BridgeMetrics()
+        self.batch = batch
+        self.source: Source = registry.source(spec.source.url, spec.source.options)
+        self.sink: Sink | None = (
+            registry.sink(spec.sink.url, spec.sink.options) if spec.sink else None
+        )
+        self.error_sink: Sink | None = (
+            registry.sink(spec.error_sink.url, spec.error_sink.options, "error_sink")
+            if spec.error_sink
+            else None
+        )
+        self._error_sink_open = False
+        self.producer = Producer(client, spec.topic)
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Bridge until ``stop`` is set (or the task is cancelled)."""
+        stop = stop or asyncio.Event()
+        work = [self._inbound(stop), self._watch(stop)]
+        if self.sink is not None:
+            work.append(self._outbound(stop))
+        try:
+            await asyncio.gather(*work)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        await self.producer.close()
+        for end in (self.source, self.sink, self.error_sink):
+            if end is not None:
+                with contextlib.suppress(EndpointDown):
+                    await end.close()
+
+    # -- source -> dejaq ----------------------------------------------------
+
+    async def _inbound(self, stop: asyncio.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            handing: set[asyncio.Task[None]] = set()
+            try:
+                await self.source.open()
+                while not stop.is_set():
+                    taken = await self.source.read(self.batch, READ_WAIT_MS)
+                    if taken:
+                        # The next batch is read while this one is handed over.
+                        handing.add(asyncio.create_task(self.take(taken)))
+                    if len(handing) >= IN_FLIGHT or (handing and not taken):
+                        done, handing = await asyncio.wait(
+                            handing, return_when=asyncio.FIRST_COMPLETED
+                        )
+                        for task in done:
+                            task.result()
+                    failures = 0
+                await _finish(handing)
+            except Exception as exc:  # down, or refusing: nothing acked is lost
+                end = "dejaq" if isinstance(exc, DejaqError) else "source"
+                self._failed(end, exc)
+                await _abandon(handing)  # not acked: read again from the group
+                with contextlib.suppress(EndpointDown):
+                    await self.source.close()
+                await _pause(stop, RETRY.delay(failures))
+                failures += 1
+            except BaseException:  # cancelled
+                await _abandon(handing)
+                raise
+
+    async def take(self, taken: Sequence[Inbound]) -> None:
+        """Hand ``taken`` to dejaq (the unreadable ones to the dead timeline or
+        the error sink), then ack them at the source."""
+        now = now_ms()
+        good: list[tuple[Inbound, Outgoing]] = []
+        bad: list[tuple[Inbound, str]] = []
+        for message in taken:
+            try:
+                good.append((message, rules.outgoing(self.spec.rules, message, now)))
+            except rules.Unreadable as exc:
+                bad.append((message, str(exc)))
+        if good:
+            try:
+                results = await self.producer.send_batch([out for _, out in good])
+            except InvalidArgument:
+                # The producer refused the batch for one message's headers: found
+                # and set apart, the rest go.
+                good, unsent = [], good
+                for message, out in unsent:
+                    try:
+                        rules.check(out)
+                        good.append((message, out))
+                    except rules.Unreadable as exc:
+                        bad.append((message, str(exc)))
+                results = await self.producer.send_batch([out for _, out in good])
+            for (message, _), result in zip(good, results, strict=True):
+                if result.status not in (InsertStatus.ACCEPTED, InsertStatus.DUPLICATE):
+                    bad.append((message, f"refused by dejaq: {result.error or result.status.name}"))
+        if bad:
+            await self._unreadable(bad, now)
+        await self.source.ack(taken)
+        self.metrics.accepted.labels(self.name).inc(len(taken) - len(bad))
+
+    async def _unreadable(self, bad: Sequence[tuple[Inbound, str]], now: int) -> None:
+        for message, reason in bad:
+            log.warning("bridge %s: %s: %s", self.name, message.source_id, reason)
+        self.metrics.unreadable.labels(self.name).inc(len(bad))
+        dead = [rules.dead(message, reason, now) for message, reason in bad]
+        if self.error_sink is not None:
+            await self._to_error_sink(dead)
+            return
+        for out, result in zip(dead, await self.producer.send_batch(dead), strict=True):
+            if result.status not in (InsertStatus.ACCEPTED, InsertStatus.DUPLICATE):
+                # Not even the dead timeline takes it: said loudly, never silently.
+                log.error(
+                    "bridge %s: %s could not be dead-lettered: %s",
+                    self.name,
+                    out.id,
+                    result.error,
+                )
+
+    async def _to_error_sink(self, dead: Sequence[Outgoing]) -> None:
+        sink = self.error_sink
+        assert sink is not None
+        if not self._error_sink_open:
+            await sink.open()
+            self._error_sink_open = True
+        try:
+            await sink.publish(
+                [Outbound(d.payload, {**(d.headers or {}), "id": d.id}) for d in dead]
+            )
+        except EndpointDown:
+            self._error_sink_open = False
+            raise
+
+    # -- dejaq -> sink --------------------------------------------------------
+
+    async def _outbound(self, stop: asyncio.Event) -> None:
+        sink = self.sink
+        assert sink is not None
+        failures = 0
+        while not stop.is_set():
+            consumer = Consumer(
+                self.client,
+                self.spec.topic,
+                consumer_id=f"bridge-{self.name}",
+                # The topic's lease: a sink down longer than it, or a bridge
+                # killed, publishes the message again (with its id).
+                lease_ms=0,
+                credits=max(self.batch * 4, 2048),
+                retry_timeout_s=math.inf,
+            )
+            try:
+                await consumer.start()
+                if not await self._reopen(sink, stop):
+                    return
+                while not stop.is_set():
+                    try:
+                        first = await consumer.receive(timeout_s=READ_WAIT_MS / 1000)
+                    except TimeoutError:
+                        continue
+                    if first is None:
+                        return
+                    due = [first, *consumer.ready()]
+                    due.sort(key=lambda d: d.timestamp_ms)  # stable: a key's order stays
+                    await self._publish(sink, due, stop)
+                    failures = 0
+            except DejaqError as exc:  # the topic went, say: its consumer starts again
+                self._failed("dejaq", exc)
+                await _pause(stop, RETRY.delay(failures))
+                failures += 1
+            finally:
+                with contextlib.suppress(DejaqError, TimeoutError):
+                    await consumer.close()
+
+    async def _publish(self, sink: Sink, due: list[Delivery], stop: asyncio.Event) -> None:
+        for start in range(0, len(due), self.batch):
+            part = due[start : start + self.batch]
+            out = [
+                Outbound(d.payload, {**d.headers, "id": d.id, "due_ms": str(d.timestamp_ms)})
+                for d in part
+            ]
+            while True:
+                try:
+                    await sink.publish(out)
+                    break
+                except Exception as exc:  # down, or refusing: waited for, never dropped
+                    self._failed("sink", exc)
+                    if not await self._reopen(sink, stop, after_failure=True):
+                        return  # stopped: the leases run out, the messages come again
+            confirmed = now_ms()
+            late = self.metrics.lateness.labels(self.name)
+            for d in part:
+                late.observe(max(confirmed - d.timestamp_ms, 0) / 1000)
+                await d.ack()
+            self.metrics.published.labels(self.name).inc(len(part))
+
+    async def _reopen(
+        self, sink: Sink, stop: asyncio.Event, *, after_failure: bool = False
+    ) -> bool:
+        """Open ``sink`` (backing off while it is down); False when stopped first."""
+        failures = 0
+        while not stop.is_set():
+            if after_failure or failures:
+                await _pause(stop, RETRY.delay(failures))
+            try:
+                with contextlib.suppress(EndpointDown):
+                    await sink.close()
+                await sink.open()
+                return True
+            except EndpointDown as exc:
+                self._failed("sink", exc)
+                failures += 1
+        return False
+
+    # -- watching -------------------------------------------------------------
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        admin = Admin(self.client)
+        while not stop.is_set():
+            try:
+                lag = await self.source.lag()
+                if lag is not None:
+                    self.metrics.source_lag.labels(self.name).set(lag)
+            except (EndpointDown, Exception) as exc:  # a lag unread now is read next time
+                log.debug("bridge %s: lag: %s", self.name, exc)
+            try:
+                counts = (await admin.describe_topic(self.spec.topic)).counts
+                self.metrics.held.labels(self.name).set(counts.waiting + counts.due + counts.leased)
+            except DejaqError as exc:
+                log.debug("bridge %s: held: %s", self.name, exc)
+            await _pause(stop, WATCH_S)
+
+    def _failed(self, end: str, exc: BaseException) -> None:
+        self.metrics.errors.labels(self.name, end).inc()
+        log.warning("bridge %s: %s: %s; trying again", self.name, end, redact(str(exc)))
+
+
+async def _finish(tasks: set[asyncio.Task[None]]) -> None:
+    """Wait for ``tasks``; the first failure raised."""
+    for task in tasks:
+        await task
+
+
+async def _abandon(tasks: set[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for them, whatever they raise."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    """Wait ``seconds``, or less when ``stop`` is set meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def run_all(
+    specs: Sequence[BridgeSpec],
+    client: Client,
+    metrics: BridgeMetrics | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run every bridge of ``specs`` until ``stop`` is set."""
+    metrics = metrics or BridgeMetrics()
+    stop = stop or asyncio.Event()
+    await asyncio.gather(*(Bridge(spec, client, metrics).run(stop) for spec in specs))

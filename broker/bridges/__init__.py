@@ -1,0 +1,1 @@
+"""Bridges run by the broker (``--bridges FILE``), and what the console shows of them."""

@@ -1,0 +1,230 @@
+"""The RabbitMQ ends of a bridge against a real ``rabbitmq-server``: a queue
+consumed, acknowledged and consumed again after a reopen; publishes confirmed
+by the server; a killed node seen as ``EndpointDown`` and resumed from once it
+is back on the same port and database."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import aio_pika
+import aio_pika.abc
+import pytest
+
+from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound
+from dejaq.bridges.rabbitmq import DIGEST_PREFIX, RabbitMQSink, RabbitMQSource, source_id
+from dejaq.core.errors import InvalidArgument
+from tests.rabbitmq_server import RabbitMQServer
+
+DEADLINE_S = 20.0
+T = TypeVar("T")
+
+
+@pytest.fixture
+async def channel(rabbitmq_server: RabbitMQServer) -> AsyncIterator[aio_pika.abc.AbstractChannel]:
+    connection = await aio_pika.connect(rabbitmq_server.url)
+    yield await connection.channel()
+    await connection.close()
+
+
+async def new_queue(channel: aio_pika.abc.AbstractChannel) -> aio_pika.abc.AbstractQueue:
+    """A durable queue of the test's own."""
+    return await channel.declare_queue(f"q{uuid.uuid4().hex[:12]}", durable=True)
+
+
+async def until(what: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> T:
+    """``what()`` again until ``done`` says yes, under a deadline."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            value = await what()
+            if done(value):
+                return value
+        except EndpointDown:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            pytest.fail(f"not done within {DEADLINE_S} s")
+
+
+async def read_all(source: RabbitMQSource, count: int) -> list[Inbound]:
+    got: list[Inbound] = []
+
+    async def more() -> list[Inbound]:
+        got.extend(await source.read(count - len(got), 200))
+        return got
+
+    return await until(more, lambda messages: len(messages) >= count)
+
+
+async def test_a_source_reads_headers_and_properties_as_fields_and_message_id_as_id(
+    rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
+) -> None:
+    # given a queue holding a message with headers and properties
+    queue = await new_queue(channel)
+    headers = {"due_ms": 1234, "key": "k1", "flag": True}
+    await channel.default_exchange.publish(
+        aio_pika.Message(b"one", message_id="m-1", headers=headers, content_type="text/plain"),
+        queue.name,
+    )
+    source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
+    await source.open()
+    # when it reads it
+    (one,) = await read_all(source, 1)
+    # then it carries its message_id, headers and properties as text
+    assert (one.payload, one.source_id) == (b"one", "m-1")
+    assert (one.fields["due_ms"], one.fields["key"], one.fields["flag"]) == ("1234", "k1", "True")
+    assert one.fields["content_type"] == "text/plain"
+    # and once acknowledged, a reopened source has nothing more
+    await source.ack([one])
+    await source.close()
+    await source.open()
+    assert await source.read(10, 300) == []
+    assert await source.lag() == 0
+    await source.close()
+
+
+async def test_a_message_read_and_never_acknowledged_comes_again_after_a_reopen(
+    rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
+) -> None:
+    # given a source that read two messages and acked the first
+    queue = await new_queue(channel)
+    for body in (b"acked", b"forgotten"):
+        await channel.default_exchange.publish(aio_pika.Message(body), queue.name)
+    source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
+    await source.open()
+    first, second = await read_all(source, 2)
+    await source.ack([first])
+    # when it is closed and opened again
+    await source.close()
+    await source.open()
+    # then the unacknowledged one comes again, with the same source id
+    (again,) = await read_all(source, 1)
+    assert (again.payload, again.source_id) == (b"forgotten", second.source_id)
+    await source.close()
+
+
+async def test_lag_is_the_messages_waiting_in_the_queue(
+    rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
+) -> None:
+    queue = await new_queue(channel)
+    for n in range(5):
+        await channel.default_exchange.publish(aio_pika.Message(b"%d" % n), queue.name)
+    # a prefetch of 2: three stay in the queue, ready
+    source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name, "prefetch": 2})
+    await source.open()
+    await until(source.lag, lambda lag: lag == 3)
+    await source.close()
+
+
+async def test_a_sink_returns_once_confirmed_persistent_with_the_dejaq_id(
+    rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
+) -> None:
+    # given an exchange bound to a queue
+    queue = await new_queue(channel)
+    exchange = await channel.declare_exchange(f"x{uuid.uuid4().hex[:8]}", durable=True)
+    await queue.bind(exchange, routing_key="due")
+    options = {"exchange": exchange.name, "routing_key": "due"}
+    sink = RabbitMQSink.from_options(rabbitmq_server.url, options)
+    await sink.open()
+    # when it publishes a batch
+    await sink.publish(
+        [Outbound(f"m{n}".encode(), {"id": f"id-{n}", "due_ms": str(n)}) for n in range(100)]
+    )
+    # then the queue holds them all, in order, persistent, with their ids and fields
+    assert (
+        await channel.declare_queue(queue.name, passive=True)
+    ).declaration_result.message_count == 100
+    first = await queue.get()
+    assert first is not None
+    assert (first.body, first.message_id) == (b"m0", "id-0")
+    assert first.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
+    assert first.headers == {"id": "id-0", "due_ms": "0"}
+    await sink.close()
+
+
+async def test_a_message_no_queue_takes_is_not_counted_as_published(
+    rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
+) -> None:
+    exchange = await channel.declare_exchange(f"x{uuid.uuid4().hex[:8]}")
+    sink = RabbitMQSink.from_options(
+        rabbitmq_server.url, {"exchange": exchange.name, "routing_key": "nobody"}
+    )
+    await sink.open()
+    with pytest.raises(EndpointDown, match="unroutable"):
+        await sink.publish([Outbound(b"lost?", {"id": "1"})])
+    await sink.close()
+
+
+async def test_a_missing_queue_or_exchange_is_down_with_the_reason(
+    rabbitmq_server: RabbitMQServer,
+) -> None:
+    source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": "absent-queue"})
+    with pytest.raises(EndpointDown, match=r"'absent-queue'.*NOT_FOUND"):
+        await source.open()
+    sink = RabbitMQSink.from_options(
+        rabbitmq_server.url, {"exchange": "absent-exchange", "routing_key": "k"}
+    )
+    with pytest.raises(EndpointDown, match=r"'absent-exchange'.*NOT_FOUND"):
+        await sink.open()
+
+
+def test_a_message_without_message_id_takes_a_digest_of_body_and_headers() -> None:
+    # (aio-pika gives every message it publishes a message_id; other clients may not)
+    digest = source_id(b"two", None, {"due_ms": "5"})
+    assert digest.startswith(DIGEST_PREFIX) and len(digest) == len(DIGEST_PREFIX) + 32
+    assert source_id(b"two", None, {"due_ms": "5"}) == digest  # a redelivery: the same id
+    assert source_id(b"two", None, {"due_ms": "6"}) != digest
+    assert source_id(b"twO", None, {"due_ms": "5"}) != digest
+    assert source_id(b"two", "", {"due_ms": "5"}) == digest
+
+
+def test_bad_options_are_refused_by_name() -> None:
+    with pytest.raises(InvalidArgument, match="option 'queue' is required"):
+        RabbitMQSource.from_options("amqp://127.0.0.1/", {})
+    with pytest.raises(InvalidArgument, match="option 'prefetch' must be a whole number"):
+        RabbitMQSource.from_options("amqp://127.0.0.1/", {"queue": "q", "prefetch": 0})
+    with pytest.raises(InvalidArgument, match="not an AMQP URL"):
+        RabbitMQSink.from_options("nats://127.0.0.1/", {"routing_key": "k"})
+
+
+async def test_both_ends_see_a_killed_node_and_resume_once_it_is_back(
+    rabbitmq_server: RabbitMQServer,
+) -> None:
+    # given a durable queue with a persistent message read and not acknowledged
+    connection = await aio_pika.connect(rabbitmq_server.url)
+    channel = await connection.channel()
+    queue = await new_queue(channel)
+    await channel.default_exchange.publish(
+        aio_pika.Message(b"before", message_id="b", delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+        queue.name,
+    )
+    await connection.close()
+    source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
+    sink = RabbitMQSink.from_options(rabbitmq_server.url, {"routing_key": queue.name})
+    await source.open()
+    await sink.open()
+    (before,) = await read_all(source, 1)
+    # when the node is killed
+    rabbitmq_server.kill()
+    # then both ends say it is down
+    with pytest.raises(EndpointDown):
+        await until(lambda: source.read(1, 100), lambda _: False)
+    with pytest.raises(EndpointDown):
+        await sink.publish([Outbound(b"x", {"id": "x"})])
+    # and once it is back on the same port and database, both resume from it
+    rabbitmq_server.start()
+    await until(source.open, lambda _: True)
+    await until(sink.open, lambda _: True)
+    (again,) = await read_all(source, 1)
+    assert (again.payload, again.source_id) == (b"before", before.source_id)
+    await source.ack([again])
+    await sink.publish([Outbound(b"after", {"id": "after"})])
+    (after,) = await read_all(source, 1)
+    assert after.source_id == "after"
+    await source.ack([after])
+    await source.close()
+    await sink.close()

@@ -1,0 +1,103 @@
+"""A delivery frame kept as columns: objects only for the messages touched, and
+settles appended to the frame being gathered, one at a time or a batch at once.
+
+The frames the batcher sends are kept and read back (no broker: the settle
+columns are what is checked).
+"""
+
+from __future__ import annotations
+
+from dejaq.core.model import LeasedMessage
+from dejaq.core.wire.batches import decode_delivery_columns, encode_deliveries
+from dejaq.driver.batch import DeliveryBatch, Frame
+from dejaq.driver.delivery import Delivery
+from dejaq.driver.fair_buffer import FairBuffer
+from dejaq.driver.settle import SettleBatcher
+from dejaq.proto import dejaq_pb2 as pb
+
+
+class Wire:
+    def __init__(self) -> None:
+        self.frames: list[pb.Settle] = []
+
+    def send(self, req: pb.ConsumeRequest) -> bool:
+        if req.WhichOneof("frame") == "settle":
+            self.frames.append(req.settle)
+        return True
+
+    def settled(self, kind: int) -> list[tuple[str, int]]:
+        return [
+            (i, v)
+            for f in self.frames
+            if f.kind == kind
+            for i, v in zip(f.ids, f.versions, strict=True)
+        ]
+
+
+def a_batch(settler: SettleBatcher, count: int) -> DeliveryBatch:
+    messages = [
+        LeasedMessage(f"m{n}", 1_700_000_000_000 + n, b"p%d" % n, 7 + n, 1) for n in range(count)
+    ]
+    columns = decode_delivery_columns(encode_deliveries(messages, 1_700_000_100_000))
+    return DeliveryBatch(Frame(columns, settler, 30_000), 0, count, 0)
+
+
+async def test_a_batch_read_by_its_columns_and_acked_at_once_builds_no_delivery() -> None:
+    # given a batch of three deliveries
+    wire = Wire()
+    settler = SettleBatcher(wire.send)
+    batch = a_batch(settler, 3)
+    # when the application reads its columns and acks it whole
+    assert batch.ids == ["m0", "m1", "m2"]
+    assert batch.payloads == [b"p0", b"p1", b"p2"]
+    await batch.ack_all()
+    settler.send_now()
+    # then one frame acks each at its version, and no delivery object was built
+    assert wire.settled(pb.Settle.ACK) == [("m0", 7), ("m1", 8), ("m2", 9)]
+    assert batch.built() == []
+
+
+async def test_a_message_settled_on_its_own_is_left_out_of_ack_all() -> None:
+    # given a batch whose second message the application nacked on its own
+    wire = Wire()
+    settler = SettleBatcher(wire.send)
+    batch = a_batch(settler, 3)
+    assert batch[1] is batch[1]  # built once
+    await batch[1].nack(50)
+    # when it acks the batch, then the others are acked and the second is not
+    await batch.ack_all()
+    await batch.ack_all()  # nothing left to settle
+    settler.send_now()
+    assert wire.settled(pb.Settle.ACK) == [("m0", 7), ("m2", 9)]
+    assert wire.settled(pb.Settle.NACK) == [("m1", 8)]
+    assert batch.unsettled() == []
+
+
+async def test_an_unconfirmed_ack_is_queued_as_it_is_called() -> None:
+    # given a delivery
+    wire = Wire()
+    settler = SettleBatcher(wire.send)
+    d = a_batch(settler, 1)[0]
+    # when it is acked without waiting for the answer
+    queued = d.ack()
+    # then the ack is in the frame being gathered before anything awaits it
+    settler.send_now()
+    assert wire.settled(pb.Settle.ACK) == [("m0", 7)]
+    await queued
+
+
+def test_a_frame_without_keys_takes_its_turn_as_one_key() -> None:
+    # given a frame without keys buffered as one run, then a delivery of key "k"
+    settler = SettleBatcher(Wire().send)
+    buffer: FairBuffer[Delivery] = FairBuffer()
+    run = a_batch(settler, 3)
+    buffer.add_run("", run, run.build)
+    buffer.extend([Delivery("k0", 0, b"", 1, 1, 0, 0, settler, 1, 0, "k")])
+    # when the application takes them one at a time, then the key's goes second
+    assert [buffer.popleft().id for _ in range(4)] == ["m0", "k0", "m1", "m2"]
+    # and a run alone in the buffer is taken whole, its rest built by no one
+    other = a_batch(settler, 2)
+    buffer.add_run("", other, other.build)
+    rest = buffer.take_batch()
+    assert isinstance(rest, DeliveryBatch) and rest.ids == ["m0", "m1"] and rest.built() == []
+    assert not buffer
