@@ -15,6 +15,13 @@ Indexes, all partial so each stays as small as what it serves:
   messages that plan sorts them all (200 ms a lease of 100) where the
   per-bucket seeks read at most ``buckets x limit`` rows (1.7 ms for one
   bucket, 6 ms for 64).
+- ``(topic, key, bucket, ts) WHERE NOT dead`` — a lane's rows (a key in one
+  bucket): its earliest, its due count, a fair pass's share over some buckets.
+- ``(topic, key, ts) WHERE NOT dead AND key <> ''`` — a fair pass's share of
+  a key over a whole topic: one ordered seek across its buckets that stops at
+  the share (the seek per bucket read up to buckets x share rows and sorted
+  them: 16,000 rows for a share of 1,000 over 16 buckets). Keyed rows only,
+  so a topic without keys does not maintain it.
 - ``(topic, id) WHERE dead`` — listing, redriving and purging the dead.
 - ``(topic, owner) WHERE owner IS NOT NULL`` — ``release`` of one consumer.
 - ``(topic, bucket, id)`` — ``scan``: a page is one ordered seek that stops
@@ -217,6 +224,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX dejaq_lanes_due ON dejaq_lanes (topic, bucket, head)",
     ),
+    (
+        # Fair passes over a whole topic (KEY_LEASE): a key's earliest due
+        # messages across every bucket, one ordered seek that stops at the
+        # key's share. Keyed messages only: a topic without keys pays nothing.
+        """CREATE INDEX dejaq_messages_keyed ON dejaq_messages (topic, key, ts)
+            WHERE NOT dead AND key <> ''""",
+    ),
 )
 
 # The lanes of the rows of CTE {rows} (topic, bucket, key, ts) lowered to their
@@ -416,6 +430,7 @@ _CANDIDATES_OF_BUCKETS = """SELECT c.ctid, c.ts FROM unnest(%(buckets)s::int[]) 
             ORDER BY ts LIMIT %(window)s) AS c
         ORDER BY c.ts LIMIT %(window)s"""
 _LEASE = """WITH keyed AS MATERIALIZED (SELECT {keyed} AS due),
+    heads AS MATERIALIZED ({heads}),
     candidates AS MATERIALIZED (
         SELECT c.ctid AS tid, row_number() OVER () AS n FROM ({candidates}) AS c
         WHERE NOT (SELECT due FROM keyed)),
@@ -457,7 +472,8 @@ _LEASE = """WITH keyed AS MATERIALIZED (SELECT {keyed} AS due),
         DELETE FROM dejaq_payloads AS p USING dropped AS d WHERE p.ctid = d.payload_tid),
     buried AS ({bury}),
     written AS (SELECT * FROM moved UNION ALL SELECT * FROM dropped)
-    SELECT s.candidates, s.topic_exists, s.keyed, w.n, w.fate, w.id, w.ts, w.version,
+    SELECT s.candidates, s.topic_exists, s.keyed, s.head_keys, s.head_buckets, s.heads, s.dues,
+        w.n, w.fate, w.id, w.ts, w.version,
         w.deliveries, w.priority, w.key,
         CASE WHEN w.fate <> 'kill' THEN
             (SELECT p.payload FROM dejaq_payloads AS p WHERE p.ctid = w.payload_tid) END,
@@ -465,7 +481,11 @@ _LEASE = """WITH keyed AS MATERIALIZED (SELECT {keyed} AS due),
             (SELECT p.headers FROM dejaq_payloads AS p WHERE p.ctid = w.payload_tid) END
     FROM (SELECT (SELECT count(*) FROM candidates) AS candidates,
             EXISTS (SELECT FROM dejaq_topics WHERE name = %(topic)s) AS topic_exists,
-            (SELECT due FROM keyed) AS keyed) AS s
+            (SELECT due FROM keyed) AS keyed,
+            ARRAY(SELECT key FROM heads) AS head_keys,
+            ARRAY(SELECT bucket FROM heads) AS head_buckets,
+            ARRAY(SELECT head FROM heads) AS heads,
+            ARRAY(SELECT due FROM heads) AS dues) AS s
         LEFT JOIN written AS w ON true"""
 # Whether a pass must share by key: a lane of the asked buckets has its head
 # due (a seek per bucket on dejaq_lanes_due), and the topic is no priority
@@ -475,32 +495,19 @@ _ANY_LANE_DUE = """EXISTS (SELECT FROM dejaq_lanes
         WHERE topic = %(topic)s AND {buckets} AND head <= %(bound)s)
     AND NOT EXISTS (SELECT FROM dejaq_topics
         WHERE name = %(topic)s AND settings ->> 'kind' = 'priority')"""
-# (topic, now, bound, window, limit, until, owner, max_deliveries [, buckets]):
-# rows (candidates, topic exists, keyed, then per message written: its rank
-# among the candidates, fate, id, due ts, version, deliveries, priority, key,
-# payload, headers). When ``keyed``, nothing was taken: the pass is the
-# caller's to share (KEY_LEASE).
-_LEASE_BURY = _BURY.format(gone="dropped", buries=_BURIES)
-_EVERY_BUCKET = """bucket = ANY (ARRAY(
-        SELECT generate_series(0, (settings ->> 'buckets')::int - 1)
-        FROM dejaq_topics WHERE name = %(topic)s))"""
-LEASE_TOPIC = _LEASE.format(
-    keyed=_ANY_LANE_DUE.format(buckets=_EVERY_BUCKET),
-    candidates=_CANDIDATES_OF_TOPIC,
-    bury=_LEASE_BURY,
-)
-LEASE_BUCKETS = _LEASE.format(
-    keyed=_ANY_LANE_DUE.format(buckets="bucket = ANY (%(buckets)s::int[])"),
-    candidates=_CANDIDATES_OF_BUCKETS,
-    bury=_LEASE_BURY,
-)
 # The buckets a fair pass asks: %(buckets)s, or (NULL) every bucket of the topic.
 _ASKED = """SELECT unnest(coalesce(%(buckets)s::int[], ARRAY(
         SELECT generate_series(0, (settings ->> 'buckets')::int - 1)
         FROM dejaq_topics WHERE name = %(topic)s))) AS bucket"""
-# (topic, bound, buckets or NULL): the due lanes of the asked buckets as
-# (key, bucket, head), then the unkeyed messages' earliest due time as ("",
-# NULL, ts) when there is one: a seek per asked bucket on dejaq_messages_key.
+# (topic, bound, buckets or NULL): the lanes of the asked buckets whose head
+# is due as (key, bucket, earliest due ts or NULL, due count up to
+# LANE_COUNT), then the unkeyed messages' earliest due time as ("", NULL,
+# ts, NULL) when there is one: a seek per lane (that stops at LANE_COUNT)
+# and per asked bucket on dejaq_messages_key. A lane's head may be early (a
+# pass leaves it so while its key has more due); the seek gives its true
+# earliest, so the earliest keys go first whatever the heads, and NULL names
+# a lane with nothing due, to be set again. A key's count, when all its
+# lanes were counted in full, lets the pass plan its steps in one.
 #
 # A lane's rows are read as a range of (key, bucket, ts) in that order, which
 # dejaq_messages_key alone serves: with equalities on key and bucket the
@@ -516,21 +523,60 @@ _MAX_TS = "9223372036854775807::int8"
 _UNKEYED_DUE = _LANE_ROWS.format(key="''", bucket="a.bucket", low=_MIN_TS, high="%(bound)s")
 _KEY_DUE = _LANE_ROWS.format(key="l.key", bucket="l.bucket", low=_MIN_TS, high="%(bound)s")
 _KEY_LIVE = _LANE_ROWS.format(key="u.key", bucket="u.bucket", low=_MIN_TS, high=_MAX_TS)
+LANE_COUNT = 8
 FAIR_HEADS = f"""WITH asked AS MATERIALIZED ({_ASKED})
-    SELECT key, bucket, head FROM dejaq_lanes
-    WHERE topic = %(topic)s AND bucket = ANY (ARRAY(SELECT bucket FROM asked))
-        AND head <= %(bound)s
+    SELECT l.key, l.bucket, d.head, d.due
+    FROM dejaq_lanes AS l CROSS JOIN LATERAL (
+        SELECT min(r.ts) AS head, count(*) AS due FROM (
+            SELECT ts FROM dejaq_messages
+            WHERE {_KEY_DUE}
+            {_LANE_ORDER} LIMIT {LANE_COUNT:d}) AS r) AS d
+    WHERE l.topic = %(topic)s AND l.bucket = ANY (ARRAY(SELECT bucket FROM asked))
+        AND l.head <= %(bound)s
     UNION ALL
-    SELECT '', NULL, h.ts FROM (SELECT min(c.ts) AS ts FROM asked AS a CROSS JOIN LATERAL (
+    SELECT '', NULL, h.ts, NULL FROM (SELECT min(c.ts) AS ts FROM asked AS a CROSS JOIN LATERAL (
             SELECT ts FROM dejaq_messages
             WHERE {_UNKEYED_DUE}
             {_LANE_ORDER} LIMIT 1) AS c) AS h
     WHERE h.ts IS NOT NULL"""
-# One step of a fair pass: each key's earliest ``n`` due rows, from a seek
-# per (key, bucket) on dejaq_messages_key that stops at ``n``, the key's
-# first ``n`` of those by time. (topic, now, bound, keys, buckets, ns [one
-# element per key and bucket], window, limit, until, owner, max_deliveries):
-# rows as LEASE_*'s.
+_HEADS_IF_KEYED = f"""SELECT * FROM ({FAIR_HEADS}) AS h WHERE (SELECT due FROM keyed)"""
+_NO_HEADS = """SELECT NULL::text AS key, NULL::int AS bucket, NULL::int8 AS head,
+    NULL::int8 AS due WHERE false"""
+# (topic, now, bound, window, limit, until, owner, max_deliveries [, buckets]):
+# rows (candidates, topic exists, keyed, the due lanes as FAIR_HEADS's rows
+# in four arrays [key, bucket, head, due], then per message written: its rank
+# among the candidates, fate, id, due ts, version, deliveries, priority, key,
+# payload, headers). When ``keyed``, nothing was taken: the pass is the
+# caller's to share (KEY_LEASE), from the lanes it returned (no second round
+# trip for them).
+_LEASE_BURY = _BURY.format(gone="dropped", buries=_BURIES)
+_EVERY_BUCKET = """bucket = ANY (ARRAY(
+        SELECT generate_series(0, (settings ->> 'buckets')::int - 1)
+        FROM dejaq_topics WHERE name = %(topic)s))"""
+LEASE_TOPIC = _LEASE.format(
+    keyed=_ANY_LANE_DUE.format(buckets=_EVERY_BUCKET),
+    heads=_HEADS_IF_KEYED,
+    candidates=_CANDIDATES_OF_TOPIC,
+    bury=_LEASE_BURY,
+)
+LEASE_BUCKETS = _LEASE.format(
+    keyed=_ANY_LANE_DUE.format(buckets="bucket = ANY (%(buckets)s::int[])"),
+    heads=_HEADS_IF_KEYED,
+    candidates=_CANDIDATES_OF_BUCKETS,
+    bury=_LEASE_BURY,
+)
+# One step of a fair pass: each key's earliest ``n`` due rows, read one of
+# two ways. A key of ``whole_keys`` (a pass over the whole topic): one seek
+# on dejaq_messages_keyed in time order across every bucket, that stops at
+# ``n`` (the row comparison on (key, ts) and its order, which only that
+# index serves, keep the planner off the indexes that would read other
+# keys' rows). A key of ``keys`` (the unkeyed messages, or a pass over some
+# buckets): a seek per (key, bucket) on dejaq_messages_key that stops at
+# ``n``, the key's first ``n`` of those by time. (topic, now, bound, keys,
+# buckets, ns [one element per key and bucket], whole_keys, whole_ns,
+# window, limit, until, owner, max_deliveries): rows as LEASE_*'s.
+_KEY_WHOLE = f"""topic = %(topic)s AND NOT dead AND key <> ''
+                AND (key, ts) >= (w.key, {_MIN_TS}) AND (key, ts) <= (w.key, %(bound)s)"""
 _CANDIDATES_OF_KEYS = f"""SELECT c.ctid, c.ts FROM (
             SELECT c.ctid, c.ts, l.n, row_number() OVER (PARTITION BY l.key ORDER BY c.ts) AS r
             FROM unnest(%(keys)s::text[], %(buckets)s::int[], %(ns)s::int[])
@@ -539,9 +585,18 @@ _CANDIDATES_OF_KEYS = f"""SELECT c.ctid, c.ts FROM (
                 SELECT ctid, ts FROM dejaq_messages
                 WHERE {_KEY_DUE}
                 {_LANE_ORDER} LIMIT l.n) AS c) AS c
-        WHERE c.r <= c.n"""
-KEY_LEASE = _LEASE.format(keyed="false", candidates=_CANDIDATES_OF_KEYS, bury=_LEASE_BURY)
-# (topic, buckets, keys): the lanes a fair pass took from, locked, those another
+        WHERE c.r <= c.n
+        UNION ALL
+        SELECT c.ctid, c.ts FROM unnest(%(whole_keys)s::text[], %(whole_ns)s::int[]) AS w (key, n)
+        CROSS JOIN LATERAL (
+            SELECT ctid, ts FROM dejaq_messages
+            WHERE {_KEY_WHOLE}
+            ORDER BY key, ts LIMIT w.n) AS c"""
+KEY_LEASE = _LEASE.format(
+    keyed="false", heads=_NO_HEADS, candidates=_CANDIDATES_OF_KEYS, bury=_LEASE_BURY
+)
+# (topic, buckets, keys): the lanes a fair pass found with nothing due (its key
+# yielded less than asked, or the lane's seek found nothing), locked, those another
 # transaction holds skipped (it is lowering them: left as they are, early is
 # safe). FIX_LANES then, in a statement of its own (a snapshot taken once the
 # locks are held, so it sees every message a lowering writer committed),

@@ -4,7 +4,11 @@ Each call reads the rows it changes ``FOR UPDATE`` (lease: ``FOR UPDATE SKIP
 LOCKED``), decides with ``sql_base`` / ``rules`` and writes in batch
 statements, inside one transaction: a call applies fully or not at all. A
 lease pass and ``next_due`` are one statement each, whatever the number of
-buckets and messages (``sql``); a settle, move or cancel is one pipelined
+buckets and messages (``sql``); a pass with keys due shares its limit
+among them (``sql_base.FairShare``) from the due lanes its first statement
+returned, a statement a step (each key's share one seek over a whole
+topic), and sets a lane again only once nothing of it is due (a pipelined
+transaction of two statements); a settle, move or cancel is one pipelined
 transaction of two statements, and an ack of messages the owner still holds
 one statement (only refused items take the two). Batch columns travel as
 binary arrays (``arrays``). Connections: ``pool``; URL: ``options``;
@@ -87,7 +91,7 @@ _KILLED = Fate.KILL.value  # read once: an enum member's value is a descriptor c
 def _written(rows: list[Any]) -> list[Any]:
     """The messages a lease statement wrote (its rows after the summary
     columns), in candidate order: by time, then as the index keeps equal times."""
-    return sorted(row[3:] for row in rows if row[3] is not None)
+    return sorted(row[7:] for row in rows if row[7] is not None)
 
 
 def _delivered(written: list[Any], out: list[LeasedMessage]) -> int:
@@ -99,6 +103,101 @@ def _delivered(written: list[Any], out: list[LeasedMessage]) -> int:
         else:
             out.append(LeasedMessage(id, ts, payload, version, deliveries, prio, key, headers))
     return dead
+
+
+# A fair pass counts each due lane's messages up to this many (sql.FAIR_HEADS):
+# a key whose lanes all hold fewer is known to the message, and its share
+# needs no step of its own to find out it has no more.
+LANE_COUNT = sql.LANE_COUNT
+
+
+def _known(lanes: list[Any]) -> dict[str, int]:
+    """The due counts of the keys whose every due lane was counted in full,
+    from FAIR_HEADS rows (key, bucket, head, due)."""
+    counts: dict[str, int] = {}
+    partial: set[str] = set()
+    for key, _, head, due in lanes:
+        if head is None:
+            continue
+        if due >= LANE_COUNT:
+            partial.add(key)
+        counts[key] = counts.get(key, 0) + int(due)
+    return {k: n for k, n in counts.items() if k not in partial}
+
+
+def _planned(share: base.FairShare, known: Mapping[str, int]) -> dict[str, int]:
+    """What ``share``'s steps would take in all were each key of ``known`` to
+    yield its count and every other key all it is asked (a copy is stepped;
+    ``share`` is left as it is): the first step of a pass."""
+    virtual = base.FairShare(share.limit, list(share.active), share.caps)
+    left = dict(known)
+    plan: dict[str, int] = {}
+    while allotment := virtual.allot():
+        for key, n in allotment.items():
+            got = min(n, left[key]) if key in left else n
+            if key in left:
+                left[key] -= got
+            plan[key] = plan.get(key, 0) + got
+            virtual.took(key, n, got, got)
+    return {k: n for k, n in plan.items() if n}
+
+
+class _Step:
+    """Runs the steps of one fair pass (sql.KEY_LEASE) and gathers what they took."""
+
+    def __init__(
+        self,
+        storage: PostgresStorage,
+        conn: Conn,
+        request: LeaseRequest,
+        params: dict[str, Any],
+        where: Mapping[str, list[int]],
+    ) -> None:
+        self._storage = storage
+        self._conn = conn
+        self._request = request
+        self._params = params
+        self._where = where
+        self._unkeyed: list[int] | None = None
+        self.out: list[LeasedMessage] = []
+        self.dead = 0
+
+    async def run(self, allotment: Mapping[str, int]) -> tuple[Counter[str], Counter[str]]:
+        """Take ``allotment`` (key -> n); the rows read and the messages
+        delivered, by key."""
+        keys: list[str] = []
+        buckets: list[int] = []
+        ns: list[int] = []
+        whole_keys: list[str] = []
+        whole_ns: list[int] = []
+        for key, n in allotment.items():
+            if key and self._request.buckets is None:
+                whole_keys.append(key)
+                whole_ns.append(n)
+                continue
+            if key:
+                spread = self._where[key]
+            else:  # the unkeyed messages: every asked bucket
+                if self._unkeyed is None:
+                    self._unkeyed = await self._storage._asked(self._conn, self._request)
+                spread = self._unkeyed
+            keys += [key] * len(spread)
+            buckets += spread
+            ns += [n] * len(spread)
+        run = self._params | {
+            "keys": Texts(keys),
+            "buckets": Int4s(buckets),
+            "ns": Int4s(ns),
+            "whole_keys": Texts(whole_keys),
+            "whole_ns": Int4s(whole_ns),
+            "limit": sum(allotment.values()),
+            "window": sum(allotment.values()),
+        }
+        written = _written(await _all(self._conn, sql.KEY_LEASE, run))
+        taken: list[LeasedMessage] = []
+        self.dead += _delivered(written, taken)
+        self.out += taken
+        return Counter(row[7] for row in written), Counter(d.key for d in taken)
 
 
 _RANKING_TRIES = 3
@@ -383,13 +482,14 @@ class PostgresStorage(Storage):
                 wanted = request.limit - len(out)
                 window = wanted + skipped
                 rows = await _all(conn, statement, params | {"limit": wanted, "window": window})
-                candidates, exists, keyed = rows[0][:3]
+                candidates, exists, keyed, *heads = rows[0][:7]
                 if not exists:
                     raise _missing(request.topic)
                 if keyed and out:
                     break  # a key came due meanwhile: the next pass shares by key
                 if keyed:
-                    fair = await self._lease_fairly(conn, request, params)
+                    lanes = list(zip(*heads, strict=True))
+                    fair = await self._lease_fairly(conn, request, params, lanes)
                     return Leases(fair.delivered, fair.lease_until, fair.dead_lettered + dead)
                 written = _written(rows)
                 dead += _delivered(written, out)
@@ -399,52 +499,45 @@ class PostgresStorage(Storage):
         return Leases(out, request.until, dead)
 
     async def _lease_fairly(
-        self, conn: Conn, request: LeaseRequest, params: dict[str, Any]
+        self, conn: Conn, request: LeaseRequest, params: dict[str, Any], lanes: list[Any]
     ) -> Leases:
         """A pass over keyed messages due: the limit shared among the keys
-        (sql_base.FairShare), a statement a step, each key's earliest
-        messages read from the buckets where its lanes are due (the unkeyed
-        ones from every asked bucket); then the lanes taken from set again."""
-        lanes = await _all(conn, sql.FAIR_HEADS, params)
-        heads, where = base.heads_of(lane for lane in lanes if lane[1] is not None)
-        for key, _, ts in lanes:
+        (sql_base.FairShare), a statement a step. The first step takes what
+        every step would, known the due counts of the keys with few due
+        (``_planned``): one step, unless a key yields less than it was
+        thought to have. Over the whole topic a key's earliest messages are
+        one seek across its buckets; over some buckets, a seek in each bucket
+        where its lanes are due; the unkeyed ones a seek in every asked
+        bucket. Then the lanes that need it are set again. ``lanes``: the due
+        lanes as sql.FAIR_HEADS reads them, which the pass's first statement
+        returned."""
+        keyed = [ln for ln in lanes if ln[1] is not None]
+        stale = [ln for ln in keyed if ln[2] is None]  # nothing due
+        heads, where = base.heads_of(ln[:3] for ln in keyed if ln[2] is not None)
+        for key, _, ts, _ in lanes:
             if key == "" and ts is not None:
                 heads[""] = ts
         share = base.FairShare.of(request.limit, heads, request.caps)
-        out: list[LeasedMessage] = []
-        dead = 0
-        unkeyed: list[int] | None = None
-        while allotment := share.allot():
-            keys: list[str] = []
-            buckets: list[int] = []
-            ns: list[int] = []
-            for key, n in allotment.items():
-                if key in where:
-                    spread = where[key]
-                else:  # the unkeyed messages: every asked bucket
-                    unkeyed = unkeyed or await self._asked(conn, request)
-                    spread = unkeyed
-                keys += [key] * len(spread)
-                buckets += spread
-                ns += [n] * len(spread)
-            run = params | {
-                "keys": Texts(keys),
-                "buckets": Int4s(buckets),
-                "ns": Int4s(ns),
-                "limit": sum(allotment.values()),
-                "window": sum(allotment.values()),
-            }
-            written = _written(await _all(conn, sql.KEY_LEASE, run))
-            taken: list[LeasedMessage] = []
-            dead += _delivered(written, taken)
-            out += taken
-            rows = Counter(row[7] for row in written)
-            delivered = Counter(d.key for d in taken)
+        step = _Step(self, conn, request, params, where)
+        spent: set[str] = set()  # keys with nothing more due
+        known = _known(keyed)
+        allotment = _planned(share, known)
+        while allotment:
+            rows, delivered = await step.run(allotment)
             for key, n in allotment.items():
                 share.took(key, n, rows[key], delivered[key])
-        await self._fix_lanes(conn, request.topic, [ln for ln in lanes if ln[0] in share.taken])
-        out.sort(key=lambda d: d.timestamp)
-        return Leases(out, request.until, dead)
+                if rows[key] < n or rows[key] >= known.get(key, rows[key] + 1):
+                    spent.add(key)
+                    if key in share.active:
+                        share.active.remove(key)
+            allotment = share.allot()
+        # A lane's head may stay early while its key still has messages due
+        # (the next pass reads its true earliest anyway): it is set again
+        # once nothing of it is due, when its key ran out or it was found so.
+        spent_lanes = [ln[:3] for ln in keyed if ln[0] in spent and ln[2] is not None]
+        await self._fix_lanes(conn, request.topic, [ln[:3] for ln in stale] + spent_lanes)
+        step.out.sort(key=lambda d: d.timestamp)
+        return Leases(step.out, request.until, step.dead)
 
     async def _asked(self, conn: Conn, request: LeaseRequest) -> list[int]:
         """The buckets a pass asks: its own, or every bucket of the topic."""
@@ -459,7 +552,10 @@ class PostgresStorage(Storage):
         keyed = sorted((int(bucket), key) for key, bucket, _ in lanes if key)
         if not keyed:
             return
-        async with conn.transaction():
+        # Pipelined: BEGIN goes with LOCK_LANES, FIX_LANES with COMMIT (two
+        # round trips, not four); FIX_LANES still starts, and takes its
+        # snapshot, only once LOCK_LANES is done.
+        async with conn.pipeline(), conn.transaction():
             pairs = {"topic": topic, "buckets": Int4s(b for b, _ in keyed)}
             pairs["keys"] = Texts(k for _, k in keyed)
             locked = await _all(conn, sql.LOCK_LANES, pairs)

@@ -270,7 +270,7 @@ async def test_a_closed_storage_is_unavailable(url: str) -> None:
 HOT: dict[str, tuple[str, dict[str, object], str]] = {
     "lease_topic": (
         sql.LEASE_TOPIC,
-        {"topic": T, "now": NOW, "bound": NOW, "window": 100, "limit": 100}
+        {"topic": T, "buckets": None, "now": NOW, "bound": NOW, "window": 100, "limit": 100}
         | {"until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
         "dejaq_messages_time",
     ),
@@ -284,9 +284,19 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
     "key_lease": (
         sql.KEY_LEASE,
         {"topic": T, "keys": [""] * 64, "buckets": list(range(64)), "ns": [10] * 64}
+        | {"whole_keys": [], "whole_ns": []}
         | {"now": NOW, "bound": NOW, "window": 100, "limit": 100}
         | {"until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
         "dejaq_messages_key",
+    ),
+    # A fair pass over the whole topic: each key's share, one seek a key.
+    "key_lease_whole": (
+        sql.KEY_LEASE,
+        {"topic": T, "keys": [], "buckets": [], "ns": []}
+        | {"whole_keys": [f"k{i}" for i in range(10)], "whole_ns": [10] * 10}
+        | {"now": NOW, "bound": NOW, "window": 100, "limit": 100}
+        | {"until": NOW + LEASE, "owner": "c1", "max_deliveries": 0},
+        "dejaq_messages_keyed",
     ),
     "fair_heads": (
         sql.FAIR_HEADS,

@@ -133,6 +133,29 @@ async def test_what_a_key_leaves_goes_to_the_others(storage: Storage) -> None:
     assert keys_of(leases) == Counter({"a": 1, "b": 2, "c": 27})
 
 
+async def test_keys_with_a_few_due_each_take_them_all_and_leave_the_rest(
+    storage: Storage,
+) -> None:
+    # given keys with 7, 8 and 9 due in one bucket, one with 5 over four
+    # buckets, and a backlog of another key over the four
+    await given_topic(storage)
+    for key, n, bucket in (("a", 7, 0), ("b", 8, 1), ("c", 9, 2)):
+        await given_messages(
+            storage, *(msg(f"{key}{i}", NOW - 20 + i, bucket=bucket, key=key) for i in range(n))
+        )
+    await given_messages(
+        storage, *(msg(f"d{i}", NOW - 30 + i, bucket=i % 4, key="d") for i in range(5))
+    )
+    await given_messages(
+        storage, *(msg(f"e{i:03}", NOW - 40, bucket=i % 4, key="e") for i in range(200))
+    )
+    # when a pass may take 50, then each small key takes all it has, the backlog the rest
+    leases = await lease(storage, limit=50)
+    assert keys_of(leases) == Counter({"a": 7, "b": 8, "c": 9, "d": 5, "e": 21})
+    # and the next pass, with only the backlog due, takes from it alone
+    assert keys_of(await lease(storage, limit=50)) == Counter({"e": 50})
+
+
 async def test_within_a_key_messages_go_in_timestamp_order(storage: Storage) -> None:
     # given one key's messages in scrambled order of insertion, over buckets, and another key
     await given_topic(storage)
@@ -171,6 +194,29 @@ async def test_with_more_keys_than_the_limit_the_earliest_keys_go_first(storage:
         storage, *(msg(f"k{i:02}", NOW - 100 + i, key=f"k{i:02}") for i in range(20))
     )
     assert ids(await lease(storage, limit=5)) == ["k00", "k01", "k02", "k03", "k04"]
+
+
+async def test_the_earliest_keys_go_first_after_a_pass_that_took_part_of_a_key(
+    storage: Storage,
+) -> None:
+    # given key a with two due messages in two buckets and key b with one, and
+    # a pass that took the first of each
+    await given_topic(storage)
+    await given_messages(
+        storage,
+        msg("a0", NOW - 100, bucket=0, key="a"),
+        msg("a1", NOW - 50, bucket=1, key="a"),
+        msg("b0", NOW - 98, bucket=1, key="b"),
+    )
+    assert ids(await lease(storage, limit=2)) == ["a0", "b0"]
+    # when keys c and d come due between a's two messages, and a pass may
+    # take 2 of the 3 keys due
+    await given_messages(
+        storage, msg("c0", NOW - 80, bucket=2, key="c"), msg("d0", NOW - 70, bucket=3, key="d")
+    )
+    # then c and d go first: a's earliest due is now its last message, the latest
+    assert ids(await lease(storage, limit=2)) == ["c0", "d0"]
+    assert ids(await lease(storage, limit=2)) == ["a1"]
 
 
 async def test_a_share_counts_only_what_is_due_by_the_bound(storage: Storage) -> None:
