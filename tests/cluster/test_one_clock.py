@@ -36,6 +36,7 @@ from tests.redis_server import RedisServer
 from tests.servers import require_binary, unavailable
 
 AHEAD_S = 0.5
+GUARD = {"DEJAQ_SKEW_MAX_MS": "100"}  # the default guard, which these stories are about
 MESSAGES = 300
 LEASE_MS = 1_000
 HELD = 30
@@ -60,8 +61,8 @@ async def test_a_broker_ahead_delivers_nothing_early_and_takes_no_held_message(
 ) -> None:
     cluster = served_cluster
     # Given two brokers on true time and a third whose clock runs 500 ms ahead
-    on_time = cluster.start(2)
-    [ahead] = cluster.start(1, LD_PRELOAD=str(_libfaketime()), FAKETIME=f"+{AHEAD_S}")
+    on_time = cluster.start(2, **GUARD)
+    [ahead] = cluster.start(1, **GUARD, LD_PRELOAD=str(_libfaketime()), FAKETIME=f"+{AHEAD_S}")
     addresses = [b.address for b in (*on_time, ahead)]
     skews = await _skews(addresses[0])
     assert skews[ahead.address] >= AHEAD_S * 1000 - 100, skews  # the clock really is ahead
@@ -115,9 +116,10 @@ async def test_on_sqlite_the_broker_stepped_ahead_stops_and_its_consumer_moves(
     # "due"), the third's wall clock steppable
     shift = tmp_path / "shift"
     shift.write_text("+0\n")
-    on_time = cluster.start(2)
+    on_time = cluster.start(2, **GUARD)
     [ahead] = cluster.start(
         1,
+        **GUARD,
         LD_PRELOAD=str(_libfaketime()),
         FAKETIME_TIMESTAMP_FILE=str(shift),
         FAKETIME_CACHE_DURATION="1",  # read the file again every second
@@ -213,9 +215,9 @@ async def test_on_sqlite_a_broker_that_joins_with_its_clock_off_is_never_ready(
     cluster: Cluster,
 ) -> None:
     # Given a broker on true time
-    cluster.start(1)
+    cluster.start(1, **GUARD)
     # When a second one joins on the same SQLite file with its clock 500 ms ahead
-    [ahead] = cluster.start(1, LD_PRELOAD=str(_libfaketime()), FAKETIME=f"+{AHEAD_S}")
+    [ahead] = cluster.start(1, **GUARD, LD_PRELOAD=str(_libfaketime()), FAKETIME=f"+{AHEAD_S}")
     # Then from its first answer on it says it does not serve (its guard holds
     # dispatch back: first until it has heard the other's clock, then for good)
     assert await _not_serving(ahead.address)

@@ -68,7 +68,7 @@ def test_a_broker_on_another_sqlite_file_cannot_join(
     # Given a cluster running on one SQLite file
     (first,) = cluster.start(1)
     before = keys_under(etcd_server, cluster.name)
-    assert before == [f"/dejaq/{cluster.name}/brokers/{first.address}"]
+    assert f"/dejaq/{cluster.name}/brokers/{first.address}" in before
     # When a broker on a SQLite file of its own (as on another host) joins it
     done = run_broker(f"sqlite:///{tmp_path / 'elsewhere.db'}", etcd_server.url, cluster.name)
     # Then it refuses to start, saying why, and writes nothing to etcd
