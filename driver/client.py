@@ -237,15 +237,41 @@ async def first_write(call: grpc.aio.StreamStreamCall, request: Any) -> None:
     has started, and a call cancelled meanwhile (its channel closed under it, as
     a failover of another stream on the same client does) never starts: the
     write would wait for good. Here it raises ``asyncio.InvalidStateError``, as
-    a write to a call that has ended does. (Later writes fail by themselves.)"""
+    a write to a call that has ended does. (Later writes fail by themselves.)
+
+    A call the broker ended with a status of its own before the write was
+    seen through (NOT_FOUND for a topic that does not exist, say: the broker
+    answered at once) raises that status as ``grpc.aio.AioRpcError``, as a
+    read would: the caller learns what the broker said, not that the stream
+    was dropped."""
     writing = asyncio.ensure_future(call.write(request))
     ending = asyncio.ensure_future(call.code())
     try:
         await asyncio.wait((writing, ending), return_when=asyncio.FIRST_COMPLETED)
     finally:
         ending.cancel()
-        if not writing.done():
+        wrote = writing.done()
+        if not wrote:
             writing.cancel()
-    if writing.cancelled():
+    if not wrote or (
+        not writing.cancelled() and isinstance(writing.exception(), asyncio.InvalidStateError)
+    ):
+        await _raise_status(call)
         raise asyncio.InvalidStateError("the stream ended before it started")
     writing.result()  # the write's own error, if any
+
+
+async def _raise_status(call: grpc.aio.StreamStreamCall) -> None:
+    """Raise the status ``call`` ended with, if it ended with one other than
+    OK or CANCELLED (a channel closed under it)."""
+    if not call.done():
+        return
+    code = await call.code()
+    if code in (grpc.StatusCode.OK, grpc.StatusCode.CANCELLED):
+        return
+    raise grpc.aio.AioRpcError(
+        code,
+        await call.initial_metadata(),
+        await call.trailing_metadata(),
+        await call.details(),
+    )
