@@ -253,8 +253,10 @@ async def first_write(call: grpc.aio.StreamStreamCall, request: Any) -> None:
         wrote = writing.done()
         if not wrote:
             writing.cancel()
-    if not wrote or (
-        not writing.cancelled() and isinstance(writing.exception(), asyncio.InvalidStateError)
+    if (
+        not wrote
+        or writing.cancelled()
+        or isinstance(writing.exception(), asyncio.InvalidStateError)
     ):
         await _raise_status(call)
         raise asyncio.InvalidStateError("the stream ended before it started")
