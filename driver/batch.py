@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, overload
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, overload
 
 from dejaq.core.wire.batches import DeliveryColumns
 from dejaq.driver.delivery import Delivery
@@ -110,6 +111,12 @@ class Frame:
         return d
 
 
+# The columns a batch reads straight: the frame's, and a built delivery's field.
+_IDS, _ID = attrgetter("ids"), attrgetter("id")
+_TIMESTAMPS, _TIMESTAMP = attrgetter("timestamps"), attrgetter("timestamp_ms")
+_PAYLOADS, _PAYLOAD = attrgetter("payloads"), attrgetter("payload")
+
+
 class DeliveryBatch(Sequence[Delivery]):
     """Deliveries taken together (``Consumer.batches()``): a sequence of
     ``Delivery``, each built when first touched. ``ids``, ``timestamps`` and
@@ -187,25 +194,24 @@ class DeliveryBatch(Sequence[Delivery]):
 
     @property
     def ids(self) -> list[str]:
-        if self._items is not None:
-            return [d.id for d in self._items]
-        assert self._frame is not None
-        return self._frame.columns.ids[self._start : self._stop]
+        return self._column(_IDS, _ID)
 
     @property
     def timestamps(self) -> list[int]:
         """Each message's due time, epoch ms (see ``Delivery.timestamp_ms``)."""
-        if self._items is not None:
-            return [d.timestamp_ms for d in self._items]
-        assert self._frame is not None
-        return self._frame.columns.timestamps[self._start : self._stop]
+        return self._column(_TIMESTAMPS, _TIMESTAMP)
 
     @property
     def payloads(self) -> list[bytes]:
+        return self._column(_PAYLOADS, _PAYLOAD)
+
+    def _column(self, column: attrgetter[Any], field: attrgetter[Any]) -> list[Any]:
+        """The frame's ``column`` over the batch, or, for a batch of deliveries
+        built already, each one's ``field``."""
         if self._items is not None:
-            return [d.payload for d in self._items]
+            return list(map(field, self._items))
         assert self._frame is not None
-        return self._frame.columns.payloads[self._start : self._stop]
+        return column(self._frame.columns)[self._start : self._stop]  # type: ignore[no-any-return]
 
     def built(self) -> list[Delivery]:
         """The deliveries of the batch built so far (touched by the application)."""
