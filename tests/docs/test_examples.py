@@ -30,11 +30,10 @@ RUN_ELSEWHERE = {
     "docs/security.md": "tests/security/test_docs_walkthrough.py",
     # its example needs the application's PostgreSQL
     "docs/outbox.md": "tests/outbox/test_docs_page.py",
-    # its example needs a redis-server and a bridge process
-    "docs/bridges-redis-streams.md": "tests/bridges/test_docs_page.py",
-    # theirs need a nats-server or a rabbitmq-server, and a bridge process
-    "docs/bridges-nats.md": "tests/bridges/test_docs_queue_pages.py",
-    "docs/bridges-rabbitmq.md": "tests/bridges/test_docs_queue_pages.py",
+    # theirs need a redis-server, a nats-server or a rabbitmq-server, and a bridge process
+    "docs/bridges-redis-streams.md": "tests/bridges/test_docs_pages.py",
+    "docs/bridges-nats.md": "tests/bridges/test_docs_pages.py",
+    "docs/bridges-rabbitmq.md": "tests/bridges/test_docs_pages.py",
 }
 TIMEOUT_S = 60
 BIN = str(Path(sys.executable).parent)
