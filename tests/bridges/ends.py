@@ -2,7 +2,8 @@
 JetStream and the RabbitMQ ends): a call made again until its answer will do,
 through a server that is down meanwhile, or until it says the server is down;
 a source read until it has handed over so many messages, each under a
-deadline; and both ends' story across a kill of their server."""
+deadline; a source's story across a reopen, and both ends' across a kill of
+their server."""
 
 from __future__ import annotations
 
@@ -58,6 +59,20 @@ async def read_all(source: Source, count: int) -> list[Inbound]:
         return got
 
     return await until(more, lambda messages: len(messages) >= count)
+
+
+async def read_again_after_a_reopen(source: Source) -> None:
+    """A source of two messages, ``acked`` and ``forgotten``, reads both and
+    acknowledges the first; closed and opened again, it reads the second again,
+    with the same source id."""
+    await source.open()
+    first, second = await read_all(source, 2)
+    await source.ack([first])
+    await source.close()
+    await source.open()
+    (again,) = await read_all(source, 1)
+    assert (again.payload, again.source_id) == (b"forgotten", second.source_id)
+    await source.close()
 
 
 class Killable(Protocol):

@@ -18,7 +18,7 @@ from nats.js.client import JetStreamContext
 from dejaq.bridges.endpoints import EndpointDown, Outbound
 from dejaq.bridges.nats_jetstream import JetStreamSink, JetStreamSource
 from dejaq.core.errors import InvalidArgument
-from tests.bridges.ends import read_all, through_a_kill
+from tests.bridges.ends import read_again_after_a_reopen, read_all, through_a_kill
 from tests.certs import Certs
 from tests.nats_server import NatsServer
 from tests.servers import require_binary, temporary_root
@@ -67,22 +67,14 @@ async def test_a_source_reads_with_headers_as_fields_and_the_sequence_as_id(
 async def test_a_message_read_and_never_acknowledged_comes_again_after_a_reopen(
     nats_server: NatsServer, nats_client: Client
 ) -> None:
-    # given a source with a short ack wait that read two messages and acked one
+    # given a stream of two messages and a source of it with a short ack wait
     js, stream, subject = await new_stream(nats_client)
     await js.publish(subject, b"acked")
     await js.publish(subject, b"forgotten")
     options = {"stream": stream, "durable": "d", "subject": subject, "ack_wait": 0.5}
     source = JetStreamSource.from_options(nats_server.url, options)
-    await source.open()
-    first, second = await read_all(source, 2)
-    await source.ack([first])
-    # when it is closed and opened again
-    await source.close()
-    await source.open()
-    # then the unacknowledged one comes again, with the same source id
-    (again,) = await read_all(source, 1)
-    assert (again.payload, again.source_id) == (b"forgotten", second.source_id)
-    await source.close()
+    # when it reads both and acks the first, then after a reopen the second comes again
+    await read_again_after_a_reopen(source)
 
 
 async def test_a_sink_returns_once_jetstream_stored_and_dedupes_by_id(

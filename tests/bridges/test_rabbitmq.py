@@ -15,7 +15,7 @@ import pytest
 from dejaq.bridges.endpoints import EndpointDown, Outbound
 from dejaq.bridges.rabbitmq import DIGEST_PREFIX, RabbitMQSink, RabbitMQSource, source_id
 from dejaq.core.errors import InvalidArgument
-from tests.bridges.ends import read_all, through_a_kill, until
+from tests.bridges.ends import read_again_after_a_reopen, read_all, through_a_kill, until
 from tests.rabbitmq_server import RabbitMQServer
 
 
@@ -61,21 +61,13 @@ async def test_a_source_reads_headers_and_properties_as_fields_and_message_id_as
 async def test_a_message_read_and_never_acknowledged_comes_again_after_a_reopen(
     rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
 ) -> None:
-    # given a source that read two messages and acked the first
+    # given a queue of two messages and a source of it
     queue = await new_queue(channel)
     for body in (b"acked", b"forgotten"):
         await channel.default_exchange.publish(aio_pika.Message(body), queue.name)
     source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
-    await source.open()
-    first, second = await read_all(source, 2)
-    await source.ack([first])
-    # when it is closed and opened again
-    await source.close()
-    await source.open()
-    # then the unacknowledged one comes again, with the same source id
-    (again,) = await read_all(source, 1)
-    assert (again.payload, again.source_id) == (b"forgotten", second.source_id)
-    await source.close()
+    # when it reads both and acks the first, then after a reopen the second comes again
+    await read_again_after_a_reopen(source)
 
 
 async def test_lag_is_the_messages_waiting_in_the_queue(
