@@ -53,35 +53,25 @@ def run_page(page: Path, ours: Ours, broker: BrokerProcess, cwd: Path) -> None:
             run_console(block, broker.address, cwd, ours)
 
 
-def test_the_redis_streams_page_runs_as_written(
-    redis_server: RedisServer, broker: BrokerProcess, tmp_path: Path
+# Each page: the fixture of its server, and the page's addresses of that server
+# and of the bridge's metrics.
+PAGES = {
+    "bridges-redis-streams.md": ("redis_server", "127.0.0.1:6379", "127.0.0.1:9400"),
+    "bridges-nats.md": ("nats_server", "127.0.0.1:4222", "127.0.0.1:9401"),
+    "bridges-rabbitmq.md": ("rabbitmq_server", "127.0.0.1:5672", "127.0.0.1:9402"),
+}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_the_page_runs_as_written(
+    page: str, request: pytest.FixtureRequest, broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    redis_server.flush()
-    ours = {
-        "127.0.0.1:6379": f"127.0.0.1:{redis_server.port}",
-        "127.0.0.1:9400": f"127.0.0.1:{free_port()}",
-    }
-    run_page(ROOT / "docs" / "bridges-redis-streams.md", ours, broker, tmp_path)
-
-
-def test_the_nats_page_runs_as_written(
-    nats_server: NatsServer, broker: BrokerProcess, tmp_path: Path
-) -> None:
-    ours = {
-        "127.0.0.1:4222": f"127.0.0.1:{nats_server.port}",
-        "127.0.0.1:9401": f"127.0.0.1:{free_port()}",
-    }
-    run_page(ROOT / "docs" / "bridges-nats.md", ours, broker, tmp_path)
-
-
-def test_the_rabbitmq_page_runs_as_written(
-    rabbitmq_server: RabbitMQServer, broker: BrokerProcess, tmp_path: Path
-) -> None:
-    ours = {
-        "127.0.0.1:5672": f"127.0.0.1:{rabbitmq_server.port}",
-        "127.0.0.1:9402": f"127.0.0.1:{free_port()}",
-    }
-    run_page(ROOT / "docs" / "bridges-rabbitmq.md", ours, broker, tmp_path)
+    fixture, page_server, page_metrics = PAGES[page]
+    server: RedisServer | NatsServer | RabbitMQServer = request.getfixturevalue(fixture)
+    if isinstance(server, RedisServer):
+        server.flush()  # the page names its streams
+    ours = {page_server: f"127.0.0.1:{server.port}", page_metrics: f"127.0.0.1:{free_port()}"}
+    run_page(ROOT / "docs" / page, ours, broker, tmp_path)
 
 
 def test_the_files_the_pages_show_are_read_as_they_say() -> None:
