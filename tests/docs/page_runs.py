@@ -25,9 +25,10 @@ Ours = Mapping[str, str]
 
 
 @contextlib.contextmanager
-def page_broker(log: Path) -> Iterator[BrokerProcess]:
-    """A broker process on memory storage for one page's examples, stopped cleanly after."""
-    process = BrokerProcess("memory://", log).start()
+def page_broker(log: Path, *args: str) -> Iterator[BrokerProcess]:
+    """A broker process on memory storage (given ``args`` besides) for one
+    page's examples, stopped cleanly after."""
+    process = BrokerProcess("memory://", log, args=list(args)).start()
     try:
         yield process
     finally:
@@ -89,9 +90,12 @@ def run_program(
         text=True,
         timeout=TIMEOUT_S,
     )
-    assert done.returncode == 0, done.stderr + (log.read_text() if log else "")
-    assert program.output is not None
-    assert matches(program.output.splitlines(), done.stdout.splitlines()), done.stdout
+    where = f"{program.page}:{program.line}"
+    assert done.returncode == 0, f"{where}:\n{done.stderr}" + (log.read_text() if log else "")
+    assert program.output is not None, f"{where}: a program shows its output in a text block"
+    assert matches(program.output.splitlines(), done.stdout.splitlines()), (
+        f"{where}: printed\n{done.stdout}"
+    )
 
 
 @contextlib.contextmanager
