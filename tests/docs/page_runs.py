@@ -50,22 +50,28 @@ def swap(text: str, ours: Ours) -> str:
     return text
 
 
+def shell(command: str, broker: str, cwd: Path) -> list[str]:
+    """A page's command run by bash against ``broker``: its output lines
+    (stdout, then stderr), none of them a traceback."""
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=page_env(broker),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert "Traceback" not in done.stderr, (command, done.stderr)
+    return (done.stdout + done.stderr).splitlines()
+
+
 def run_console(block: Block, broker: str, cwd: Path, ours: Ours | Callable[[str], Ours]) -> None:
     """Each command of a console block prints what the page shows."""
     for step in session(block):
         mine = ours(step.command) if callable(ours) else ours
         command = swap(step.command, mine)
         expected = [swap(line, mine) for line in step.expected]
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=cwd,
-            env=page_env(broker),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-        got = (done.stdout + done.stderr).splitlines()
-        assert "Traceback" not in done.stderr, (command, done.stderr)
+        got = shell(command, broker, cwd)
         assert matches(expected, got), (
             f"$ {command}\nthe page shows:\n{expected}\nit printed:\n{got}"
         )

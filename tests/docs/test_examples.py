@@ -21,7 +21,7 @@ import pytest
 
 from dejaq.driver.cli.main import build_parser
 from tests.docs.examples import ROOT, Block, blocks, matches, pages, session, shell_commands
-from tests.docs.page_runs import page_broker, page_env, run_program
+from tests.docs.page_runs import page_broker, page_env, run_program, shell
 from tests.e2e.broker_process import BrokerProcess
 
 # Pages whose terminal sessions need a broker of their own kind (TLS, principals),
@@ -72,18 +72,8 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 def _shell(command: str, broker: BrokerProcess, cwd: Path) -> list[str]:
-    address = broker.address
     command = command.replace(PAGE_HTTP, broker.http_url.removeprefix("http://"))
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=page_env(address),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert "Traceback" not in done.stderr, (command, done.stderr)
-    return (done.stdout + done.stderr).splitlines()
+    return shell(command, broker.address, cwd)
 
 
 @pytest.mark.parametrize("page", _pages_with("console"))
