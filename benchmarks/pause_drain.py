@@ -15,8 +15,8 @@ resumed through broker 2; the load goes on ``--after-s`` more.
 
 Figures, from the consumers' clocks unless said:
 
-- while paused, from the moment every broker describes the topic paused until
-  the resume: deliveries the consumers took that a broker sent while paused
+- while paused, from 100 ms after every broker describes the topic paused
+  until the resume: deliveries the consumers took that a broker sent while paused
   (due later than the pause plus the send-ahead: must be 0), apart from those
   sent ahead before the pause, which a consumer holds and releases at their
   due time (``docs/architecture.md``);
@@ -76,6 +76,10 @@ CONVERGE_S = 30.0
 START_S = 60.0  # a broker's start on a loaded machine (three at once, joining etcd)
 DRAIN_S = 30.0  # after the load's last due time, how long stragglers may take
 BIN_S = 0.1
+# A broker's describe reads the pause from storage a round trip before its
+# dispatcher is told: deliveries are judged from this long after every broker
+# describes the topic paused.
+SETTLE_MS = 100
 PAUSED = "dejaq_paused_lateness_seconds"
 BROKERS_OWN = "dejaq_delivery_lateness_seconds"
 
@@ -309,8 +313,9 @@ def figures(
         firsts.setdefault(r[2], r)
     got = list(firsts.values())
     ms = lambda r: r[0] / 1e6  # noqa: E731 - received, ms
-    in_pause = [r for r in got if times.all_paused <= ms(r) < times.resumed_at]
-    sent_while_paused = [r for r in in_pause if r[1] > times.all_paused + ahead_ms]
+    quiet_from = times.all_paused + SETTLE_MS
+    in_pause = [r for r in got if quiet_from <= ms(r) < times.resumed_at]
+    sent_while_paused = [r for r in in_pause if r[1] > quiet_from + ahead_ms]
     backlog = [r for r in got if r[1] < times.resumed_at and ms(r) >= times.resumed_at]
     drained_ms = max((ms(r) for r in backlog), default=float(times.resumed_at))
     drain_s = (drained_ms - times.resumed_at) / 1000
