@@ -41,10 +41,11 @@ look-ahead would.
 
 A receiver answered once (``answers_once``: an HTTP lease request, answered
 with its first delivery and gone) is leased ahead only its first message and
-what shares its millisecond, and while it holds those only what comes due
-before them: anything more would go back to storage when it is answered, and
-meanwhile be kept from the other receivers, which then wait with credit while
-messages come due. With several waiting, each holds the next message in turn.
+what shares its millisecond, and while it holds those only messages stored
+since (hinted: a produce, a nack, a hand-back) due before them: anything more
+would go back to storage when it is answered, and meanwhile be kept from the
+other receivers, which then wait with credit while messages come due. With
+several waiting, each holds the next message in turn.
 A pass that served only such receivers, each holding its answer, plans no next
 pass: a produce (its hint), a hand-back or a new receiver brings one.
 
