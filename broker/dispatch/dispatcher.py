@@ -495,7 +495,12 @@ class Dispatcher:
                 return _Pass.MORE  # rank them all before any is leased
         delivered = 0
         once = others = False  # receivers answered once were served; others were
-        for r in ready:
+        for n, r in enumerate(ready):
+            if n:
+                # One consumer's lease and frame a turn of the loop: a memory
+                # lease does not pause, and three full frames at once (~50 ms)
+                # held back every other topic's pass, ack and produce.
+                await asyncio.sleep(0)
             if self._paused:
                 return _Pass.PAUSED  # paused while we awaited storage
             if r not in self._receivers:
