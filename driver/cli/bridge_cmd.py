@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import urllib.error
 import urllib.request
@@ -13,6 +14,8 @@ from typing import Any
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.redact import redact
 from dejaq.driver.cli.common import add_broker, connect, emit
+
+GC_YOUNGEST = 10_000  # allocations net of frees before the youngest generation's pass
 
 
 def register(sub: Any) -> None:
@@ -54,13 +57,20 @@ def run(args: argparse.Namespace) -> int:
     from dejaq.bridges.metrics import BridgeMetrics
     from dejaq.bridges.runner import run_all
 
-    specs = config.load(args.file)
+    specs = config.load(args.file)  # imports the ends' client libraries too
     metrics = BridgeMetrics()
     if args.metrics:
         from prometheus_client import start_http_server
 
         host, port = _host_port(args.metrics)
         start_http_server(port, host, registry=metrics.registry)
+    # What is loaded by now lives as long as the process: out of the collector's
+    # passes, as in the broker. A bridge makes and drops a few objects a message,
+    # so the youngest generation is collected once 10,000 outlive their batch,
+    # not 700: the collector took a sixth of the bridge's CPU at the default.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNGEST, *gc.get_threshold()[1:])
 
     async def main() -> None:
         stop = asyncio.Event()
