@@ -50,6 +50,7 @@ class Recorder:
     lease_ms = 60_000
     ahead_ms = 0
     lease_ahead_ms = 0
+    answers_once = False
 
     def __init__(self) -> None:
         self.credit = 1 << 20

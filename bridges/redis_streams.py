@@ -8,14 +8,22 @@ it stable, its pending entries come first after a restart) and ``start``
 The sink's: ``stream``, and ``maxlen`` (trim to about that many entries;
 default none). A batch is added by one script (``XADD_BATCH``): its entries
 land together, and the script's reply confirms them all.
+
+The bridge's CPU a message is most of what limits it, so a batch crosses
+redis-py in as few pieces as it can: the read's reply is taken as the parser
+made it (no dict of bytes an entry), and the sink's and the ack's many arguments go
+as one msgpack argument that the script unpacks (redis-py frames each
+argument in Python).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from itertools import chain
 from typing import Any, TypeVar
 
+import msgspec
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
@@ -30,30 +38,40 @@ PAYLOAD = b"payload"
 SOURCE_OPTIONS = frozenset({"stream", "group", "consumer", "start"})
 SINK_OPTIONS = frozenset({"stream", "maxlen"})
 # A batch of entries added by one script call: one command and one reply, not
-# one of each per entry (redis-py's cost a command is most of the sink's CPU).
-# ARGV: maxlen (0: none), then per entry its number of fields and its fields.
+# one of each per entry. ARGV[1]: maxlen (0: none); ARGV[2]: the entries as
+# one msgpack array, each entry the array of its fields and values in order.
 XADD_BATCH = """
 local maxlen = tonumber(ARGV[1])
-local i, added = 2, 0
-while i <= #ARGV do
-  local n = tonumber(ARGV[i])
+local entries = cmsgpack.unpack(ARGV[2])
+for _, fields in ipairs(entries) do
   local args = {KEYS[1]}
   if maxlen > 0 then
     args[2], args[3], args[4] = 'MAXLEN', '~', maxlen
   end
   args[#args + 1] = '*'
-  for j = 1, 2 * n do
-    args[#args + 1] = ARGV[i + j]
+  local at = #args
+  for j = 1, #fields do
+    args[at + j] = fields[j]
   end
   redis.call('XADD', unpack(args))
-  i = i + 1 + 2 * n
-  added = added + 1
 end
-return added
+return #entries
+"""
+# Acknowledges the entry ids of ARGV[2] (a msgpack array) in group ARGV[1],
+# 500 a call (the Lua stack bounds a call's arguments).
+XACK_BATCH = """
+local ids = cmsgpack.unpack(ARGV[2])
+local acked = 0
+for i = 1, #ids, 500 do
+  local last = math.min(i + 499, #ids)
+  acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ids, i, last))
+end
+return acked
 """
 # Errors of a server gone or going (a restart, a load from disk): the bridge reconnects.
 DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
 T = TypeVar("T")
+_PACK = msgspec.msgpack.Encoder().encode
 
 
 def client_url(url: str) -> str:
@@ -114,9 +132,14 @@ class RedisStreamSource(_Connected, Source):
         self.consumer = str(options.get("consumer", "dejaq"))
         self.start = str(options.get("start", "0"))
         self._backlog = True  # entries delivered to this consumer before and not acked
+        self._xack: Any = None
 
     async def open(self) -> None:
-        await self._connect()
+        redis = await self._connect()
+        # The reply as the parser made it: ``_inbound`` reads each entry's
+        # fields where redis-py would make a dict of them first.
+        redis.set_response_callback("XREADGROUP", _as_parsed)
+        self._xack = redis.register_script(XACK_BATCH)
         await self._make_group()
         self._backlog = True
 
@@ -151,29 +174,25 @@ class RedisStreamSource(_Connected, Source):
             return []
         out: list[Inbound] = []
         gone: list[str] = []
-        for _name, entries in answer or ():
-            for entry_id, fields in entries:
-                sid = entry_id.decode()
-                if fields is None:
-                    gone.append(sid)
-                    continue
-                payload = fields.get(PAYLOAD, b"")
-                text = {
-                    k.decode(errors="replace"): v.decode(errors="replace")
-                    for k, v in fields.items()
-                    if k != PAYLOAD
-                }
-                out.append(Inbound(payload, text, sid, sid))
+        for entries in _streams(answer):
+            for entry_id, flat in entries:
+                if flat is None:
+                    gone.append(entry_id.decode())
+                else:
+                    out.append(_inbound(entry_id, flat))
         if gone:
             # Deleted from the stream while pending: nothing is left to carry.
             log.warning("%s: entries %s were deleted before the bridge took them", self.where, gone)
-            await self._call(lambda r: r.xack(self.stream, self.group, *gone))
+            await self._ack(gone)
         return out
 
     async def ack(self, messages: Sequence[Inbound]) -> None:
         if messages:
-            ids = [m.source_id for m in messages]
-            await self._call(lambda r: r.xack(self.stream, self.group, *ids))
+            await self._ack([m.source_id for m in messages])
+
+    async def _ack(self, ids: list[str]) -> None:
+        xack, args = self._xack, [self.group, _PACK(ids)]
+        await self._call(lambda r: xack(keys=[self.stream], args=args, client=r))
 
     async def lag(self) -> int | None:
         groups = await self._call(lambda r: r.xinfo_groups(self.stream))
@@ -202,13 +221,69 @@ class RedisStreamSink(_Connected, Sink):
     async def publish(self, messages: Sequence[Outbound]) -> None:
         if not messages:
             return
-        args: list[Any] = [self.maxlen or 0]
-        for m in messages:
-            args += (len(m.fields) + 1, PAYLOAD, m.payload)
-            for name, value in m.fields.items():
-                args += (name, value)
-        xadd = self._xadd
+        entries = [
+            ["payload", _as_str(m.payload), *chain.from_iterable(m.fields.items())]
+            for m in messages
+        ]
+        xadd, args = self._xadd, [self.maxlen or 0, _PACK(entries)]
         await self._call(lambda r: xadd(keys=[self.stream], args=args, client=r))
+
+
+def _as_str(raw: bytes) -> msgspec.Raw:
+    """``raw`` as a msgpack str of its bytes: Redis's ``cmsgpack`` reads no
+    bin type, and a str is any bytes to it."""
+    n = len(raw)
+    if n < 32:
+        head = bytes((0xA0 | n,))
+    elif n < 0x100:
+        head = b"\xd9" + n.to_bytes(1, "big")
+    elif n < 0x10000:
+        head = b"\xda" + n.to_bytes(2, "big")
+    else:
+        head = b"\xdb" + n.to_bytes(4, "big")
+    return msgspec.Raw(head + raw)
+
+
+def _as_parsed(response: Any, **options: Any) -> Any:
+    """A reply as the parser made it (a response callback)."""
+    return response
+
+
+def _streams(answer: Any) -> Any:
+    """Each stream's entries of an XREADGROUP reply (a list of [name, entries]
+    in RESP2, a map in RESP3; nothing when the read timed out)."""
+    if not answer:
+        return ()
+    if isinstance(answer, dict):
+        return answer.values()
+    return (entries for _name, entries in answer)
+
+
+def _inbound(entry_id: bytes, flat: list[bytes]) -> Inbound:
+    """The message of a stream entry: ``flat`` is its fields and values in turn
+    (the last of a name given twice wins)."""
+    payload = b""
+    text: dict[str, str] = {}
+    pairs = iter(flat)
+    for name, value in zip(pairs, pairs, strict=True):
+        if name == PAYLOAD:
+            payload = value
+        else:
+            text[_NAMES.get(name) or _name(name)] = value.decode(errors="replace")
+    source_id = entry_id.decode()
+    return Inbound(payload, text, source_id, source_id)
+
+
+# Field names as text, by their bytes: the same few names come in every entry.
+_NAMES: dict[bytes, str] = {}
+_NAMES_AT_MOST = 4096
+
+
+def _name(raw: bytes) -> str:
+    name = raw.decode(errors="replace")
+    if len(_NAMES) < _NAMES_AT_MOST:
+        _NAMES[raw] = name
+    return name
 
 
 def _text(value: object) -> str:

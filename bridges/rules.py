@@ -5,7 +5,7 @@ the reason it goes to the dead timeline (or the error sink) with."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dejaq.bridges.endpoints import Inbound
@@ -57,6 +57,75 @@ def outgoing(rules: Rules, message: Inbound, now_ms: int) -> Outgoing:
         key=_key(rules.key, fields),
         headers=_headers(rules.headers, fields),
     )
+
+
+@dataclass
+class Columns:
+    """The messages of a batch the rule could read, a column each, as the
+    producer's ``send_columns`` takes them: no ``Outgoing`` a message. A
+    column no message fills stays None."""
+
+    messages: list[Inbound] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    payloads: list[bytes] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    priorities: list[int] | None = None
+    keys: list[str] | None = None
+    headers: list[dict[str, str] | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def outgoing(self, i: int) -> Outgoing:
+        """The ``i``-th message as an ``Outgoing``."""
+        return Outgoing(
+            self.payloads[i],
+            self.timestamps[i],
+            self.ids[i],
+            priority=0 if self.priorities is None else self.priorities[i],
+            key="" if self.keys is None else self.keys[i],
+            headers=None if self.headers is None else self.headers[i],
+        )
+
+
+def columns(
+    rules: Rules, taken: Sequence[Inbound], now_ms: int
+) -> tuple[Columns, list[tuple[Inbound, str]]]:
+    """What ``outgoing`` makes of each of ``taken``, as columns; and those the
+    rule cannot read, each with its reason."""
+    out = Columns()
+    bad: list[tuple[Inbound, str]] = []
+    due_rule, id_rule, key_rule = rules.due, rules.id, rules.key
+    priority_rule, names = rules.priority, rules.headers
+    priorities: list[int] = []
+    keys: list[str] = []
+    headers: list[dict[str, str] | None] = []
+    for message in taken:
+        fields = message.fields
+        try:
+            row = (
+                due_ms(due_rule, fields, now_ms),
+                _id(id_rule, message),
+                _priority(priority_rule, fields),
+                _key(key_rule, fields),
+            )
+        except Unreadable as exc:
+            bad.append((message, str(exc)))
+            continue
+        out.messages.append(message)
+        out.timestamps.append(row[0])
+        out.payloads.append(message.payload)
+        out.ids.append(row[1])
+        priorities.append(row[2])
+        keys.append(row[3])
+        headers.append(_headers(names, fields))
+    if priority_rule is not None:
+        out.priorities = priorities
+    if key_rule is not None:
+        out.keys = keys
+    if any(headers):
+        out.headers = headers
+    return out, bad
 
 
 def dead(message: Inbound, reason: str, now_ms: int) -> Outgoing:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 import sys
 
-from dejaq.broker import assembly
+from dejaq.broker import assembly, collector
 from dejaq.broker.allocator import give_back_large_blocks
 from dejaq.broker.config import BrokerConfig
 from dejaq.broker.observability import tracing
@@ -40,11 +39,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event | None = None) -> None
         print(f"dejaq metrics on {broker.metrics_endpoint.url}", flush=True)
     if broker.http_endpoint is not None:
         print(f"dejaq http on {broker.http_endpoint.url}", flush=True)
-    # Everything built so far lives as long as the broker: keep it out of the
-    # collector's full passes, which otherwise walk it every few seconds under
-    # load and stall dispatch for milliseconds each time.
-    gc.collect()
-    gc.freeze()
+    # Everything built so far lives as long as the broker (collector.py).
+    collector.settle()
     host = config.listen.rpartition(":")[0]
     # Tests and scripts read this line to learn the port (--listen HOST:0).
     print(

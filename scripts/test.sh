@@ -3,7 +3,8 @@
 # Checks generated code is fresh, lints (ruff, mypy), runs pytest on the
 # compiled hot path, then the conformance suite on memory and SQLite, the wire
 # and the driver tests again on pure Python, then the benchmark smoke run
-# (benchmarks/run.py --smoke, about a minute), the bridges smoke (about 15 s) and
+# (benchmarks/run.py --smoke, about a minute), the bridges smoke (about 15 s), the
+# pause smoke (3 brokers on Redis, about 16 s) and
 # the console's pages timed on a topic of 1M messages (SQLite, about a minute).
 # With no arguments the fault, bridge and cluster stories, the pure-Python run
 # and the console's pages run in a second process beside the main pytest run.
@@ -68,6 +69,8 @@ python benchmarks/run.py --smoke
 python benchmarks/ab.py --saved benchmarks/results/smoke.json benchmarks/results/smoke.json
 echo "== bridges smoke: Redis Stream -> dejaq -> Redis Stream (figures printed; nothing early)"
 python benchmarks/bridges.py --smoke
+echo "== pause smoke: 3 brokers on Redis, a topic paused and resumed (nothing sent while paused, none lost or early)"
+python benchmarks/pause_drain.py --smoke
 if [ $# -eq 0 ]; then
   side_rc=0
   wait "$side" || side_rc=$?

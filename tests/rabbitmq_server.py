@@ -15,12 +15,17 @@ database: durable queues and persistent messages survive, as after a crash.
 
 The guest user (``guest``/``guest``) may connect from loopback only, which is
 where the tests are.
+
+Given ``tls`` (the session's test certificates) the node also listens for
+AMQP over TLS on ``tls_port`` (``tls_url``), with the test CA's server
+certificate; it asks clients for none.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -29,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.certs import Certs
 from tests.servers import LocalServer, free_port, require_binary, running, temporary_root
 
 AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -56,25 +62,47 @@ class RabbitMQServer(LocalServer):
     dist_port: int = field(default_factory=free_port)
     epmd_port: int = field(default_factory=free_port)
     account: tuple[int, int] | None = field(default_factory=_account)
+    tls_port: int | None = None  # AMQP over TLS too, when the node was made with certificates
 
     @classmethod
-    def create(cls, binary: str) -> RabbitMQServer:
+    def create(cls, binary: str, tls: Certs | None = None) -> RabbitMQServer:
         """A node's folders made (and owned by its account); not started."""
         script = Path(binary).resolve().parent / "rabbitmq-server"
         server = cls(script, temporary_root("rabbitmq"))
-        for folder in ("mnesia", "log", "home"):
+        for folder in ("mnesia", "log", "home", "tls"):
             (server.root / folder).mkdir()
         (server.root / "enabled_plugins").write_text("[].\n")
-        (server.root / "rabbitmq.conf").write_text("")
+        (server.root / "rabbitmq.conf").write_text(server._tls_config(tls) if tls else "")
         (server.root / "rabbitmq-env.conf").write_text("")
         if server.account is not None:
-            for path in [server.root, *server.root.iterdir()]:
+            for path in [server.root, *server.root.iterdir(), *(server.root / "tls").iterdir()]:
                 os.chown(path, *server.account)
         return server
+
+    def _tls_config(self, certs: Certs) -> str:
+        """The TLS listener's settings, its files copied where the node's account reads them."""
+        folder = self.root / "tls"
+        for source, name in ((certs.ca, "ca.pem"), (certs.server.cert, "server.pem")):
+            shutil.copyfile(source, folder / name)
+        shutil.copyfile(certs.server.key, folder / "server.key")
+        self.tls_port = free_port()
+        return (
+            f"listeners.ssl.default = 127.0.0.1:{self.tls_port}\n"
+            f"ssl_options.cacertfile = {folder / 'ca.pem'}\n"
+            f"ssl_options.certfile = {folder / 'server.pem'}\n"
+            f"ssl_options.keyfile = {folder / 'server.key'}\n"
+            "ssl_options.verify = verify_none\n"
+            "ssl_options.fail_if_no_peer_cert = false\n"
+        )
 
     @property
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    def tls_url(self, ca: Path) -> str:
+        """The ``amqps://`` URL of the TLS listener, trusting ``ca`` (aio-pika's ``cafile``)."""
+        assert self.tls_port is not None, "the node was made without certificates"
+        return f"amqps://guest:guest@127.0.0.1:{self.tls_port}/?cafile={ca}"
 
     @property
     def log(self) -> Path:
@@ -143,8 +171,9 @@ class RabbitMQServer(LocalServer):
 
 
 @pytest.fixture(scope="session")
-def rabbitmq_server() -> Iterator[RabbitMQServer]:
-    """A running node for the whole session (skipped locally when the binary is missing)."""
+def rabbitmq_server(certs: Certs) -> Iterator[RabbitMQServer]:
+    """A running node for the whole session, listening over TLS too (skipped
+    locally when the binary is missing)."""
     binary = require_binary("rabbitmq-server")
-    with running(RabbitMQServer.create(binary)) as server:
+    with running(RabbitMQServer.create(binary, tls=certs)) as server:
         yield server

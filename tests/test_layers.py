@@ -84,6 +84,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 BROKER_ROOMS: tuple[str, ...] = (
     "tasks",  # background tasks that never fail silently
     "allocator",  # the process's allocator settings
+    "collector",  # the cyclic garbage collector's pacing
     "coordination",  # which buckets this broker's consumers own (an interface)
     "etcd_endpoints",  # the parsed --etcd flag
     "webhook_addresses",  # which addresses a webhook may reach without --webhook-allow

@@ -71,6 +71,7 @@ class Session:
         self.outbox = Outbox(consumer_id, max_outbox_frames, held)
         self.ahead_ms = ahead_ms
         self.lease_ahead_ms = 0  # the broker's look-ahead only
+        self.answers_once = False
 
     def deliver(self, leases: Leases) -> None:
         """A pass's deliveries, in frames of at most ``max_frame_bytes``."""

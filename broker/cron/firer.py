@@ -53,6 +53,7 @@ class Firer:
         self.credit = CREDIT
         self.ahead_ms = 0  # entries are sent to it at their millisecond
         self.lease_ahead_ms = 0  # the broker's look-ahead only
+        self.answers_once = False
         self.timeline = timeline
         self.target = entries.target_of(timeline.name) or ""
         self._broker = broker

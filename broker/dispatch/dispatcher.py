@@ -39,6 +39,16 @@ webhook poster does, so a pass leases a few ms of its messages in one storage
 call and they are posted from the window at their millisecond, as the broker's
 look-ahead would.
 
+A receiver answered once (``answers_once``: an HTTP lease request, answered
+with its first delivery and gone) is leased ahead only its first message and
+what shares its millisecond, and while it holds those only messages stored
+since (hinted: a produce, a nack, a hand-back) due before them: anything more
+would go back to storage when it is answered, and meanwhile be kept from the
+other receivers, which then wait with credit while messages come due. With
+several waiting, each holds the next message in turn.
+A pass that served only such receivers, each holding its answer, plans no next
+pass: a produce (its hint), a hand-back or a new receiver brings one.
+
 Fairness: each pass walks the consumers that have credit, starting one further
 along each time (round-robin), and leases to each at most its credit (held
 messages count against it). A slow consumer is never sent more than its window;
@@ -116,6 +126,9 @@ class _Pass(enum.Enum):
     NO_BUCKETS = "no buckets"  # our consumers own no bucket (cluster): wait for a rebalance
     THROTTLED = "throttled"  # the topic's rate cap allowed no more: more may be due
     PAUSED = "paused"  # the topic was paused during the pass: the next step hands back
+    # Every receiver served is answered once and holds what it is answered with:
+    # a produce (hint), a hand-back or a new receiver (poke) brings the next pass.
+    ANSWERS_HELD = "answers held"
 
 
 STORAGE_RETRY_MS = 500
@@ -135,6 +148,9 @@ class Receiver(Protocol):
     credit: int
     ahead_ms: int  # how early it may be sent a message (it holds each until due)
     lease_ahead_ms: int  # how early it may be leased one, held here until due
+    # Answered with its first delivery, then gone (an HTTP lease request):
+    # leased ahead only what comes due with that first one.
+    answers_once: bool
 
     def deliver(self, leases: Leases) -> None: ...
     def fail(self, exc: Exception) -> None: ...
@@ -191,6 +207,9 @@ class Dispatcher:
         # This broker's whole share of a concurrency limit per key (all of it alone).
         self._key_share: ConcurrencyShare = key_share or (lambda n: n)
         self._keys: KeyLimiter | None = None
+        # Of receivers answered once, the due time of the first message each holds.
+        self._first_due: dict[Receiver, int] = {}
+        self._hinted = _NEVER  # the earliest message stored (hinted) since the last pass began
         self.retune(topic)
 
     @property
@@ -215,6 +234,7 @@ class Dispatcher:
         them to ``hand_back``: they are still leased to it)."""
         with contextlib.suppress(ValueError):
             self._receivers.remove(receiver)
+        self._first_due.pop(receiver, None)
         return self._window.forget(receiver)
 
     async def hand_back(self, owner: str, held: list[LeasedMessage]) -> None:
@@ -300,6 +320,7 @@ class Dispatcher:
     def hint(self, timestamp: int) -> None:
         """A message due at ``timestamp`` was stored: wake if it needs a pass sooner
         than planned (one look-ahead before it is due)."""
+        self._hinted = min(self._hinted, timestamp)
         if self._hints and timestamp - self._cadence() < self._pass_at:
             self._wake.set()
 
@@ -367,6 +388,7 @@ class Dispatcher:
         retune pokes). Credit the held messages took is given back."""
         self._wake.clear()
         self._pass_at, self._hints = _NEVER, False
+        self._first_due.clear()
         for r in list(self._window.receivers()):
             held = self._window.forget(r)
             r.credit += len(held)
@@ -383,6 +405,8 @@ class Dispatcher:
             return await self._stall_check()
         if outcome is _Pass.PAUSED:
             return _NEVER  # the retune that paused it poked: the next step hands back
+        if outcome is _Pass.ANSWERS_HELD:
+            return _NEVER  # hints stay on: a message due sooner wakes it
         if outcome in (_Pass.DRAINED, _Pass.DRAINED_SOME) and self._key_waits():
             assert self._keys is not None
             due = await self._storage.next_due(self.topic.name, self._buckets())
@@ -443,6 +467,7 @@ class Dispatcher:
     async def _pass(self) -> _Pass:
         """Lease due messages (and what the look-ahead reaches) to the consumers with credit."""
         self._pass_at, self._hints = _NEVER, True  # any hint now means "look again"
+        hinted, self._hinted = self._hinted, _NEVER
         self._wake.clear()
         ready = [r for r in self._rotated() if r.credit > 0]
         if not ready:
@@ -469,51 +494,109 @@ class Dispatcher:
             if promoted >= PROMOTE_LIMIT:
                 return _Pass.MORE  # rank them all before any is leased
         delivered = 0
-        for r in ready:
+        once = others = False  # receivers answered once were served; others were
+        for n, r in enumerate(ready):
+            if n:
+                # One consumer's lease and frame a turn of the loop: a memory
+                # lease does not pause, and three full frames at once (~50 ms)
+                # held back every other topic's pass, ack and produce.
+                await asyncio.sleep(0)
             if self._paused:
                 return _Pass.PAUSED  # paused while we awaited storage
             if r not in self._receivers:
                 continue  # left while we awaited storage
+            horizon = self._horizon(r)
+            if r.answers_once and horizon > 0:
+                # Unrated, so uncapped: its first message (and what shares its
+                # millisecond), then only what comes due before that.
+                got, dead, drained = await self._first_answer(r, now, buckets, horizon, hinted)
+                delivered += got
+                if drained:  # nothing within the horizon
+                    self._throttled = False
+                    return _Pass.DRAINED_SOME if delivered or dead else _Pass.DRAINED
+                once = True
+                continue
             limit = min(r.credit, self._max_frame)
             capped = allowed is not None and allowed - delivered <= limit
             if capped:
                 assert allowed is not None
                 limit = allowed - delivered
-            span = self._tracing.lease(self.topic.name) if self._tracing is not None else None
-            leases = await self._lease(
-                span,
-                LeaseRequest.of(
-                    self.topic.name,
-                    buckets,
-                    now,
-                    limit,
-                    r.lease_ms,
-                    r.consumer_id,
-                    self.topic.settings.max_deliveries,
-                    self._horizon(r),
-                    None if self._keys is None else self._keys.caps(),
-                ),
-            )
-            taken = len(leases.delivered)
-            if self._metrics is not None:
-                self._metrics.count(Event.DEAD_LETTERED, self.topic.name, leases.dead_lettered)
-            if self._keys is not None:
-                leases = await self._within_key_limits(r.consumer_id, leases)
-            if self._cap is not None:
-                self._cap.spend(len(leases.delivered))
-            if leases.delivered:
-                r.credit -= len(leases.delivered)
-                delivered += len(leases.delivered)
-                if r in self._receivers:
-                    self._window.hold(r, leases)
-                    self._send_held()  # what is due now, in due order with what was held
+            got, taken, dead = await self._take(r, now, buckets, limit, horizon)
+            delivered += got
+            others = True
             if taken < limit:
                 self._throttled = False  # everything due is out
-                return _Pass.DRAINED_SOME if delivered or leases.dead_lettered else _Pass.DRAINED
+                return _Pass.DRAINED_SOME if delivered or dead else _Pass.DRAINED
             if capped:
                 self._throttled = True
                 return _Pass.THROTTLED
-        return _Pass.MORE
+        return _Pass.ANSWERS_HELD if once and not others else _Pass.MORE
+
+    async def _first_answer(
+        self, r: Receiver, now: int, buckets: Buckets, horizon: int, hinted: int
+    ) -> tuple[int, int, bool]:
+        """Lease for a receiver answered once: ahead, only the messages due at
+        its first message's millisecond (it is answered with those; more taken
+        ahead would only go back to storage, kept from the other receivers
+        meanwhile); once it holds them, only what was stored since, due before
+        them (``hinted``: the earliest stored since the last pass; what lay
+        there before went to others). Returns how many it was given, the dead
+        letters met, and whether nothing lay within ``horizon`` (drained)."""
+        first = self._first_due.get(r)
+        if first is not None and hinted > first:
+            return 0, 0, False
+        if first is None:
+            got, taken, dead = await self._take(r, now, buckets, 1, horizon)
+            if not taken:
+                return got, dead, True
+            first = self._first_due.get(r)
+            if first is None:  # it went back over its key's limit, or r left
+                return got, dead, False
+        else:
+            got, dead = 0, 0
+        limit = min(r.credit, self._max_frame)
+        if limit > 0:
+            more, _, dead_now = await self._take(r, now, buckets, limit, max(0, first - now))
+            got, dead = got + more, dead + dead_now
+        return got, dead, False
+
+    async def _take(
+        self, r: Receiver, now: int, buckets: Buckets, limit: int, horizon: int
+    ) -> tuple[int, int, int]:
+        """One lease call for ``r``: its deliveries held in the window (what is
+        due sent at once). Returns how many it was given, how many storage
+        leased (before any went back over a key's limit) and the dead letters."""
+        span = self._tracing.lease(self.topic.name) if self._tracing is not None else None
+        leases = await self._lease(
+            span,
+            LeaseRequest.of(
+                self.topic.name,
+                buckets,
+                now,
+                limit,
+                r.lease_ms,
+                r.consumer_id,
+                self.topic.settings.max_deliveries,
+                horizon,
+                None if self._keys is None else self._keys.caps(),
+            ),
+        )
+        taken = len(leases.delivered)
+        if self._metrics is not None:
+            self._metrics.count(Event.DEAD_LETTERED, self.topic.name, leases.dead_lettered)
+        if self._keys is not None:
+            leases = await self._within_key_limits(r.consumer_id, leases)
+        if self._cap is not None:
+            self._cap.spend(len(leases.delivered))
+        if leases.delivered:
+            r.credit -= len(leases.delivered)
+            if r in self._receivers:
+                if r.answers_once:
+                    first = min(m.timestamp for m in leases.delivered)
+                    self._first_due[r] = min(first, self._first_due.get(r, first))
+                self._window.hold(r, leases)
+                self._send_held()  # what is due now, in due order with what was held
+        return len(leases.delivered), taken, leases.dead_lettered
 
     async def _lease(self, span: Span | None, request: LeaseRequest) -> Leases:
         """One lease call, in ``span`` when this pass is traced."""

@@ -3,11 +3,14 @@ lease token (``lease_tokens.py``).
 
 A lease request registers a short-lived receiver with the topic's dispatcher,
 as a Consume stream's session does: it gets the same round-robin turn among
-the topic's consumers (HTTP and gRPC alike), at most ``max`` messages, leased
-as far ahead as a gRPC consumer's and handed over at their millisecond from the
-dispatcher's window (never early), and
-the same lease, max deliveries and dead timeline. It answers with the first
-pass that delivers anything, or after ``wait_ms`` with none. Each request
+the topic's consumers (HTTP and gRPC alike), at most ``max`` messages, and
+the same lease, max deliveries and dead timeline. It answers as soon as it is
+handed anything, or after ``wait_ms`` with none. It looks as far ahead as a
+gRPC consumer is sent messages, but is leased ahead only its first message and
+what shares its millisecond (``answers_once``), handed over at that
+millisecond from the dispatcher's window (never early): several requests
+waiting each hold the next message in turn, none holds messages it will not
+answer with. Each request
 leases under an owner of its own, so a token from a lease that ran out cannot
 settle the message once another request leased it again. Messages taken for
 the request and never answered (it timed out first, or the client left) are
@@ -66,9 +69,10 @@ credit_returns: dict[str, Callable[[int], None]] = {}
 
 class PullReceiver:
     """One lease request, as the dispatcher sees it: credit for ``max`` messages,
-    leased as far ahead as a gRPC consumer is sent them (``lease_ahead_ms``: so
-    neither kind takes the other's turn by looking further), and handed over by
-    the dispatcher's window at their millisecond, never early."""
+    looking as far ahead as a gRPC consumer is sent them (``lease_ahead_ms``: so
+    neither kind takes the other's turn by looking further), answered once
+    (``answers_once``), and handed over by the dispatcher's window at their
+    millisecond, never early."""
 
     def __init__(
         self, owner: str, lease_ms: int, credit: int, lease_ahead_ms: int, registered_as: str
@@ -79,6 +83,7 @@ class PullReceiver:
         self.credit = credit
         self.ahead_ms = 0
         self.lease_ahead_ms = lease_ahead_ms
+        self.answers_once = True
         self.taken: list[tuple[LeasedMessage, int]] = []  # (message, lease until)
         self.failed: Exception | None = None
         self.ready = asyncio.Event()

@@ -43,6 +43,7 @@ class StreamReceiver:
         self.credit = credit
         self.ahead_ms = 0
         self.lease_ahead_ms = lease_ahead_ms
+        self.answers_once = False  # a stream lasts
         self.poke = poke
         self.queue: asyncio.Queue[tuple[LeasedMessage, int] | Exception] = asyncio.Queue()
 

@@ -130,6 +130,7 @@ class Poster:
         self.credit = credit_for(self.hook)
         self.ahead_ms = 0  # posted at its millisecond
         self.lease_ahead_ms = LEASE_AHEAD_MS
+        self.answers_once = False
         self._broker = broker
         self._allow = allow
         self._metrics = metrics

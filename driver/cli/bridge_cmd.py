@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import urllib.error
 import urllib.request
 from typing import Any
@@ -19,6 +20,8 @@ from dejaq.driver.cli.until_stopped import (
     serve_metrics,
 )
 from dejaq.driver.client import Client
+
+GC_YOUNGEST = 10_000  # allocations net of frees before the youngest generation's pass
 
 
 def register(sub: Any) -> None:
@@ -60,9 +63,17 @@ def run(args: argparse.Namespace) -> int:
     from dejaq.bridges.metrics import BridgeMetrics
     from dejaq.bridges.runner import run_all
 
-    specs = config.load(args.file)
+    specs = config.load(args.file)  # imports the ends' client libraries too
     metrics = BridgeMetrics()
     serve_metrics(args.metrics, metrics.registry)
+
+    # What is loaded by now lives as long as the process: out of the collector's
+    # passes, as in the broker. A bridge makes and drops a few objects a message,
+    # so the youngest generation is collected once 10,000 outlive their batch,
+    # not 700: the collector took a sixth of the bridge's CPU at the default.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNGEST, *gc.get_threshold()[1:])
 
     async def work(client: Client, stop: asyncio.Event) -> None:
         await run_all(specs, client, metrics, stop)

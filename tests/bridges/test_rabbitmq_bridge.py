@@ -35,6 +35,7 @@ from tests.bridges.queue_pairs import (
     running_bridge,
 )
 from tests.bridges.support import KEYS, TOPIC, Published, until
+from tests.certs import Certs
 from tests.rabbitmq_server import RabbitMQServer
 from tests.redis_server import RedisServer
 
@@ -266,3 +267,48 @@ async def _all_confirmed(bridge: Running, count: int) -> bool:
     acked there, which the bridge does once the sink confirmed it."""
     taken = bridge.figure("accepted") >= count and bridge.figure("published") >= count
     return taken and bridge.figure("held") == 0
+
+
+async def test_both_ends_speak_amqps_trusting_the_ca_given_as_cafile(
+    rabbitmq_server: RabbitMQServer, certs: Certs
+) -> None:
+    # Given a bridge whose source and sink reach the node over TLS, with the
+    # test CA given as the URL's cafile (as docs/bridges-rabbitmq.md says)
+    connection = await aio_pika.connect(rabbitmq_server.url)
+    try:
+        channel = await connection.channel()
+        into, out = await new_queue(channel), await new_queue(channel)
+        reader = Reader()
+        await (await channel.get_queue(out)).consume(reader.take)
+        url = rabbitmq_server.tls_url(certs.ca)
+        text = bridges_file(
+            f'{{url: "{url}", queue: "{into}"}}', f'{{url: "{url}", routing_key: "{out}"}}'
+        )
+        async with running_bridge(text) as bridge:
+            # When messages arrive, then they leave through the same node
+            await write(connection, into, 10, 10, lead_ms=0)
+            await until(lambda: reader.has(10), 30, "published over TLS")
+            assert bridge.figure("errors") == 0
+    finally:
+        await connection.close()
+    assert sorted(p.id for p in reader.got) == sorted(f"m{i}" for i in range(10))
+
+
+async def test_amqps_to_a_node_whose_ca_is_not_trusted_takes_nothing(
+    rabbitmq_server: RabbitMQServer, certs: Certs
+) -> None:
+    # Given a bridge whose source trusts another CA than the node's
+    connection = await aio_pika.connect(rabbitmq_server.url)
+    try:
+        into = await new_queue(await connection.channel())
+        await write(connection, into, 5, 10, lead_ms=0)
+        url = rabbitmq_server.tls_url(certs.other_ca)
+        text = bridges_file(
+            f'{{url: "{url}", queue: "{into}"}}', exchange_end(rabbitmq_server, into)
+        )
+        async with running_bridge(text) as bridge:
+            # When it runs, then it counts the refused connections and takes nothing
+            await until(lambda: _past(bridge, "errors", 2), 30, "the refusals counted")
+            assert bridge.figure("accepted") == 0
+    finally:
+        await connection.close()

@@ -222,3 +222,42 @@ async def test_pending_entries_come_first_and_a_deleted_one_is_let_go(
             stop.set()
             await running
     assert [p.id for p in published(streams)] == ["m1"]
+
+
+async def test_a_payload_of_any_bytes_and_fields_of_any_text_leave_as_they_came(
+    redis_server: RedisServer, streams: redis.Redis
+) -> None:
+    # Given entries whose payload holds every byte, or none, and fields of non-ASCII text
+    due = str(now_ms())
+    every_byte = bytes(range(256))
+    streams.xadd(
+        "in", {"payload": every_byte, "id": "a", "due_ms": due, "user": "u", "note": "été ✓"}
+    )
+    streams.xadd("in", {"id": "b", "due_ms": due, "user": "u", "payload": b""})
+    (spec,) = config.parse(bridges_file(redis_server.url, redis_server.url))
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic(TOPIC)
+        stop = asyncio.Event()
+        running = asyncio.create_task(Bridge(spec, client).run(stop))
+        try:
+            # When the bridge carries them
+            await until(lambda: streams.xlen("out") >= 2, 30, "both published")
+            await until(lambda: streams.xpending("in", "dejaq")["pending"] == 0, 30, "both acked")
+        finally:
+            stop.set()
+            await running
+    # Then each leaves with its payload and its fields as they came, in their order
+    by_id = {fields[b"id"]: fields for _, fields in streams.xrange("out")}
+    assert list(by_id[b"a"].items()) == [
+        (b"payload", every_byte),
+        (b"id", b"a"),
+        (b"due_ms", due.encode()),
+        (b"user", b"u"),
+        (b"note", "été ✓".encode()),
+    ]
+    assert list(by_id[b"b"].items()) == [
+        (b"payload", b""),
+        (b"id", b"b"),
+        (b"due_ms", due.encode()),
+        (b"user", b"u"),
+    ]

@@ -82,3 +82,30 @@ def test_a_dead_message_is_due_now_expired_and_carries_its_reason() -> None:
         rules.ERROR_HEADER: "no due field 'due_ms' ",
         rules.SOURCE_ID_HEADER: "1700000000000-0",
     }
+
+
+def test_a_batch_as_columns_is_what_each_message_makes_the_unreadable_set_apart() -> None:
+    # Given a keyed priority rule and a batch with one message it cannot read
+    rule = Rules(
+        DueRule("due_ms"), id=FieldRule("id"), key=FieldRule("user"), priority=FieldRule("p")
+    )
+    batch = [
+        message(due_ms=str(NOW + 5), id="a", user="ann", p="2", trace="t"),
+        message(id="b", user="bob"),
+        message(due_ms=str(NOW + 1), id="c", user="cy", p="0"),
+    ]
+    # When the batch is made columns
+    columns, bad = rules.columns(rule, batch, NOW)
+    # Then each readable one is what outgoing makes of it, and the other says why
+    readable = [batch[0], batch[2]]
+    assert columns.messages == readable
+    assert [columns.outgoing(i) for i in range(len(columns))] == [
+        rules.outgoing(rule, m, NOW) for m in readable
+    ]
+    assert bad == [(batch[1], "no due field 'due_ms'")]
+
+
+def test_columns_no_message_fills_are_left_out() -> None:
+    columns, bad = rules.columns(Rules(DueRule(None, delay=0)), [Inbound(b"x", {}, "1-0")], NOW)
+    assert bad == [] and columns.ids == ["1-0"] and columns.timestamps == [NOW]
+    assert (columns.keys, columns.priorities, columns.headers) == (None, None, None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from collections.abc import AsyncIterator
 
 import pytest
@@ -12,6 +14,7 @@ from dejaq.broker.context import BrokerContext
 from dejaq.core.model import TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
+from dejaq.storage_plugins.base import LeaseRequest, Leases
 
 from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
 
@@ -161,3 +164,42 @@ async def test_what_fell_due_while_the_clock_guard_held_dispatch_goes_out_when_i
     # Then they go out at once: no re-scan (an hour away here) was needed
     assert sorted(session.ids) == sorted(due)
     await session.close()
+
+
+async def test_a_pass_lets_the_loop_run_between_its_consumers_leases(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given three consumers with credit, a task counting the loop's turns, and
+    # storage noting the turn of each lease call (a memory lease never pauses)
+    sessions = [Session(broker, T, f"c{i}", credits=5) for i in range(3)]
+    await settle_down()
+    turns = 0
+    at: list[int] = []
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    lease = broker.storage.lease
+
+    async def watched(request: LeaseRequest) -> Leases:
+        at.append(turns)
+        return await lease(request)
+
+    broker.storage.lease = watched  # type: ignore[method-assign]
+    counter = asyncio.create_task(count_turns())
+    try:
+        # When more falls due than all of them may take
+        await produce_at(broker, T, [clock.now + 1] * 30)
+        clock.advance(1)
+        await settle_down()
+    finally:
+        counter.cancel()
+    # Then each took its credit, each lease call in a turn of its own
+    assert [len(s.deliveries) for s in sessions] == [5, 5, 5]
+    assert len(at) >= 3
+    assert all(later > earlier for earlier, later in itertools.pairwise(at))
+    for s in sessions:
+        await s.close()

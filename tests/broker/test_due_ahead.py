@@ -3,6 +3,8 @@ reporting broker a topic."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from collections.abc import AsyncIterator
 
 import pytest
@@ -115,3 +117,39 @@ async def test_one_broker_of_a_cluster_reports_each_topic(
     assert len({by[0] for by in reported.values()}) > 1
     # and a broker no longer reporting a topic has dropped its series
     assert all(gauges(broker, n)[0] is None for n in names if reported[n] != ["b-3"])
+
+
+async def test_the_loop_runs_between_the_ranges_of_one_topic(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given a topic, and a task that counts the loop's turns
+    await control.create_topic(broker, pb.CreateTopicRequest(name="busy"))
+    await send(broker, "busy", [5], clock)
+    turns = 0
+    seen: list[int] = []
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    forecast = broker.storage.forecast
+
+    async def watched(topic: str, now: int, step_ms: int, bins: int) -> list[int]:
+        seen.append(turns)
+        return await forecast(topic, now, step_ms, bins)
+
+    broker.storage.forecast = watched  # type: ignore[method-assign]
+    counter = asyncio.create_task(count_turns())
+    await asyncio.sleep(0)
+    try:
+        # When the gauges are refreshed
+        await due_ahead.refresh(broker)
+    finally:
+        counter.cancel()
+    # Then each range is read in a turn of its own: the deliveries that are due
+    # go between (a memory range is read without a pause)
+    assert len(seen) == 6
+    assert all(later > earlier for earlier, later in itertools.pairwise(seen))
+    assert gauges(broker, "busy")[0] == 1

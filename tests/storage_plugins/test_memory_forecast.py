@@ -69,3 +69,35 @@ async def test_the_index_and_the_columns_count_the_same(seed: int) -> None:
 async def _exists(storage: MemoryStorage, id: str) -> bool:
     tl = storage._tl("t")
     return tl.find_one(id) >= 0 and bool(tl.cols.state[tl.find_one(id)] == 1)
+
+
+class Unasked:
+    """An index that must not be asked: the pass over the columns is cheaper."""
+
+    bucket = 0
+
+    def entries_between(self, start: int, end: int) -> int:
+        raise AssertionError("a lane was asked")
+
+    def between(self, start: int, end: int) -> object:
+        raise AssertionError("a lane was read")
+
+
+async def test_a_topic_of_many_lanes_is_counted_from_the_columns() -> None:
+    # Given a topic past the small size, with many keys each on its lanes
+    storage = MemoryStorage()
+    await storage.open()
+    await storage.create_topic(Topic("t", TopicSettings(buckets=8, lease_ms=30_000), 1))
+    n = memory_forecast.SMALL + 1000
+    await storage.insert(
+        "t", [NewMessage(f"m{i}", NOW + i, b"x", i % 8, key=f"k{i % 500}") for i in range(n)]
+    )
+    tl = storage._tl("t")
+    request = Forecast(NOW, MINUTE, 3)
+    expected = memory_forecast._from_columns(tl.cols, request)
+    assert sum(expected) > 0
+    # When it has more indexes than the pass over its slots would cost to ask
+    lanes = [Unasked()] * (n // memory_forecast.LANE_SLOTS + 1)
+    # Then the forecast reads the columns alone, and counts the same
+    assert memory_forecast.forecast(lanes, tl.cols, request) == expected  # type: ignore[arg-type]
+    await storage.close()
