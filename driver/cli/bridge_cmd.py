@@ -6,14 +6,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import signal
 import urllib.error
 import urllib.request
 from typing import Any
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.redact import redact
-from dejaq.driver.cli.common import add_broker, connect, emit
+from dejaq.driver.cli.common import add_broker, emit
+from dejaq.driver.cli.until_stopped import (
+    add_metrics,
+    metrics_address,
+    run_until_signal,
+    serve_metrics,
+)
+from dejaq.driver.client import Client
 
 GC_YOUNGEST = 10_000  # allocations net of frees before the youngest generation's pass
 
@@ -29,7 +35,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("file", metavar="FILE", help="the bridges file (docs/bridges.md)")
     add_broker(p)
-    p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (default: off)")
+    add_metrics(p)
     p.set_defaults(run=run)
     p = bsub.add_parser(
         "list",
@@ -59,11 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
     specs = config.load(args.file)  # imports the ends' client libraries too
     metrics = BridgeMetrics()
-    if args.metrics:
-        from prometheus_client import start_http_server
+    serve_metrics(args.metrics, metrics.registry)
 
-        host, port = _host_port(args.metrics)
-        start_http_server(port, host, registry=metrics.registry)
     # What is loaded by now lives as long as the process: out of the collector's
     # passes, as in the broker. A bridge makes and drops a few objects a message,
     # so the youngest generation is collected once 10,000 outlive their batch,
@@ -72,16 +75,10 @@ def run(args: argparse.Namespace) -> int:
     gc.freeze()
     gc.set_threshold(GC_YOUNGEST, *gc.get_threshold()[1:])
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        async with connect(args) as client:
-            await run_all(specs, client, metrics, stop)
+    async def work(client: Client, stop: asyncio.Event) -> None:
+        await run_all(specs, client, metrics, stop)
 
-    asyncio.run(main())
-    return 0
+    return run_until_signal(args, work)
 
 
 def list_bridges(args: argparse.Namespace) -> int:
@@ -104,7 +101,7 @@ def status(args: argparse.Namespace) -> int:
 
     from dejaq.bridges.metrics import FIGURES, figures
 
-    host, port = _host_port(args.metrics)
+    host, port = metrics_address(args.metrics)
     url = f"http://{host}:{port}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=10) as answer:
@@ -121,10 +118,3 @@ def status(args: argparse.Namespace) -> int:
     for name, row in sorted(found.items()):
         print(f"{name}: " + "  ".join(f"{k}: {row[k]}" for k in FIGURES.values()))
     return 0
-
-
-def _host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not port.isdigit():
-        raise InvalidArgument(f"--metrics {text!r} is not HOST:PORT")
-    return host or "127.0.0.1", int(port)

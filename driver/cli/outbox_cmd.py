@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import time
 from typing import Any
 
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.redact import redact
-from dejaq.driver.cli.common import add_broker, connect, emit
+from dejaq.driver.cli.common import add_broker, emit
+from dejaq.driver.cli.until_stopped import add_metrics, run_until_signal, serve_metrics
+from dejaq.driver.client import Client
 
 
 def register(sub: Any) -> None:
@@ -47,7 +48,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--poll-ms", type=int, default=500, help="look for rows this often unwoken (default 500)"
     )
-    p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (default: off)")
+    add_metrics(p)
     p.add_argument(
         "--once",
         action="store_true",
@@ -101,43 +102,31 @@ def relay(args: argparse.Namespace) -> int:
         if value < 1:
             raise InvalidArgument(f"{flag} {value} must be 1 or more")
     metrics = RelayMetrics()
-    if args.metrics:
-        from prometheus_client import start_http_server
+    serve_metrics(args.metrics, metrics.registry)
 
-        host, _, port = args.metrics.rpartition(":")
-        if not port.isdigit():
-            raise InvalidArgument(f"--metrics {args.metrics!r} is not HOST:PORT")
-        start_http_server(int(port), host or "127.0.0.1", registry=metrics.registry)
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        async with connect(args) as client:
-            if args.once:
-                once = Relay(args.url, DriverHandOff(client), batch=args.batch, metrics=metrics)
-                try:
-                    with database_errors(args.url):
-                        done = await once.drain()
-                finally:
-                    await once.close()
-                print(f"relayed {done} rows")
-                return
-            relay = Relay(
-                args.url,
-                DriverHandOff(client),
-                batch=args.batch,
-                poll_ms=args.poll_ms,
-                metrics=metrics,
-            )
-            runner = asyncio.create_task(relay.run(stop))
-            await stop.wait()
-            runner.cancel()
+    async def work(client: Client, stop: asyncio.Event) -> None:
+        if args.once:
+            once = Relay(args.url, DriverHandOff(client), batch=args.batch, metrics=metrics)
             try:
-                await runner
-            except asyncio.CancelledError:
-                pass
+                with database_errors(args.url):
+                    done = await once.drain()
+            finally:
+                await once.close()
+            print(f"relayed {done} rows")
+            return
+        relay = Relay(
+            args.url,
+            DriverHandOff(client),
+            batch=args.batch,
+            poll_ms=args.poll_ms,
+            metrics=metrics,
+        )
+        runner = asyncio.create_task(relay.run(stop))
+        await stop.wait()
+        runner.cancel()
+        try:
+            await runner
+        except asyncio.CancelledError:
+            pass
 
-    asyncio.run(main())
-    return 0
+    return run_until_signal(args, work)

@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from dejaq.bridges import config
@@ -24,23 +24,14 @@ from dejaq.bridges.metrics import BridgeMetrics, figures
 from dejaq.bridges.runner import Bridge
 from dejaq.core.model import TopicSettings
 from dejaq.driver import Admin, embedded
+from tests.bridges.support import TOPIC, Published
 
-TOPIC = "reorder"
-KEYS = 20
 COUNT = 50_000
 SPREAD_MS = 20_000
 LEAD_MS = 3_000  # before the first due: time for the bridge to take them all
 # The kill tests' lease: longer than a batch's publish on a busy machine, or its
 # deliveries run out and come again while the sink is confirming them.
 LEASE_MS = 10_000
-
-
-@dataclass(frozen=True)
-class Published:
-    id: str
-    user: str
-    due_ms: int
-    at_ms: int  # when the sink's server had it (or, where it cannot say, a reader got it)
 
 
 @dataclass
@@ -96,14 +87,6 @@ async def running_bridge(
                 running.watch.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await running.watch
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
-    """Poll ``check`` until it holds, under a deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s:g} s"
-        await asyncio.sleep(0.05)  # polling a condition under a deadline
 
 
 def early(out: Sequence[Published]) -> list[Published]:

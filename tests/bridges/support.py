@@ -54,7 +54,7 @@ class Published:
     id: str
     user: str
     due_ms: int
-    at_ms: int  # when the sink's server added it: its entry id's time
+    at_ms: int  # when the sink's server had it (or, where it cannot say, a reader got it)
 
 
 def published(client: redis.Redis) -> list[Published]:

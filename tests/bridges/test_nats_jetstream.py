@@ -7,25 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
-from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound
+from dejaq.bridges.endpoints import EndpointDown, Outbound
 from dejaq.bridges.nats_jetstream import JetStreamSink, JetStreamSource
 from dejaq.core.errors import InvalidArgument
+from tests.bridges.ends import read_again_after_a_reopen, read_all, through_a_kill
 from tests.certs import Certs
 from tests.nats_server import NatsServer
 from tests.servers import require_binary, temporary_root
-
-DEADLINE_S = 15.0
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -41,31 +37,6 @@ async def new_stream(client: Client) -> tuple[JetStreamContext, str, str]:
     js = client.jetstream()
     await js.add_stream(name=name, subjects=[f"{name}.>"])
     return js, name, f"{name}.in"
-
-
-async def until(what: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> T:
-    """``what()`` again until ``done`` says yes, under a deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        try:
-            value = await what()
-            if done(value):
-                return value
-        except EndpointDown:
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            pytest.fail(f"not done within {DEADLINE_S} s: last {value!r}")
-
-
-async def read_all(source: JetStreamSource, count: int) -> list[Inbound]:
-    got: list[Inbound] = []
-
-    async def more() -> list[Inbound]:
-        got.extend(await source.read(count - len(got), 200))
-        return got
-
-    return await until(more, lambda messages: len(messages) >= count)
 
 
 async def test_a_source_reads_with_headers_as_fields_and_the_sequence_as_id(
@@ -96,22 +67,14 @@ async def test_a_source_reads_with_headers_as_fields_and_the_sequence_as_id(
 async def test_a_message_read_and_never_acknowledged_comes_again_after_a_reopen(
     nats_server: NatsServer, nats_client: Client
 ) -> None:
-    # given a source with a short ack wait that read two messages and acked one
+    # given a stream of two messages and a source of it with a short ack wait
     js, stream, subject = await new_stream(nats_client)
     await js.publish(subject, b"acked")
     await js.publish(subject, b"forgotten")
     options = {"stream": stream, "durable": "d", "subject": subject, "ack_wait": 0.5}
     source = JetStreamSource.from_options(nats_server.url, options)
-    await source.open()
-    first, second = await read_all(source, 2)
-    await source.ack([first])
-    # when it is closed and opened again
-    await source.close()
-    await source.open()
-    # then the unacknowledged one comes again, with the same source id
-    (again,) = await read_all(source, 1)
-    assert (again.payload, again.source_id) == (b"forgotten", second.source_id)
-    await source.close()
+    # when it reads both and acks the first, then after a reopen the second comes again
+    await read_again_after_a_reopen(source)
 
 
 async def test_a_sink_returns_once_jetstream_stored_and_dedupes_by_id(
@@ -162,30 +125,16 @@ def test_bad_options_are_refused_by_name() -> None:
 async def test_both_ends_see_a_killed_server_and_resume_once_it_is_back(
     nats_server: NatsServer, nats_client: Client
 ) -> None:
-    # given a source that read a message it has not acknowledged, and a sink
+    # given a stream holding a message, a source of it and a sink
     js, stream, subject = await new_stream(nats_client)
     await js.publish(subject, b"before")
     options = {"stream": stream, "durable": "d", "subject": subject, "ack_wait": 0.5}
     source = JetStreamSource.from_options(nats_server.url, options)
     sink = JetStreamSink.from_options(nats_server.url, {"subject": f"{stream}.out"})
-    await source.open()
-    await sink.open()
-    (before,) = await read_all(source, 1)
-    # when the server is killed
-    nats_server.kill()
-    # then both ends say the server is down
-    with pytest.raises(EndpointDown):
-        await until(lambda: source.read(1, 100), lambda _: False)
-    with pytest.raises(EndpointDown):
-        await sink.publish([Outbound(b"x", {"id": "x"})])
-    # and once it is back on the same port and store, both resume from it
-    nats_server.start()
-    await until(source.open, lambda _: True)
-    await until(sink.open, lambda _: True)
-    (again,) = await read_all(source, 1)
+    # when the server is killed and started again on the same port and store
+    before, again = await through_a_kill(nats_server, source, sink)
+    # then the unacknowledged message came again
     assert again.source_id == before.source_id
-    await source.ack([again])
-    await sink.publish([Outbound(b"after", {"id": "after"})])
     await source.close()
     await sink.close()
 

@@ -19,18 +19,15 @@ from nats.js import JetStreamContext
 from dejaq.core.model import TopicSettings
 from tests.bridges.queue_pairs import (
     COUNT,
-    KEYS,
     LEAD_MS,
     LEASE_MS,
     SPREAD_MS,
-    TOPIC,
-    Published,
     early,
     out_of_due_order,
     report,
     running_bridge,
-    until,
 )
+from tests.bridges.support import KEYS, TOPIC, Published, until
 from tests.nats_server import NatsServer
 from tests.servers import require_binary, temporary_root
 

@@ -5,22 +5,18 @@ is back on the same port and database."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator
 
 import aio_pika
 import aio_pika.abc
 import pytest
 
-from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound
+from dejaq.bridges.endpoints import EndpointDown, Outbound
 from dejaq.bridges.rabbitmq import DIGEST_PREFIX, RabbitMQSink, RabbitMQSource, source_id
 from dejaq.core.errors import InvalidArgument
+from tests.bridges.ends import read_again_after_a_reopen, read_all, through_a_kill, until
 from tests.rabbitmq_server import RabbitMQServer
-
-DEADLINE_S = 20.0
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -33,31 +29,6 @@ async def channel(rabbitmq_server: RabbitMQServer) -> AsyncIterator[aio_pika.abc
 async def new_queue(channel: aio_pika.abc.AbstractChannel) -> aio_pika.abc.AbstractQueue:
     """A durable queue of the test's own."""
     return await channel.declare_queue(f"q{uuid.uuid4().hex[:12]}", durable=True)
-
-
-async def until(what: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> T:
-    """``what()`` again until ``done`` says yes, under a deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        try:
-            value = await what()
-            if done(value):
-                return value
-        except EndpointDown:
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            pytest.fail(f"not done within {DEADLINE_S} s")
-
-
-async def read_all(source: RabbitMQSource, count: int) -> list[Inbound]:
-    got: list[Inbound] = []
-
-    async def more() -> list[Inbound]:
-        got.extend(await source.read(count - len(got), 200))
-        return got
-
-    return await until(more, lambda messages: len(messages) >= count)
 
 
 async def test_a_source_reads_headers_and_properties_as_fields_and_message_id_as_id(
@@ -90,21 +61,13 @@ async def test_a_source_reads_headers_and_properties_as_fields_and_message_id_as
 async def test_a_message_read_and_never_acknowledged_comes_again_after_a_reopen(
     rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
 ) -> None:
-    # given a source that read two messages and acked the first
+    # given a queue of two messages and a source of it
     queue = await new_queue(channel)
     for body in (b"acked", b"forgotten"):
         await channel.default_exchange.publish(aio_pika.Message(body), queue.name)
     source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
-    await source.open()
-    first, second = await read_all(source, 2)
-    await source.ack([first])
-    # when it is closed and opened again
-    await source.close()
-    await source.open()
-    # then the unacknowledged one comes again, with the same source id
-    (again,) = await read_all(source, 1)
-    assert (again.payload, again.source_id) == (b"forgotten", second.source_id)
-    await source.close()
+    # when it reads both and acks the first, then after a reopen the second comes again
+    await read_again_after_a_reopen(source)
 
 
 async def test_lag_is_the_messages_waiting_in_the_queue(
@@ -194,7 +157,7 @@ def test_bad_options_are_refused_by_name() -> None:
 async def test_both_ends_see_a_killed_node_and_resume_once_it_is_back(
     rabbitmq_server: RabbitMQServer,
 ) -> None:
-    # given a durable queue with a persistent message read and not acknowledged
+    # given a durable queue holding a persistent message, a source of it and a sink
     connection = await aio_pika.connect(rabbitmq_server.url)
     channel = await connection.channel()
     queue = await new_queue(channel)
@@ -205,24 +168,10 @@ async def test_both_ends_see_a_killed_node_and_resume_once_it_is_back(
     await connection.close()
     source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
     sink = RabbitMQSink.from_options(rabbitmq_server.url, {"routing_key": queue.name})
-    await source.open()
-    await sink.open()
-    (before,) = await read_all(source, 1)
-    # when the node is killed
-    rabbitmq_server.kill()
-    # then both ends say it is down
-    with pytest.raises(EndpointDown):
-        await until(lambda: source.read(1, 100), lambda _: False)
-    with pytest.raises(EndpointDown):
-        await sink.publish([Outbound(b"x", {"id": "x"})])
-    # and once it is back on the same port and database, both resume from it
-    rabbitmq_server.start()
-    await until(source.open, lambda _: True)
-    await until(sink.open, lambda _: True)
-    (again,) = await read_all(source, 1)
+    # when the node is killed and started again on the same port and database
+    before, again = await through_a_kill(rabbitmq_server, source, sink)
+    # then the unacknowledged message came again, and what the sink published after
     assert (again.payload, again.source_id) == (b"before", before.source_id)
-    await source.ack([again])
-    await sink.publish([Outbound(b"after", {"id": "after"})])
     (after,) = await read_all(source, 1)
     assert after.source_id == "after"
     await source.ack([after])

@@ -25,19 +25,16 @@ import redis
 from dejaq.core.model import TopicSettings
 from tests.bridges.queue_pairs import (
     COUNT,
-    KEYS,
     LEAD_MS,
     LEASE_MS,
     SPREAD_MS,
-    TOPIC,
-    Published,
     Running,
     early,
     out_of_due_order,
     report,
     running_bridge,
-    until,
 )
+from tests.bridges.support import KEYS, TOPIC, Published, until
 from tests.certs import Certs
 from tests.rabbitmq_server import RabbitMQServer
 from tests.redis_server import RedisServer

@@ -26,7 +26,7 @@ from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.memory import MemoryStorage
 
-from .inprocess import HostClocks, Session, produce_at, settle_down
+from .inprocess import HostClocks, Session, produce_at, settle_down, stop
 
 pytestmark = pytest.mark.timeout(30)
 T = "jobs"
@@ -63,9 +63,7 @@ async def broker(host: HostClocks) -> AsyncIterator[BrokerContext]:
     settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=1_000))
     await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
     yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await storage.close()
+    await stop(broker)
 
 
 async def _look_again(broker: BrokerContext) -> None:

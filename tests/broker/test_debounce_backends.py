@@ -26,7 +26,7 @@ from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins import storage_from_url
 from tests.storage_plugins.conftest import BACKENDS
 
-from .inprocess import ManualClock, Session, make_broker, settle_down
+from .inprocess import ManualClock, Session, make_broker, settle_down, stop
 
 pytestmark = pytest.mark.timeout(120)
 T = "digests"
@@ -81,6 +81,4 @@ async def test_a_thousand_replaces_of_one_id_deliver_once_the_last(
         assert len(session.deliveries) == 1
         await session.close()
     finally:
-        for dispatcher in list(broker.dispatchers):
-            await broker.drop_dispatcher(dispatcher, RuntimeError("test over"))
-        await storage.close()
+        await stop(broker)

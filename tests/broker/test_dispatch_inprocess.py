@@ -16,26 +16,18 @@ from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import LeaseRequest, Leases
 
-from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
+from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(30)
 T = "jobs"
 
 
 @pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
-    broker = await make_broker(clock)
-    settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=1_000))
-    await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
-    yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
+    async with running_broker(clock) as broker:
+        settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=1_000))
+        await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
+        yield broker
 
 
 async def test_nothing_is_delivered_before_its_millisecond(

@@ -40,11 +40,6 @@ class Peers(LocalCoordinator):
 
 
 @pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
     storage = MemoryStorage()
     await storage.open()

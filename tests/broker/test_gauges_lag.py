@@ -31,11 +31,6 @@ P, T = "jobs", "reminders"
 SECOND = 1_000
 
 
-@pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
 @pytest.fixture(params=list(BACKENDS))
 async def broker(
     request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock

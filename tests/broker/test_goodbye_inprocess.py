@@ -19,11 +19,6 @@ T = "jobs"
 
 
 @pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
     async with running_broker(clock, lookahead_ms=0) as broker:
         settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=60_000))

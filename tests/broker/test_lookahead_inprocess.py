@@ -3,6 +3,7 @@ ahead are held by the broker and leave exactly at their millisecond."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -17,7 +18,7 @@ from dejaq.core.wire.batches import encode_messages
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 
-from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
+from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(30)
 T = "jobs"
@@ -25,25 +26,18 @@ LOOKAHEAD = 20
 LEASE = 1_000
 
 
-@pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
-async def _broker(clock: ManualClock, lookahead_ms: int) -> BrokerContext:
-    broker = await make_broker(clock, lookahead_ms)
-    settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=LEASE))
-    await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
-    return broker
+@contextlib.asynccontextmanager
+async def _broker(clock: ManualClock, lookahead_ms: int) -> AsyncIterator[BrokerContext]:
+    async with running_broker(clock, lookahead_ms) as broker:
+        settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=LEASE))
+        await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
+        yield broker
 
 
 @pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
-    broker = await _broker(clock, LOOKAHEAD)
-    yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
+    async with _broker(clock, LOOKAHEAD) as broker:
+        yield broker
 
 
 async def _leased(broker: BrokerContext, clock: ManualClock) -> int:
@@ -152,8 +146,7 @@ async def test_held_messages_of_a_leaving_consumer_go_back_at_their_own_time(
 async def test_without_look_ahead_nothing_is_leased_before_it_is_due(
     clock: ManualClock,
 ) -> None:
-    broker = await _broker(clock, 0)
-    try:
+    async with _broker(clock, 0) as broker:
         session = Session(broker, T, "c1", credits=10)
         await settle_down()
         (mid,) = await produce_at(broker, T, [clock.now + 5])
@@ -165,10 +158,6 @@ async def test_without_look_ahead_nothing_is_leased_before_it_is_due(
         await settle_down()
         assert session.ids == [mid]
         await session.close()
-    finally:
-        for d in list(broker.dispatchers):
-            await broker.drop_dispatcher(d, RuntimeError("test over"))
-        await broker.storage.close()
 
 
 async def test_under_steady_load_a_pass_runs_every_half_look_ahead(

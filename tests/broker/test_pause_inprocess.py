@@ -24,11 +24,6 @@ T = "reminders"
 
 
 @pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
     async with running_broker(clock, lookahead_ms=20) as broker:
         settings = settings_to_pb(TopicSettings(buckets=8, lease_ms=60_000))

@@ -21,7 +21,7 @@ from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import LeaseRequest
 
-from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
+from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(30)
 T = "jobs"
@@ -29,22 +29,14 @@ LEASE = 1_000
 
 
 @pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
     # The broker's look-ahead is on (20 ms): a priority topic must not use it.
-    broker = await make_broker(clock, lookahead_ms=20)
-    settings = TopicSettings(buckets=8, lease_ms=LEASE, kind=KIND_PRIORITY, priorities=10)
-    await control.create_topic(
-        broker, pb.CreateTopicRequest(name=T, settings=settings_to_pb(settings))
-    )
-    yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
+    async with running_broker(clock, lookahead_ms=20) as broker:
+        settings = TopicSettings(buckets=8, lease_ms=LEASE, kind=KIND_PRIORITY, priorities=10)
+        await control.create_topic(
+            broker, pb.CreateTopicRequest(name=T, settings=settings_to_pb(settings))
+        )
+        yield broker
 
 
 async def send(

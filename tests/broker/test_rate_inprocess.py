@@ -16,7 +16,7 @@ from dejaq.core.model import TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 
-from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
+from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(60)
 T = "campaign"
@@ -24,25 +24,15 @@ RATE = 2_000.0  # 2 a millisecond
 BURST = 1_000
 
 
-@pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
 @contextlib.asynccontextmanager
 async def capped(
     clock: ManualClock, lookahead_ms: int = 0, send_ahead_ms: int = 25
 ) -> AsyncIterator[BrokerContext]:
     """A broker with topic T capped at RATE, closed after the block."""
-    broker = await make_broker(clock, lookahead_ms=lookahead_ms, send_ahead_ms=send_ahead_ms)
-    settings = settings_to_pb(TopicSettings(buckets=8, max_rate=RATE))
-    await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
-    try:
+    async with running_broker(clock, lookahead_ms, send_ahead_ms) as broker:
+        settings = settings_to_pb(TopicSettings(buckets=8, max_rate=RATE))
+        await control.create_topic(broker, pb.CreateTopicRequest(name=T, settings=settings))
         yield broker
-    finally:
-        for d in list(broker.dispatchers):
-            await broker.drop_dispatcher(d, RuntimeError("test over"))
-        await broker.storage.close()
 
 
 @pytest.fixture

@@ -15,16 +15,11 @@ from dejaq.core.model import TopicSettings
 from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 
-from .inprocess import ManualClock, Session, make_broker, produce_at, settle_down
+from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(30)
 T = "jobs"
 SEND_AHEAD = 25
-
-
-@pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
 
 
 async def _topic(broker: BrokerContext, **settings: object) -> None:
@@ -35,11 +30,8 @@ async def _topic(broker: BrokerContext, **settings: object) -> None:
 @pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
     # memory's own look-ahead: 0, so only sending ahead takes anything early
-    broker = await make_broker(clock, lookahead_ms=0, send_ahead_ms=SEND_AHEAD)
-    yield broker
-    for d in list(broker.dispatchers):
-        await broker.drop_dispatcher(d, RuntimeError("test over"))
-    await broker.storage.close()
+    async with running_broker(clock, lookahead_ms=0, send_ahead_ms=SEND_AHEAD) as broker:
+        yield broker
 
 
 async def test_a_holding_consumer_gets_a_message_up_to_send_ahead_early_never_sooner(

@@ -21,11 +21,6 @@ LEASE_MS = 500
 
 
 @pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
     async with running_broker(clock, lookahead_ms=0, send_ahead_ms=0) as broker:
         yield broker

@@ -35,11 +35,6 @@ class Recording(LocalCoordinator):
 
 
 @pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 async def broker(clock: ManualClock) -> AsyncIterator[BrokerContext]:
     broker = await make_broker(clock, lookahead_ms=0)
     broker.coordinator = Recording()

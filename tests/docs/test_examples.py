@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 
 from dejaq.driver.cli.main import build_parser
 from tests.docs.examples import ROOT, Block, blocks, matches, pages, session, shell_commands
+from tests.docs.page_runs import page_broker, page_env, run_program, shell
 from tests.e2e.broker_process import BrokerProcess
 
 # Pages whose terminal sessions need a broker of their own kind (TLS, principals),
@@ -30,14 +30,12 @@ RUN_ELSEWHERE = {
     "docs/security.md": "tests/security/test_docs_walkthrough.py",
     # its example needs the application's PostgreSQL
     "docs/outbox.md": "tests/outbox/test_docs_page.py",
-    # its example needs a redis-server and a bridge process
-    "docs/bridges-redis-streams.md": "tests/bridges/test_docs_page.py",
-    # theirs need a nats-server or a rabbitmq-server, and a bridge process
-    "docs/bridges-nats.md": "tests/bridges/test_docs_queue_pages.py",
-    "docs/bridges-rabbitmq.md": "tests/bridges/test_docs_queue_pages.py",
+    # theirs need a redis-server, a nats-server or a rabbitmq-server, and a bridge process
+    "docs/bridges-redis-streams.md": "tests/bridges/test_docs_pages.py",
+    "docs/bridges-nats.md": "tests/bridges/test_docs_pages.py",
+    "docs/bridges-rabbitmq.md": "tests/bridges/test_docs_pages.py",
 }
 TIMEOUT_S = 60
-BIN = str(Path(sys.executable).parent)
 # Commands of sh blocks that are not dejaq's: other systems' tools, whose own
 # projects test them (Kubernetes, Spark on a cluster, podman, etcd).
 OTHER_TOOLS = {
@@ -69,30 +67,13 @@ def _pages_with(lang: str) -> list[str]:
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A fresh broker for one page, so topic names may repeat across pages."""
-    process = BrokerProcess(
-        "memory://", tmp_path / "broker.log", args=["--http", "127.0.0.1:0"]
-    ).start()
-    try:
+    with page_broker(tmp_path / "broker.log", "--http", "127.0.0.1:0") as process:
         yield process
-    finally:
-        assert process.stop() == 0
 
 
 def _shell(command: str, broker: BrokerProcess, cwd: Path) -> list[str]:
-    address = broker.address
     command = command.replace(PAGE_HTTP, broker.http_url.removeprefix("http://"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJAQ_")}
-    env |= {"DEJAQ_BROKER": address, "PATH": f"{BIN}:{env.get('PATH', '')}"}
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert "Traceback" not in done.stderr, (command, done.stderr)
-    return (done.stdout + done.stderr).splitlines()
+    return shell(command, broker.address, cwd)
 
 
 @pytest.mark.parametrize("page", _pages_with("console"))
@@ -135,22 +116,7 @@ def test_programs_print_what_the_page_shows(
     page: str, line: int, broker: BrokerProcess, tmp_path: Path
 ) -> None:
     block = _block(page, line)
-    assert block.output is not None, f"{page}:{line}: a program shows its output in a text block"
-    program = tmp_path / "example.py"
-    program.write_text(block.text.replace("127.0.0.1:7700", broker.address))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJAQ_")}
-    done = subprocess.run(
-        [sys.executable, str(program)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert done.returncode == 0, f"{page}:{line}:\n{done.stderr}"
-    assert matches(block.output.splitlines(), done.stdout.splitlines()), (
-        f"{page}:{line}: printed\n{done.stdout}"
-    )
+    run_program(block, {"127.0.0.1:7700": broker.address}, tmp_path, env=page_env())
 
 
 def test_python_fragments_compile() -> None:

@@ -101,3 +101,16 @@ def test_a_frame_without_keys_takes_its_turn_as_one_key() -> None:
     rest = buffer.take_batch()
     assert isinstance(rest, DeliveryBatch) and rest.ids == ["m0", "m1"] and rest.built() == []
     assert not buffer
+
+
+def test_a_batch_reads_the_same_columns_from_its_frame_or_from_built_deliveries() -> None:
+    # given a stretch of a frame's batch, and the same deliveries built already
+    settler = SettleBatcher(Wire().send)
+    stretch = a_batch(settler, 4)[1:3]
+    built = DeliveryBatch.of(list(a_batch(settler, 4)[1:3]))
+    # when the application reads their columns, then both say the same
+    for batch in (stretch, built):
+        assert batch.ids == ["m1", "m2"]
+        assert batch.timestamps == [1_700_000_000_001, 1_700_000_000_002]
+        assert batch.payloads == [b"p1", b"p2"]
+    assert stretch.built() == []

@@ -20,6 +20,7 @@ import pytest
 from dejaq.driver.client import Client
 from dejaq.proto import dejaq_pb2_grpc as pb_grpc
 from tests.e2e.broker_process import STORAGES, BrokerProcess, Brokers, StartBroker
+from tests.e2e.webhook_sink import Sink
 from tests.postgres_server import PostgresServer
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import RedisServer
@@ -94,6 +95,16 @@ async def stub(memory_broker: BrokerProcess) -> AsyncIterator[pb_grpc.TimelineSt
         yield pb_grpc.TimelineStub(channel)
 
 
+@pytest.fixture
+async def sink() -> AsyncIterator[Sink]:
+    """A webhook endpoint on loopback, answering on the test's event loop."""
+    s = await Sink().start()
+    try:
+        yield s
+    finally:
+        await s.stop()
+
+
 @pytest.fixture(params=STORAGES)
 def storage(request: pytest.FixtureRequest) -> str:
     """A storage kind, for tests that need a broker with settings of its own."""
@@ -104,13 +115,19 @@ def storage(request: pytest.FixtureRequest) -> str:
 def served_url(request: pytest.FixtureRequest) -> str:
     """An empty backend on the session's Redis server, Redis Cluster or PostgreSQL
     server, for a broker of the test's own (``start_broker``)."""
-    if request.param == "redis":
+    return empty_served_store(request, str(request.param), "e2e")
+
+
+def empty_served_store(request: pytest.FixtureRequest, backend: str, prefix: str) -> str:
+    """The URL of an empty store on the session's server of ``backend`` (redis,
+    redis-cluster or postgres: a database named ``prefix`` and a random tail)."""
+    if backend == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
         server.flush()
         return server.url
-    if request.param == "redis-cluster":
+    if backend == "redis-cluster":
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
         cluster.flush()
         return cluster.url
     pg: PostgresServer = request.getfixturevalue("postgres_server")
-    return pg.create_database(f"e2e_{uuid.uuid4().hex[:12]}")
+    return pg.create_database(f"{prefix}_{uuid.uuid4().hex[:12]}")

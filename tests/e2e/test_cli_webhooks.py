@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from dejaq.core import signature
 from dejaq.driver.client import Client
@@ -19,15 +16,6 @@ from tests.e2e.test_cli import Cli
 from tests.e2e.webhook_sink import Sink
 
 SECRET_LINE = re.compile(r"^signing secret (whsec_\S+)$", re.MULTILINE)
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[Sink]:
-    s = await Sink().start()
-    try:
-        yield s
-    finally:
-        await s.stop()
 
 
 async def _ok(cli: Cli, *args: str) -> str:

@@ -5,7 +5,6 @@ webhook receiver gets the ``traceparent`` of the broker's request span."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,13 +15,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from dejaq.core.model import TopicSettings, Webhook
 from dejaq.driver import Admin, Client, Consumer, Producer
 from tests.e2e.broker_process import BrokerProcess, StartBroker
+from tests.e2e.conftest import empty_served_store
 from tests.e2e.otlp_receiver import OtlpReceiver
 from tests.e2e.support import wait_until
 from tests.e2e.webhook_sink import Sink
 from tests.otel import Otel
-from tests.postgres_server import PostgresServer
-from tests.redis_cluster import RedisCluster
-from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -47,15 +44,6 @@ def traced_broker(start_broker: StartBroker, receiver: OtlpReceiver) -> BrokerPr
         OTEL_BSP_SCHEDULE_DELAY="50",
         OTEL_SERVICE_NAME="broker-under-test",
     )
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[Sink]:
-    s = await Sink().start()
-    try:
-        yield s
-    finally:
-        await s.stop()
 
 
 async def test_the_broker_exports_its_produce_and_lease_spans_by_otlp(
@@ -188,16 +176,7 @@ def any_storage(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return "memory://"
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'traced.db'}"
-    if request.param == "redis":
-        server: RedisServer = request.getfixturevalue("redis_server")
-        server.flush()
-        return server.url
-    if request.param == "redis-cluster":
-        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
-        cluster.flush()
-        return cluster.url
-    pg: PostgresServer = request.getfixturevalue("postgres_server")
-    return pg.create_database(f"traced_{uuid.uuid4().hex[:12]}")
+    return empty_served_store(request, str(request.param), "traced")
 
 
 async def test_the_trace_context_travels_through_every_backend_s_store(

@@ -12,7 +12,6 @@ import itertools
 import socket
 import time
 import urllib.request
-from collections.abc import AsyncIterator
 from urllib.parse import unquote
 
 import pytest
@@ -49,15 +48,6 @@ def _sample(metrics: str, series: str) -> float:
         if line.startswith(series + " "):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[Sink]:
-    s = await Sink().start()
-    try:
-        yield s
-    finally:
-        await s.stop()
 
 
 async def webhook_topic(client: Client, name: str, hook: Webhook, **settings: int) -> Webhook:

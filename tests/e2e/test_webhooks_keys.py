@@ -5,7 +5,6 @@ its key's concurrency in flight, while the other keys' requests flow."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,15 +20,6 @@ from tests.e2e.webhook_sink import Hit, Reply, Sink
 @pytest.fixture
 def hook_broker(start_broker: StartBroker) -> BrokerProcess:
     return start_broker("memory://", DEJAQ_WEBHOOK_ALLOW="127.0.0.1")
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[Sink]:
-    s = await Sink().start()
-    try:
-        yield s
-    finally:
-        await s.stop()
 
 
 async def test_one_keys_requests_in_flight_stay_within_its_concurrency(

@@ -4,57 +4,44 @@ place of the page's, and the relay under the role the page grants."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from dejaq import outbox
-from tests.docs.examples import ROOT, Block, blocks, matches, session
+from tests.docs.examples import ROOT, Block, blocks
+from tests.docs.page_runs import page_broker, page_env, run_console, run_program
 from tests.e2e.broker_process import BrokerProcess
 from tests.postgres_server import PostgresServer
 
 PAGE = ROOT / "docs" / "outbox.md"
 PAGE_URL = "postgresql://shop@127.0.0.1:5432/shop"
-BIN = str(Path(sys.executable).parent)
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess("memory://", tmp_path / "broker.log").start()
-    try:
+    with page_broker(tmp_path / "broker.log") as process:
         yield process
-    finally:
-        assert process.stop() == 0
 
 
 def _role_url(url: str, role: str) -> str:
     return re.sub(r"//[^@/]+@", f"//{role}@", url, count=1)
 
 
-def _run_console(block: Block, owner: str, relay: str, broker: str, cwd: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJAQ_")}
-    env |= {"DEJAQ_BROKER": broker, "PATH": f"{BIN}:{env.get('PATH', '')}"}
-    for step in session(block):
-        # The relay and the status reads run as the page's least-rights role.
-        as_relay = step.command.startswith(("dejaq outbox relay", "dejaq outbox status"))
-        command = step.command.replace(PAGE_URL, relay if as_relay else owner)
-        expected = [line.replace(PAGE_URL, relay if as_relay else owner) for line in step.expected]
-        done = subprocess.run(
-            ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-        )
-        got = (done.stdout + done.stderr).splitlines()
-        assert "Traceback" not in done.stderr, (command, done.stderr)
-        assert matches(expected, got), (
-            f"$ {command}\nthe page shows:\n{expected}\nit printed:\n{got}"
-        )
+def _as_roles(owner: str, relay: str) -> Callable[[str], dict[str, str]]:
+    """The page's database as the test's, the relay and the status reads run as
+    the page's least-rights role."""
+
+    def ours(command: str) -> dict[str, str]:
+        as_relay = command.startswith(("dejaq outbox relay", "dejaq outbox status"))
+        return {PAGE_URL: relay if as_relay else owner}
+
+    return ours
 
 
 def _grant_as_the_page_says(owner: str, sql_block: Block) -> None:
@@ -78,21 +65,14 @@ def test_the_outbox_page_runs_as_written(
     (program,) = [b for b in found if b.lang == "python" and b.output is not None]
     (grants,) = [b for b in found if b.lang == "sql"]
     # Given the schema installed and the topic created, as the page's first console block
-    _run_console(consoles[0], owner, relay, broker.address, tmp_path)
+    run_console(consoles[0], broker.address, tmp_path, _as_roles(owner, relay))
     _grant_as_the_page_says(owner, grants)
     # When the application's program runs, then it prints what the page shows
-    script = tmp_path / "shop.py"
-    script.write_text(program.text.replace(PAGE_URL, owner))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEJAQ_")}
-    done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    assert matches(program.output.splitlines(), done.stdout.splitlines()), done.stdout  # type: ignore[union-attr]
+    run_program(program, {PAGE_URL: owner}, tmp_path, env=page_env())
     # And the rest of the console blocks print what the page shows, the relay and the
     # status under the relay role
     for block in consoles[1:]:
-        _run_console(block, owner, relay, broker.address, tmp_path)
+        run_console(block, broker.address, tmp_path, _as_roles(owner, relay))
 
 
 def test_the_application_role_of_the_page_may_write_rows(

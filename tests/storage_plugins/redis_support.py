@@ -3,15 +3,14 @@ emptied (or one of a test's own), messages in the buckets the broker would give 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 from dejaq.core.buckets import bucket_of
 from dejaq.core.model import InsertStatus, NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.redis import keys as redis_keys
 from dejaq.storage_plugins.redis.storage import RedisStorage
 from tests.redis_server import RedisServer
+from tests.storage_plugins.opening import opened_as
 
 T = "timeline"
 NOW = 1_000_000
@@ -25,15 +24,8 @@ def msg(id: str, ts: int = NOW, buckets: int = 8, **kw: int) -> NewMessage:
     return NewMessage(id, ts, id.encode(), bucket_of(id, buckets), **kw)
 
 
-@asynccontextmanager
-async def opened(url: str) -> AsyncIterator[RedisStorage]:
-    storage = storage_from_url(url)
-    assert isinstance(storage, RedisStorage)
-    await storage.open()
-    try:
-        yield storage
-    finally:
-        await storage.close()
+def opened(url: str) -> AbstractAsyncContextManager[RedisStorage]:
+    return opened_as(RedisStorage, url)
 
 
 async def given_topic(storage: RedisStorage, buckets: int = 8) -> None:

@@ -10,8 +10,8 @@ import os
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import psycopg
@@ -25,6 +25,7 @@ from dejaq.storage_plugins.postgres import sql
 from dejaq.storage_plugins.postgres.storage import PostgresStorage
 from dejaq.storage_plugins.rules import Fate, lease_fate
 from tests.postgres_server import PostgresServer, bin_dir
+from tests.storage_plugins.opening import opened_as
 
 T = "timeline"
 NOW = 1_000_000
@@ -32,15 +33,8 @@ LEASE = 1_000
 RECOVERY_DEADLINE_S = 30.0
 
 
-@asynccontextmanager
-async def opened(url: str) -> AsyncIterator[PostgresStorage]:
-    storage = storage_from_url(url)
-    assert isinstance(storage, PostgresStorage)
-    await storage.open()
-    try:
-        yield storage
-    finally:
-        await storage.close()
+def opened(url: str) -> AbstractAsyncContextManager[PostgresStorage]:
+    return opened_as(PostgresStorage, url)
 
 
 def msg(id: str, ts: int = NOW, bucket: int = 0) -> NewMessage:

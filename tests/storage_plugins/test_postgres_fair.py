@@ -8,19 +8,18 @@ nothing of it is due."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import psycopg
 import pytest
 
 from dejaq.core.model import NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.postgres import sql
 from dejaq.storage_plugins.postgres.storage import PostgresStorage
 from tests.postgres_server import PostgresServer
+from tests.storage_plugins.opening import opened_as
 
 T = "fair"
 NOW = 1_000_000
@@ -34,15 +33,8 @@ def url(postgres_server: PostgresServer) -> str:
     return postgres_server.url()
 
 
-@asynccontextmanager
-async def opened(url: str) -> AsyncIterator[PostgresStorage]:
-    storage = storage_from_url(url)
-    assert isinstance(storage, PostgresStorage)
-    await storage.open()
-    try:
-        yield storage
-    finally:
-        await storage.close()
+def opened(url: str) -> AbstractAsyncContextManager[PostgresStorage]:
+    return opened_as(PostgresStorage, url)
 
 
 @pytest.fixture

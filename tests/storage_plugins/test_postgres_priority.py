@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import psycopg
 import pytest
@@ -15,11 +14,11 @@ import pytest
 from dejaq.core import priority
 from dejaq.core.errors import InvalidArgument, NotFound
 from dejaq.core.model import KIND_PRIORITY, NewMessage, Topic, TopicSettings
-from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.postgres import sql
 from dejaq.storage_plugins.postgres.storage import PostgresStorage
 from tests.postgres_server import PostgresServer
+from tests.storage_plugins.opening import opened_as
 
 T = "jobs"
 CREATED = 1_700_000_000_000
@@ -27,15 +26,8 @@ NOW = CREATED + 60_000
 LEASE = 1_000
 
 
-@asynccontextmanager
-async def opened(url: str) -> AsyncIterator[PostgresStorage]:
-    storage = storage_from_url(url)
-    assert isinstance(storage, PostgresStorage)
-    await storage.open()
-    try:
-        yield storage
-    finally:
-        await storage.close()
+def opened(url: str) -> AbstractAsyncContextManager[PostgresStorage]:
+    return opened_as(PostgresStorage, url)
 
 
 def priority_topic(aging_ms: int = 0, name: str = T) -> Topic:

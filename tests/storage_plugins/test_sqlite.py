@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, closing
+from contextlib import AbstractAsyncContextManager, closing
 from pathlib import Path
 from typing import cast
 
@@ -18,6 +17,7 @@ from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.sqlite import sql
 from dejaq.storage_plugins.sqlite.storage import SqliteStorage
+from tests.storage_plugins.opening import opened_as
 
 T = "timeline"
 NOW = 1_000_000
@@ -28,15 +28,8 @@ def url_of(path: Path, query: str = "") -> str:
     return f"sqlite:///{path}" + (f"?{query}" if query else "")
 
 
-@asynccontextmanager
-async def opened(url: str) -> AsyncIterator[SqliteStorage]:
-    storage = storage_from_url(url)
-    assert isinstance(storage, SqliteStorage)
-    await storage.open()
-    try:
-        yield storage
-    finally:
-        await storage.close()
+def opened(url: str) -> AbstractAsyncContextManager[SqliteStorage]:
+    return opened_as(SqliteStorage, url)
 
 
 def msg(id: str, ts: int = NOW, bucket: int = 0, expires_at: int = 0) -> NewMessage:
