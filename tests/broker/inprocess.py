@@ -197,3 +197,28 @@ class Session:
         """End the request stream without a Goodbye, as a consumer that died."""
         self.inbound.put_nowait(None)
         await asyncio.wait_for(self._task, 5)
+
+
+class LoopTurns:
+    """Counts the event loop's turns while it is entered (``async with``):
+    ``now`` is how many have passed, so two calls a turn apart differ."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _count(self) -> None:
+        while True:
+            self.now += 1
+            await asyncio.sleep(0)
+
+    async def __aenter__(self) -> LoopTurns:
+        self._task = asyncio.create_task(self._count())
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task

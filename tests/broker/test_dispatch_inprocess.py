@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator
 
@@ -16,7 +15,7 @@ from dejaq.core.wire.convert import settings_to_pb
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.base import LeaseRequest, Leases
 
-from .inprocess import ManualClock, Session, produce_at, running_broker, settle_down
+from .inprocess import LoopTurns, ManualClock, Session, produce_at, running_broker, settle_down
 
 pytestmark = pytest.mark.timeout(30)
 T = "jobs"
@@ -173,30 +172,20 @@ async def test_a_pass_lets_the_loop_run_between_its_consumers_leases(
     # storage noting the turn of each lease call (a memory lease never pauses)
     sessions = [Session(broker, T, f"c{i}", credits=5) for i in range(3)]
     await settle_down()
-    turns = 0
     at: list[int] = []
-
-    async def count_turns() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
-
+    turns = LoopTurns()
     lease = broker.storage.lease
 
     async def watched(request: LeaseRequest) -> Leases:
-        at.append(turns)
+        at.append(turns.now)
         return await lease(request)
 
     broker.storage.lease = watched  # type: ignore[method-assign]
-    counter = asyncio.create_task(count_turns())
-    try:
+    async with turns:
         # When more falls due than all of them may take
         await produce_at(broker, T, [clock.now + 1] * 30)
         clock.advance(1)
         await settle_down()
-    finally:
-        counter.cancel()
     # Then each took its credit, each lease call in a turn of its own
     assert [len(s.deliveries) for s in sessions] == [5, 5, 5]
     assert len(at) >= 3

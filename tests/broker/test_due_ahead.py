@@ -3,7 +3,6 @@ reporting broker a topic."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator
 
@@ -20,7 +19,7 @@ from dejaq.core.wire.batches import encode_messages
 from dejaq.proto import dejaq_pb2 as pb
 from dejaq.storage_plugins.memory import MemoryStorage
 
-from .inprocess import ManualClock
+from .inprocess import LoopTurns, ManualClock
 
 pytestmark = pytest.mark.timeout(60)
 SECOND = 1_000
@@ -125,29 +124,18 @@ async def test_the_loop_runs_between_the_ranges_of_one_topic(
     # Given a topic, and a task that counts the loop's turns
     await control.create_topic(broker, pb.CreateTopicRequest(name="busy"))
     await send(broker, "busy", [5], clock)
-    turns = 0
     seen: list[int] = []
-
-    async def count_turns() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
-
+    turns = LoopTurns()
     forecast = broker.storage.forecast
 
     async def watched(topic: str, now: int, step_ms: int, bins: int) -> list[int]:
-        seen.append(turns)
+        seen.append(turns.now)
         return await forecast(topic, now, step_ms, bins)
 
     broker.storage.forecast = watched  # type: ignore[method-assign]
-    counter = asyncio.create_task(count_turns())
-    await asyncio.sleep(0)
-    try:
+    async with turns:
         # When the gauges are refreshed
         await due_ahead.refresh(broker)
-    finally:
-        counter.cancel()
     # Then each range is read in a turn of its own: the deliveries that are due
     # go between (a memory range is read without a pause)
     assert len(seen) == 6
