@@ -150,6 +150,14 @@ class KeyLanes:
             c.lane[slots[at]] = key_nos[at]
             self._push_lanes(key_nos[at], buckets[at], timestamps[at], slots[at])
 
+    def move_light(self, buckets: I64, slots: I64, timestamps: I64) -> None:
+        """Messages in ``light`` (``slots``, not yet changed) are due at
+        ``timestamps`` now (a lease's end): their old entries are touched and
+        new ones entered, their keys' ``few`` left as it is (the same live
+        messages)."""
+        self._touch_light(buckets, self._cols.timestamp[slots])
+        self._push_light(buckets, timestamps, slots)
+
     def _push_light(self, buckets: I64, timestamps: I64, slots: I64) -> None:
         """Enter messages in ``light``: those of a pass's leases, all due at its
         lease's end, a ``push_many`` a bucket (cheaper than ``push_all``'s arrays)."""
