@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 
 class Keyed(Protocol):
@@ -169,10 +169,13 @@ class FairBuffer(Generic[D]):
         """The next delivery: the head of the next key's queue in the ring."""
         ring = self._ring
         key = ring[0]
-        if isinstance(key, Block):
-            d = _built(key)[key.at]
+        self._size -= 1
+        if not isinstance(key, str):  # a block
+            built = key.built
+            if built is None:
+                built = key.built = key.build()  # type: ignore[misc]
+            d = built[key.at]
             key.at += 1
-            self._size -= 1
             if key.at == len(key.items):
                 ring.popleft()
                 self._blocks.popleft()
@@ -180,13 +183,15 @@ class FairBuffer(Generic[D]):
         queue = self._queues[key]
         head = queue[0]
         if isinstance(head, Run):
-            d = _built(head)[head.at]
+            built = head.built
+            if built is None:
+                built = head.built = head.build()  # type: ignore[misc]
+            d = built[head.at]
             head.at += 1
             if head.at == len(head.items):
                 queue.popleft()
         else:
-            d = queue.popleft()
-        self._size -= 1
+            d = cast(D, queue.popleft())  # the head, not a run
         if queue:
             ring.rotate(-1)
         else:
