@@ -153,12 +153,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--steady-keys",
         type=_positive(int),
-        help="steady: key the messages round this many keys (default: no key)",
+        help="steady, cpu: key the messages round this many keys (default: no key)",
     )
     p.add_argument(
         "--steady-headers",
         type=_positive(int),
-        help="steady: this many small headers on each message (default: none)",
+        help="steady, cpu: this many small headers on each message (default: none)",
     )
     p.add_argument(
         "--fair-messages", type=_positive(int), help="fairness: campaign messages (1,000,000)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, overload
 
@@ -64,7 +65,24 @@ class Frame:
                 )
             ]
         else:
-            out = [self.delivery(i, received_at_ms) for i in range(start, stop)]
+            n = stop - start
+            out = list(
+                map(
+                    Delivery,
+                    c.ids[start:stop],
+                    c.timestamps[start:stop],
+                    c.payloads[start:stop],
+                    c.versions[start:stop],
+                    c.deliveries[start:stop],
+                    repeat(until, n),
+                    repeat(received_at_ms, n),
+                    repeat(settler, n),
+                    repeat(lease, n),
+                    repeat(0, n) if c.priorities is None else c.priorities[start:stop],
+                    repeat("", n) if c.keys is None else c.keys[start:stop],
+                    repeat(b"", n) if c.headers is None else c.headers[start:stop],
+                )
+            )
         made[start:stop] = out
         settled = self.settled
         if any(settled[start:stop]):
@@ -198,6 +216,16 @@ class DeliveryBatch(Sequence[Delivery]):
         if self._items is not None:
             return [d.id for d in self._items]
         return self._column(_IDS)
+
+    @property
+    def keys(self) -> list[str] | None:
+        """Each message's key ("" = none); None when none has one."""
+        if self._items is not None:
+            keys = [d.key for d in self._items]
+            return keys if any(keys) else None
+        assert self._frame is not None
+        c = self._frame.columns.keys
+        return None if c is None else c[self._start : self._stop]
 
     @property
     def timestamps(self) -> list[int]:

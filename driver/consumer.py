@@ -432,14 +432,23 @@ class Consumer:
     def _released(self, deliveries: Sequence[Delivery]) -> None:
         """Held deliveries that are due now."""
         received = now_ms()
-        if isinstance(deliveries, DeliveryBatch):  # a stretch of a frame without keys
+        if isinstance(deliveries, DeliveryBatch):  # a stretch of one frame
             deliveries.received_at_ms = received
-            self._buffer.add_run("", deliveries, deliveries.build)
+            self._buffer_batch(deliveries)
         else:
             for d in deliveries:
                 d.received_at_ms = received
             self._buffer.extend(deliveries)
         self._arrived()
+
+    def _buffer_batch(self, batch: DeliveryBatch) -> None:
+        """A stretch of a frame joins the buffer, nothing built: as one run
+        without keys, or with its keys (fair_buffer.py)."""
+        keys = batch.keys
+        if keys is None or not any(keys):
+            self._buffer.add_run("", batch, batch.build)
+        else:
+            self._buffer.add_keyed(batch, keys, batch.build)
 
     def _arrived(self) -> None:
         self._arrival.set()
@@ -585,20 +594,16 @@ class Consumer:
             if not c.ids:
                 return
             # Kept as columns: a delivery object is built as the application
-            # takes each. Keys are read now: the buffer hands deliveries out
+            # takes each; the buffer reads the keys column to hand them out
             # round the keys (fair_buffer.py).
             batch = DeliveryBatch(Frame(c, self._settler, self.lease_ms), 0, len(c.ids), received)
-            deliveries: Sequence[Delivery] = batch if c.keys is None else list(batch)
             sent_at = frame.sent_at
             if sent_at and (self._early.holding or max(c.timestamps) > sent_at):
                 # Sent ahead, or behind held ones that may be due by now: the hold
                 # releases what is due in due order.
-                self._early.add(deliveries, c.timestamps, sent_at)
-            elif isinstance(deliveries, DeliveryBatch):  # all due when the broker sent them
-                self._buffer.add_run("", deliveries, deliveries.build)
-                self._arrived()
-            else:
-                self._buffer.extend(deliveries)
+                self._early.add(batch, c.timestamps, sent_at)
+            else:  # all due when the broker sent them
+                self._buffer_batch(batch)
                 self._arrived()
         elif kind == "settled":
             self._settler.answered(frame.settled)

@@ -31,7 +31,7 @@ from dejaq.core import headers as header_codec
 from dejaq.core.clock import now_ms
 from dejaq.core.due_time import DUE_TIME, EARLIEST
 from dejaq.core.errors import BrokerUnavailable, DejaqError, InvalidArgument
-from dejaq.core.keys import check_key
+from dejaq.core.keys import all_ascii_keys, check_key
 from dejaq.core.model import InsertStatus, OnDuplicate
 from dejaq.core.wire.batches import I64, decode_results, encode_messages
 from dejaq.core.wire.frames import (
@@ -599,6 +599,8 @@ def _check_keys(keys: Sequence[str], ids: Sequence[str]) -> None:
     """Every key within its bounds, or ``InvalidArgument`` naming the message."""
     if len(keys) != len(ids):
         raise InvalidArgument("one key per message")
+    if all_ascii_keys(keys):
+        return
     for key, mid in zip(keys, ids, strict=True):
         if key:
             try:

@@ -8,7 +8,9 @@ storage server's processes) is divided by the deliveries the consumers took
 meanwhile. The rival runs the same step: its producer, its pollers and its
 redis-server. A step checks correctness only (nothing early, nothing left
 behind): the figure is a cost, not a limit, read where the load kept up
-(``kept_up``: delivered in the window at >= 95% of the rate).
+(``kept_up``: delivered in the window at >= 95% of the rate). The messages
+carry keys and headers as the steady scenario's do (``--steady-keys``,
+``--steady-headers``).
 """
 
 from __future__ import annotations
@@ -96,7 +98,15 @@ async def run(ctx: Ctx) -> dict[str, Any]:
         try:
             storage = storage_reader(ctx.store_pid, [pid for _, pid, _ in ctx.store_nodes])
             meter = Meter(readers(producer.pid, fleet.pids(), ctx.broker.pid, storage))
-            rig = Rig(ctx.backend, producer, fleet, ctx.probe(), topic)
+            rig = Rig(
+                ctx.backend,
+                producer,
+                fleet,
+                ctx.probe(),
+                topic,
+                plan.steady_keys,
+                plan.steady_headers,
+            )
             out = await measure(rig, meter, plan)
         finally:
             await fleet.stop()  # the consumers close: their acks are flushed

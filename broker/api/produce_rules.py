@@ -19,7 +19,7 @@ from dejaq.broker.api import validation
 from dejaq.core import headers as header_codec
 from dejaq.core.bounds import Bound
 from dejaq.core.errors import InvalidArgument, PayloadTooLarge
-from dejaq.core.keys import key_from_utf8
+from dejaq.core.keys import ascii_keys_from_utf8, key_from_utf8
 from dejaq.core.model import Topic
 from dejaq.core.priority import priority_bound
 from dejaq.core.wire.batches import ProduceBatch
@@ -74,6 +74,9 @@ def extras(batch: ProduceBatch) -> Extras:
     errors: dict[int, str] = {}
     keys = None
     if batch.keys is not None:
+        # The common column, every key ASCII and within bounds, in one pass.
+        keys = ascii_keys_from_utf8(batch.keys)
+    if batch.keys is not None and keys is None:
         keys = []
         for i, raw in enumerate(batch.keys):
             try:

@@ -42,7 +42,7 @@ from typing import Final
 
 import numpy as np
 
-from dejaq.storage_plugins.memory.columns import Columns
+from dejaq.storage_plugins.memory.columns import LIVE, Columns
 from dejaq.storage_plugins.memory.time_index import SLOT_BITS, SLOT_MASK, TimeIndex, push_all
 from dejaq.storage_plugins.memory.types import FEW, I64
 
@@ -149,6 +149,14 @@ class KeyLanes:
             at = np.array(heavy, np.int64)
             c.lane[slots[at]] = key_nos[at]
             self._push_lanes(key_nos[at], buckets[at], timestamps[at], slots[at])
+
+    def move_light(self, buckets: I64, slots: I64, timestamps: I64) -> None:
+        """Messages in ``light`` (``slots``, not yet changed) are due at
+        ``timestamps`` now (a lease's end): their old entries are touched and
+        new ones entered, their keys' ``few`` left as it is (the same live
+        messages)."""
+        self._touch_light(buckets, self._cols.timestamp[slots])
+        self._push_light(buckets, timestamps, slots)
 
     def _push_light(self, buckets: I64, timestamps: I64, slots: I64) -> None:
         """Enter messages in ``light``: those of a pass's leases, all due at its
@@ -377,27 +385,65 @@ class KeyLanes:
         heapq.heapify(tops)
         out: dict[int, list[int]] = {}
         named = 0
-        c = self._cols
         while tops and named < most:
-            key, _, lane = tops[0]
-            heapq.heappop(lane.near)
-            if lane.pending:
-                lane.top_up()
-            if lane.near and lane.near[0] <= limit:
-                heapq.heapreplace(tops, (lane.near[0], lane.bucket, lane))
-            else:
-                heapq.heappop(tops)
-            if not lane.current_one(key):
-                continue
-            k = int(c.key_no[key & SLOT_MASK])
-            entries = out.get(k)
-            if entries is None:
-                out[k] = [key]
-                if k not in barred:
-                    named += 1
-            else:
-                entries.append(key)
+            # As many entries as keys still to name (each names one at most, so
+            # the walk stops where one at a time would), then checked together.
+            popped: list[int] = []
+            buckets: list[int] = []
+            for _ in range(most - named):
+                if not tops:
+                    break
+                key, b, lane = tops[0]
+                heapq.heappop(lane.near)
+                if lane.pending:
+                    lane.top_up()
+                if lane.near and lane.near[0] <= limit:
+                    heapq.heapreplace(tops, (lane.near[0], b, lane))
+                else:
+                    heapq.heappop(tops)
+                popped.append(key)
+                buckets.append(b)
+            current, key_nos = self._light_keys(popped, buckets)
+            for key, ok, k in zip(popped, current, key_nos, strict=True):
+                if not ok:  # stale
+                    continue
+                entries = out.get(k)
+                if entries is None:
+                    out[k] = [key]
+                    if k not in barred:
+                        named += 1
+                else:
+                    entries.append(key)
         return out
+
+    def _light_keys(self, popped: list[int], buckets: list[int]) -> tuple[list[bool], list[int]]:
+        """Which entries of ``light`` (of ``buckets``) still describe their
+        slot's message, and the key number of each: a column at a time past a few."""
+        c = self._cols
+        if len(popped) <= FEW:
+            current: list[bool] = []
+            key_nos: list[int] = []
+            for key, b in zip(popped, buckets, strict=True):
+                slot = key & SLOT_MASK
+                current.append(
+                    bool(
+                        c.state[slot] == LIVE
+                        and c.timestamp[slot] == key >> SLOT_BITS
+                        and c.bucket[slot] == b
+                        and c.lane[slot] == LIGHT
+                    )
+                )
+                key_nos.append(int(c.key_no[slot]))
+            return current, key_nos
+        ts = np.array([k >> SLOT_BITS for k in popped], np.int64)
+        at = np.array([k & SLOT_MASK for k in popped], np.int64)
+        ok = (
+            (c.state[at] == LIVE)
+            & (c.timestamp[at] == ts)
+            & (c.bucket[at] == np.array(buckets, np.uint16))
+            & (c.lane[at] == LIGHT)
+        )
+        return ok.tolist(), c.key_no[at].tolist()
 
     def give_back(self, entries: list[int]) -> None:
         """Put entries ``take_light`` took back in their buckets' ``light``

@@ -45,7 +45,7 @@ from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.graves import Graves
 from dejaq.storage_plugins.memory.id_order import IdOrder
 from dejaq.storage_plugins.memory.ids import IdTable, hashes_of
-from dejaq.storage_plugins.memory.key_lanes import BUCKET_BITS, KeyLanes
+from dejaq.storage_plugins.memory.key_lanes import BUCKET_BITS, LIGHT, KeyLanes
 from dejaq.storage_plugins.memory.owners import Owners
 from dejaq.storage_plugins.memory.time_index import (
     SLOT_BITS,
@@ -628,8 +628,26 @@ class Timeline:
         if not len(slots):
             return
         c = self.cols
-        self._touch(slots)
         self._set_owner(slots, owner, ids)
+        if self.ranks is None and len(self.keyed.names) > 1:
+            light = c.lane[slots] == LIGHT
+            if light.any():
+                # Messages of keys with few stay theirs: only their entries move
+                # (no leaving and entering ``few`` again, a dict's work each way).
+                moving = slots[light]
+                times = (
+                    at[light] if isinstance(at, np.ndarray) else np.full(len(moving), at, np.int64)
+                )
+                self.keyed.move_light(c.bucket[moving].astype(np.int64), moving, times)
+                c.timestamp[moving] = times
+                c.version[moving] += 1
+                if light.all():
+                    return
+                others = ~light
+                slots = slots[others]
+                if isinstance(at, np.ndarray):
+                    at = at[others]
+        self._touch(slots)
         c.timestamp[slots] = at
         c.version[slots] += 1
         if isinstance(at, np.ndarray):

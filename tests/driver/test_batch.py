@@ -7,8 +7,9 @@ columns are what is checked).
 
 from __future__ import annotations
 
+from dejaq.core import headers as header_codec
 from dejaq.core.model import LeasedMessage
-from dejaq.core.wire.batches import decode_delivery_columns, encode_deliveries
+from dejaq.core.wire.batches import DeliveryColumns, decode_delivery_columns, encode_deliveries
 from dejaq.driver.batch import DeliveryBatch, Frame
 from dejaq.driver.delivery import Delivery
 from dejaq.driver.fair_buffer import FairBuffer
@@ -114,3 +115,39 @@ def test_a_batch_reads_the_same_columns_from_its_frame_or_from_built_deliveries(
         assert batch.timestamps == [1_700_000_000_001, 1_700_000_000_002]
         assert batch.payloads == [b"p1", b"p2"]
     assert stretch.built() == []
+
+
+def keyed_columns(first: int) -> DeliveryColumns:
+    """A frame of three deliveries of three keys, the second with headers."""
+    messages = [
+        LeasedMessage(f"m{n}", 1_700_000_000_000 + n, b"p", 7, 1, 0, f"user-{n}", b"")
+        for n in range(first, first + 3)
+    ]
+    messages[1] = messages[1]._replace(headers=header_codec.encode({"h": "v"}))
+    return decode_delivery_columns(encode_deliveries(messages, 1_700_000_100_000))
+
+
+def test_a_frame_of_many_keys_joins_the_buffer_with_nothing_built() -> None:
+    # given a frame of three deliveries of three keys
+    settler = SettleBatcher(Wire().send)
+    buffer: FairBuffer[Delivery] = FairBuffer()
+    batch = DeliveryBatch(Frame(keyed_columns(0), settler, 30_000), 0, 3, 0)
+    assert batch.keys == ["user-0", "user-1", "user-2"]
+    # when it joins the buffer by its keys column
+    buffer.add_keyed(batch, batch.keys, batch.build)
+    # then no delivery object is built until one is taken, and alone in the
+    # buffer it is taken whole, in one piece, still unbuilt
+    assert batch.built() == []
+    rest = buffer.take_batch()
+    assert isinstance(rest, DeliveryBatch) and rest.ids == ["m0", "m1", "m2"]
+    assert rest.built() == [] and not buffer
+    # and another frame's, taken one at a time, are built with each key and headers
+    other = DeliveryBatch(Frame(keyed_columns(3), settler, 30_000), 0, 3, 0)
+    buffer.add_keyed(other, ["user-3", "user-4", "user-5"], other.build)
+    taken = [buffer.popleft() for _ in range(3)]
+    assert [(d.id, d.key, d.headers) for d in taken] == [
+        ("m3", "user-3", {}),
+        ("m4", "user-4", {"h": "v"}),
+        ("m5", "user-5", {}),
+    ]
+    assert not buffer

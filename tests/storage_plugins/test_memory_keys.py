@@ -255,3 +255,25 @@ async def test_keys_light_and_laned_agree_with_a_model_through_a_walk(
         laned_keys |= tl.keyed.laned.keys()
     # and the walk went both ways: keys took lanes, and keys left them
     assert laned_keys and light_again
+
+
+async def test_a_leased_message_of_a_key_with_few_is_due_again_once_at_its_lease_end() -> None:
+    # given a key with two messages and a message of another key, each light
+    storage = MemoryStorage()
+    await given_topic(storage, dedup_window_ms=0)
+    await given_messages(
+        storage, msg("a1", NOW, key="a"), msg("a2", NOW, key="a"), msg("b1", NOW, key="b")
+    )
+    tl = timeline(storage)
+    slots = {k: sorted(v) for k, v in tl.keyed.few.items()}
+    # when all three are leased (their entries move to the lease's end)
+    first = await lease(storage)
+    assert sorted(ids(first)) == ["a1", "a2", "b1"]
+    # then each key still holds the same messages, light, and none is due before the end
+    assert {k: sorted(v) for k, v in tl.keyed.few.items()} == slots
+    assert set(tl.cols.lane[list(tl.held.values())].tolist()) == {LIGHT}
+    assert ids(await lease(storage, NOW + LEASE - 1)) == []
+    # and at the lease's end each is leased again, once
+    again = await lease(storage, NOW + LEASE)
+    assert sorted(ids(again)) == ["a1", "a2", "b1"]
+    assert ids(await lease(storage, NOW + LEASE)) == [] and tl.keyed.lanes == {}
