@@ -111,9 +111,10 @@ def _delivered(written: list[Any], out: list[LeasedMessage]) -> int:
 LANE_COUNT = sql.LANE_COUNT
 
 
-def _known(lanes: list[Any]) -> dict[str, int]:
+def _known(lanes: list[Any], whole: bool) -> dict[str, int]:
     """The due counts of the keys whose every due lane was counted in full,
-    from FAIR_HEADS rows (key, bucket, head, due)."""
+    from FAIR_HEADS rows (key, bucket, head, due); ``whole``: FAIR_KEY_HEADS
+    rows, each lane with its key's count (counted once)."""
     counts: dict[str, int] = {}
     partial: set[str] = set()
     for key, _, head, due in lanes:
@@ -121,7 +122,7 @@ def _known(lanes: list[Any]) -> dict[str, int]:
             continue
         if due >= LANE_COUNT:
             partial.add(key)
-        counts[key] = counts.get(key, 0) + int(due)
+        counts[key] = int(due) if whole else counts.get(key, 0) + int(due)
     return {k: n for k, n in counts.items() if k not in partial}
 
 
@@ -509,8 +510,9 @@ class PostgresStorage(Storage):
         one seek across its buckets; over some buckets, a seek in each bucket
         where its lanes are due; the unkeyed ones a seek in every asked
         bucket. Then the lanes that need it are set again. ``lanes``: the due
-        lanes as sql.FAIR_HEADS reads them, which the pass's first statement
-        returned."""
+        lanes as sql.FAIR_HEADS reads them (over the whole topic
+        sql.FAIR_KEY_HEADS: each with its key's figures), which the pass's
+        first statement returned."""
         keyed = [ln for ln in lanes if ln[1] is not None]
         stale = [ln for ln in keyed if ln[2] is None]  # nothing due
         heads, where = base.heads_of(ln[:3] for ln in keyed if ln[2] is not None)
@@ -520,7 +522,7 @@ class PostgresStorage(Storage):
         share = base.FairShare.of(request.limit, heads, request.caps)
         step = _Step(self, conn, request, params, where)
         spent: set[str] = set()  # keys with nothing more due
-        known = _known(keyed)
+        known = _known(keyed, request.buckets is None)
         allotment = _planned(share, known)
         while allotment:
             rows, delivered = await step.run(allotment)

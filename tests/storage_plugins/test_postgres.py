@@ -297,6 +297,12 @@ HOT: dict[str, tuple[str, dict[str, object], str]] = {
         {"topic": T, "buckets": list(range(64)), "bound": NOW},
         "dejaq_messages_key",
     ),
+    # A fair pass over a whole topic: each key's head, one seek a key.
+    "fair_key_heads": (
+        sql.FAIR_KEY_HEADS,
+        {"topic": T, "buckets": None, "bound": NOW},
+        "dejaq_messages_keyed",
+    ),
     "next_due": (sql.NEXT_DUE, {"topic": T}, "dejaq_messages_time"),
     "next_due_in_buckets": (
         sql.NEXT_DUE_IN_BUCKETS,

@@ -77,3 +77,35 @@ async def test_a_keyed_pass_beside_a_backlog_is_one_step(url: str, statements: l
         statements.clear()
         assert await a_pass(storage, 20) == Counter({"campaign": 20})
         assert statements == ["LEASE_TOPIC", "KEY_LEASE"]
+
+
+def _scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The index scans of dejaq_messages in an EXPLAIN (ANALYZE, FORMAT JSON) plan."""
+    found = [plan] if plan.get("Relation Name") == "dejaq_messages" else []
+    for child in plan.get("Plans", []):
+        found += _scans(child)
+    return found
+
+
+async def test_a_whole_topic_pass_reads_a_key_s_head_in_one_seek(url: str) -> None:
+    async with opened(url) as storage:
+        # given a backlog of one key over 16 buckets (16 lanes) and 3 keys
+        # with one message due each
+        await storage.create_topic(Topic(T, TopicSettings(buckets=16)))
+        backlog = [msg(f"c{i:03}", NOW - 50, i % 16, "campaign") for i in range(160)]
+        await storage.insert(T, backlog)
+        await storage.insert(T, [msg(f"r{i}", NOW - i, i, f"r{i}") for i in range(3)])
+    # when a pass over the whole topic runs its first statement
+    params = {"topic": T, "buckets": None, "now": NOW, "bound": NOW, "window": 20}
+    params |= {"limit": 20, "until": NOW + 60_000, "owner": "c1", "max_deliveries": 0}
+    with psycopg.connect(url) as conn:
+        conn.execute(sql.SESSION_SETUP)
+        explain = "EXPLAIN (ANALYZE, FORMAT JSON) " + sql.LEASE_TOPIC
+        [[document]] = psycopg.ClientCursor(conn).execute(explain, params).fetchall()
+    # then each key's head and count are one seek across its buckets, not a
+    # seek a lane; the unkeyed messages' head a seek a bucket
+    scans = _scans(document[0]["Plan"])
+    by_key = [s for s in scans if s.get("Index Name") == "dejaq_messages_keyed"]
+    assert [s["Actual Loops"] for s in by_key] == [4]
+    per_bucket = [s for s in scans if s.get("Index Name") == "dejaq_messages_key"]
+    assert [s["Actual Loops"] for s in per_bucket] == [16]
