@@ -18,9 +18,10 @@ Indexes, all partial so each stays as small as what it serves:
 - ``(topic, key, bucket, ts) WHERE NOT dead`` — a lane's rows (a key in one
   bucket): its earliest, its due count, a fair pass's share over some buckets.
 - ``(topic, key, ts) WHERE NOT dead AND key <> ''`` — a fair pass's share of
-  a key over a whole topic: one ordered seek across its buckets that stops at
-  the share (the seek per bucket read up to buckets x share rows and sorted
-  them: 16,000 rows for a share of 1,000 over 16 buckets). Keyed rows only,
+  a key over a whole topic, and the key's head and due count before it: one
+  ordered seek across its buckets that stops at the share (the seek per
+  bucket read up to buckets x share rows and sorted them: 16,000 rows for a
+  share of 1,000 over 16 buckets). Keyed rows only,
   so a topic without keys does not maintain it.
 - ``(topic, id) WHERE dead`` — listing, redriving and purging the dead.
 - ``(topic, owner) WHERE owner IS NOT NULL`` — ``release`` of one consumer.
