@@ -196,6 +196,7 @@ class Dispatcher:
         self._pass_at = 0
         self._hints = True
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._last_pass_ms = 0  # the "now" of the latest lease pass
         self._on_stall = on_stall
         self._no_credit_since: int | None = None  # no consumer here has had credit since
@@ -220,6 +221,11 @@ class Dispatcher:
         self._task = asyncio.create_task(self._run(), name=f"dispatch:{self.topic.name}")
 
     async def stop(self) -> None:
+        # The flag and the wake too, not the cancel alone: a storage client
+        # that swallows the CancelledError (seen with redis-py mid-call) left
+        # the loop asleep for good, and the broker's stop waiting on it.
+        self._stopping = True
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -352,7 +358,7 @@ class Dispatcher:
         return min(map(self._horizon, self._receivers), default=self._looks_ahead())
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self._step()
             except asyncio.CancelledError:

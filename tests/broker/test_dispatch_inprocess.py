@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator
 
@@ -192,3 +194,28 @@ async def test_a_pass_lets_the_loop_run_between_its_consumers_leases(
     assert all(later > earlier for earlier, later in itertools.pairwise(at))
     for s in sessions:
         await s.close()
+
+
+async def test_a_dispatcher_stops_even_when_storage_swallows_the_cancel(
+    broker: BrokerContext, clock: ManualClock
+) -> None:
+    # Given a storage call that swallows a cancel (as a client library may)
+    lease = broker.storage.lease
+    entered = asyncio.Event()
+
+    async def swallowing(request: LeaseRequest) -> Leases:
+        entered.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
+        return await lease(request)
+
+    broker.storage.lease = swallowing  # type: ignore[method-assign]
+    session = Session(broker, T, "c1", credits=5)
+    await settle_down()
+    await produce_at(broker, T, [clock.now])
+    await asyncio.wait_for(entered.wait(), 5)
+    # When its dispatcher is stopped mid-call, then it ends all the same
+    for d in list(broker.dispatchers):
+        await asyncio.wait_for(broker.drop_dispatcher(d, RuntimeError("over")), 5)
+    assert not broker.dispatchers
+    await session.close()
