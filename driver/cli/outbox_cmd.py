@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -124,9 +125,7 @@ def relay(args: argparse.Namespace) -> int:
         runner = asyncio.create_task(relay.run(stop))
         await stop.wait()
         runner.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await runner
-        except asyncio.CancelledError:
-            pass
 
     return run_until_signal(args, work)
