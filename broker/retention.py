@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from dejaq.broker.tasks import pause
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError
 from dejaq.storage_plugins.base import Storage
@@ -19,7 +20,7 @@ TOMBSTONE_BATCH = 5_000
 
 async def sweep_forever(storage: Storage, interval_ms: int) -> None:
     while True:
-        await asyncio.sleep(interval_ms / 1000)
+        await pause(interval_ms / 1000)
         try:
             await sweep(storage)
         except DejaqError as exc:

@@ -33,13 +33,13 @@ deviation measured, moved by the step.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import statistics
 import time
 from collections.abc import Callable
 
 from dejaq.broker.coordination import ClusterView
+from dejaq.broker.tasks import pause
 from dejaq.core.clock import clocks_us
 
 log = logging.getLogger(__name__)
@@ -129,4 +129,4 @@ async def guard_forever(
     """Judge every ``interval_s`` (``guard.on_change`` hears of every change)."""
     while True:
         guard.update(view())
-        await asyncio.sleep(interval_s)
+        await pause(interval_s)

@@ -26,11 +26,11 @@ release all read this clock (``BrokerContext.clock``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 
+from dejaq.broker.tasks import pause
 from dejaq.core.clock import Wake
 from dejaq.core.errors import DejaqError
 from dejaq.storage_plugins.base import Storage
@@ -106,7 +106,7 @@ class StorageClock:
     async def run_forever(self) -> None:
         """Refresh the offset every ``refresh_ms``; a failed refresh keeps the last one."""
         while True:
-            await asyncio.sleep(self.refresh_ms / 1000)
+            await pause(self.refresh_ms / 1000)
             try:
                 await self.sync()
             except DejaqError as exc:

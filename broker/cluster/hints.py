@@ -30,6 +30,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from dejaq.broker.tasks import raise_if_cancelled
+
 Publish = Callable[[str, int], Awaitable[None]]
 
 
@@ -71,6 +73,7 @@ class HintPublisher:
     async def run(self, publish: Publish) -> None:
         """Publish queued hints until cancelled; a failed write ends the loop."""
         while True:
+            raise_if_cancelled()  # the last write may have swallowed a cancel
             await self._ready.wait()
             self._ready.clear()
             batch, self._pending = self._pending, {}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Set
 
+from dejaq.broker.tasks import raise_if_cancelled
+
 Registration = tuple[str, str]  # (topic, consumer id) with a stream open on this broker
 Write = Callable[[str, str], Awaitable[None]]  # put or delete the key of (topic, consumer)
 
@@ -45,4 +47,5 @@ class Registrar:
         while True:
             self._dirty.clear()
             await self.sync(registered, put, delete)
+            raise_if_cancelled()  # the write may have swallowed a cancel
             await self._dirty.wait()

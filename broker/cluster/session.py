@@ -44,6 +44,7 @@ from dejaq.broker.cluster.storage_claim import (
     check_before_joining,
 )
 from dejaq.broker.etcd_endpoints import Endpoint
+from dejaq.broker.tasks import pause
 from dejaq.core.backoff import Backoff
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import CoordinationUnavailable, InvalidArgument
@@ -161,7 +162,7 @@ class EtcdSessions:
                         f"cannot reach etcd at {where} within {timeout_s:g} s"
                         f" ({describe(last)}); is etcd running?"
                     ) from None
-                await asyncio.sleep(RETRY_MIN_S)
+                await pause(RETRY_MIN_S)
         self._session = session
         self._task = asyncio.create_task(self._run(session), name="etcd-sessions")
         return session.endpoint
@@ -220,7 +221,7 @@ class EtcdSessions:
         refused = ""  # said once: etcd refuses our user, or a TLS / password file is unreadable
         while True:
             # Jittered: brokers that lost etcd together do not come back together.
-            await asyncio.sleep(REOPEN.delay(failed))
+            await pause(REOPEN.delay(failed))
             try:
                 return await asyncio.wait_for(self._open(), OPEN_TIMEOUT_S)
             except StorageMismatch as exc:
@@ -316,7 +317,7 @@ class EtcdSessions:
     async def _beat(self, session: Session) -> None:
         key = self._keys.broker(self._id)
         while True:
-            await asyncio.sleep(self._beat_s)
+            await pause(self._beat_s)
             reply = await session.client.refresh_lease(session.lease.id)
             if reply is None or reply.TTL <= 0:
                 raise SessionLost("our etcd lease expired")

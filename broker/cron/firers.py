@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from dejaq.broker.cron import entries
 from dejaq.broker.cron.firer import Firer
 from dejaq.broker.cron.metrics import CronMetrics
+from dejaq.broker.tasks import pause
 from dejaq.core.errors import DejaqError, NotFound
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class CronFirers:
                 await self.refresh()
             except DejaqError as exc:
                 log.warning("cron: could not list cron timelines: %s", exc)
-            await asyncio.sleep(interval_s)
+            await pause(interval_s)
 
     async def stop(self) -> None:
         async with self._lock:

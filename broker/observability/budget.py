@@ -8,11 +8,11 @@ never take the broker down.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from dejaq.broker.tasks import pause
 from dejaq.core.errors import DejaqError
 
 log = logging.getLogger(__name__)
@@ -32,4 +32,4 @@ async def refresh_forever(
         except Exception:
             log.exception("%s refresh failed", what)
         took = time.monotonic() - started
-        await asyncio.sleep(max(interval_ms / 1000, BUDGET * took))
+        await pause(max(interval_ms / 1000, BUDGET * took))

@@ -19,6 +19,7 @@ from typing import Any
 from grpc_health.v1 import health_pb2
 
 from dejaq.broker.observability.metrics import Metrics
+from dejaq.broker.tasks import pause
 from dejaq.storage_plugins.base import Storage
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ async def monitor(
 ) -> None:
     """Judge every ``interval_s``; ``serving``: the status set at start."""
     while True:
-        await asyncio.sleep(interval_s)
+        await pause(interval_s)
         ok = await storage_healthy(storage)
         metrics.storage_up.set(1 if ok else 0)
         timely = clock_ok()

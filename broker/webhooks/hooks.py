@@ -13,6 +13,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from dejaq.broker.tasks import pause
 from dejaq.broker.webhook_targets import Allowlist
 from dejaq.broker.webhooks.metrics import WebhookMetrics
 from dejaq.broker.webhooks.poster import Poster
@@ -88,7 +89,7 @@ class WebhookPosters:
                 await self.refresh()
             except DejaqError as exc:
                 log.warning("webhooks: could not list topics: %s", exc)
-            await asyncio.sleep(interval_s)
+            await pause(interval_s)
 
     async def stop(self) -> None:
         async with self._lock:
