@@ -52,9 +52,9 @@ from typing import Any
 
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
-from scenarios.cluster import covered, etcd, serving, wait_until
+from scenarios.cluster import covered, etcd, launch_member, serving, wait_until
 from suite.backends import redis_store
-from suite.broker import LISTENING, BrokerFailed, dejaq_command, free_port, stop
+from suite.broker import free_port, stop
 from suite.procstat import load_average
 from suite.record import save_record
 from suite.stats import lateness_summary
@@ -95,32 +95,11 @@ class Member:
 
 async def start_member(storage: str, etcd_url: str, log: Path) -> Member:
     metrics = f"127.0.0.1:{free_port()}"
-    env = {
-        **os.environ,
-        "DEJAQ_ETCD_TTL_S": str(TTL_S),
-        "DEJAQ_SKEW_MAX_MS": str(SKEW_MAX_MS),
-    }
-    env.pop("DEJAQ_BROKER", None)
-    with log.open("ab") as errors:
-        proc = await asyncio.create_subprocess_exec(
-            *dejaq_command(),
-            "broker",
-            *("--listen", "127.0.0.1:0", "--storage", storage, "--metrics", metrics),
-            *("--etcd", etcd_url, "--cluster", "pause-drain", "--log-level", "WARNING"),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=errors,
-            env=env,
-        )
-    assert proc.stdout is not None
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(START_S):
-            while line := (await proc.stdout.readline()).decode():
-                if line.startswith(LISTENING):
-                    return Member(proc, line.removeprefix(LISTENING).split()[0], metrics)
-    await stop(proc, 2)
-    text = await asyncio.to_thread(log.read_text, errors="replace")
-    tail = text.strip().splitlines()[-3:]
-    raise BrokerFailed(f"broker did not start: {' | '.join(tail)}")
+    env = {"DEJAQ_ETCD_TTL_S": str(TTL_S), "DEJAQ_SKEW_MAX_MS": str(SKEW_MAX_MS)}
+    member = await launch_member(
+        storage, etcd_url, "pause-drain", log, env, ("--metrics", metrics), START_S
+    )
+    return Member(member.proc, member.address, metrics)
 
 
 @contextlib.asynccontextmanager

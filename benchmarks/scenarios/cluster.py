@@ -30,7 +30,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -132,21 +132,37 @@ class Member:
 
 
 async def start_broker(storage: str, etcd_url: str, name: str, log: Path, plan: Plan) -> Member:
-    env = {**os.environ, "DEJAQ_ETCD_TTL_S": str(TTL_S), **plan.broker_env}
-    env.pop("DEJAQ_BROKER", None)
+    env = {"DEJAQ_ETCD_TTL_S": str(TTL_S), **plan.broker_env}
+    return await launch_member(storage, etcd_url, name, log, env)
+
+
+async def launch_member(
+    storage: str,
+    etcd_url: str,
+    cluster: str,
+    log: Path,
+    env: dict[str, str],
+    extra: Sequence[str] = (),
+    start_s: float = START_TIMEOUT_S,
+) -> Member:
+    """A ``dejaq broker`` of ``cluster`` (``env`` over this process's, ``extra``
+    arguments after the usual ones), once it says it listens."""
+    full_env = {**os.environ, **env}
+    full_env.pop("DEJAQ_BROKER", None)
     with log.open("ab") as errors:
         proc = await asyncio.create_subprocess_exec(
             *dejaq_command(),
             "broker",
             *("--listen", "127.0.0.1:0", "--storage", storage),
-            *("--etcd", etcd_url, "--cluster", name, "--log-level", "WARNING"),
+            *("--etcd", etcd_url, "--cluster", cluster, "--log-level", "WARNING"),
+            *extra,
             stdout=asyncio.subprocess.PIPE,
             stderr=errors,
-            env=env,
+            env=full_env,
         )
     assert proc.stdout is not None
     try:
-        async with asyncio.timeout(START_TIMEOUT_S):
+        async with asyncio.timeout(start_s):
             while line := (await proc.stdout.readline()).decode():
                 if line.startswith(LISTENING):
                     return Member(proc, line.removeprefix(LISTENING).split()[0])
