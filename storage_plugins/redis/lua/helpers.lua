@@ -259,11 +259,13 @@ end
 -- any, is replaced), and the list gets the time and id.
 local function bury(prefix, graves, buried)
   if not graves or #buried == 0 then return end
-  local fields, entries = {}, {}
+  local fields, entries, time, at = {}, {}, nil, nil
   for i = 1, #buried, 2 do
-    local at = struct.pack(K_TOMB, tonumber(buried[i]))
+    if buried[i] ~= time then  -- a batch's are deleted at one time: packed once
+      time, at = buried[i], struct.pack(K_TOMB, tonumber(buried[i]))
+    end
     fields[i], fields[i + 1] = buried[i + 1], at
-    entries[#entries + 1] = at .. buried[i + 1]
+    entries[(i + 1) / 2] = at .. buried[i + 1]
   end
   bulk('HSET', prefix .. K_RECORDS, fields)
   bulk('RPUSH', graves, entries)

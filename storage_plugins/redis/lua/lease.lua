@@ -102,8 +102,9 @@ local function visit(lane, id)
     payloads[i] = body
     numbers[i] = struct.pack(K_NUMBERS, b, ts, v, n, p, #id, #body, #key, 0)
   end
+  local rest = from == at + olen and body or string.sub(packed, at + olen)  -- key, payload
   push(written, id, struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
-                    .. string.sub(packed, at + olen))
+                    .. rest)
   -- Moved to the lease expiry at the end (one ZADD per timeline); until then
   -- it stays in range, skipped by the walk's offset.
   local entries = leased[lane]

@@ -45,7 +45,8 @@ local function ack(id, packed, version)
       if has(flags, 16) then headed[#headed + 1] = id end
       left(changed, lane, ts)
       push(buried, time, id)
-      push(numbers, '0', '0', int(ts))
+      local k = #numbers  -- three values: push would make a table of them
+      numbers[k + 1], numbers[k + 2], numbers[k + 3] = '0', '0', int(ts)
       return
     end
   end
