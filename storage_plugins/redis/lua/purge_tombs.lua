@@ -2,17 +2,18 @@
 -- count bound).
 -- Forgets, the oldest first and up to `limit` in all, the tombstones of ids
 -- deleted before the given time and those beyond the newest `keep`: both
--- rules take from the old end of `graves` (keys.GRAVES), read 500 entries a
--- chunk. An entry whose id's field no longer holds its time (forgotten, or
+-- rules take from the old end of `graves` (keys.GRAVES), read in chunks from
+-- 16 entries (a sweep with nothing to forget reads one) up to 512. An entry whose id's field no longer holds its time (forgotten, or
 -- the id deleted again since) is dropped from the list and not counted.
 -- Reply {OK, forgotten, of which still inside the window (forgotten for the bound)}.
 if not alive() then return {GONE} end
 local graves, prefix = KEYS[2], ARGV[2]
 local before, limit, keep = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local listed = redis.call('LLEN', graves)
-local forgotten, inside, popped, done = 0, 0, 0, false
+local forgotten, inside, popped, done, chunk = 0, 0, 0, false, 16
 while not done do
-  local entries = redis.call('LRANGE', graves, popped, popped + 499)
+  local entries = redis.call('LRANGE', graves, popped, popped + chunk - 1)
+  chunk = math.min(chunk * 2, 512)
   if #entries == 0 then break end
   local ids, gone = {}, {}
   for i, entry in ipairs(entries) do ids[i] = string.sub(entry, K_TOMB_SIZE + 1) end
