@@ -54,7 +54,8 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        value (``record``: timestamp, version, deliveries,
                        bucket, max deliveries, expiry, dead, priority, owner),
                        the payload inline when at most ``record.INLINE_MAX``,
-                       and the message's key (lane scripts read it there).
+                       and the message's key (lane scripts read it there); or
+                       a deleted id's tombstone (``graves``).
 - ``payloads``         hash: message id -> a larger payload, apart from the
                        record, so no lease or move ever copies it.
 - ``headers``          hash: message id -> its encoded headers (only those that
