@@ -54,7 +54,8 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        value (``record``: timestamp, version, deliveries,
                        bucket, max deliveries, expiry, dead, priority, owner),
                        the payload inline when at most ``record.INLINE_MAX``,
-                       and the message's key (lane scripts read it there).
+                       and the message's key (lane scripts read it there); or
+                       a deleted id's tombstone (``graves``).
 - ``payloads``         hash: message id -> a larger payload, apart from the
                        record, so no lease or move ever copies it.
 - ``headers``          hash: message id -> its encoded headers (only those that
@@ -67,10 +68,19 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        which reads it to find what became available, sets it
                        exact for the timelines it read. The census reads it to
                        find the oldest due message not ranked yet.
-- ``tombs``            sorted set: the tombstones of deleted messages (acked,
-                       cancelled, delivered at most once), member = id, score =
-                       when it was deleted; written, with the topic's dedup
-                       window, by the script that deletes, and read by insert.
+- ``graves``           list: the tombstones of deleted messages (acked,
+                       cancelled, delivered at most once) in the order they were
+                       written, each the time of deletion (a little-endian
+                       double) then the id. The tombstone itself is the id's
+                       field of ``records``, holding that time alone (8 bytes,
+                       where a record holds ``record.SIZE`` or more): the HMGET
+                       that insert makes for duplicates finds it, with no index
+                       to look up or write a message. Written, with the topic's
+                       dedup window, by the script that deletes; forgotten from
+                       the old end (``lua/purge_tombs.lua``), an entry whose
+                       field no longer holds its time skipped. Formats 1 to 3
+                       kept a sorted set ``tombs`` instead (id scored by that
+                       time), read only by ``migrate``.
 
 The *home* of a message is the slot of ``bucket_of(id, buckets)`` (crc32, as
 the broker computes buckets): storage finds a message from its id alone. The
@@ -94,7 +104,9 @@ two keys created and deleted) per message. Version 1 of the layout (``FORMAT_VER
 ``<topic>:<index>`` (``Slot.format1``); ``migrate`` upgrades it. Version 2 had
 no keys, lanes or headers: its records and timelines read as version 3's
 without a key, so its upgrade only sets the version; a broker of version 2
-would misread a keyed record, hence the new number.
+would misread a keyed record, hence the new number. Version 4 keeps the
+tombstones as fields of ``records`` and the list ``graves`` instead of the
+sorted set ``tombs``; ``migrate`` moves them.
 """
 
 from __future__ import annotations
@@ -110,7 +122,7 @@ IDENTITY = f"{NAMESPACE}:identity"
 # string: the version of this layout, set by the first broker that opens the
 # store; a broker refuses a store of another version (``FORMAT_VERSION``)
 FORMAT = f"{NAMESPACE}:format"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 # Suffixes after a slot prefix. The Lua scripts get them from here too.
 ALIVE = "alive"
@@ -127,7 +139,9 @@ HEADERS = "headers"
 # Version 1's per-message keys, read only by ``migrate``.
 V1_RECORD = "m:"
 V1_PAYLOAD = "p:"
+# Formats 1 to 3's tombstones, read only by ``migrate``.
 TOMBS = "tombs"
+GRAVES = "graves"
 WAITS = "waits"
 
 
@@ -246,6 +260,10 @@ class Slot:
     @property
     def tombs(self) -> str:
         return self.prefix + TOMBS
+
+    @property
+    def graves(self) -> str:
+        return self.prefix + GRAVES
 
     @property
     def waits(self) -> str:

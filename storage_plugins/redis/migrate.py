@@ -20,6 +20,11 @@ README's upgrade steps).
 Version 3 adds keys, their lanes and headers (``keys``, ``record``): a version
 2 record and timeline read the same in version 3 (no key, no lane, no
 headers), so a version 2 store is upgraded by setting the version alone.
+
+Version 4 keeps a slot's tombstones as fields of ``records`` and the list
+``graves`` instead of the sorted set ``tombs`` (``keys``): the upgrade moves
+each slot's, oldest first, ``CHUNK`` a script (``upgrade_tombs.lua``), which
+removes what it moved, so a run cut short carries on where it stopped.
 """
 
 from __future__ import annotations
@@ -56,11 +61,14 @@ async def upgrade(runner: Runner, registry: Registry) -> tuple[int | None, int]:
             f" {keys.FORMAT_VERSION}: run a dejaq that reads it"
         )
     moved = 0
-    if before == 1:
+    if before is not None and before < keys.FORMAT_VERSION:
         for topic in await registry.all():
             info = await registry.load(topic.name)
-            if info is not None:
+            if info is None:
+                continue
+            if before == 1:
                 moved += await _upgrade_topic(runner, info)
+            await _bury_again(runner, info)
     await runner.command("SET", keys.FORMAT, str(keys.FORMAT_VERSION))
     return before, moved
 
@@ -88,6 +96,20 @@ async def _upgrade_topic(runner: Runner, info: TopicEntry) -> int:
             for key in [*timelines, *_FIXED, keys.HEADS, keys.ALIVE]:
                 await _rename(runner, key.removeprefix(s.prefix), s, new)
     return moved
+
+
+async def _bury_again(runner: Runner, info: TopicEntry) -> None:
+    """Move a topic's tombstones from version 3's ``tombs`` to version 4's place."""
+    for s in map(info.slot, range(info.slots)):
+        left = 1
+        while left:
+            args = (info.gen, s.prefix, CHUNK)
+            [reply] = await runner.run(
+                [Call(lua.UPGRADE_TOMBS, (s.alive, s.tombs, s.graves), args)]
+            )
+            if reply[0] == lua.GONE:
+                break  # the topic was deleted meanwhile
+            _, left = body(reply)
 
 
 # A slot's keys besides its timelines, ``heads`` and ``alive``.

@@ -15,6 +15,10 @@ it. A larger payload is a field of the slot's ``payloads`` hash instead, so
 a lease or a move, which rewrites the record, never copies it. Doubles hold
 every value exactly (integers below 2**53: millisecond timestamps, priority
 ranks of 14 digits, counters) and unpack in one C call in Lua.
+
+A tombstone (``keys``: ``graves``) is a field of the same hash holding only
+the time of deletion, packed as ``TOMB`` (``TOMB_SIZE`` bytes, shorter than any
+record).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ SIZE = _CODEC.size  # 59 bytes: the record before its owner and payload
 DEAD, APART, KEYED, LANED, HEADED = 1, 2, 4, 8, 16  # flags
 _KEY_LEN = struct.Struct("<H")
 INLINE_MAX = 1024  # larger payloads are kept apart
+TOMB = "<d"
+TOMB_SIZE = struct.calcsize(TOMB)
 # The same layout as a numpy record (unaligned, as ``struct`` packs it).
 _NEW = np.dtype(
     [

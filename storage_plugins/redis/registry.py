@@ -78,7 +78,7 @@ class TopicEntry:
         ``waits`` on a priority topic, its tombstones when deletes leave
         tombstones (the topic has a dedup window)."""
         waits = (s.waits,) if self.topic.settings.kind == KIND_PRIORITY else ()
-        return waits + ((s.tombs,) if self.topic.settings.dedup_window_ms else ())
+        return waits + ((s.graves,) if self.topic.settings.dedup_window_ms else ())
 
     def by_home(self, ids: Sequence[str]) -> dict[int, list[int]]:
         """Indexes of ``ids`` grouped by home slot, in their order."""
@@ -162,7 +162,7 @@ class Registry:
         calls = []
         for i in range(info.slots):
             s = info.slot(i)
-            k = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, s.tombs, s.waits)
+            k = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, s.graves, s.waits)
             calls.append(Call(lua.DROP, k, (info.gen, s.prefix)))
         await self._runner.run(calls)
         await self._runner.run([Call(lua.FORGET, (keys.TOPICS,), (name, info.entry))])

@@ -23,10 +23,11 @@ CPU instead of 1.05 ms (measured).
 A message's record is one packed value in the slot's ``records`` hash
 (``record``: timestamp, version, deliveries, bucket, max deliveries, expiry,
 dead, priority, lease owner, then the payload up to 1 KiB; a larger one is a
-value of the ``payloads`` hash). A script reads the records of a batch in one
-HMGET and writes those it changed in one HSET at its end (``load_all``,
-``dirty`` and ``flush`` in ``helpers.lua``): no command a message on the hot
-paths (insert, lease, settle).
+value of the ``payloads`` hash), or a tombstone (``K_TOMB_SIZE`` bytes: the
+time of deletion), which ``load`` and ``load_all`` read as no record. A script
+reads the records of a batch in one HMGET and writes those it changed in one
+HSET at its end (``load_all``, ``dirty`` and ``flush`` in ``helpers.lua``): no
+command a message on the hot paths (insert, lease, settle).
 
 A priority topic's ranks (``core.priority``: negative timestamps down to
 ``-RANK_BASE``, 14 digits) live in the same scores and records: a double holds
@@ -77,6 +78,7 @@ CONSTANTS = f"""
 local K_TIMELINE, K_RECORDS, K_PAYLOADS = '{keys.TIMELINE}', '{keys.RECORDS}', '{keys.PAYLOADS}'
 local K_ENTERED, K_RECORD = '{keys.ENTERED}', '{record.LAYOUT}'
 local K_HEADERS = '{keys.HEADERS}'
+local K_TOMB, K_TOMB_SIZE = '{record.TOMB}', {record.TOMB_SIZE}
 local K_NUMBERS, K_INLINE_MAX = '{LEASED_NUMBERS}', {record.INLINE_MAX}
 local K_V1_RECORD, K_V1_PAYLOAD = '{keys.V1_RECORD}', '{keys.V1_PAYLOAD}'
 local OK, GONE, STRAYS, KEYED = {OK}, {GONE}, {STRAYS}, {KEYED}
@@ -164,6 +166,7 @@ PURGE_TOMBS = Script("purge_tombs")
 FORGET_TOMBS = Script("forget_tombs")
 REPLACE = Script("replace")
 UPGRADE = Script("upgrade")
+UPGRADE_TOMBS = Script("upgrade_tombs")
 BUSIEST = Script("busiest")
 KEYS_DUE = Script("keys_due")
 KEYS_SAMPLE = Script("keys_sample")
@@ -171,7 +174,7 @@ KEYS_SAMPLE = Script("keys_sample")
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
 ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE, PROMOTE)
-ALL += (OLDEST, FORECAST, UPGRADE, BUSIEST, KEYS_DUE, KEYS_SAMPLE)
+ALL += (OLDEST, FORECAST, UPGRADE, UPGRADE_TOMBS, BUSIEST, KEYS_DUE, KEYS_SAMPLE)
 
 # As a Redis Cluster runs them: guarded, except the registry's (their one key is
 # declared, so the cluster itself redirects them while it moves).

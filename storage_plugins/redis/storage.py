@@ -121,12 +121,12 @@ class RedisStorage(Storage):
     ``cluster.RedisClusterStorage`` (``redis+cluster://``) runs the same layout
     and scripts on a Redis Cluster.
 
-    Stored format: ``keys.FORMAT`` holds the version of the layout (2), written
-    by the first broker that opens the store; a broker opening a store of
-    another version fails at ``open`` with a ``StorageError`` naming both
-    versions (and, for an older one, ``dejaq storage migrate``), before it reads
-    or writes anything else. ``migrate`` upgrades version 1 in place (``migrate``
-    module).
+    Stored format: ``keys.FORMAT`` holds the version of the layout
+    (``keys.FORMAT_VERSION``), written by the first broker that opens the
+    store; a broker opening a store of another version fails at ``open`` with a
+    ``StorageError`` naming both versions (and, for an older one, ``dejaq
+    storage migrate``), before it reads or writes anything else. ``migrate``
+    upgrades an older version in place (``migrate`` module).
 
     Costs per call: insert, settle, move, get — one script per slot touched,
     O(log n) per message (plus, per bucket touched, keeping the heads index).
@@ -545,11 +545,8 @@ class RedisStorage(Storage):
             calls = []
             for home, indexes in info.by_home(ids).items():
                 s = info.slot(home)
-                calls.append(
-                    Call(
-                        lua.FORGET_TOMBS, (s.alive, s.tombs), (info.gen, *[ids[i] for i in indexes])
-                    )
-                )
+                args = (info.gen, s.prefix, *[ids[i] for i in indexes])
+                calls.append(Call(lua.FORGET_TOMBS, (s.alive,), args))
             return sum(n for [n] in map(body, await self._runner.run(calls)))
 
         return await self._registry.on_topic(topic, op)
@@ -560,8 +557,9 @@ class RedisStorage(Storage):
             keep = -(-self.options.max_tombstones // info.slots)  # a slot's share, rounded up
             for index in range(info.slots):  # slot by slot: at most `limit` in all
                 s = info.slot(index)
-                args = (info.gen, deleted_before, limit - forgotten, keep)
-                [reply] = await self._runner.run([Call(lua.PURGE_TOMBS, (s.alive, s.tombs), args)])
+                args = (info.gen, s.prefix, deleted_before, limit - forgotten, keep)
+                call = Call(lua.PURGE_TOMBS, (s.alive, s.graves), args)
+                [reply] = await self._runner.run([call])
                 count, inside = body(reply)
                 forgotten += count
                 early += inside

@@ -258,6 +258,28 @@ async def test_a_sweep_keeps_only_the_newest_max_tombstones(
         assert await storage.purge_tombstones(T, 0, 1_000) == 0
 
 
+async def test_a_tombstone_forgotten_and_written_again_is_kept_for_its_new_time(
+    server: RedisServer,
+) -> None:
+    # Given an id acked, its tombstone forgotten, then produced and acked again
+    # later, and another acked in between
+    async with opened(server.url) as storage:
+        await given_topic(storage)
+        for id, at in [("again", NOW), ("between", NOW + 1), ("again", NOW + 2)]:
+            await storage.forget_tombstones(T, [id])
+            assert await storage.insert(T, [msg(id)]) == [ACCEPTED]
+            [m] = (await storage.lease(LeaseRequest.of(T, None, at, 1, LEASE, "c"))).delivered
+            await storage.ack(T, [(m.id, m.version)], "c", at)
+        # When a sweep forgets what was deleted before the second ack
+        forgotten = await storage.purge_tombstones(T, NOW + 2, 100)
+        # Then it forgot the one in between, and the id's newer tombstone stands
+        assert forgotten == 1
+        assert await storage.insert(T, [msg("between"), msg("again")]) == [
+            ACCEPTED,
+            InsertStatus.DUPLICATE,
+        ]
+
+
 def test_max_tombstones_may_be_zero_for_no_bound() -> None:
     assert parse_url("redis://h/0").max_tombstones == 1_000_000
     assert parse_url("redis://h/0?max_tombstones=0").max_tombstones == 0

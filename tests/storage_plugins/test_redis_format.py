@@ -1,7 +1,7 @@
 """The stored format's version on ``redis://`` and ``redis+cluster://``: a new
 store is marked with this layout's version, a broker refuses a store of a
 version it cannot read, before touching anything, and ``dejaq storage
-migrate`` upgrades a version 1 or 2 store in place with nothing lost."""
+migrate`` upgrades a version 1, 2 or 3 store in place with nothing lost."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from dejaq.broker.cron.entries import companion
 from dejaq.core.errors import StorageError
-from dejaq.core.model import Message, NewMessage, Topic, TopicSettings
+from dejaq.core.model import InsertStatus, Message, NewMessage, Topic, TopicSettings
 from dejaq.driver.cli.main import main
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest
@@ -66,12 +66,32 @@ _MOVED = (redis_keys.OWNED, redis_keys.DEAD, redis_keys.DEAD_IDS)
 _MOVED += (redis_keys.STRAY_HOMES, redis_keys.ENTERED)
 
 
+def _to_sorted_tombs(store: Store, topic: str, slots: int) -> int:
+    """Rewrite a topic's tombstones as versions 1 to 3 kept them: a sorted set
+    ``tombs``, id scored by the time of deletion, with no field of ``records``
+    and no ``graves``; the count of tombstones."""
+    count = 0
+    for index in range(slots):
+        s = Slot(topic, index, slots)
+        with _node(store, s.records).client() as client:  # type: ignore[attr-defined]
+            for raw_id, value in client.hgetall(s.records).items():
+                if len(value) == redis_record.TOMB_SIZE:
+                    (at,) = struct.unpack(redis_record.TOMB, value)
+                    client.zadd(s.tombs, {raw_id: at})
+                    client.hdel(s.records, raw_id)
+                    count += 1
+            client.delete(s.graves)
+    return count
+
+
 def _to_version_1(store: Store, topic: str, slots: int, cut_short: int | None = None) -> int:
     """Rewrite a topic's slots in the version 1 layout: each slot's keys under
     its plain tag ``<topic>:<index>``, and a hash ``m:<id>`` and a string
-    ``p:<id>`` a message (the sorted sets are the same in both), the raw keys a
-    version 1 broker wrote; slot ``cut_short`` as a migrate cut short while
-    moving it left it. The count of messages in the version 1 layout."""
+    ``p:<id>`` a message (the sorted sets are the same in both, tombstones
+    included: ``_to_sorted_tombs``), the raw keys a version 1 broker wrote; slot
+    ``cut_short`` as a migrate cut short while moving it left it. The count of
+    messages in the version 1 layout."""
+    _to_sorted_tombs(store, topic, slots)
     count = 0
     for index in range(slots):
         s, old = Slot(topic, index, slots), Slot.format1(topic, index, slots)
@@ -220,7 +240,8 @@ async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
 def _to_version_2(store: Store, topic: str, slots: int) -> int:
     """Rewrite a topic's records as version 2 packed them (``<ddddddBdH``, the
     owner, then the payload inline unless flag 2 keeps it apart: no key, no
-    headers); the count of records."""
+    headers; tombstones in a sorted set); the count of records."""
+    _to_sorted_tombs(store, topic, slots)
     count = 0
     for index in range(slots):
         s = Slot(topic, index, slots)
@@ -276,3 +297,42 @@ async def test_migrate_upgrades_a_version_2_store_and_keys_work_on_it(
         rest = await storage.lease(LeaseRequest("t", None, now, 4, 30_000, "c2"))
         assert sorted(d.key for d in rest.delivered) == ["", "", "tenant", "tenant"]
         assert (await storage.get("t", "k0")).key == "tenant"
+
+
+async def test_migrate_moves_a_version_3_store_s_tombstones_and_they_still_hold(
+    store: tuple[str, Store], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, server = store
+    now = 1_000_000
+    # Given a store a version 3 broker wrote: 30 messages acked a millisecond
+    # apart, their tombstones in a sorted set, and 5 messages waiting
+    async with opened(url) as storage:
+        await storage.create_topic(Topic("t", TopicSettings(buckets=8, lease_ms=30_000)))
+        ids = [f"m{i:02}" for i in range(35)]
+        await storage.insert("t", [msg(id, now - 10) for id in ids[:30]])
+        await storage.insert("t", [msg(id, now + 60_000) for id in ids[30:]])
+        leases = await storage.lease(LeaseRequest("t", None, now, 30, 30_000, "c1"))
+        acked = sorted(leases.delivered, key=lambda m: m.id)
+        for k, m in enumerate(acked):
+            await storage.ack("t", [(m.id, m.version)], "c1", now + k)
+    slots = 6 if isinstance(server, RedisCluster) else 1  # the URL's default topic_slots
+    assert _to_sorted_tombs(server, "t", slots) == 30
+    _set_format(server, "3")
+    # When `dejaq storage migrate` runs on it
+    assert await migrate(url) == 0
+    version = redis_keys.FORMAT_VERSION
+    assert f"from stored format version 3 to {version}" in capsys.readouterr().out
+    # Then no sorted set of tombstones is left
+    for index in range(slots):
+        s = Slot("t", index, slots)
+        with _node(server, s.tombs).client() as client:  # type: ignore[attr-defined]
+            assert not client.exists(s.tombs)
+    async with opened(url) as storage:
+        # And every acked id is still taken, the waiting ones still wait
+        taken = await storage.insert("t", [msg(m.id, now) for m in acked])
+        assert taken == [InsertStatus.DUPLICATE] * 30
+        assert (await storage.counts("t", now)).waiting == 5
+        # And a sweep forgets the tombstones older than its bound, and those alone
+        assert await storage.purge_tombstones("t", now + 10, 100) == 10
+        again = await storage.insert("t", [msg(m.id, now) for m in acked])
+        assert again == [InsertStatus.ACCEPTED] * 10 + [InsertStatus.DUPLICATE] * 20

@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned, dead, dead-ids, stray-homes, tombs, waits. ARGV: gen, prefix.
+-- KEYS: alive, heads, owned, dead, dead-ids, stray-homes, graves, waits. ARGV: gen, prefix.
 -- Deletes every key of the slot, `alive` included. Idempotent: a slot already
 -- dropped (or of another incarnation of the name) is left alone. Reply {OK, messages}.
 if not alive() then return {OK, 0} end

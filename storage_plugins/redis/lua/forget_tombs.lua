@@ -1,6 +1,16 @@
--- KEYS: alive, tombs. ARGV: gen, then ids.
--- Forgets the tombstones of the given ids. Reply {OK, forgotten}.
+-- KEYS: alive. ARGV: gen, prefix, then ids.
+-- Forgets the tombstones of the given ids (their fields of `records`; their
+-- entries in `graves` are skipped when purge_tombs reaches them). Reply {OK,
+-- forgotten}.
 if not alive() then return {GONE} end
-local forgotten = 0
-for i = 2, #ARGV do forgotten = forgotten + redis.call('ZREM', KEYS[2], ARGV[i]) end
-return {OK, forgotten}
+local prefix, ids = ARGV[2], {}
+for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
+local fields, gone, seen = collect('HMGET', prefix .. K_RECORDS, ids), {}, {}
+for i, id in ipairs(ids) do
+  if fields[i] and not stored(fields[i]) and not seen[id] then
+    seen[id] = true
+    gone[#gone + 1] = id
+  end
+end
+bulk('HDEL', prefix .. K_RECORDS, gone)
+return {OK, #gone}

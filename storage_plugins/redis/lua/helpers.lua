@@ -38,7 +38,7 @@ local function cut(blob, lengths)
 end
 
 -- The optional keys after the fixed ones (KEYS[first] on), by the last part
--- of their name: 'tombs' (keys.TOMBS: deletes leave tombstones) and 'waits'
+-- of their name: 'graves' (keys.GRAVES: deletes leave tombstones) and 'waits'
 -- (keys.WAITS: the topic is a priority topic).
 local function optional(first)
   local out = {}
@@ -158,18 +158,24 @@ local function payload_of(prefix, id, rec)
   return inline_payload(rec)
 end
 
+-- Whether a value of `records` is a record (not absent, not a tombstone:
+-- keys.GRAVES).
+local function stored(packed)
+  return packed and #packed ~= K_TOMB_SIZE
+end
+
 local function load(prefix, id)
   local packed = redis.call('HGET', prefix .. K_RECORDS, id)
-  if not packed then return nil end
+  if not stored(packed) then return nil end
   return decode(packed)
 end
 
--- The records of `ids` into `into` (id -> record; none: absent), one HMGET
--- per 1000 ids.
+-- The records of `ids` into `into` (id -> record; none or a tombstone:
+-- absent), one HMGET per 1000 ids.
 local function load_all(prefix, ids, into)
   local packed = collect('HMGET', prefix .. K_RECORDS, ids)
   for i = 1, #ids do
-    if packed[i] then into[ids[i]] = decode(packed[i]) end
+    if stored(packed[i]) then into[ids[i]] = decode(packed[i]) end
   end
   return into
 end
@@ -247,10 +253,22 @@ local function drop(prefix, id, rec, owned, changed)
   left(changed, lane, rec.ts)
 end
 
--- Write the tombstones of deleted ids: `buried` holds (deleted at, id) pairs;
--- `tombs` is the slot's keys.TOMBS, or nil when the topic keeps none.
-local function bury(tombs, buried)
-  if tombs and #buried > 0 then bulk('ZADD', tombs, buried) end
+-- Write the tombstones of deleted ids (keys.GRAVES): `buried` holds (deleted
+-- at, id) pairs; `graves` is the slot's list, or nil when the topic keeps
+-- none. Each id's field of `records` becomes its tombstone (its record, if
+-- any, is replaced), and the list gets the time and id.
+local function bury(prefix, graves, buried)
+  if not graves or #buried == 0 then return end
+  local fields, entries, time, at = {}, {}, nil, nil
+  for i = 1, #buried, 2 do
+    if buried[i] ~= time then  -- a batch's are deleted at one time: packed once
+      time, at = buried[i], struct.pack(K_TOMB, tonumber(buried[i]))
+    end
+    fields[i], fields[i + 1] = buried[i + 1], at
+    entries[(i + 1) / 2] = at .. buried[i + 1]
+  end
+  bulk('HSET', prefix .. K_RECORDS, fields)
+  bulk('RPUSH', graves, entries)
 end
 
 -- Move a live message to the dead timeline at `at` (a decimal string); the

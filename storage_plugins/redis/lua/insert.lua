@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned[, waits][, tombs] (helpers: optional). ARGV: gen, prefix,
+-- KEYS: alive, heads, owned[, waits][, graves] (helpers: optional). ARGV: gen, prefix,
 -- then the batch as columns (columns.py): ids, their lengths, timestamps and
 -- buckets (comma-separated decimals), the records (record.new_records: each
 -- with its payload inline, or marked apart), their lengths, and the payloads
@@ -14,7 +14,7 @@ if not alive() then return {GONE} end
 local prefix, extra = ARGV[2], optional(4)
 local mode, now = ARGV[18], tonumber(ARGV[19])
 local changed, changes = {}, {ids = {}, recs = {}}
-local tombs, waits = extra.tombs, extra.waits
+local graves, waits = extra.graves, extra.waits
 local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
 local packed = cut(ARGV[7], ARGV[8])
 local apart, bodies = {}, cut(ARGV[9], ARGV[10])
@@ -26,18 +26,19 @@ for i, at in ipairs(decimals(ARGV[17])) do headed[tonumber(at)] = blobs[i] end
 local out = {OK}
 local records, payloads, headers, timelines, earliest, pending = {}, {}, {}, {}, {}, {}
 local entered = {}
--- Duplicates are looked for in one call each: HMGET over the records and
--- ZMSCORE over the tombstones; a repeat within the batch is found in `seen`.
+-- Duplicates are looked for in one call: HMGET over the records, which holds
+-- the tombstones too (keys.GRAVES; one left while the topic keeps none is
+-- written over); a repeat within the batch is found in `seen`.
 local existing = collect('HMGET', prefix .. K_RECORDS, ids)
-local buried = tombs and collect('ZMSCORE', tombs, ids) or {}
 local seen = {}
 for i = 1, #ids do
   local id, ts, bucket = ids[i], stamps[i], buckets[i]
   local lane = laned[i] and bucket .. ':' .. laned[i] or bucket
   local status = 0
-  if seen[id] or buried[i] then
+  local tombstone = existing[i] and not stored(existing[i])
+  if seen[id] or (tombstone and graves) then
     status = 1
-  elseif existing[i] then
+  elseif existing[i] and not tombstone then
     status = 1
     if mode ~= '' then
       local rec = decode(existing[i])
@@ -95,10 +96,16 @@ for lane, entries in pairs(timelines) do
   bulk('ZADD', timeline(prefix, lane), entries)
   push(heads, earliest[lane][2], lane)
 end
+-- A scan's kept order lacks them: each bucket's count bumped, read and
+-- written in one call each rather than a HINCRBY a bucket.
+local bumped = {}
 for bucket in pairs(entered) do
-  redis.call('HINCRBY', prefix .. K_ENTERED, bucket, 1)  -- a scan's kept order lacks them
+  bumped[#bumped + 1] = bucket
   if pending[bucket] then push(unranked, pending[bucket][2], bucket) end
 end
+local counts, bumps = collect('HMGET', prefix .. K_ENTERED, bumped), {}
+for i, bucket in ipairs(bumped) do push(bumps, bucket, int((tonumber(counts[i]) or 0) + 1)) end
+bulk('HSET', prefix .. K_ENTERED, bumps)
 lowered_all(KEYS[2], heads)
 if waits then lowered_all(waits, unranked) end  -- helpers: waiting
 fix_heads(prefix, KEYS[2], changed)  -- after the adds: a lane a replace left may be empty

@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned, dead, dead-ids, stray-homes[, waits][, tombs: an
+-- KEYS: alive, heads, owned, dead, dead-ids, stray-homes[, waits][, graves: an
 -- at-most-once delivery leaves a tombstone] (helpers: optional).
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
 -- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
@@ -43,7 +43,7 @@ end
 
 local function visit(lane, id)
   local packed = recs[id]
-  if not packed then
+  if not stored(packed) then
     redis.call('ZREM', timeline(prefix, lane), id)  -- an index entry without a record
     left(changed, lane, 0)
     return false, false
@@ -102,8 +102,9 @@ local function visit(lane, id)
     payloads[i] = body
     numbers[i] = struct.pack(K_NUMBERS, b, ts, v, n, p, #id, #body, #key, 0)
   end
+  local rest = from == at + olen and body or string.sub(packed, at + olen)  -- key, payload
   push(written, id, struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
-                    .. string.sub(packed, at + olen))
+                    .. rest)
   -- Moved to the lease expiry at the end (one ZADD per timeline); until then
   -- it stays in range, skipped by the walk's offset.
   local entries = leased[lane]
@@ -116,26 +117,30 @@ local function visit(lane, id)
   return true, true
 end
 
+-- Lanes whose every due member a pass took (all_of): their heads are set
+-- from their first members at the end, in one ZADD (fix_heads would check each).
+local whole = {}
+
 -- Take everything due on `lanes` when it fits in `want` (the steady case):
--- each due timeline is read once and its members visited as read, since the
--- pass takes them all and the merge in time order (walk) would only cost a heap
--- step a message. False when it does not fit: the reads stopped one past
--- `want`, nothing was written.
+-- each due timeline is read once, their records in one HMGET, and the members
+-- visited in lane order, since the pass takes them all and the merge in time
+-- order (walk) would only cost a heap step a message. False when it does not
+-- fit: the reads stopped one past `want`, nothing was written.
 local function all_of(lanes, want)
-  local due, room = {}, want + 1
+  local due, room, ids = {}, want + 1, {}
   for i = 1, #lanes do
     local r = redis.call('ZRANGE', timeline(prefix, lanes[i]), '-inf', bound, 'BYSCORE',
                          'LIMIT', 0, room)
     due[i] = r
     room = room - #r
     if room <= 0 then return false end
+    for j = 1, #r do ids[#ids + 1] = r[j] end
   end
+  if #ids > 0 then fetch(ids) end
   for i = 1, #lanes do
-    local ids = due[i]
-    if #ids > 0 then
-      fetch(ids)
-      for j = 1, #ids do visit(lanes[i], ids[j]) end
-    end
+    local r = due[i]
+    for j = 1, #r do visit(lanes[i], r[j]) end
+    if #r > 0 then whole[#whole + 1] = lanes[i] end
   end
   return true
 end
@@ -230,6 +235,20 @@ for i, id in ipairs(sent) do
   if keyed[i] then blob[#blob + 1] = keyed[i] end
   if #headers > 0 then blob[#blob + 1] = headers end
 end
+-- A lane taken whole now starts at its first waiting member or at the lease
+-- expiry, whichever is first: read after the moves above.
+local firsts, emptied = {}, {}
+for _, lane in ipairs(whole) do
+  changed[lane] = nil
+  local first = redis.call('ZRANGE', timeline(prefix, lane), 0, 0, 'WITHSCORES')
+  if first[1] then
+    push(firsts, first[2], lane)
+  else
+    emptied[#emptied + 1] = lane
+  end
+end
+bulk('ZADD', KEYS[2], firsts)
+bulk('ZREM', KEYS[2], emptied)
 fix_heads(prefix, KEYS[2], changed)
-bury(extra.tombs, buried)
+bury(prefix, extra.graves, buried)
 return {OK, dead, table.concat(numbers), table.concat(blob)}

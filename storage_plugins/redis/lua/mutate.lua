@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned[, waits][, tombs: a cancel leaves a tombstone]
+-- KEYS: alive, heads, owned[, waits][, graves: a cancel leaves a tombstone]
 -- (helpers: optional). ARGV: gen, prefix,
 -- mode ('move' | 'rewrite' | 'cancel'), id, version, at, now, payload ('rewrite':
 -- a move that also replaces the payload), priority (a move's new one; '' keeps it).
@@ -26,5 +26,5 @@ else
 end
 flush(prefix, changes)
 fix_heads(prefix, KEYS[2], changed)
-bury(extra.tombs, buried)
+bury(prefix, extra.graves, buried)
 return {OK, table.concat(numbers, ','), owners}

@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned, dead, dead-ids[, waits][, tombs: an ack leaves
+-- KEYS: alive, heads, owned, dead, dead-ids[, waits][, graves: an ack leaves
 -- tombstones] (helpers: optional).
 -- ARGV: gen, prefix, mode ('ack' | 'extend' | 'nack' | 'back'), owner, time
 -- (extend: until, nack: at), max deliveries (the topic's), then the items as
@@ -15,56 +15,84 @@ local dues = mode == 'back' and decimals(ARGV[10]) or {}
 -- The records are read in one call first, and those changed written in one at
 -- the end (helpers: dirty); acks delete in a few calls after the loop (their
 -- fields, per timeline, from owned); an id acked earlier in the batch is not
--- found again, one changed earlier is seen changed.
-local recs, changes = load_all(prefix, ids, {}), {ids = {}, recs = {}}
+-- found again, one changed earlier is seen changed (a batch is of one mode).
 local acked, removed, disowned, apart, headed = {}, {}, {}, {}, {}
-for i = 1, #ids do
-  local id = ids[i]
-  local rec = not acked[id] and recs[id] or nil
-  local code = check_holder(rec, owner, tonumber(versions[i]))
-  if code ~= OK then
-    refusal(numbers, owners, code, rec)
-  elseif mode == 'ack' then
-    acked[id] = true
-    local lane = lane_of(rec)
-    local members = removed[lane]
-    if not members then
-      members = {}
-      removed[lane] = members
+
+-- An ack reads its records packed, with no table a record: a record held by
+-- `owner` at `version` (check_holder's OK: alive, same owner, same version)
+-- is acked from its fields; any other is decoded for check_holder's refusal.
+local function ack(id, packed, version)
+  if not stored(packed) then packed = nil end
+  if packed and not acked[id] then
+    local ts, v, _, b, _, _, flags, _, olen, at = struct.unpack(K_RECORD, packed)
+    if flags % 2 == 0 and v == version and olen > 0 and olen == #owner
+       and string.sub(packed, at, at + olen - 1) == owner then
+      acked[id] = true
+      local lane = b
+      if has(flags, 8) then  -- on its key's lane (helpers: lane_of)
+        local from = at + olen
+        local klen = struct.unpack('<H', packed, from)
+        lane = int(b) .. ':' .. string.sub(packed, from + 2, from + 1 + klen)
+      end
+      local members = removed[lane]
+      if not members then
+        members = {}
+        removed[lane] = members
+      end
+      members[#members + 1] = id
+      disowned[#disowned + 1] = id
+      if has(flags, 2) then apart[#apart + 1] = id end
+      if has(flags, 16) then headed[#headed + 1] = id end
+      left(changed, lane, ts)
+      push(buried, time, id)
+      local k = #numbers  -- three values: push would make a table of them
+      numbers[k + 1], numbers[k + 2], numbers[k + 3] = '0', '0', int(ts)
+      return
     end
-    members[#members + 1] = id
-    disowned[#disowned + 1] = id
-    if rec.apart then apart[#apart + 1] = id end
-    if rec.headed then headed[#headed + 1] = id end
-    left(changed, lane, rec.ts)
-    push(buried, time, id)
-    push(numbers, '0', '0', int(rec.ts))
-  elseif mode == 'back' then
-    local due = dues[i]
-    reschedule(prefix, KEYS[2], extra.waits, id, rec, due, changed, changes)
-    rec.n, rec.o = rec.n - 1, nil
-    redis.call('ZREM', KEYS[3], id)
-    push(numbers, '0', int(rec.v), due)
-  elseif mode == 'nack' and dies_on_nack(rec.n, effective_max_deliveries(rec.md, topic_max)) then
-    kill(prefix, id, rec, time, KEYS[3], KEYS[4], KEYS[5], changed, changes)
-    push(numbers, '0', '0', time)
-  else
-    reschedule(prefix, KEYS[2], extra.waits, id, rec, time, changed, changes)
-    if mode == 'extend' then
-      redis.call('ZADD', KEYS[3], time, id)
-    else
-      rec.o = nil
+  end
+  local rec = packed and not acked[id] and decode(packed) or nil
+  refusal(numbers, owners, check_holder(rec, owner, version), rec)
+end
+
+local changes = {ids = {}, recs = {}}
+if mode == 'ack' then
+  local packed = collect('HMGET', prefix .. K_RECORDS, ids)
+  for i = 1, #ids do ack(ids[i], packed[i], tonumber(versions[i])) end
+else
+  local recs = load_all(prefix, ids, {})
+  for i = 1, #ids do
+    local id = ids[i]
+    local rec = recs[id]
+    local code = check_holder(rec, owner, tonumber(versions[i]))
+    if code ~= OK then
+      refusal(numbers, owners, code, rec)
+    elseif mode == 'back' then
+      local due = dues[i]
+      reschedule(prefix, KEYS[2], extra.waits, id, rec, due, changed, changes)
+      rec.n, rec.o = rec.n - 1, nil
       redis.call('ZREM', KEYS[3], id)
+      push(numbers, '0', int(rec.v), due)
+    elseif mode == 'nack' and dies_on_nack(rec.n, effective_max_deliveries(rec.md, topic_max)) then
+      kill(prefix, id, rec, time, KEYS[3], KEYS[4], KEYS[5], changed, changes)
+      push(numbers, '0', '0', time)
+    else
+      reschedule(prefix, KEYS[2], extra.waits, id, rec, time, changed, changes)
+      if mode == 'extend' then
+        redis.call('ZADD', KEYS[3], time, id)
+      else
+        rec.o = nil
+        redis.call('ZREM', KEYS[3], id)
+      end
+      push(numbers, '0', int(rec.v), time)
     end
-    push(numbers, '0', int(rec.v), time)
   end
 end
 flush(prefix, changes)
-bulk('HDEL', prefix .. K_RECORDS, disowned)
+if not extra.graves then bulk('HDEL', prefix .. K_RECORDS, disowned) end  -- else buried
 bulk('HDEL', prefix .. K_PAYLOADS, apart)
 bulk('HDEL', prefix .. K_HEADERS, headed)
 for bucket, members in pairs(removed) do bulk('ZREM', timeline(prefix, bucket), members) end
 bulk('ZREM', KEYS[3], disowned)
 fix_heads(prefix, KEYS[2], changed)
-bury(extra.tombs, buried)
+bury(prefix, extra.graves, buried)
 return {OK, table.concat(numbers, ','), owners}
