@@ -313,8 +313,8 @@ class Consumer:
         # generator step, no second coroutine and no suspension.
         d = self._ready()
         if d is None:
-            if self._reader is None and not self._closing:  # never started; a reconnect is not a start
-                await self.start()
+            if self._reader is None and not self._closing:
+                await self.start()  # never started (a reconnect is not a start)
             d = await self._receive_waiting(None)
             if d is None:
                 raise StopAsyncIteration
