@@ -1,7 +1,7 @@
 """Settle grouping: acks, nacks and extends leave in frames, never one by one.
 
 A settle is queued and the caller goes on. Queued settles leave together
-``linger_ms`` after the first of them (20 ms by default; Pulsar groups acks
+``linger_ms`` after the first of them (50 ms by default; Pulsar groups acks
 for 100 ms), at once when ``max_batch`` ids of one kind have gathered or when a
 caller waits for confirmation, as one Settle frame per kind, with the credits
 the consumer returns riding along. So a consumer sends a bounded number of
@@ -109,7 +109,7 @@ class SettleBatcher:
         send: Send,
         *,
         max_batch: int = 1000,
-        linger_ms: float = 20.0,
+        linger_ms: float = 50.0,
         max_unanswered: int = 20_000,
         on_error: OnError | None = None,
         trace: tracing.SettleTrace | None = None,

@@ -76,14 +76,26 @@ def _batch_with_offsets(offsets: list[int], blob: bytes, count: int) -> bytes:
     return bytes(b.Output())
 
 
+# A frame of a few hundred messages: one offset steps back in the middle.
+LONG = [*range(50), 52, 51, *range(52, 301)]
+
+
 @pytest.mark.parametrize(
-    ("offsets", "count"),
-    [([0, 5, 99], 2), ([0, 3, 2], 2), ([1, 2, 4], 2), ([0, 4], 2)],
-    ids=["past-the-blob", "decreasing", "not-from-zero", "count-mismatch"],
+    ("offsets", "count", "blob"),
+    [
+        ([0, 5, 99], 2, b"abcd"),
+        ([0, 3, 2], 2, b"abcd"),
+        ([1, 2, 4], 2, b"abcd"),
+        ([0, 4], 2, b"abcd"),
+        (LONG, len(LONG) - 1, b"x" * LONG[-1]),
+    ],
+    ids=["past-the-blob", "decreasing", "not-from-zero", "count-mismatch", "decreasing-long"],
 )
-def test_offsets_that_do_not_fit_the_blob_are_refused(offsets: list[int], count: int) -> None:
+def test_offsets_that_do_not_fit_the_blob_are_refused(
+    offsets: list[int], count: int, blob: bytes
+) -> None:
     with pytest.raises(InvalidArgument, match="offsets"):
-        decode_messages(_batch_with_offsets(offsets, b"abcd", count))
+        decode_messages(_batch_with_offsets(offsets, blob, count))
 
 
 @settings(max_examples=200, deadline=None)
