@@ -10,11 +10,17 @@ ids at once, one numpy step per probe distance, so a batch of a thousand ids
 costs a few dozen numpy calls, not a thousand dict operations. Equal hashes
 are confirmed against the stored id bytes: two ids with one 64-bit hash are
 told apart, if slowly.
+
+The probing loops also exist in C (``id_kernel.c``), one id at a time with no
+numpy call a probe distance: a table uses them when the kernel was built and
+may run (``core/hotpath.py``), and the numpy code here otherwise, which is
+also the reference a differential test holds the kernel to.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Final
 
 import numpy as np
@@ -31,6 +37,19 @@ SLOT_SHIFT: Final = 32  # home position << 32 | batch index, sorted as one int64
 TAIL: Final = 24  # ids left probing when a Python loop becomes cheaper than another numpy round
 
 
+def _kernel() -> ModuleType | None:
+    """The C loops, or None: not built, or ``core/hotpath.py`` forbids them
+    (``DEJAQ_PURE_PYTHON=1``, or sources changed since the build)."""
+    try:
+        from dejaq.storage_plugins.memory import id_kernel
+    except ImportError:
+        return None
+    return id_kernel
+
+
+KERNEL: Final = _kernel()
+
+
 def hashes_of(ids: Sequence[str]) -> I64:
     return np.fromiter(map(hash, ids), np.int64, len(ids))
 
@@ -43,6 +62,8 @@ class IdTable:
         self._table = np.zeros(MIN_CAPACITY, np.int32)
         self._live = 0
         self._deleted = 0
+        # Whether the C loops run (tests turn them off to compare with the reference).
+        self.native = KERNEL is not None
 
     def __len__(self) -> int:
         return self._live
@@ -86,6 +107,16 @@ class IdTable:
             self._deleted = 0
             self._fill(self._cols.id_hash[held], held)
             return
+        if self.native and KERNEL is not None:
+            missing = spots if spots is not None else np.full(len(slots), -1, np.int64)
+            self._deleted -= KERNEL.place(
+                self._table,
+                self._cols.id_at,
+                np.ascontiguousarray(hashes, np.int64),
+                np.ascontiguousarray(slots, np.int64),
+                np.ascontiguousarray(missing, np.int64),
+            )
+            return
         if spots is not None and len(slots) > TAIL:  # fewer: _place probes them in Python
             table = self._table
             known = np.flatnonzero(spots >= 0)
@@ -115,6 +146,10 @@ class IdTable:
         """Per hash, the first slot entered under an equal hash, or -1; and the
         first free position on the way (-1 where the probe did not pass one)."""
         table, mask, known = self._table, len(self._table) - 1, self._cols.id_hash
+        if self.native and KERNEL is not None:
+            found, spots = np.empty(len(hashes), np.int64), np.empty(len(hashes), np.int64)
+            KERNEL.probe(table, known, np.ascontiguousarray(hashes), found, spots)
+            return found, spots
         out = np.full(len(hashes), -1, np.int64)
         spots = np.full(len(hashes), -1, np.int64)
         todo = np.arange(len(hashes))
@@ -157,6 +192,15 @@ class IdTable:
 
     def _place(self, hashes: I64, slots: I64) -> None:
         table, mask, id_at = self._table, len(self._table) - 1, self._cols.id_at
+        if self.native and KERNEL is not None:
+            self._deleted -= KERNEL.place(
+                table,
+                id_at,
+                np.ascontiguousarray(hashes, np.int64),
+                np.ascontiguousarray(slots, np.int64),
+                np.full(len(slots), -1, np.int64),
+            )
+            return
         pos = hashes & mask
         want = (slots + 1).astype(np.int32)
         while len(pos) > TAIL:
