@@ -52,7 +52,10 @@ COMPILED: tuple[str, ...] = (
     "dejaq.broker.dispatch.window",
 )
 # Hand-written C (each ``.c`` beside its user), built and refused with the others.
-KERNELS: tuple[str, ...] = ("dejaq.storage_plugins.memory.id_kernel",)
+KERNELS: tuple[str, ...] = (
+    "dejaq.storage_plugins.memory.blob_kernel",
+    "dejaq.storage_plugins.memory.id_kernel",
+)
 # Written by setup.py beside this module: each compiled module's source digest.
 MANIFEST = "hotpath_built.json"
 PURE_ENV = "DEJAQ_PURE_PYTHON"
@@ -134,14 +137,15 @@ def is_compiled(module: ModuleType) -> bool:
     )
 
 
-def _loads(module: str) -> bool:
+def kernel(module: str) -> ModuleType | None:
+    """A module of ``KERNELS``, or None where it is not built or may not run
+    (its user then runs its Python reference)."""
     import importlib
 
     try:
-        importlib.import_module(module)
+        return importlib.import_module(module)
     except ImportError:
-        return False
-    return True
+        return None
 
 
 def status() -> str:
@@ -152,7 +156,7 @@ def status() -> str:
     built = len(_FINDER.built)
     total = len(COMPILED)
     if len(running) == total:
-        kernels = sum(map(_loads, KERNELS))
+        kernels = sum(kernel(k) is not None for k in KERNELS)
         return f"compiled hot path: active ({total} modules, mypyc; {kernels} of {len(KERNELS)} C kernels)"
     if _FINDER.pure and built:
         return f"compiled hot path: off, {PURE_ENV}=1 forces the Python modules"

@@ -20,11 +20,11 @@ also the reference a differential test holds the kernel to.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Final
 
 import numpy as np
 
+from dejaq.core.hotpath import kernel
 from dejaq.storage_plugins.memory.columns import FREE, Columns
 from dejaq.storage_plugins.memory.types import I64
 
@@ -37,17 +37,8 @@ SLOT_SHIFT: Final = 32  # home position << 32 | batch index, sorted as one int64
 TAIL: Final = 24  # ids left probing when a Python loop becomes cheaper than another numpy round
 
 
-def _kernel() -> ModuleType | None:
-    """The C loops, or None: not built, or ``core/hotpath.py`` forbids them
-    (``DEJAQ_PURE_PYTHON=1``, or sources changed since the build)."""
-    try:
-        from dejaq.storage_plugins.memory import id_kernel
-    except ImportError:
-        return None
-    return id_kernel
-
-
-KERNEL: Final = _kernel()
+# The C loops, or None: not built, or ``core/hotpath.py`` refuses them.
+KERNEL: Final = kernel("dejaq.storage_plugins.memory.id_kernel")
 
 
 def hashes_of(ids: Sequence[str]) -> I64:

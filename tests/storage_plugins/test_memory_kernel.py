@@ -20,6 +20,7 @@ from dejaq.core.errors import DejaqError
 from dejaq.core.model import NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins.base import LeaseRequest
 from dejaq.storage_plugins.memory import MemoryStorage
+from dejaq.storage_plugins.memory import blobs as blobs_module
 from dejaq.storage_plugins.memory import ids as ids_module
 from dejaq.storage_plugins.memory.columns import FREE, LIVE, Columns
 from dejaq.storage_plugins.memory.ids import IdTable
@@ -30,9 +31,11 @@ QUICK = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCh
 def test_the_kernel_is_built_wherever_the_compiled_modules_run() -> None:
     # Given this install: the kernels are built and refused with the mypyc modules
     compiled = hotpath.is_compiled(ids_module)
-    # then a compiled build runs the kernel, and the Python modules never do
+    # then a compiled build runs the kernels, and the Python modules never do
     assert (ids_module.KERNEL is not None) == compiled
-    assert IdTable(Columns()).native == compiled
+    assert (blobs_module.KERNEL is not None) == compiled
+    cols = Columns()
+    assert IdTable(cols).native == cols.native == cols.blobs.native == compiled
 
 
 # -- the id table ------------------------------------------------------------------
@@ -126,6 +129,51 @@ def test_a_table_kept_near_full_of_deleted_positions_finds_every_id() -> None:
     assert len(live) == len(native.table) == len(reference.table) == 300
 
 
+# -- the records -------------------------------------------------------------------
+
+RECORD = st.tuples(
+    st.text(min_size=1, max_size=12),  # the id (any UTF-8)
+    st.binary(max_size=300),  # the payload: rows of several widths
+    st.text(max_size=4),  # the key
+    st.binary(max_size=8),  # the headers
+)
+
+
+@QUICK
+@given(batches=st.lists(st.lists(RECORD, min_size=1, max_size=30), min_size=1, max_size=5))
+def test_records_are_written_and_read_back_as_the_python_loops_do(
+    batches: list[list[tuple[str, bytes, str, bytes]]],
+) -> None:
+    # Given two columns, one copying and reading records in C and one in Python
+    sides = [Columns(), Columns()]
+    sides[1].native = sides[1].blobs.native = False
+    slots: list[int] = []
+    # when the same batches are stored (some freed again, their rows reused)
+    for n, batch in enumerate(batches):
+        for cols in sides:
+            got = cols.allocate(len(batch))
+            cols.store(
+                got,
+                [id.encode() for id, _, _, _ in batch],
+                [payload for _, payload, _, _ in batch],
+                [key.encode() for _, _, key, _ in batch],
+                [headers for _, _, _, headers in batch],
+            )
+        slots += got.tolist()
+        if n % 2:
+            freed = np.array(slots[: len(slots) // 3], np.int64)
+            slots = slots[len(slots) // 3 :]
+            for cols in sides:
+                cols.release(freed)
+    # then every record reads back the same, ids and payloads and extras
+    at = np.array(slots, np.int64)
+    native, reference = sides
+    assert native.records(at) == reference.records(at)
+    assert native.extras(at) == reference.extras(at)
+    native.native = False
+    assert native.records(at) == reference.records(at)
+
+
 # -- a whole storage -----------------------------------------------------------------
 
 TOPIC = "t"
@@ -192,7 +240,8 @@ async def _storage(native: bool) -> MemoryStorage:
     await storage.open()
     await storage.create_topic(Topic(TOPIC, TopicSettings(buckets=4, max_deliveries=3)))
     if not native:
-        storage._timelines[TOPIC].ids.native = False
+        tl = storage._timelines[TOPIC]
+        tl.ids.native = tl.cols.native = tl.cols.blobs.native = False
     return storage
 
 
