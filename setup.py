@@ -173,7 +173,8 @@ class BuildHotPath(build_ext):
         if not self.extensions:
             return
         digests = {
-            m: HOTPATH["source_digest"](HOTPATH["source_of"](m, ROOT)) for m in (*COMPILED, *KERNELS)
+            m: HOTPATH["source_digest"](HOTPATH["source_of"](m, ROOT))
+            for m in (*COMPILED, *KERNELS)
         }
         build_py = self.get_finalized_command("build_py")
         core = Path(build_py.get_package_dir("dejaq.core"))

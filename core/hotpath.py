@@ -89,9 +89,7 @@ def _fresh(built: dict[str, str]) -> bool:
     must never meet the Python version of another."""
     top = Path(__file__).resolve().parent.parent
     try:
-        return all(
-            built.get(m) == source_digest(source_of(m, top)) for m in (*COMPILED, *KERNELS)
-        )
+        return all(built.get(m) == source_digest(source_of(m, top)) for m in (*COMPILED, *KERNELS))
     except OSError:
         return False
 
@@ -156,8 +154,8 @@ def status() -> str:
     built = len(_FINDER.built)
     total = len(COMPILED)
     if len(running) == total:
-        kernels = sum(kernel(k) is not None for k in KERNELS)
-        return f"compiled hot path: active ({total} modules, mypyc; {kernels} of {len(KERNELS)} C kernels)"
+        kernels = f"{sum(kernel(k) is not None for k in KERNELS)} of {len(KERNELS)} C kernels"
+        return f"compiled hot path: active ({total} modules, mypyc; {kernels})"
     if _FINDER.pure and built:
         return f"compiled hot path: off, {PURE_ENV}=1 forces the Python modules"
     if running:

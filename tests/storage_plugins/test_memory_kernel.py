@@ -8,7 +8,7 @@ both sides run the reference: the stories still hold, and say nothing more."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import numpy as np
@@ -226,10 +226,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-async def _outcome(call: Callable[[], Awaitable[Any]]) -> Any:
+async def _outcome(call: Awaitable[Any]) -> Any:
     """What a call returns, or the error it raises."""
     try:
-        return _plain(await call())
+        return _plain(await call)
     except DejaqError as exc:
         return _plain(exc)
 
@@ -254,10 +254,12 @@ async def _run(storage: MemoryStorage, steps: list[tuple[Any, ...]]) -> list[Any
         kind = step[0]
         if kind == "insert":
             batch = [
-                NewMessage(IDS[i], now + due, b"p%d" % i, i % 4, md, now + ex if ex else 0, 0, KEYS[k])
+                NewMessage(
+                    IDS[i], now + due, b"p%d" % i, i % 4, md, now + ex if ex else 0, 0, KEYS[k]
+                )
                 for i, due, k, md, ex in step[1]
             ]
-            results.append(await _outcome(lambda: storage.insert(TOPIC, batch)))
+            results.append(await _outcome(storage.insert(TOPIC, batch)))
         elif kind == "lease":
             _, limit, owner, caps = step
             request = LeaseRequest.of(TOPIC, None, now, limit, 30, owner, caps=caps)
@@ -272,21 +274,21 @@ async def _run(storage: MemoryStorage, steps: list[tuple[Any, ...]]) -> list[Any
             owner = chosen[0][2] if who == "holder" else who
             items = list(dict.fromkeys((id, version) for id, version, _ in chosen))
             if kind == "ack":
-                call = lambda: storage.ack(TOPIC, items, owner, now)  # noqa: E731
+                call = storage.ack(TOPIC, items, owner, now)
             elif kind == "nack":
-                call = lambda: storage.nack(TOPIC, items, owner, now + delay, 3)  # noqa: E731
+                call = storage.nack(TOPIC, items, owner, now + delay, 3)
             else:
-                call = lambda: storage.extend(TOPIC, items, owner, now + delay)  # noqa: E731
+                call = storage.extend(TOPIC, items, owner, now + delay)
             results.append(await _outcome(call))
         elif kind == "cancel":
             _, i, version = step
-            results.append(await _outcome(lambda: storage.cancel(TOPIC, IDS[i], version, now)))
+            results.append(await _outcome(storage.cancel(TOPIC, IDS[i], version, now)))
         elif kind == "tick":
             now += step[1]
         else:
             results.append(await storage.purge_tombstones(TOPIC, now, step[1]))
     for id in IDS:
-        results.append(await _outcome(lambda: storage.get(TOPIC, id)))
+        results.append(await _outcome(storage.get(TOPIC, id)))
     results.append(await storage.counts(TOPIC, now))
     results.append(await storage.list_dead(TOPIC, "", 100))
     storage._timelines[TOPIC].ids.check()
