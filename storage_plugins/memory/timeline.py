@@ -660,15 +660,12 @@ class Timeline:
         if at < 0 and self.ranks is not None:
             lanes = self.ranks
             self.ranked += len(slots)
-        by_bucket: dict[int, list[int]] = {}
-        for b, slot in zip(c.bucket[slots].tolist(), slots.tolist(), strict=True):
-            group = by_bucket.get(b)
-            if group is None:
-                by_bucket[b] = [slot]
-            else:
-                group.append(slot)
-        for b, group in by_bucket.items():
-            lanes[b].push_many(at, group)
+        # One push each over native ints: cheaper than grouping by bucket for
+        # push_many when a batch spreads over many buckets.
+        in_bucket: list[int] = c.bucket[slots].tolist()
+        moved: list[int] = slots.tolist()
+        for i in range(len(moved)):
+            lanes[in_bucket[i]].push(at, moved[i])
 
     def revive(self, slots: I64, at: int) -> None:
         """Put dead messages back, due at ``at``, with their deliveries and expiry reset."""
