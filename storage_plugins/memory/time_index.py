@@ -485,12 +485,22 @@ def push_all(lanes: list[TimeIndex], buckets: I64, timestamps: I64, slots: I64) 
     the arithmetic done a column at a time and only the appends left per entry
     (up to ``PUSH_ONE_BY_ONE`` entries, a plain ``push`` each costs less than the arrays)."""
     if len(slots) <= PUSH_ONE_BY_ONE:
-        one_bucket: list[int] = buckets.tolist()
-        one_time: list[int] = timestamps.tolist()
-        one_slot: list[int] = slots.tolist()
-        for i in range(len(one_slot)):
-            lanes[one_bucket[i]].push(one_time[i], one_slot[i])
-        return
+        push_each(lanes, buckets, timestamps, slots)
+    else:
+        push_arrays(lanes, buckets, timestamps, slots)
+
+
+def push_each(lanes: list[TimeIndex], buckets: I64, timestamps: I64, slots: I64) -> None:
+    """``push_all`` one entry at a time, over native ints."""
+    one_bucket: list[int] = buckets.tolist()
+    one_time: list[int] = timestamps.tolist()
+    one_slot: list[int] = slots.tolist()
+    for i in range(len(one_slot)):
+        lanes[one_bucket[i]].push(one_time[i], one_slot[i])
+
+
+def push_arrays(lanes: list[TimeIndex], buckets: I64, timestamps: I64, slots: I64) -> None:
+    """``push_all`` a column at a time: only the appends left per entry."""
     horizon = np.array([lane.horizon for lane in lanes], np.int64)[buckets]
     near = timestamps < horizon
     if near.any():

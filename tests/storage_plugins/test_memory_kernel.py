@@ -1,6 +1,7 @@
-"""The memory backend's C kernels against their Python reference: the same
-random operations through a table (or a whole storage) running the kernels
-and one running the numpy code, every result and the final state compared.
+"""The memory backend's C kernels and native-int loops against their numpy
+reference: the same random operations through a table, the time indexes,
+columns or a whole storage running each, every result and the final state
+compared.
 
 Under ``DEJAQ_PURE_PYTHON=1`` (or with no compiler) there is no kernel and
 both sides run the reference: the stories still hold, and say nothing more."""
@@ -19,7 +20,7 @@ from dejaq.core import hotpath
 from dejaq.core.errors import DejaqError
 from dejaq.core.model import NewMessage, Topic, TopicSettings
 from dejaq.storage_plugins.base import LeaseRequest
-from dejaq.storage_plugins.memory import MemoryStorage
+from dejaq.storage_plugins.memory import MemoryStorage, time_index
 from dejaq.storage_plugins.memory import blobs as blobs_module
 from dejaq.storage_plugins.memory import ids as ids_module
 from dejaq.storage_plugins.memory.columns import FREE, LIVE, Columns
@@ -127,6 +128,59 @@ def test_a_table_kept_near_full_of_deleted_positions_finds_every_id() -> None:
     reference.table.check()
     live = np.flatnonzero(native.cols.state[: native.cols.used] != FREE)
     assert len(live) == len(native.table) == len(reference.table) == 300
+
+
+# -- the time index ------------------------------------------------------------------
+
+# Due times from now: in the heap, in this window, the next ones, and far off.
+DUE = st.sampled_from([-3, 0, 2, 4_000, 5_000, 70_000, 1 << 20, 3 << 20, 1 << 28, 5 << 28])
+PUSHES = st.lists(
+    st.tuples(
+        st.lists(st.tuples(st.integers(0, 3), DUE, st.integers(0, 9)), min_size=1, max_size=40),
+        st.integers(0, 1 << 21),  # how far the clock moves after the batch
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@QUICK
+@given(batches=PUSHES)
+def test_entries_pushed_one_at_a_time_are_found_as_those_pushed_by_columns(
+    batches: list[tuple[list[tuple[int, int, int]], int]],
+) -> None:
+    # Given the lanes of four buckets twice over one set of columns
+    cols = Columns()
+    each = [time_index.TimeIndex(b, cols) for b in range(4)]
+    arrays = [time_index.TimeIndex(b, cols) for b in range(4)]
+    now = 1 << 30
+    for lanes in (each, arrays):
+        for lane in lanes:
+            lane.advance(now)
+    # when the same batches are pushed, one entry at a time and a column at a time,
+    # the clock moving on between them
+    for batch, step in batches:
+        slots = cols.allocate(len(batch))
+        buckets = np.array([b for b, _, _ in batch], np.int64)
+        times = np.array([now + due + jitter for _, due, jitter in batch], np.int64)
+        cols.state[slots] = LIVE
+        cols.bucket[slots] = buckets
+        cols.timestamp[slots] = times
+        time_index.push_each(each, buckets, times, slots)
+        time_index.push_arrays(arrays, buckets, times, slots)
+        now += step
+        # then every lane names the same earliest time, and gives the same entries due
+        for one, other in zip(each, arrays, strict=True):
+            assert one.first() == other.first()
+            one.advance(now)
+            other.advance(now)
+            assert _due(one, now) == _due(other, now)
+
+
+def _due(lane: time_index.TimeIndex, now: int) -> list[int]:
+    keys, times, slots = lane.due(now)
+    pending = [] if times is None or slots is None else (times << 32 | slots).tolist()
+    return sorted(k for k in [*keys, *pending] if lane.current_one(k))
 
 
 # -- the records -------------------------------------------------------------------
