@@ -2,7 +2,8 @@
 
 The modules named by ``COMPILED`` in core/hotpath.py are compiled with mypyc
 (a build dependency from PyPI) and the system C compiler into extension
-modules beside their ``.py``. With no working compiler, or with
+modules beside their ``.py``, and the hand-written C of ``KERNELS`` beside
+its ``.c``. With no working compiler, or with
 ``DEJAQ_PURE_PYTHON=1`` at build time, the package installs as pure Python
 and this script says so in one line. Either way the ``.py`` files ship, so
 ``DEJAQ_PURE_PYTHON=1`` can choose them at run time.
@@ -22,13 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.warnings import InformationOnly
 
 ROOT = Path(__file__).resolve().parent
 HOTPATH = runpy.run_path(str(ROOT / "core" / "hotpath.py"), run_name="dejaq_hotpath_build")
 COMPILED: tuple[str, ...] = HOTPATH["COMPILED"]
+KERNELS: tuple[str, ...] = HOTPATH["KERNELS"]
 # The source folders install as dejaq.* through package-dir, which mypy cannot
 # follow: it reads them through a symlinked dejaq/ tree (as scripts/lint.sh does).
 TOP = ("core", "proto", "fbs", "broker", "driver", "storage_plugins", "outbox")
@@ -110,7 +112,11 @@ def compiled_extensions() -> list[Any]:
         ext.sources = [s if os.path.isabs(s) else str(TREE / s) for s in ext.sources]
         # The group's header sits in its package's folder, the modules' C files above it.
         ext.include_dirs.append(str(OUT.joinpath(*GROUP.split(".")[:-1])))
-    say(f"compiling the hot path with mypyc: {len(COMPILED)} modules")
+    # Built with the mypyc modules or not at all: core/hotpath.py lets both run or neither.
+    for kernel in KERNELS:
+        source = HOTPATH["source_of"](kernel, ROOT).relative_to(ROOT)
+        extensions.append(Extension(kernel, [str(source)], extra_compile_args=[f"-O{OPT_LEVEL}"]))
+    say(f"compiling the hot path with mypyc: {len(COMPILED)} modules, and {len(KERNELS)} C kernels")
     return extensions
 
 
@@ -166,7 +172,10 @@ class BuildHotPath(build_ext):
         super().run()
         if not self.extensions:
             return
-        digests = {m: HOTPATH["source_digest"](HOTPATH["source_of"](m, ROOT)) for m in COMPILED}
+        digests = {
+            m: HOTPATH["source_digest"](HOTPATH["source_of"](m, ROOT))
+            for m in (*COMPILED, *KERNELS)
+        }
         build_py = self.get_finalized_command("build_py")
         core = Path(build_py.get_package_dir("dejaq.core"))
         out = core if self.inplace else Path(self.build_lib, "dejaq", "core")

@@ -2,6 +2,7 @@
 
     python benchmarks/hotpath.py                # 5 rounds, alternating flavours
     python benchmarks/hotpath.py --rounds 3 --messages 50000
+    python benchmarks/hotpath.py --rounds 1 --split    # also each step's share
 
 A message's broker-side storage and codec work, as the broker does it at
 steady on ``memory://``, without gRPC or other processes: decode a produce
@@ -30,8 +31,10 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results" / "hotpath.json"
 
 
-async def cycle(messages: int, batch: int) -> float:
-    """CPU seconds for ``messages`` through decode, insert, lease, encode, ack."""
+async def cycle(messages: int, batch: int, split: dict[str, float] | None = None) -> float:
+    """CPU seconds for ``messages`` through decode, insert, lease, encode, ack;
+    with ``split``, each step's CPU seconds added to it by name too (the clock
+    read between steps costs a little, so the total is not comparable)."""
     from dejaq.core.model import NewMessage, Topic
     from dejaq.core.wire import batches
     from dejaq.storage_plugins.base import LeaseRequest
@@ -44,40 +47,64 @@ async def cycle(messages: int, batch: int) -> float:
     payload = b"x" * 100
     now = 1_000_000
     seq = 0
-    start = time.process_time()
+    clock = time.process_time
+
+    def step(name: str, since: float) -> float:
+        """Adds the CPU since ``since`` to ``name`` (with ``split``); the clock now."""
+        if split is None:
+            return since
+        at = clock()
+        split[name] = split.get(name, 0.0) + at - since
+        return at
+
+    start = clock()
     for _ in range(messages // batch):
         ids = [f"m{seq + i}" for i in range(batch)]
         seq += batch
         frame = batches.encode_messages([now] * batch, [payload] * batch, ids)
+        at = clock() if split is not None else start
         decoded = batches.decode_messages(frame)
         new = [
             NewMessage(i, t, p, 0)
             for i, t, p in zip(decoded.ids, decoded.timestamps, decoded.payloads, strict=True)
         ]
+        at = step("decode", at)
         await storage.insert("bench", new)
+        at = step("insert", at)
         leases = await storage.lease(LeaseRequest.of("bench", None, now, batch, 30_000, "c1"))
+        at = step("lease", at)
         sent = batches.delivery_frames(leases.delivered, leases.lease_until, 4 << 20, topic)
         for frame_out, _ in sent:
             batches.decode_delivery_columns(frame_out)
+        at = step("encode", at)
         await storage.ack("bench", [(m.id, m.version) for m in leases.delivered], "c1", now)
+        step("ack", at)
         now += 1
-    return time.process_time() - start
+    return clock() - start
 
 
-def child(messages: int, batch: int) -> None:
+def child(messages: int, batch: int, split: bool) -> None:
     from dejaq.core import hotpath
 
     asyncio.run(cycle(batch * 20, batch))  # warm up: imports, first allocations
     cpu = asyncio.run(cycle(messages, batch))
-    print(json.dumps({"status": hotpath.status(), "us_per_message": cpu / messages * 1e6}))
+    out: dict[str, object] = {"status": hotpath.status(), "us_per_message": cpu / messages * 1e6}
+    if split:
+        steps: dict[str, float] = {}
+        asyncio.run(cycle(messages, batch, steps))
+        out["split_us"] = {k: round(v / messages * 1e6, 2) for k, v in steps.items()}
+    print(json.dumps(out))
 
 
-def measure(flavour: str, messages: int, batch: int) -> dict[str, object]:
+def measure(flavour: str, messages: int, batch: int, split: bool) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k != "DEJAQ_PURE_PYTHON"}
     if flavour == "pure":
         env["DEJAQ_PURE_PYTHON"] = "1"
     out = subprocess.run(
-        [sys.executable, __file__, "--child", "--messages", str(messages), "--batch", str(batch)],
+        [
+            *(sys.executable, __file__, "--child", "--messages", str(messages)),
+            *("--batch", str(batch), *(["--split"] if split else [])),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -92,20 +119,25 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--batch", type=int, default=100)
+    p.add_argument(
+        "--split", action="store_true", help="also time each step apart, in a second cycle"
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        child(a.messages, a.batch)
+        child(a.messages, a.batch, a.split)
         return
     runs: dict[str, list[float]] = {"compiled": [], "pure": []}
     status = {}
     for r in range(a.rounds):
         for flavour in runs:
-            got = measure(flavour, a.messages, a.batch)
+            got = measure(flavour, a.messages, a.batch, a.split)
             runs[flavour].append(round(float(str(got["us_per_message"])), 2))
             status[flavour] = got["status"]
             us = runs[flavour][-1]
             print(f"round {r + 1} {flavour:8} {us:6.2f} us a message  ({got['status']})")
+            if "split_us" in got:
+                print(f"        {flavour:8} by step, us a message: {got['split_us']}")
     medians = {f: statistics.median(v) for f, v in runs.items()}
     print(
         f"median: compiled {medians['compiled']:.2f} us, pure {medians['pure']:.2f} us a message"

@@ -8,10 +8,16 @@ in front of the import system that loads the ``.py`` instead of the compiled
 one when
 
 - ``DEJAQ_PURE_PYTHON=1`` is set (to compare the two flavours), or
-- any compiled module's ``.py`` no longer matches the source it was built
-  from (an edited checkout before ``pip install -e .`` ran again): stale
-  machine code must never run in place of the rule as written. All of them
-  then load as ``.py``, since compiled modules call each other natively.
+- any compiled module's ``.py`` (or a kernel's ``.c``) no longer matches the
+  source it was built from (an edited checkout before ``pip install -e .``
+  ran again): stale machine code must never run in place of the rule as
+  written. All of them then load as ``.py``, since compiled modules call
+  each other natively.
+
+The modules in ``KERNELS`` are written in C by hand (a ``.c`` beside the
+Python module that uses it, which holds the reference in Python and falls
+back to it): built with the others, and in the same cases refused at import
+(``ModuleNotFoundError``), so their users run the reference.
 
 Every package holding a module of ``COMPILED`` imports this module first, so
 the finder is in place before any of them loads. The variable is read here,
@@ -45,6 +51,11 @@ COMPILED: tuple[str, ...] = (
     "dejaq.storage_plugins.memory.timeline",
     "dejaq.broker.dispatch.window",
 )
+# Hand-written C (each ``.c`` beside its user), built and refused with the others.
+KERNELS: tuple[str, ...] = (
+    "dejaq.storage_plugins.memory.blob_kernel",
+    "dejaq.storage_plugins.memory.id_kernel",
+)
 # Written by setup.py beside this module: each compiled module's source digest.
 MANIFEST = "hotpath_built.json"
 PURE_ENV = "DEJAQ_PURE_PYTHON"
@@ -67,9 +78,9 @@ def _built() -> dict[str, str]:
 
 
 def source_of(module: str, top: Path) -> Path:
-    """A compiled module's ``.py``; ``top`` holds the folders dejaq.* installs
-    from (each is named as its package: core/, storage_plugins/, ...)."""
-    return top.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    """A compiled module's ``.py`` (a kernel's ``.c``); ``top`` holds the folders
+    dejaq.* installs from (each is named as its package: core/, storage_plugins/, ...)."""
+    return top.joinpath(*module.split(".")[1:]).with_suffix(".c" if module in KERNELS else ".py")
 
 
 def _fresh(built: dict[str, str]) -> bool:
@@ -78,13 +89,14 @@ def _fresh(built: dict[str, str]) -> bool:
     must never meet the Python version of another."""
     top = Path(__file__).resolve().parent.parent
     try:
-        return all(built.get(m) == source_digest(source_of(m, top)) for m in COMPILED)
+        return all(built.get(m) == source_digest(source_of(m, top)) for m in (*COMPILED, *KERNELS))
     except OSError:
         return False
 
 
 class _PreferSource(importlib.abc.MetaPathFinder):
-    """Loads the ``.py`` of every compiled module when the compiled ones must not run."""
+    """Loads the ``.py`` of every compiled module when the compiled ones must not
+    run, and refuses the kernels then."""
 
     def __init__(self, pure: bool, built: dict[str, str]) -> None:
         self.pure = pure
@@ -94,7 +106,11 @@ class _PreferSource(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if fullname not in COMPILED or not path or not (self.pure or self.stale):
+        if not (self.pure or self.stale):
+            return None
+        if fullname in KERNELS:
+            raise ModuleNotFoundError(f"{fullname} is off: its user runs the Python reference")
+        if fullname not in COMPILED or not path:
             return None
         leaf = fullname.rpartition(".")[2]
         for entry in path:
@@ -119,6 +135,17 @@ def is_compiled(module: ModuleType) -> bool:
     )
 
 
+def kernel(module: str) -> ModuleType | None:
+    """A module of ``KERNELS``, or None where it is not built or may not run
+    (its user then runs its Python reference)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
+
+
 def status() -> str:
     """One line: which flavour of the hot path this process runs, for ``dejaq --version``."""
     import importlib
@@ -127,7 +154,8 @@ def status() -> str:
     built = len(_FINDER.built)
     total = len(COMPILED)
     if len(running) == total:
-        return f"compiled hot path: active ({total} modules, mypyc)"
+        kernels = f"{sum(kernel(k) is not None for k in KERNELS)} of {len(KERNELS)} C kernels"
+        return f"compiled hot path: active ({total} modules, mypyc; {kernels})"
     if _FINDER.pure and built:
         return f"compiled hot path: off, {PURE_ENV}=1 forces the Python modules"
     if running:

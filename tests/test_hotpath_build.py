@@ -107,6 +107,11 @@ def test_python_m_build_makes_a_platform_wheel_with_the_compiled_modules(tmp_pat
         path = "/".join(module.split("."))
         assert f"{path}{suffix}" in names
         assert f"{path}.py" in names
+    # and each C kernel beside its source, which the freshness check reads
+    for module in hotpath.KERNELS:
+        path = "/".join(module.split("."))
+        assert f"{path}{suffix}" in names
+        assert f"{path}.c" in names
     assert f"dejaq/core/{hotpath.MANIFEST}" in names
 
 

@@ -17,6 +17,7 @@ from typing import Final
 
 import numpy as np
 
+from dejaq.core.hotpath import kernel
 from dejaq.storage_plugins.memory.types import FEW, I64
 
 CHUNK_BYTES: Final = 1 << 20
@@ -34,6 +35,8 @@ def _widths() -> list[int]:
 WIDTHS: Final = _widths()
 _WIDTHS: Final = np.array(WIDTHS, np.int64)
 LARGEST: Final = WIDTHS[-1]
+# The copy of a batch's records in C (blob_kernel.c), or None: the loop below runs.
+KERNEL: Final = kernel("dejaq.storage_plugins.memory.blob_kernel")
 
 
 class _Class:
@@ -55,6 +58,7 @@ class Blobs:
         self.chunks: list[memoryview | None] = []  # views of the bytearray chunks
         self._classes = [_Class(w) for w in WIDTHS]
         self._unused_chunks: list[int] = []
+        self.native = KERNEL is not None  # tests turn it off to compare with the loop
 
     def put(self, records: Sequence[bytes]) -> I64:
         """Store ``records``; their handles."""
@@ -66,6 +70,9 @@ class Blobs:
         for k in np.unique(classes).tolist():
             at = np.flatnonzero(classes == k)
             handles[at] = self._rows(k, len(at)) if k < len(WIDTHS) else self._large(lengths[at])
+        if self.native and KERNEL is not None:
+            KERNEL.write(self.chunks, handles, records if isinstance(records, list) else [*records])
+            return handles
         chunks = self.chunks
         for h, rec in zip(handles.tolist(), records, strict=True):
             o = h & OFFSET_MASK

@@ -14,7 +14,7 @@ from typing import Final
 
 import numpy as np
 
-from dejaq.storage_plugins.memory.blobs import OFFSET_BITS, OFFSET_MASK, Blobs
+from dejaq.storage_plugins.memory.blobs import KERNEL, OFFSET_BITS, OFFSET_MASK, Blobs
 from dejaq.storage_plugins.memory.types import I64, Mask
 
 # Slot states. A TOMB slot is a deleted message's tombstone: its id (the record
@@ -62,6 +62,8 @@ class Columns:
         self.blobs = Blobs()
         self._free = np.zeros(0, np.int64)
         self._free_count = 0
+        # Whether ``records`` reads in C (blob_kernel.c); tests turn it off to compare.
+        self.native = KERNEL is not None
         self._grow(1)  # never empty: a gather at slot 0 is always in bounds
 
     def allocate(self, n: int) -> I64:
@@ -133,6 +135,17 @@ class Columns:
 
     def records(self, slots: I64) -> tuple[list[str], list[bytes]]:
         """The ids and payloads of ``slots``."""
+        if self.native and KERNEL is not None:
+            ids_payloads: tuple[list[str], list[bytes]] = KERNEL.read(
+                self.blobs.chunks,
+                np.ascontiguousarray(slots, np.int64),
+                self.record_at,
+                self.id_len,
+                self.key_len,
+                self.headers_len,
+                self.record_len,
+            )
+            return ids_payloads
         at = self.record_at[slots]
         start = at & OFFSET_MASK
         chunks = self.blobs.chunks

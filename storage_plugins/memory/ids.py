@@ -10,6 +10,11 @@ ids at once, one numpy step per probe distance, so a batch of a thousand ids
 costs a few dozen numpy calls, not a thousand dict operations. Equal hashes
 are confirmed against the stored id bytes: two ids with one 64-bit hash are
 told apart, if slowly.
+
+The probing loops also exist in C (``id_kernel.c``), one id at a time with no
+numpy call a probe distance: a table uses them when the kernel was built and
+may run (``core/hotpath.py``), and the numpy code here otherwise, which is
+also the reference a differential test holds the kernel to.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Final
 
 import numpy as np
 
+from dejaq.core.hotpath import kernel
 from dejaq.storage_plugins.memory.columns import FREE, Columns
 from dejaq.storage_plugins.memory.types import I64
 
@@ -29,6 +35,10 @@ REBUILD_LOAD: Final = 0.5  # at most this load right after a rebuild
 MIN_CAPACITY: Final = 1024
 SLOT_SHIFT: Final = 32  # home position << 32 | batch index, sorted as one int64
 TAIL: Final = 24  # ids left probing when a Python loop becomes cheaper than another numpy round
+
+
+# The C loops, or None: not built, or ``core/hotpath.py`` refuses them.
+KERNEL: Final = kernel("dejaq.storage_plugins.memory.id_kernel")
 
 
 def hashes_of(ids: Sequence[str]) -> I64:
@@ -43,6 +53,8 @@ class IdTable:
         self._table = np.zeros(MIN_CAPACITY, np.int32)
         self._live = 0
         self._deleted = 0
+        # Whether the C loops run (tests turn them off to compare with the reference).
+        self.native = KERNEL is not None
 
     def __len__(self) -> int:
         return self._live
@@ -86,6 +98,16 @@ class IdTable:
             self._deleted = 0
             self._fill(self._cols.id_hash[held], held)
             return
+        if self.native and KERNEL is not None:
+            missing = spots if spots is not None else np.full(len(slots), -1, np.int64)
+            self._deleted -= KERNEL.place(
+                self._table,
+                self._cols.id_at,
+                np.ascontiguousarray(hashes, np.int64),
+                np.ascontiguousarray(slots, np.int64),
+                np.ascontiguousarray(missing, np.int64),
+            )
+            return
         if spots is not None and len(slots) > TAIL:  # fewer: _place probes them in Python
             table = self._table
             known = np.flatnonzero(spots >= 0)
@@ -115,6 +137,10 @@ class IdTable:
         """Per hash, the first slot entered under an equal hash, or -1; and the
         first free position on the way (-1 where the probe did not pass one)."""
         table, mask, known = self._table, len(self._table) - 1, self._cols.id_hash
+        if self.native and KERNEL is not None:
+            found, spots = np.empty(len(hashes), np.int64), np.empty(len(hashes), np.int64)
+            KERNEL.probe(table, known, np.ascontiguousarray(hashes), found, spots)
+            return found, spots
         out = np.full(len(hashes), -1, np.int64)
         spots = np.full(len(hashes), -1, np.int64)
         todo = np.arange(len(hashes))
@@ -157,6 +183,15 @@ class IdTable:
 
     def _place(self, hashes: I64, slots: I64) -> None:
         table, mask, id_at = self._table, len(self._table) - 1, self._cols.id_at
+        if self.native and KERNEL is not None:
+            self._deleted -= KERNEL.place(
+                table,
+                id_at,
+                np.ascontiguousarray(hashes, np.int64),
+                np.ascontiguousarray(slots, np.int64),
+                np.full(len(slots), -1, np.int64),
+            )
+            return
         pos = hashes & mask
         want = (slots + 1).astype(np.int32)
         while len(pos) > TAIL:

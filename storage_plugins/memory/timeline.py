@@ -660,15 +660,12 @@ class Timeline:
         if at < 0 and self.ranks is not None:
             lanes = self.ranks
             self.ranked += len(slots)
-        by_bucket: dict[int, list[int]] = {}
-        for b, slot in zip(c.bucket[slots].tolist(), slots.tolist(), strict=True):
-            group = by_bucket.get(b)
-            if group is None:
-                by_bucket[b] = [slot]
-            else:
-                group.append(slot)
-        for b, group in by_bucket.items():
-            lanes[b].push_many(at, group)
+        # One push each over native ints: cheaper than grouping by bucket for
+        # push_many when a batch spreads over many buckets.
+        in_bucket: list[int] = c.bucket[slots].tolist()
+        moved: list[int] = slots.tolist()
+        for i in range(len(moved)):
+            lanes[in_bucket[i]].push(at, moved[i])
 
     def revive(self, slots: I64, at: int) -> None:
         """Put dead messages back, due at ``at``, with their deliveries and expiry reset."""
@@ -758,19 +755,21 @@ class Timeline:
 
     @staticmethod
     def _touch_lanes(lanes: list[TimeIndex], buckets: U16, timestamps: I64) -> None:
-        if len(buckets) <= FEW:  # one message at a time: no array of every lane's horizon
-            for b, t in zip(buckets.tolist(), timestamps.tolist(), strict=True):
-                if t >= lanes[b].horizon:
-                    lanes[b].touch(t)
-            return
-        horizons = np.array([lane.horizon for lane in lanes], np.int64)
-        later = np.flatnonzero(timestamps >= horizons[buckets])
-        if not len(later):  # entries before the horizon sit in near, not the windows
-            return
-        first = np.full(len(lanes), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(first, buckets[later], timestamps[later])
-        for b in np.flatnonzero(first != np.iinfo(np.int64).max).tolist():
-            lanes[b].touch(int(first[b]))
+        # Each lane is told the earliest of its messages at or past its horizon
+        # (those before it sit in near, not the windows). A loop over native
+        # ints: compiled, it takes about half the time of the arrays of every
+        # lane's horizon and ``np.minimum.at`` on a batch of 150.
+        bs: list[int] = buckets.tolist()
+        ts: list[int] = timestamps.tolist()
+        first: dict[int, int] = {}
+        for i in range(len(bs)):
+            b, t = bs[i], ts[i]
+            if t >= lanes[b].horizon:
+                known = first.get(b)
+                if known is None or t < known:
+                    first[b] = t
+        for b, t in first.items():
+            lanes[b].touch(t)
 
 
 def _columns(

@@ -35,7 +35,8 @@ def _probe(**env: str) -> dict[str, object]:
 
 
 def _digests() -> dict[str, str]:
-    return {m: hotpath.source_digest(hotpath.source_of(m, TOP)) for m in hotpath.COMPILED}
+    built = (*hotpath.COMPILED, *hotpath.KERNELS)
+    return {m: hotpath.source_digest(hotpath.source_of(m, TOP)) for m in built}
 
 
 def _package_path(module: str) -> list[str]:
@@ -80,9 +81,30 @@ def test_a_changed_source_makes_every_module_load_from_its_source() -> None:
         assert spec is not None and str(spec.origin).endswith(".py")
 
 
+def test_a_changed_kernel_source_makes_every_module_load_from_its_source() -> None:
+    # Given a build whose recorded digest of a kernel's C no longer matches it
+    stale = _digests() | {hotpath.KERNELS[0]: "0" * 64}
+    finder = hotpath._PreferSource(pure=False, built=stale)
+    # then the compiled modules are found as their .py, and every kernel is refused
+    for module in hotpath.COMPILED:
+        spec = finder.find_spec(module, _package_path(module))
+        assert spec is not None and str(spec.origin).endswith(".py")
+    for module in hotpath.KERNELS:
+        with pytest.raises(ModuleNotFoundError):
+            finder.find_spec(module, _package_path(module))
+
+
+def test_pure_python_forced_refuses_the_kernels() -> None:
+    finder = hotpath._PreferSource(pure=True, built=_digests())
+    for module in hotpath.KERNELS:
+        with pytest.raises(ModuleNotFoundError):
+            finder.find_spec(module, _package_path(module))
+
+
 def test_a_fresh_build_leaves_the_compiled_modules_to_the_import_system() -> None:
     finder = hotpath._PreferSource(pure=False, built=_digests())
-    assert all(finder.find_spec(m, _package_path(m)) is None for m in hotpath.COMPILED)
+    built = (*hotpath.COMPILED, *hotpath.KERNELS)
+    assert all(finder.find_spec(m, _package_path(m)) is None for m in built)
     # and a module that is not compiled is never touched
     assert finder.find_spec("dejaq.core.model", [str(TOP / "core")]) is None
 
