@@ -1,0 +1,119 @@
+"""Publishing a batch on an aiormq channel: its frames in one write, then the
+server's publisher confirms awaited together.
+
+aiormq's ``basic_publish`` holds the channel's lock until a message's frames
+are written, so a batch published through it costs an event-loop round and a
+socket write a message, and a task a message to await their confirms
+together. Here a batch's frames go to the connection's writer as one buffer,
+under the channel's lock, with the channel's own confirm bookkeeping: the
+delivery tag each message takes, its confirmation future (which the channel's
+reader settles on ``basic.ack``, ``basic.nack`` or ``basic.return``), and the
+``message_id`` a return is matched by. That bookkeeping is aiormq 7's
+(``pyproject.toml`` bounds the version); ``tests/bridges/test_amqp_batch.py``
+pins it against a real server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+
+import aiormq
+import aiormq.abc
+from pamqp import commands as spec
+from pamqp.body import ContentBody
+from pamqp.header import ContentHeader
+
+# A message to publish: its body and its properties.
+Message = tuple[bytes, spec.Basic.Properties]
+
+
+def properties(
+    headers: dict[str, str], message_id: str | None, *, persistent: bool
+) -> spec.Basic.Properties:
+    """A message's properties; without a ``message_id`` it takes a random one,
+    as aiormq gives every publish (a ``basic.return`` is matched by it)."""
+    return spec.Basic.Properties(
+        headers=headers,  # type: ignore[arg-type]
+        message_id=message_id or uuid.uuid4().hex,
+        delivery_mode=2 if persistent else 1,
+    )
+
+
+def _bodies(body: bytes, largest: int) -> list[ContentBody]:
+    return [ContentBody(body[at : at + largest]) for at in range(0, len(body), largest)]
+
+
+async def publish(
+    channel: aiormq.abc.AbstractChannel,
+    exchange: str,
+    routing_key: str,
+    messages: Sequence[Message],
+    *,
+    mandatory: bool = False,
+) -> list[BaseException | None]:
+    """Publish ``messages`` in their order. On a channel in confirm mode, each
+    one's outcome once the server answered for all: None when confirmed, else
+    what aiormq makes of the answer (``PublishError`` returned as unroutable,
+    ``DeliveryError`` refused); without confirms, once they are written.
+    Raises when they could not be written (the channel or connection closed)."""
+    if not messages:
+        return []
+    assert isinstance(channel, aiormq.Channel)
+    confirming = channel.publisher_confirms
+    frames: list[spec.Basic.Publish | ContentHeader | ContentBody] = []
+    confirmations: list[asyncio.Future[object]] = []
+    tags: dict[str, int] = {}
+    async with channel.lock:
+        first = channel.delivery_tag
+        try:
+            for body, props in messages:
+                frames.append(
+                    spec.Basic.Publish(
+                        exchange=exchange, routing_key=routing_key, mandatory=mandatory
+                    )
+                )
+                frames.append(ContentHeader(properties=props, body_size=len(body)))
+                frames.extend(_bodies(body, channel.max_content_size))
+                if confirming:
+                    channel.delivery_tag += 1
+                    confirmation = channel.create_future()
+                    channel.confirmations[channel.delivery_tag] = confirmation
+                    assert props.message_id is not None
+                    channel.message_id_delivery_tag[props.message_id] = channel.delivery_tag
+                    tags[props.message_id] = channel.delivery_tag
+                    confirmations.append(confirmation)
+            written = channel.create_future()
+            await channel.write_queue.put(
+                aiormq.abc.ChannelFrame.marshall(
+                    channel_number=channel.number, frames=frames, drain_future=written
+                )
+            )
+        except BaseException:
+            # Not handed to the writer: the server never sees them, so their
+            # delivery tags are the next publishes' again.
+            for tag in range(first + 1, channel.delivery_tag + 1):
+                pending = channel.confirmations.pop(tag, None)
+                if isinstance(pending, asyncio.Future):
+                    pending.cancel()
+            _forget(channel, tags)
+            channel.delivery_tag = first
+            raise
+    try:
+        await written
+        outcomes = await asyncio.gather(*confirmations, return_exceptions=True)
+    finally:
+        _forget(channel, tags)
+    if not confirming:
+        return [None] * len(messages)
+    return [outcome if isinstance(outcome, BaseException) else None for outcome in outcomes]
+
+
+def _forget(channel: aiormq.Channel, tags: dict[str, int]) -> None:
+    """Drop the ``message_id`` -> tag entries of these publishes (a later one
+    of the same id may have taken its place)."""
+    known = channel.message_id_delivery_tag
+    for message_id, tag in tags.items():
+        if known.get(message_id) == tag:
+            del known[message_id]
