@@ -53,15 +53,29 @@ async def publish(
     *,
     mandatory: bool = False,
 ) -> list[BaseException | None]:
-    """Publish ``messages`` in their order. On a channel in confirm mode, each
-    one's outcome once the server answered for all: None when confirmed, else
-    what aiormq makes of the answer (``PublishError`` returned as unroutable,
-    ``DeliveryError`` refused); without confirms, once they are written.
-    Raises when they could not be written (the channel or connection closed)."""
-    if not messages:
-        return []
+    """Publish ``messages`` in their order; each one's outcome once the
+    server answered for all (``send``)."""
+    return outcomes(
+        await (await send(channel, exchange, routing_key, messages, mandatory=mandatory))
+    )
+
+
+async def send(
+    channel: aiormq.abc.AbstractChannel,
+    exchange: str,
+    routing_key: str,
+    messages: Sequence[Message],
+    *,
+    mandatory: bool = False,
+) -> asyncio.Future[list[object]]:
+    """Write ``messages`` in their order; once written, what resolves to the
+    server's answers for them (``outcomes`` reads them): on a channel in
+    confirm mode once it answered for each, without confirms at once. Raises
+    when they could not be written (the channel or connection closed)."""
     assert isinstance(channel, aiormq.Channel)
     confirming = channel.publisher_confirms
+    if not messages:
+        return _answered([])
     frames: list[spec.Basic.Publish | ContentHeader | ContentBody] = []
     confirmations: list[asyncio.Future[object]] = []
     tags: dict[str, int] = {}
@@ -102,12 +116,27 @@ async def publish(
             raise
     try:
         await written
-        outcomes = await asyncio.gather(*confirmations, return_exceptions=True)
-    finally:
+    except BaseException:
         _forget(channel, tags)
+        raise
     if not confirming:
-        return [None] * len(messages)
-    return [outcome if isinstance(outcome, BaseException) else None for outcome in outcomes]
+        return _answered([None] * len(messages))
+    answers = asyncio.gather(*confirmations, return_exceptions=True)
+    answers.add_done_callback(lambda _: _forget(channel, tags))
+    return answers
+
+
+def outcomes(answers: Sequence[object]) -> list[BaseException | None]:
+    """Each message's outcome from the server's answers: None when confirmed,
+    else what aiormq makes of the answer (``PublishError`` returned as
+    unroutable, ``DeliveryError`` refused, or why the channel closed)."""
+    return [answer if isinstance(answer, BaseException) else None for answer in answers]
+
+
+def _answered(answers: list[object]) -> asyncio.Future[list[object]]:
+    done: asyncio.Future[list[object]] = asyncio.get_running_loop().create_future()
+    done.set_result(answers)
+    return done
 
 
 def _forget(channel: aiormq.Channel, tags: dict[str, int]) -> None:

@@ -49,14 +49,9 @@ class Options:
         value = self._value(name)
         if value is None:
             return default
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or not minimum <= value <= maximum
-        ):
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
             raise InvalidArgument(
-                f"{self._where}: option {name!r} must be a whole number"
-                f" from {minimum} to {maximum}"
+                f"{self._where}: option {name!r} must be a whole number from {minimum} to {maximum}"
             )
         return value
 

@@ -351,6 +351,11 @@ def _inbound(message: aiormq.abc.DeliveredMessage) -> Inbound:
 class RabbitMQSink(Sink):
     """Publishes to ``exchange`` (``""``: the default exchange) with ``routing_key``."""
 
+    # Batches written while earlier ones await their confirms: a confirm
+    # comes a round trip (and on a busy node a disk sync) after its publish,
+    # and messages due meanwhile should not wait for it.
+    window = 8
+
     def __init__(self, url: str, exchange: str, routing_key: str) -> None:
         self.url = _url(url)
         self.exchange_name = exchange
@@ -372,7 +377,9 @@ class RabbitMQSink(Sink):
         connection = await _connect(self.url)
         try:
             with down(f"RabbitMQ exchange {self.exchange_name!r} on {redact(self.url)}"):
-                channel = await _channel(connection, confirms=True, frames=aiormq.Connection.FRAME_BUFFER_SIZE)
+                channel = await _channel(
+                    connection, confirms=True, frames=aiormq.Connection.FRAME_BUFFER_SIZE
+                )
                 if self.exchange_name:
                     await channel.exchange_declare(
                         self.exchange_name, passive=True, timeout=REQUEST_TIMEOUT_S
@@ -383,6 +390,12 @@ class RabbitMQSink(Sink):
         self._connection, self._channel = connection, channel
 
     async def publish(self, messages: Sequence[Outbound]) -> None:
+        await (await self.send(messages))
+
+    async def send(self, messages: Sequence[Outbound]) -> asyncio.Future[None]:
+        """Write ``messages`` in this order, in one write on the one channel
+        (RabbitMQ keeps a channel's order, so a key's messages reach the queue
+        in due order); what it returns resolves once RabbitMQ confirmed each."""
         channel = self._channel
         if (
             self._connection is None
@@ -391,32 +404,38 @@ class RabbitMQSink(Sink):
             or channel.is_closed
         ):
             raise EndpointDown(f"not connected to {redact(self.url)}")
-        where = f"publishing to exchange {self.exchange_name!r} key {self.routing_key!r}"
         batch = [
             (
                 m.payload,
-                amqp_batch.properties(
-                    dict(m.fields), m.fields.get("id") or None, persistent=True
-                ),
+                amqp_batch.properties(dict(m.fields), m.fields.get("id") or None, persistent=True),
             )
             for m in messages
         ]
-        with down(where):
-            # One channel, one write, in this order: RabbitMQ keeps a channel's
-            # order, so a key's messages reach the queue in due order.
+        with down(self._where):
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                outcomes = await amqp_batch.publish(
+                answers = await amqp_batch.send(
                     channel, self.exchange_name, self.routing_key, batch, mandatory=True
                 )
+        return asyncio.ensure_future(self._confirmed(answers))
+
+    async def _confirmed(self, answers: asyncio.Future[list[object]]) -> None:
+        with down(self._where):
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                outcomes = amqp_batch.outcomes(await answers)
         failed = next((outcome for outcome in outcomes if outcome is not None), None)
         if isinstance(failed, aiormq.exceptions.PublishError):
-            raise EndpointDown(f"{where}: no queue takes it (unroutable)") from failed
+            raise EndpointDown(f"{self._where}: no queue takes it (unroutable)") from failed
         if failed is not None:
             # Refused (``basic.nack``), or the channel closed before the
             # confirms: none of the batch counts, the bridge publishes it again.
-            raise EndpointDown(f"{where}: {type(failed).__name__} {failed}".rstrip()) from failed
+            raise EndpointDown(
+                f"{self._where}: {type(failed).__name__} {failed}".rstrip()
+            ) from failed
+
+    @property
+    def _where(self) -> str:
+        return f"publishing to exchange {self.exchange_name!r} key {self.routing_key!r}"
 
     async def close(self) -> None:
         connection, self._connection, self._channel = self._connection, None, None
         await _close(connection)
-

@@ -20,7 +20,9 @@ from tests.rabbitmq_server import RabbitMQServer
 
 
 @pytest.fixture
-async def connection(rabbitmq_server: RabbitMQServer) -> AsyncIterator[aiormq.abc.AbstractConnection]:
+async def connection(
+    rabbitmq_server: RabbitMQServer,
+) -> AsyncIterator[aiormq.abc.AbstractConnection]:
     connection = await aiormq.connect(rabbitmq_server.url)
     yield connection
     await connection.close()
