@@ -380,6 +380,7 @@ class RabbitMQSink(Sink):
                 channel = await _channel(
                     connection, confirms=True, frames=aiormq.Connection.FRAME_BUFFER_SIZE
                 )
+                amqp_batch.confirm_in_order(channel)
                 if self.exchange_name:
                     await channel.exchange_declare(
                         self.exchange_name, passive=True, timeout=REQUEST_TIMEOUT_S
