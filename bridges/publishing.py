@@ -14,19 +14,21 @@ import asyncio
 import collections
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from dejaq.bridges.endpoints import Outbound, Sink
-from dejaq.driver.delivery import Delivery
+
+D = TypeVar("D")  # a due delivery (the driver's)
 
 
 @dataclass(frozen=True, slots=True)
-class _Sent:
-    due: Sequence[Delivery]
+class _Sent(Generic[D]):
+    due: Sequence[D]
     out: Sequence[Outbound]
     confirmed: asyncio.Future[None]
 
 
-class Publishing:
+class Publishing(Generic[D]):
     """``reopen()`` opens the sink again after a failure (False: stopped
     first); ``failed(exc)`` counts a failure; ``confirmed(due)`` acks a
     confirmed batch's deliveries in dejaq."""
@@ -36,20 +38,20 @@ class Publishing:
         sink: Sink,
         reopen: Callable[[], Awaitable[bool]],
         failed: Callable[[Exception], None],
-        confirmed: Callable[[Sequence[Delivery]], Awaitable[None]],
+        confirmed: Callable[[Sequence[D]], Awaitable[None]],
     ) -> None:
         self.sink = sink
         self._reopen = reopen
         self._failed = failed
         self._confirmed = confirmed
-        self._sent: collections.deque[_Sent] = collections.deque()
+        self._sent: collections.deque[_Sent[D]] = collections.deque()
 
     @property
     def in_flight(self) -> int:
         """Batches sent and not settled yet."""
         return len(self._sent)
 
-    async def publish(self, due: Sequence[Delivery], out: Sequence[Outbound]) -> bool:
+    async def publish(self, due: Sequence[D], out: Sequence[Outbound]) -> bool:
         """Send a batch after those before it; settle what is confirmed, and
         wait for the oldest while the window is full. False when stopped."""
         try:
@@ -73,7 +75,7 @@ class Publishing:
             await self._confirmed(oldest.due)
         return True
 
-    async def _again(self, more: list[tuple[Sequence[Delivery], Sequence[Outbound]]]) -> bool:
+    async def _again(self, more: list[tuple[Sequence[D], Sequence[Outbound]]]) -> bool:
         """Every batch in flight, then ``more``, published again in order,
         each confirmed before the next, the sink reopened while it fails."""
         batches = [(sent.due, sent.out) for sent in self._sent] + more

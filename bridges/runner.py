@@ -216,7 +216,7 @@ class Bridge:
                 credits=max(self.batch * 4, 2048),
                 retry_timeout_s=math.inf,
             )
-            publishing = Publishing(
+            publishing: Publishing[Delivery] = Publishing(
                 sink,
                 lambda: self._reopen(sink, stop, after_failure=True),
                 lambda exc: self._failed("sink", exc),
@@ -253,7 +253,7 @@ class Bridge:
                 with contextlib.suppress(DejaqError, TimeoutError):
                     await consumer.close()
 
-    async def _publish(self, publishing: Publishing, due: list[Delivery]) -> bool:
+    async def _publish(self, publishing: Publishing[Delivery], due: list[Delivery]) -> bool:
         """Send ``due`` a batch at a time; False when stopped."""
         for start in range(0, len(due), self.batch):
             part = due[start : start + self.batch]

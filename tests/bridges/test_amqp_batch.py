@@ -49,11 +49,18 @@ async def bodies(channel: aiormq.abc.AbstractChannel, queue: str, count: int) ->
     return got
 
 
+async def confirming(connection: aiormq.abc.AbstractConnection) -> aiormq.abc.AbstractChannel:
+    """A channel in confirm mode, as the RabbitMQ sink opens it."""
+    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    amqp_batch.confirm_in_order(channel)
+    return channel
+
+
 async def test_a_confirmed_batch_reaches_the_queue_in_order_and_the_channel_goes_on(
     connection: aiormq.abc.AbstractConnection,
 ) -> None:
     # given a channel in confirm mode and a queue
-    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    channel = await confirming(connection)
     queue = await new_queue(channel)
     # when two batches are published on it, one after the other
     first = await amqp_batch.publish(channel, "", queue, batch(300), mandatory=True)
@@ -69,7 +76,7 @@ async def test_an_unroutable_batch_is_returned_message_by_message_and_the_next_c
     connection: aiormq.abc.AbstractConnection,
 ) -> None:
     # given a channel in confirm mode and an exchange no queue is bound to
-    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    channel = await confirming(connection)
     exchange = f"x{uuid.uuid4().hex[:8]}"
     await channel.exchange_declare(exchange, exchange_type="direct")
     queue = await new_queue(channel)
@@ -77,16 +84,22 @@ async def test_an_unroutable_batch_is_returned_message_by_message_and_the_next_c
     outcomes = await amqp_batch.publish(channel, exchange, "nobody", batch(3), mandatory=True)
     # then each message comes back returned, as aiormq says it
     assert [type(outcome) for outcome in outcomes] == [aiormq.exceptions.PublishError] * 3
-    # and the channel's delivery tags still match the server's: a batch after is confirmed
-    assert await amqp_batch.publish(channel, "", queue, batch(2), mandatory=True) == [None, None]
+    # and the channel's delivery tags still match the server's: batches after,
+    # sent before the first is confirmed, are each confirmed
+    answers = [
+        await amqp_batch.send(channel, "", queue, batch(count), mandatory=True)
+        for count in (2, 1000, 1000)
+    ]
+    assert [amqp_batch.outcomes(await a) for a in answers] == [[None] * n for n in (2, 1000, 1000)]
     assert await bodies(channel, queue, 2) == [b"m0", b"m1"]
+    assert isinstance(channel, aiormq.Channel) and len(channel.confirmations) == 0
 
 
 async def test_a_body_larger_than_a_frame_arrives_whole(
     connection: aiormq.abc.AbstractConnection,
 ) -> None:
     # given a body three frames long (the server's frame_max is 128 KiB)
-    channel = await connection.channel(publisher_confirms=True)
+    channel = await confirming(connection)
     queue = await new_queue(channel)
     body = bytes(range(256)) * 1500
     # when it is published in a batch with a small one
