@@ -113,15 +113,15 @@ async def _connect(url: str) -> aio_pika.abc.AbstractConnection:
 
 
 async def _channel(
-    connection: aio_pika.abc.AbstractConnection, *, confirms: bool, frames: int
+    connection: aio_pika.abc.AbstractConnection, *, confirms: bool
 ) -> aiormq.abc.AbstractChannel:
-    """An aiormq channel of ``connection`` buffering ``frames`` frames read
-    ahead of its consumer (aio-pika's channels keep 10: a hand-over between
-    the connection's reader and the channel's every three messages)."""
+    """An aiormq channel of ``connection``. Its frame buffer stays aiormq's
+    few frames: the connection's reader hands over to the channel's every
+    few messages, so a backlog arriving at once is read a few messages at a
+    time between the bridge's other work, not in one long turn of the loop."""
     assert connection.transport is not None  # connected
     return await connection.transport.connection.channel(
         publisher_confirms=confirms,
-        frame_buffer_size=frames,
         on_return_raises=True,
         timeout=REQUEST_TIMEOUT_S,
     )
@@ -248,8 +248,7 @@ class RabbitMQSource(Source):
         connection = await _connect(self.url)
         try:
             with down(f"RabbitMQ queue {self.queue!r} on {redact(self.url)}"):
-                # Three frames a message: what the prefetch lets come at once.
-                channel = await _channel(connection, confirms=False, frames=3 * self.prefetch)
+                channel = await _channel(connection, confirms=False)
                 await channel.basic_qos(prefetch_count=self.prefetch, timeout=REQUEST_TIMEOUT_S)
                 await channel.queue_declare(self.queue, passive=True, timeout=REQUEST_TIMEOUT_S)
                 arrived = _Arrived(channel)
@@ -377,9 +376,7 @@ class RabbitMQSink(Sink):
         connection = await _connect(self.url)
         try:
             with down(f"RabbitMQ exchange {self.exchange_name!r} on {redact(self.url)}"):
-                channel = await _channel(
-                    connection, confirms=True, frames=aiormq.Connection.FRAME_BUFFER_SIZE
-                )
+                channel = await _channel(connection, confirms=True)
                 amqp_batch.confirm_in_order(channel)
                 if self.exchange_name:
                     await channel.exchange_declare(
