@@ -129,7 +129,9 @@ async def _channel(
 
 async def _close(connection: aio_pika.abc.AbstractConnection | None) -> None:
     if connection is not None and not connection.is_closed:
-        with contextlib.suppress(*_DOWN):
+        # Closing a broken connection may end its channels' waits with a
+        # CancelledError: down, and done with (``down``).
+        with contextlib.suppress(EndpointDown), down("closing"):
             await connection.close()
 
 
