@@ -44,14 +44,14 @@ class Options:
             raise InvalidArgument(f"{self._where}: option {name!r} must be a non-empty text")
         return value
 
-    def count(self, name: str, default: int, maximum: int) -> int:
-        """A whole number from 1 to ``maximum``."""
+    def count(self, name: str, default: int, maximum: int, *, minimum: int = 1) -> int:
+        """A whole number from ``minimum`` to ``maximum``."""
         value = self._value(name)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
             raise InvalidArgument(
-                f"{self._where}: option {name!r} must be a whole number from 1 to {maximum}"
+                f"{self._where}: option {name!r} must be a whole number from {minimum} to {maximum}"
             )
         return value
 

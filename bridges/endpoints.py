@@ -16,6 +16,7 @@ from the server's cursor. Any other exception is a bug of the endpoint.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -77,6 +78,9 @@ class Source(abc.ABC):
 
 
 class Sink(abc.ABC):
+    # How many batches ``send`` may have awaiting their confirms at once.
+    window = 1
+
     @abc.abstractmethod
     async def open(self) -> None:
         """Connect. Called again after ``EndpointDown``."""
@@ -86,6 +90,16 @@ class Sink(abc.ABC):
         """Publish ``messages`` in their order; return once the server has
         confirmed each of them. On an exception none of them counts as
         published (some may have been: the ids absorb the duplicates)."""
+
+    async def send(self, messages: Sequence[Outbound]) -> asyncio.Future[None]:
+        """Publish ``messages`` in their order, after those of the calls
+        before; return once they are on their way, with what resolves once
+        the server confirmed each of them (or fails as ``publish`` does).
+        Without a ``window`` above 1: ``publish``, already resolved."""
+        await self.publish(messages)
+        sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        sent.set_result(None)
+        return sent
 
     @abc.abstractmethod
     async def close(self) -> None:

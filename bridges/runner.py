@@ -8,8 +8,10 @@ timeline (or the error sink) with its reason; only then is the batch acked at
 the source. A crash before that ack reads the batch again, and the ids absorb it.
 
 Out of dejaq: due deliveries, a batch at a time in due order, are published
-to the sink; each is acked in dejaq only once the sink confirmed it. A crash in
-between publishes it again when its lease runs out: a duplicate with its id.
+to the sink (up to its ``window`` of batches awaiting their confirms at once,
+``publishing``); each is acked in dejaq only once the sink confirmed it. A
+crash in between publishes it again when its lease runs out: a duplicate with
+its id.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dejaq.bridges import registry, rules
 from dejaq.bridges.config import BridgeSpec
 from dejaq.bridges.endpoints import EndpointDown, Inbound, Outbound, Sink, Source
 from dejaq.bridges.metrics import BridgeMetrics
+from dejaq.bridges.publishing import Publishing
 from dejaq.core.backoff import Backoff
 from dejaq.core.clock import now_ms
 from dejaq.core.errors import DejaqError, InvalidArgument
@@ -40,6 +43,7 @@ log = logging.getLogger("dejaq.bridges")
 RETRY = Backoff(0.05, 5.0)  # seconds, after an end or dejaq failed
 DEFAULT_BATCH = 1000
 READ_WAIT_MS = 100  # a read waits this long for a first message: how soon a stop is seen
+SETTLE_MS = 5  # how soon confirms of batches in flight are acked when no more are due
 IN_FLIGHT = 4  # batches handed to dejaq at once
 WATCH_S = 1.0  # the source's lag and the topic's held messages are read this often
 # What dejaq answers for a message it holds: a duplicate id is the retry of a
@@ -212,51 +216,64 @@ class Bridge:
                 credits=max(self.batch * 4, 2048),
                 retry_timeout_s=math.inf,
             )
+            publishing: Publishing[Delivery] = Publishing(
+                sink,
+                lambda: self._reopen(sink, stop, after_failure=True),
+                lambda exc: self._failed("sink", exc),
+                self._published,
+            )
             try:
                 await consumer.start()
                 if not await self._reopen(sink, stop):
                     return
                 while not stop.is_set():
+                    # Batches in flight: their confirms are looked at this often.
+                    wait_ms = SETTLE_MS if publishing.in_flight else READ_WAIT_MS
                     try:
-                        first = await consumer.receive(timeout_s=READ_WAIT_MS / 1000)
+                        first = await consumer.receive(timeout_s=wait_ms / 1000)
                     except TimeoutError:
+                        if not await publishing.settle(keep=sink.window):
+                            return
                         continue
                     if first is None:
                         return
                     due = [first, *consumer.ready()]
                     due.sort(key=lambda d: d.timestamp_ms)  # stable: a key's order stays
-                    await self._publish(sink, due, stop)
+                    if not await self._publish(publishing, due):
+                        return
                     failures = 0
+                if not await publishing.settle(keep=0):
+                    return
             except DejaqError as exc:  # the topic went, say: its consumer starts again
                 self._failed("dejaq", exc)
                 await _pause(stop, RETRY.delay(failures))
                 failures += 1
             finally:
+                publishing.abandon()  # stopped: the leases run out, the messages come again
                 with contextlib.suppress(DejaqError, TimeoutError):
                     await consumer.close()
 
-    async def _publish(self, sink: Sink, due: list[Delivery], stop: asyncio.Event) -> None:
+    async def _publish(self, publishing: Publishing[Delivery], due: list[Delivery]) -> bool:
+        """Send ``due`` a batch at a time; False when stopped."""
         for start in range(0, len(due), self.batch):
             part = due[start : start + self.batch]
             out = [
                 Outbound(d.payload, {**d.headers, "id": d.id, "due_ms": str(d.timestamp_ms)})
                 for d in part
             ]
-            while True:
-                try:
-                    await sink.publish(out)
-                    break
-                except Exception as exc:  # down, or refusing: waited for, never dropped
-                    self._failed("sink", exc)
-                    if not await self._reopen(sink, stop, after_failure=True):
-                        return  # stopped: the leases run out, the messages come again
-            confirmed = now_ms()
-            self.metrics.lateness.observe_many(
-                self.name, [max(confirmed - d.timestamp_ms, 0) / 1000 for d in part]
-            )
-            for d in part:
-                await d.ack()
-            self.metrics.published.labels(self.name).inc(len(part))
+            if not await publishing.publish(part, out):
+                return False
+        return True
+
+    async def _published(self, part: Sequence[Delivery]) -> None:
+        """The sink confirmed ``part``: acked in dejaq."""
+        confirmed = now_ms()
+        self.metrics.lateness.observe_many(
+            self.name, [max(confirmed - d.timestamp_ms, 0) / 1000 for d in part]
+        )
+        for d in part:
+            await d.ack()
+        self.metrics.published.labels(self.name).inc(len(part))
 
     async def _reopen(
         self, sink: Sink, stop: asyncio.Event, *, after_failure: bool = False

@@ -37,10 +37,10 @@ async def test_a_source_reads_headers_and_properties_as_fields_and_message_id_as
     # given a queue holding a message with headers and properties
     queue = await new_queue(channel)
     headers = {"due_ms": 1234, "key": "k1", "flag": True}
-    await channel.default_exchange.publish(
-        aio_pika.Message(b"one", message_id="m-1", headers=headers, content_type="text/plain"),
-        queue.name,
+    sent = aio_pika.Message(
+        b"one", message_id="m-1", headers=headers, content_type="text/plain", type="kind"
     )
+    await channel.default_exchange.publish(sent, queue.name)
     source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
     await source.open()
     # when it reads it
@@ -48,7 +48,7 @@ async def test_a_source_reads_headers_and_properties_as_fields_and_message_id_as
     # then it carries its message_id, headers and properties as text
     assert (one.payload, one.source_id) == (b"one", "m-1")
     assert (one.fields["due_ms"], one.fields["key"], one.fields["flag"]) == ("1234", "k1", "True")
-    assert one.fields["content_type"] == "text/plain"
+    assert (one.fields["content_type"], one.fields["type"]) == ("text/plain", "kind")
     # and once acknowledged, a reopened source has nothing more
     await source.ack([one])
     await source.close()
@@ -68,6 +68,50 @@ async def test_a_message_read_and_never_acknowledged_comes_again_after_a_reopen(
     source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
     # when it reads both and acks the first, then after a reopen the second comes again
     await read_again_after_a_reopen(source)
+
+
+async def test_a_read_lingers_for_a_full_batch_of_what_the_queue_holds(
+    rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
+) -> None:
+    # given a queue of 300 messages, and a source lingering long for a full batch
+    queue = await new_queue(channel)
+    for n in range(300):
+        await channel.default_exchange.publish(aio_pika.Message(b"%d" % n), queue.name)
+    options = {"queue": queue.name, "linger_ms": 600}
+    source = RabbitMQSource.from_options(rabbitmq_server.url, options)
+    await source.open()
+    # when it reads batches of 200, then the first is full, the second what is left
+    first = await source.read(200, 5000)
+    second = await source.read(200, 5000)
+    assert [m.payload for m in [*first, *second]] == [b"%d" % n for n in range(300)]
+    assert (len(first), len(second)) == (200, 100)
+    await source.close()
+
+
+async def test_a_batch_handed_over_before_an_earlier_one_is_acknowledged_with_it(
+    rabbitmq_server: RabbitMQServer, channel: aio_pika.abc.AbstractChannel
+) -> None:
+    # given a source that read two batches of a queue
+    queue = await new_queue(channel)
+    for body in (b"a", b"b", b"c", b"d"):
+        await channel.default_exchange.publish(aio_pika.Message(body), queue.name)
+    source = RabbitMQSource.from_options(rabbitmq_server.url, {"queue": queue.name})
+    await source.open()
+    read = await read_all(source, 4)
+    # when the later batch is acknowledged first, and the source restarts
+    await source.ack(read[2:])
+    await source.close()
+    await source.open()
+    # then all four come again: one ack with multiple covers a prefix of deliveries
+    again = await read_all(source, 4)
+    assert [m.payload for m in again] == [b"a", b"b", b"c", b"d"]
+    # and once the earlier batch is acknowledged too, none is left
+    await source.ack(again[2:])
+    await source.ack(again[:2])
+    await source.close()
+    await source.open()
+    assert await source.read(10, 300) == []
+    await source.close()
 
 
 async def test_lag_is_the_messages_waiting_in_the_queue(
@@ -150,6 +194,9 @@ def test_bad_options_are_refused_by_name() -> None:
         RabbitMQSource.from_options("amqp://127.0.0.1/", {})
     with pytest.raises(InvalidArgument, match="option 'prefetch' must be a whole number"):
         RabbitMQSource.from_options("amqp://127.0.0.1/", {"queue": "q", "prefetch": 0})
+    with pytest.raises(InvalidArgument, match="'linger_ms' must be a whole number from 0 to 1000"):
+        RabbitMQSource.from_options("amqp://127.0.0.1/", {"queue": "q", "linger_ms": -1})
+    assert RabbitMQSource.from_options("amqp://h/", {"queue": "q", "linger_ms": 0}).linger_ms == 0
     with pytest.raises(InvalidArgument, match="not an AMQP URL"):
         RabbitMQSink.from_options("nats://127.0.0.1/", {"routing_key": "k"})
 
