@@ -38,7 +38,7 @@ class HeldSink(Sink):
         return confirm
 
     async def close(self) -> None:
-        pass
+        """Nothing to close: this sink holds no connection."""
 
 
 class Story:
