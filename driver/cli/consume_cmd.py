@@ -4,7 +4,8 @@ Each delivery is printed (and stdout flushed) the moment it is taken; its ack
 is queued and leaves grouped with the others (``dejaq.driver.settle``), so the
 command never waits a broker round trip per message. On the way out (``--count``
 reached, ``--idle`` passed, SIGINT or SIGTERM) the queued acks are flushed
-before the goodbye; a refused ack is reported on stderr and exits 1.
+before the goodbye. A refused ack is reported on stderr and exits 1; one lost
+with its broker is reported and the message comes again (``settle_report``).
 
 A lost broker does not end it: it says so on stderr, once an outage, and
 reconnects (to the next ``--broker``, with a jittered back-off) until it is
@@ -32,9 +33,9 @@ from dejaq.driver.cli.common import (
 )
 from dejaq.driver.cli.durations import duration
 from dejaq.driver.cli.numbers import INT64, UINT32, whole
+from dejaq.driver.cli.settle_report import SettleReport
 from dejaq.driver.client import Client
 from dejaq.driver.consumer import HOLD_MS, Consumer
-from dejaq.driver.settle import SettleFailure
 
 # The consumer's reconnect lines (a lost broker, and back), on stderr.
 _DRIVER_LOG = logging.getLogger("dejaq.driver.consumer")
@@ -82,12 +83,7 @@ def register(sub: Any) -> None:
 
 
 async def consume(client: Client, args: argparse.Namespace) -> int:
-    refused: list[SettleFailure] = []
-
-    def report(failure: SettleFailure) -> None:
-        refused.append(failure)
-        print(f"{failure.kind} of {failure.id} refused: {failure.error}", file=sys.stderr)
-
+    report = SettleReport(sys.stderr)
     topic = await Admin(client).describe_topic(args.topic)
     with_priority = topic.topic.settings.kind == KIND_PRIORITY
     consumer = Consumer(
@@ -134,7 +130,7 @@ async def consume(client: Client, args: argparse.Namespace) -> int:
     loop.remove_signal_handler(signal.SIGTERM)
     if interrupted:
         raise KeyboardInterrupt
-    return 1 if refused else 0
+    return 1 if report.refused else 0
 
 
 def _say_reconnects() -> None:

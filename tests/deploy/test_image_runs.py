@@ -138,24 +138,27 @@ def test_three_containers_lose_nothing_when_one_stops(
     finish(dejaq("topic", "create", topic, "--buckets", "16", "--lease", LEASE, brokers=brokers))
 
     # When a consumer attached to the first takes 10k messages produced through the third
-    output = (tmp_path / "consumed.jsonl").open("w")
-    consumer = dejaq("consume", topic, "--idle", IDLE, brokers=brokers, stdout=output)
-    due = int(time.time() * 1000) + DUE_IN_MS
-    lines = (
-        json.dumps({"id": f"m{i}", "timestamp_ms": due + i * SPREAD_MS // MESSAGES, "payload": "x"})
-        for i in range(MESSAGES)
-    )
-    producer = dejaq("produce", topic, "--jsonl", "-", brokers=[third, second, first], feed=True)
-    produced = finish(producer, stdin="\n".join(lines) + "\n")
-    assert produced.startswith(f"accepted {MESSAGES},"), produced
+    with (tmp_path / "consumed.jsonl").open("w") as output:
+        consumer = dejaq("consume", topic, "--idle", IDLE, brokers=brokers, stdout=output)
+        due = int(time.time() * 1000) + DUE_IN_MS
+        lines = (
+            json.dumps(
+                {"id": f"m{i}", "timestamp_ms": due + i * SPREAD_MS // MESSAGES, "payload": "x"}
+            )
+            for i in range(MESSAGES)
+        )
+        producer = dejaq(
+            "produce", topic, "--jsonl", "-", brokers=[third, second, first], feed=True
+        )
+        produced = finish(producer, stdin="\n".join(lines) + "\n")
+        assert produced.startswith(f"accepted {MESSAGES},"), produced
 
-    assert wait_attached(topic, brokers) == address(first)
+        assert wait_attached(topic, brokers) == address(first)
 
-    # ... and the first is stopped mid-run
-    time.sleep(max(0.0, (due + STOP_AT_MS) / 1000 - time.time()))  # to a point in the schedule
-    took_s, exit_code = first.stop(grace_s)
-    finish(consumer, timeout=SPREAD_MS / 1000 + 60)
-    output.close()
+        # ... and the first is stopped mid-run
+        time.sleep(max(0.0, (due + STOP_AT_MS) / 1000 - time.time()))  # to a point in time
+        took_s, exit_code = first.stop(grace_s)
+        finish(consumer, timeout=SPREAD_MS / 1000 + 60)
 
     # Then SIGTERM ended it gracefully within the grace period
     assert exit_code == 0 and took_s < grace_s, (took_s, exit_code, first.logs())
