@@ -50,7 +50,10 @@ local function visit(lane, id)
   end
   local ts, v, n, b, md, ex, flags, p, olen, at = struct.unpack(K_RECORD, packed)
   left(changed, lane, ts)
-  local fate = lease_fate(n, md, topic_max, ex, math.max(now, ts))  -- at delivery
+  local fate = 'keep'  -- no limit and no expiry (the common case): no rule to ask
+  if md ~= 0 or topic_max ~= 0 or ex ~= 0 then
+    fate = lease_fate(n, md, topic_max, ex, math.max(now, ts))  -- at delivery
+  end
   if fate == 'kill' then
     kill(prefix, id, decode(packed), now_s, KEYS[3], KEYS[4], KEYS[5], changed, changes)
     dead = dead + 1
@@ -117,30 +120,45 @@ local function visit(lane, id)
   return true, true
 end
 
--- Lanes whose every due member a pass took (all_of): their heads are set
--- from their first members at the end, in one ZADD (fix_heads would check each).
-local whole = {}
+-- Lanes whose every due member a pass took (all_of), and per lane the
+-- score of its first member past the bound (none: absent): their heads are
+-- set at the end in one ZADD, from that score and the lease expiry, with no
+-- read a lane (fix_heads would check each).
+local whole, beyond = {}, {}
+local bound_n = tonumber(bound)
 
 -- Take everything due on `lanes` when it fits in `want` (the steady case):
--- each due timeline is read once, their records in one HMGET, and the members
--- visited in lane order, since the pass takes them all and the merge in time
--- order (walk) would only cost a heap step a message. False when it does not
--- fit: the reads stopped one past `want`, nothing was written.
+-- each due timeline is read once, with the first member past the bound, their
+-- records in one HMGET, and the members visited in lane order, since the pass
+-- takes them all and the merge in time order (walk) would only cost a heap
+-- step a message. False when it does not fit: the reads stopped one past
+-- `want`, nothing was written.
 local function all_of(lanes, want)
-  local due, room, ids = {}, want + 1, {}
+  local due, room, ids, past = {}, want + 1, {}, {}
   for i = 1, #lanes do
-    local r = redis.call('ZRANGE', timeline(prefix, lanes[i]), '-inf', bound, 'BYSCORE',
-                         'LIMIT', 0, room)
-    due[i] = r
-    room = room - #r
+    -- By rank, one more than fits: the due members, then the first not due.
+    local r = redis.call('ZRANGE', timeline(prefix, lanes[i]), 0, room, 'WITHSCORES')
+    local d = {}
+    for j = 1, #r, 2 do
+      if tonumber(r[j + 1]) > bound_n then
+        past[i] = r[j + 1]
+        break
+      end
+      d[#d + 1] = r[j]
+    end
+    due[i] = d
+    room = room - #d
     if room <= 0 then return false end
-    for j = 1, #r do ids[#ids + 1] = r[j] end
+    for j = 1, #d do ids[#ids + 1] = d[j] end
   end
   if #ids > 0 then fetch(ids) end
   for i = 1, #lanes do
-    local r = due[i]
-    for j = 1, #r do visit(lanes[i], r[j]) end
-    if #r > 0 then whole[#whole + 1] = lanes[i] end
+    local d = due[i]
+    for j = 1, #d do visit(lanes[i], d[j]) end
+    if #d > 0 then
+      whole[#whole + 1] = lanes[i]
+      beyond[lanes[i]] = past[i]
+    end
   end
   return true
 end
@@ -235,14 +253,15 @@ for i, id in ipairs(sent) do
   if keyed[i] then blob[#blob + 1] = keyed[i] end
   if #headers > 0 then blob[#blob + 1] = headers end
 end
--- A lane taken whole now starts at its first waiting member or at the lease
--- expiry, whichever is first: read after the moves above.
+-- A lane taken whole now starts at its first member past the bound or at the
+-- lease expiry (when it kept a lease), whichever is first.
 local firsts, emptied = {}, {}
 for _, lane in ipairs(whole) do
   changed[lane] = nil
-  local first = redis.call('ZRANGE', timeline(prefix, lane), 0, 0, 'WITHSCORES')
-  if first[1] then
-    push(firsts, first[2], lane)
+  local first = beyond[lane]
+  if leased[lane] and (not first or until_n < tonumber(first)) then first = lease_until end
+  if first then
+    push(firsts, first, lane)
   else
     emptied[#emptied + 1] = lane
   end
