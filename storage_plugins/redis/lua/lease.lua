@@ -106,8 +106,11 @@ local function visit(lane, id)
     numbers[i] = struct.pack(K_NUMBERS, b, ts, v, n, p, #id, #body, #key, 0)
   end
   local rest = from == at + olen and body or string.sub(packed, at + olen)  -- key, payload
-  push(written, id, struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
-                    .. rest)
+  -- Pairs appended in place, here and below: push's call costs a message more.
+  local w = #written
+  written[w + 1] = id
+  written[w + 2] = struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
+                   .. rest
   -- Moved to the lease expiry at the end (one ZADD per timeline); until then
   -- it stays in range, skipped by the walk's offset.
   local entries = leased[lane]
@@ -115,8 +118,10 @@ local function visit(lane, id)
     entries = {}
     leased[lane] = entries
   end
-  push(entries, lease_until, id)
-  push(owned, lease_until, id)
+  w = #entries
+  entries[w + 1], entries[w + 2] = lease_until, id
+  w = #owned
+  owned[w + 1], owned[w + 2] = lease_until, id
   return true, true
 end
 
@@ -249,7 +254,8 @@ for i, id in ipairs(sent) do
     numbers[i] = struct.pack(K_NUMBERS, k[1], k[2], k[3], k[4], k[5], k[6], #payload, k[8],
                              #headers)
   end
-  push(blob, id, payload)
+  local at = #blob
+  blob[at + 1], blob[at + 2] = id, payload
   if keyed[i] then blob[#blob + 1] = keyed[i] end
   if #headers > 0 then blob[#blob + 1] = headers end
 end
