@@ -132,25 +132,37 @@ end
 local whole, beyond = {}, {}
 local bound_n = tonumber(bound)
 
--- Take everything due on `lanes` when it fits in `want` (the steady case):
--- each due timeline is read once, with the first member past the bound, their
--- records in one HMGET, and the members visited in lane order, since the pass
--- takes them all and the merge in time order (walk) would only cost a heap
--- step a message. False when it does not fit: the reads stopped one past
--- `want`, nothing was written.
-local function all_of(lanes, want)
-  local due, room, ids, past = {}, want + 1, {}, {}
-  for i = 1, #lanes do
-    -- By rank, one more than fits: the due members, then the first not due.
-    local r = redis.call('ZRANGE', timeline(prefix, lanes[i]), 0, room, 'WITHSCORES')
-    local d = {}
+-- The due members of a timeline, at most `most` (more are due when it
+-- returns that many), and the score of its first member past the bound (nil
+-- when none was read): read by rank with their scores, `first` members first,
+-- then twice as many each next read, so a lane holding a few due members and
+-- many later ones costs one read of a few.
+local function due_of(tl, most, first)
+  local d, start, stop = {}, 0, math.min(first, most) - 1
+  while true do
+    local r = redis.call('ZRANGE', tl, start, stop, 'WITHSCORES')
     for j = 1, #r, 2 do
-      if tonumber(r[j + 1]) > bound_n then
-        past[i] = r[j + 1]
-        break
-      end
+      if tonumber(r[j + 1]) > bound_n then return d, r[j + 1] end
       d[#d + 1] = r[j]
     end
+    if #r < 2 * (stop - start + 1) or stop >= most - 1 then return d, nil end
+    start, stop = stop + 1, math.min(2 * stop + 1, most - 1)
+  end
+end
+
+-- Take everything due on `lanes` when it fits in `want` (the steady case):
+-- each due timeline is read (due_of) with the first member past the bound,
+-- their records in one HMGET, and the members visited in lane order, since
+-- the pass takes them all and the merge in time order (walk) would only cost
+-- a heap step a message. False when it does not fit: the reads stopped one
+-- past `want`, nothing was written.
+local function all_of(lanes, want)
+  local due, room, ids, past = {}, want + 1, {}, {}
+  -- A lane's fair share and half again, and one for the first not due.
+  local first = math.ceil(1.5 * want / math.max(#lanes, 1)) + 1
+  for i = 1, #lanes do
+    local d
+    d, past[i] = due_of(timeline(prefix, lanes[i]), room, first)
     due[i] = d
     room = room - #d
     if room <= 0 then return false end
