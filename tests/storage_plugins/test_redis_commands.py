@@ -56,3 +56,22 @@ async def test_a_lease_pass_runs_two_commands_a_timeline(server: RedisServer) ->
         # member to the lease expiry: two commands a timeline, its records in one call
         ran = commands(server)
         assert 2 * BUCKETS <= ran <= 2 * BUCKETS + PER_CALL
+
+
+async def test_a_lease_pass_reads_the_next_head_with_the_due_members(server: RedisServer) -> None:
+    # given one due message and a few later ones in each of 64 buckets
+    async with opened(server.url) as storage:
+        await given_topic(storage, buckets=BUCKETS)
+        await storage.insert(T, one_a_bucket(NOW - 5))
+        for later in range(1, 4):
+            await storage.insert(
+                T, [NewMessage(f"m{b}-{later}", NOW + later, b"x", b) for b in range(BUCKETS)]
+            )
+        reset(server)
+        # when one pass takes the due ones
+        leases = await storage.lease(LeaseRequest.of(T, None, NOW, 100, LEASE, "c1", 0))
+        assert len(leases.delivered) == BUCKETS
+        # then each timeline's read also found its next head: still two commands a timeline
+        ran = commands(server)
+        assert 2 * BUCKETS <= ran <= 2 * BUCKETS + PER_CALL
+        assert await storage.next_due(T, None) == NOW + 1
