@@ -60,7 +60,8 @@ for i = 1, #ids do
   else
     seen[id] = true
     local n = tonumber(ts)
-    push(records, id, packed[i])
+    local at = #records  -- in place: push's call costs a message more
+    records[at + 1], records[at + 2] = id, packed[i]
     if apart[i] then push(payloads, id, apart[i]) end
     if headed[i] then push(headers, id, headed[i]) end
     entered[bucket] = true
@@ -69,7 +70,8 @@ for i = 1, #ids do
       entries = {}
       timelines[lane] = entries
     end
-    push(entries, ts, id)
+    at = #entries
+    entries[at + 1], entries[at + 2] = ts, id
     local low = earliest[lane]  -- {number, text}
     if not low then
       earliest[lane] = {n, ts}

@@ -50,7 +50,10 @@ local function visit(lane, id)
   end
   local ts, v, n, b, md, ex, flags, p, olen, at = struct.unpack(K_RECORD, packed)
   left(changed, lane, ts)
-  local fate = lease_fate(n, md, topic_max, ex, math.max(now, ts))  -- at delivery
+  local fate = 'keep'  -- no limit and no expiry (the common case): no rule to ask
+  if md ~= 0 or topic_max ~= 0 or ex ~= 0 then
+    fate = lease_fate(n, md, topic_max, ex, math.max(now, ts))  -- at delivery
+  end
   if fate == 'kill' then
     kill(prefix, id, decode(packed), now_s, KEYS[3], KEYS[4], KEYS[5], changed, changes)
     dead = dead + 1
@@ -103,8 +106,11 @@ local function visit(lane, id)
     numbers[i] = struct.pack(K_NUMBERS, b, ts, v, n, p, #id, #body, #key, 0)
   end
   local rest = from == at + olen and body or string.sub(packed, at + olen)  -- key, payload
-  push(written, id, struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
-                    .. rest)
+  -- Pairs appended in place, here and below: push's call costs a message more.
+  local w = #written
+  written[w + 1] = id
+  written[w + 2] = struct.pack(K_RECORD, until_n, v, n, b, md, ex, flags, p, #owner) .. owner
+                   .. rest
   -- Moved to the lease expiry at the end (one ZADD per timeline); until then
   -- it stays in range, skipped by the walk's offset.
   local entries = leased[lane]
@@ -112,35 +118,64 @@ local function visit(lane, id)
     entries = {}
     leased[lane] = entries
   end
-  push(entries, lease_until, id)
-  push(owned, lease_until, id)
+  w = #entries
+  entries[w + 1], entries[w + 2] = lease_until, id
+  w = #owned
+  owned[w + 1], owned[w + 2] = lease_until, id
   return true, true
 end
 
--- Lanes whose every due member a pass took (all_of): their heads are set
--- from their first members at the end, in one ZADD (fix_heads would check each).
-local whole = {}
+-- Lanes whose every due member a pass took (all_of), and per lane the
+-- score of its first member past the bound (none: absent): their heads are
+-- set at the end in one ZADD, from that score and the lease expiry, with no
+-- read a lane (fix_heads would check each).
+local whole, beyond = {}, {}
+local bound_n = tonumber(bound)
+
+-- The due members of a timeline, at most `most` (more are due when it
+-- returns that many), and the score of its first member past the bound (nil
+-- when none was read): read by rank with their scores, `first` members first,
+-- then twice as many each next read, so a lane holding a few due members and
+-- many later ones costs one read of a few.
+local function due_of(tl, most, first)
+  local d, start, stop = {}, 0, math.min(first, most) - 1
+  while true do
+    local r = redis.call('ZRANGE', tl, start, stop, 'WITHSCORES')
+    for j = 1, #r, 2 do
+      if tonumber(r[j + 1]) > bound_n then return d, r[j + 1] end
+      d[#d + 1] = r[j]
+    end
+    if #r < 2 * (stop - start + 1) or stop >= most - 1 then return d, nil end
+    start, stop = stop + 1, math.min(2 * stop + 1, most - 1)
+  end
+end
 
 -- Take everything due on `lanes` when it fits in `want` (the steady case):
--- each due timeline is read once, their records in one HMGET, and the members
--- visited in lane order, since the pass takes them all and the merge in time
--- order (walk) would only cost a heap step a message. False when it does not
--- fit: the reads stopped one past `want`, nothing was written.
+-- each due timeline is read (due_of) with the first member past the bound,
+-- their records in one HMGET, and the members visited in lane order, since
+-- the pass takes them all and the merge in time order (walk) would only cost
+-- a heap step a message. False when it does not fit: the reads stopped one
+-- past `want`, nothing was written.
 local function all_of(lanes, want)
-  local due, room, ids = {}, want + 1, {}
+  local due, room, ids, past = {}, want + 1, {}, {}
+  -- A lane's fair share and half again, and one for the first not due.
+  local first = math.ceil(1.5 * want / math.max(#lanes, 1)) + 1
   for i = 1, #lanes do
-    local r = redis.call('ZRANGE', timeline(prefix, lanes[i]), '-inf', bound, 'BYSCORE',
-                         'LIMIT', 0, room)
-    due[i] = r
-    room = room - #r
+    local d
+    d, past[i] = due_of(timeline(prefix, lanes[i]), room, first)
+    due[i] = d
+    room = room - #d
     if room <= 0 then return false end
-    for j = 1, #r do ids[#ids + 1] = r[j] end
+    for j = 1, #d do ids[#ids + 1] = d[j] end
   end
   if #ids > 0 then fetch(ids) end
   for i = 1, #lanes do
-    local r = due[i]
-    for j = 1, #r do visit(lanes[i], r[j]) end
-    if #r > 0 then whole[#whole + 1] = lanes[i] end
+    local d = due[i]
+    for j = 1, #d do visit(lanes[i], d[j]) end
+    if #d > 0 then
+      whole[#whole + 1] = lanes[i]
+      beyond[lanes[i]] = past[i]
+    end
   end
   return true
 end
@@ -231,18 +266,20 @@ for i, id in ipairs(sent) do
     numbers[i] = struct.pack(K_NUMBERS, k[1], k[2], k[3], k[4], k[5], k[6], #payload, k[8],
                              #headers)
   end
-  push(blob, id, payload)
+  local at = #blob
+  blob[at + 1], blob[at + 2] = id, payload
   if keyed[i] then blob[#blob + 1] = keyed[i] end
   if #headers > 0 then blob[#blob + 1] = headers end
 end
--- A lane taken whole now starts at its first waiting member or at the lease
--- expiry, whichever is first: read after the moves above.
+-- A lane taken whole now starts at its first member past the bound or at the
+-- lease expiry (when it kept a lease), whichever is first.
 local firsts, emptied = {}, {}
 for _, lane in ipairs(whole) do
   changed[lane] = nil
-  local first = redis.call('ZRANGE', timeline(prefix, lane), 0, 0, 'WITHSCORES')
-  if first[1] then
-    push(firsts, first[2], lane)
+  local first = beyond[lane]
+  if leased[lane] and (not first or until_n < tonumber(first)) then first = lease_until end
+  if first then
+    push(firsts, first, lane)
   else
     emptied[#emptied + 1] = lane
   end

@@ -44,8 +44,9 @@ local function ack(id, packed, version)
       if has(flags, 2) then apart[#apart + 1] = id end
       if has(flags, 16) then headed[#headed + 1] = id end
       left(changed, lane, ts)
-      push(buried, time, id)
-      local k = #numbers  -- three values: push would make a table of them
+      local k = #buried  -- in place: push's call costs a message more
+      buried[k + 1], buried[k + 2] = time, id
+      k = #numbers  -- three values: push would make a table of them
       numbers[k + 1], numbers[k + 2], numbers[k + 3] = '0', '0', int(ts)
       return
     end
