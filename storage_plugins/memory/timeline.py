@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dejaq.core import priority as prio
+from dejaq.core.hotpath import kernel
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, InsertStatus, Message, NewMessage, Topic
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
@@ -64,6 +65,9 @@ ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
 MAX_ID_BYTES: Final = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
 MAX_PRIORITY: Final = 0xFFFF  # Columns.priority is 16 bits (the broker allows 999)
 
+
+# ``_select``'s loop in C (select_kernel.c), or None: the loop below runs.
+KERNEL: Final = kernel("dejaq.storage_plugins.memory.select_kernel")
 
 _END_OF_TIME: Final = 1 << 62
 # Up to this many slots, ``due`` reads the columns (~3 ms a million), not the index.
@@ -97,6 +101,7 @@ class Timeline:
         # id -> slot of each live message with a lease owner (the lease may have run out)
         self.held: dict[str, int] = {}
         self.id_order = IdOrder()  # of the buckets scanned lately (scan.py)
+        self.native = KERNEL is not None  # tests turn it off to compare with the loop
 
     # -- finding --------------------------------------------------------------
 
@@ -297,6 +302,19 @@ class Timeline:
         ``near[0]`` (``due_lanes``, ``filled_lanes``). Slots in ``seen`` are
         skipped, and those taken added."""
         bound = (now << SLOT_BITS) | SLOT_MASK
+        if seen is None:
+            seen = set()
+        c = self.cols
+        # A reused slot may match an old entry of another key's lane: checked
+        # once the topic has keys.
+        key_no = lanes[0].key_no if lanes and len(self.keyed.names) > 1 else -1
+        slots: list[int] = []
+        dues: list[int] = []
+        if self.native and KERNEL is not None:
+            KERNEL.select(
+                lanes, bound, limit, c.state, c.timestamp, c.bucket, c.lane, key_no, seen, slots, dues
+            )
+            return slots, dues
         # A small heap over the due lane tops merges the buckets in time order.
         tops = [
             (lane.near[0], lane.bucket, lane.near, lane)
@@ -305,14 +323,6 @@ class Timeline:
         ]
         heapq.heapify(tops)
         pop, replace = heapq.heappop, heapq.heapreplace
-        slots: list[int] = []
-        dues: list[int] = []
-        if seen is None:
-            seen = set()
-        c = self.cols
-        # A reused slot may match an old entry of another key's lane: checked
-        # once the topic has keys.
-        key_no = lanes[0].key_no if lanes and len(self.keyed.names) > 1 else -1
         while tops and len(slots) < limit:
             keys: list[int] = []
             lanes_of: list[int] = []
