@@ -68,6 +68,8 @@ MAX_PRIORITY: Final = 0xFFFF  # Columns.priority is 16 bits (the broker allows 9
 
 # ``_select``'s loop in C (select_kernel.c), or None: the loop below runs.
 KERNEL: Final = kernel("dejaq.storage_plugins.memory.select_kernel")
+# ``_set_owner``'s pass in C (owner_kernel.c), or None: the arrays below do it.
+OWNER_KERNEL: Final = kernel("dejaq.storage_plugins.memory.owner_kernel")
 
 _END_OF_TIME: Final = 1 << 62
 # Up to this many slots, ``due`` reads the columns (~3 ms a million), not the index.
@@ -101,7 +103,8 @@ class Timeline:
         # id -> slot of each live message with a lease owner (the lease may have run out)
         self.held: dict[str, int] = {}
         self.id_order = IdOrder()  # of the buckets scanned lately (scan.py)
-        self.native = KERNEL is not None  # tests turn it off to compare with the loop
+        # Whether the kernels select and change owners; tests turn it off to compare.
+        self.native = KERNEL is not None and OWNER_KERNEL is not None
 
     # -- finding --------------------------------------------------------------
 
@@ -691,8 +694,22 @@ class Timeline:
 
     def _set_owner(self, slots: I64, owner: str | None, ids: list[str] | None) -> None:
         c = self.cols
-        before = c.owner[slots]
         number = 0 if owner is None else self.owners.hold(owner, len(slots))
+        if self.native and OWNER_KERNEL is not None:
+            changed_at, counts = OWNER_KERNEL.swap(
+                c.owner, np.ascontiguousarray(slots, np.int64), number, ids, self.held
+            )
+            self.owners.let_go_counts(counts)
+            if changed_at is None or not changed_at:
+                return
+            names = self._ids_of(slots[changed_at])
+            if number:
+                self.held.update(zip(names, slots[changed_at].tolist(), strict=True))
+            else:
+                for name in names:
+                    del self.held[name]
+            return
+        before = c.owner[slots]
         self.owners.let_go(before)
         c.owner[slots] = number
         changed = np.flatnonzero((before == 0) if number else (before != 0))

@@ -37,6 +37,7 @@ def test_the_kernel_is_built_wherever_the_compiled_modules_run() -> None:
     assert (ids_module.KERNEL is not None) == compiled
     assert (blobs_module.KERNEL is not None) == compiled
     assert (timeline_module.KERNEL is not None) == compiled
+    assert (timeline_module.OWNER_KERNEL is not None) == compiled
     cols = Columns()
     assert IdTable(cols).native == cols.native == cols.blobs.native == compiled
 
@@ -357,7 +358,9 @@ async def _run(storage: MemoryStorage, steps: list[tuple[Any, ...]], start: int)
         results.append(await _outcome(storage.get(TOPIC, id)))
     results.append(await storage.counts(TOPIC, now))
     results.append(await storage.list_dead(TOPIC, "", 100))
-    storage._timelines[TOPIC].ids.check()
+    tl = storage._timelines[TOPIC]
+    tl.ids.check()
+    results += [tl.held, tl.owners.names, tl.cols.owner[: tl.cols.used].tolist()]
     return results
 
 
@@ -385,7 +388,12 @@ SELECT_STEPS = st.lists(
         st.tuples(st.just("insert"), st.lists(st.tuples(st.integers(-5, 40), st.integers(0, len(KEYS) - 1)), max_size=12)),
         st.tuples(st.just("move"), st.lists(st.integers(0, 40), max_size=6), st.integers(-5, 40)),
         st.tuples(st.just("kill"), st.lists(st.integers(0, 40), max_size=4)),
-        st.tuples(st.just("select"), st.integers(1, 12), st.sampled_from([None, (0, 2)])),
+        st.tuples(
+            st.just("select"),
+            st.integers(1, 12),
+            st.sampled_from([None, (0, 2)]),
+            st.sampled_from(["c1", "c2"]),
+        ),
         st.tuples(st.just("tick"), st.integers(1, 20)),
     ),
     min_size=1,
@@ -397,7 +405,8 @@ def _select_run(
     native: bool, kind: str, start: int, steps: list[tuple[Any, ...]]
 ) -> list[Any]:
     """Each selection's slots and dues on a timeline whose messages move often,
-    leaving stale entries behind; the selected are leased (moved on) as a lease does."""
+    leaving stale entries behind; the selected are leased (moved on) as a lease
+    does. Then who holds what: the owners by slot, the held ids, the names."""
     tl = timeline_module.Timeline(Topic(TOPIC, TopicSettings(buckets=4, kind=kind)))
     tl.native = native
     now, made, out = start, 0, []
@@ -419,21 +428,45 @@ def _select_run(
         elif step[0] == "select":
             slots, dues = tl.select(step[2], now, step[1])
             out.append((slots, dues))
-            tl.reschedule(np.array(slots, np.int64), now + 30, "c1")
+            tl.reschedule(np.array(slots, np.int64), now + 30, step[3])
         elif step[0] == "tick":
             now += step[1]
+    out += [tl.cols.owner[: tl.cols.used].tolist(), tl.held, tl.owners.names, tl.owned]
     return out
 
 
 @QUICK
 @given(steps=SELECT_STEPS, kind=KINDS, start=STARTS)
-def test_a_selection_among_stale_entries_is_the_references(
+def test_a_selection_among_stale_entries_and_its_owners_are_the_references(
     steps: list[tuple[Any, ...]], kind: str, start: int
 ) -> None:
-    # Given two timelines, one selecting in C and one in the Python loop, whose
+    # Given two timelines, one selecting and owning in C and one in Python, whose
     # messages are moved and killed between selections (stale entries left behind)
     # when the same steps run through each
     native = _select_run(True, kind, start, steps)
     reference = _select_run(False, kind, start, steps)
-    # then every selection takes the same slots at the same dues, in order
+    # then every selection takes the same slots at the same dues, in order, and
+    # the same messages end up held by the same owners
     assert native == reference
+
+
+def test_two_owners_at_once_each_give_their_number_back_on_either_side() -> None:
+    # Given a storage on the kernels and one on the reference, where two
+    # consumers hold messages at once (owner numbers 1 and 2)
+    async def held_after(native: bool) -> list[Any]:
+        storage = await _storage(native)
+        batch = [NewMessage(IDS[i], 1_000, b"", i % 4) for i in range(4)]
+        await storage.insert(TOPIC, batch)
+        first = await storage.lease(LeaseRequest.of(TOPIC, None, 1_000, 2, 30, "c1"))
+        second = await storage.lease(LeaseRequest.of(TOPIC, None, 1_000, 2, 30, "c2"))
+        tl = storage._timelines[TOPIC]
+        both = [list(tl.owners.names), len(tl.held)]
+        # when the second, then the first, acks all it holds
+        for got, owner in ((second, "c2"), (first, "c1")):
+            items = [(m.id, m.version) for m in got.delivered]
+            await storage.ack(TOPIC, items, owner, 1_000)
+        return [*both, tl.owners.names, tl.held]
+
+    # then each number was taken and given back, and nothing is held
+    native, reference = asyncio.run(held_after(True)), asyncio.run(held_after(False))
+    assert native == reference == [[None, "c1", "c2"], 4, [None, None, None], {}]
