@@ -39,8 +39,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dejaq.core import priority as prio
-from dejaq.core.hotpath import kernel
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.hotpath import kernel
 from dejaq.core.model import KIND_PRIORITY, InsertStatus, Message, NewMessage, Topic
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.graves import Graves
@@ -315,7 +315,17 @@ class Timeline:
         dues: list[int] = []
         if self.native and KERNEL is not None:
             KERNEL.select(
-                lanes, bound, limit, c.state, c.timestamp, c.bucket, c.lane, key_no, seen, slots, dues
+                lanes,
+                bound,
+                limit,
+                c.state,
+                c.timestamp,
+                c.bucket,
+                c.lane,
+                key_no,
+                seen,
+                slots,
+                dues,
             )
             return slots, dues
         # A small heap over the due lane tops merges the buckets in time order.

@@ -385,7 +385,10 @@ def test_a_storage_on_the_kernels_answers_as_one_on_the_reference(
 
 SELECT_STEPS = st.lists(
     st.one_of(
-        st.tuples(st.just("insert"), st.lists(st.tuples(st.integers(-5, 40), st.integers(0, len(KEYS) - 1)), max_size=12)),
+        st.tuples(
+            st.just("insert"),
+            st.lists(st.tuples(st.integers(-5, 40), st.integers(0, len(KEYS) - 1)), max_size=12),
+        ),
         st.tuples(st.just("move"), st.lists(st.integers(0, 40), max_size=6), st.integers(-5, 40)),
         st.tuples(st.just("kill"), st.lists(st.integers(0, 40), max_size=4)),
         st.tuples(
@@ -401,9 +404,7 @@ SELECT_STEPS = st.lists(
 )
 
 
-def _select_run(
-    native: bool, kind: str, start: int, steps: list[tuple[Any, ...]]
-) -> list[Any]:
+def _select_run(native: bool, kind: str, start: int, steps: list[tuple[Any, ...]]) -> list[Any]:
     """Each selection's slots and dues on a timeline whose messages move often,
     leaving stale entries behind; the selected are leased (moved on) as a lease
     does. Then who holds what: the owners by slot, the held ids, the names."""
