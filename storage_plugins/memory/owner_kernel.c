@@ -1,7 +1,9 @@
 /* A batch's change of lease owner in C (Timeline._set_owner in
    storage_plugins/memory/timeline.py, which holds the reference): each slot's
    owner number replaced, the numbers let go of counted, and the ids that
-   gain or lose an owner entered in or taken out of `held`.
+   gain or lose an owner entered in or taken out of `held`. And a settle's
+   check that its consumer holds every message it names at the version it
+   quotes (MemoryStorage._held in storage.py, the reference).
 
    The reference pays a gather, a scatter, a mask and a few numpy calls a
    batch to count the numbers let go of, then a dict update over lists made
@@ -146,8 +148,92 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(holds_doc,
+"holds(items, held, number, owner, state, version, out) -> bool\n\n"
+"Whether every (id, version) of items names a message of held whose owner\n"
+"is number, live, at that version; their slots in out (int64, one an item)\n"
+"then. False as soon as one does not: the caller's reference then says why.");
+
+static PyObject *
+holds(PyObject *self, PyObject *args)
+{
+    PyObject *items, *held, *owner_o, *state_o, *version_o, *out_o;
+    unsigned long number;
+    if (!PyArg_ParseTuple(args, "O!O!kOOOO", &PyList_Type, &items, &PyDict_Type, &held, &number,
+                          &owner_o, &state_o, &version_o, &out_o)) {
+        return NULL;
+    }
+    Py_buffer owner, state, version, out;
+    PyObject *result = NULL;
+    if (take(owner_o, &owner, 4, 0, "owner") < 0) {
+        return NULL;
+    }
+    if (take(state_o, &state, 1, 0, "state") < 0) {
+        goto o;
+    }
+    if (take(version_o, &version, 8, 0, "version") < 0) {
+        goto s;
+    }
+    if (take(out_o, &out, 8, PyBUF_WRITABLE, "out") < 0) {
+        goto v;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items), rows = owner.len / 4;
+    if (out.len / 8 != n || state.len < rows || version.len / 8 < rows) {
+        PyErr_SetString(PyExc_ValueError, "the columns or out differ in length");
+        goto r;
+    }
+    const uint32_t *ov = owner.buf;
+    const uint8_t *sv = state.buf;
+    const int64_t *vv = version.buf;
+    int64_t *slots = out.buf;
+    int all = number != 0;
+    for (Py_ssize_t i = 0; all && i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            all = 0;  /* not a plain pair: the reference reads it */
+            break;
+        }
+        PyObject *at = PyDict_GetItemWithError(held, PyTuple_GET_ITEM(item, 0));
+        if (at == NULL) {
+            if (PyErr_Occurred()) {
+                goto r;
+            }
+            all = 0;
+            break;
+        }
+        PyObject *quoted_o = PyTuple_GET_ITEM(item, 1);
+        if (!PyLong_Check(quoted_o)) {
+            all = 0;  /* the reference compares what it is */
+            break;
+        }
+        int overflow = 0;
+        long long quoted = PyLong_AsLongLongAndOverflow(quoted_o, &overflow);
+        long long slot = PyLong_AsLongLong(at);
+        if (slot == -1 && PyErr_Occurred()) {
+            goto r;
+        }
+        if (overflow || slot < 0 || slot >= rows || ov[slot] != number || sv[slot] != 1
+            || vv[slot] != quoted) {
+            all = 0;
+            break;
+        }
+        slots[i] = slot;
+    }
+    result = PyBool_FromLong(all);
+r:
+    PyBuffer_Release(&out);
+v:
+    PyBuffer_Release(&version);
+s:
+    PyBuffer_Release(&state);
+o:
+    PyBuffer_Release(&owner);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"swap", swap, METH_VARARGS, swap_doc},
+    {"holds", holds, METH_VARARGS, holds_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -471,3 +471,35 @@ def test_two_owners_at_once_each_give_their_number_back_on_either_side() -> None
     # then each number was taken and given back, and nothing is held
     native, reference = asyncio.run(held_after(True)), asyncio.run(held_after(False))
     assert native == reference == [[None, "c1", "c2"], 4, [None, None, None], {}]
+
+
+def test_a_settle_naming_a_message_not_held_as_quoted_is_refused_on_either_side() -> None:
+    # Given a storage on the kernels and one on the reference, c1 holding three
+    # messages and c2 one
+    async def answers(native: bool) -> list[Any]:
+        storage = await _storage(native)
+        batch = [NewMessage(IDS[i], 1_000 + i, b"", i % 4) for i in range(4)]
+        await storage.insert(TOPIC, batch)
+        got = await storage.lease(LeaseRequest.of(TOPIC, None, 1_002, 3, 30, "c1"))
+        x, y, z = ((m.id, m.version) for m in got.delivered)
+        second = await storage.lease(LeaseRequest.of(TOPIC, None, 1_003, 1, 30, "c2"))
+        (w,) = ((m.id, m.version) for m in second.delivered)
+        # when c2 settles two of c1's, c1 quotes a stale version, then both settle right
+        return [
+            await _outcome(storage.ack(TOPIC, [x, y], "c2", 1_003)),
+            await _outcome(storage.ack(TOPIC, [x, (y[0], y[1] - 1)], "c1", 1_003)),
+            await _outcome(storage.ack(TOPIC, [y, z], "c1", 1_003)),
+            await _outcome(storage.ack(TOPIC, [w], "c2", 1_003)),
+        ]
+
+    native, reference = asyncio.run(answers(True)), asyncio.run(answers(False))
+    # then each side refuses the same items for the same reasons, and acks the rest
+    assert native == reference
+    # (a refusal is its error's name and text, a settled item a Settled)
+    kinds = [[o[0] if type(o) is tuple else type(o).__name__ for o in a] for a in native]
+    assert kinds == [
+        ["NotLeaseHolder", "NotLeaseHolder"],
+        ["Settled", "StaleVersion"],
+        ["Settled", "Settled"],
+        ["Settled"],
+    ]
