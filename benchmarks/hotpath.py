@@ -3,6 +3,7 @@
     python benchmarks/hotpath.py                # 5 rounds, alternating flavours
     python benchmarks/hotpath.py --rounds 3 --messages 50000
     python benchmarks/hotpath.py --rounds 1 --split    # also each step's share
+    python benchmarks/hotpath.py --spread              # over the topic's buckets
 
 A message's broker-side storage and codec work, as the broker does it at
 steady on ``memory://``, without gRPC or other processes: decode a produce
@@ -31,10 +32,15 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results" / "hotpath.json"
 
 
-async def cycle(messages: int, batch: int, split: dict[str, float] | None = None) -> float:
+async def cycle(
+    messages: int, batch: int, split: dict[str, float] | None = None, spread: bool = False
+) -> float:
     """CPU seconds for ``messages`` through decode, insert, lease, encode, ack;
     with ``split``, each step's CPU seconds added to it by name too (the clock
-    read between steps costs a little, so the total is not comparable)."""
+    read between steps costs a little, so the total is not comparable). Every
+    message goes to bucket 0, or with ``spread`` to each of the topic's buckets
+    in turn, as the broker's hash of the id spreads them (a lease then merges
+    the buckets' due entries)."""
     from dejaq.core.model import NewMessage, Topic
     from dejaq.core.wire import batches
     from dejaq.storage_plugins.base import LeaseRequest
@@ -43,6 +49,7 @@ async def cycle(messages: int, batch: int, split: dict[str, float] | None = None
     storage = MemoryStorage()
     await storage.open()
     topic = Topic("bench")
+    buckets = topic.settings.buckets if spread else 1
     await storage.create_topic(topic)
     payload = b"x" * 100
     now = 1_000_000
@@ -60,13 +67,16 @@ async def cycle(messages: int, batch: int, split: dict[str, float] | None = None
     start = clock()
     for _ in range(messages // batch):
         ids = [f"m{seq + i}" for i in range(batch)]
+        first = seq
         seq += batch
         frame = batches.encode_messages([now] * batch, [payload] * batch, ids)
         at = clock() if split is not None else start
         decoded = batches.decode_messages(frame)
         new = [
-            NewMessage(i, t, p, 0)
-            for i, t, p in zip(decoded.ids, decoded.timestamps, decoded.payloads, strict=True)
+            NewMessage(i, t, p, (first + n) % buckets)
+            for n, (i, t, p) in enumerate(
+                zip(decoded.ids, decoded.timestamps, decoded.payloads, strict=True)
+            )
         ]
         at = step("decode", at)
         await storage.insert("bench", new)
@@ -83,20 +93,22 @@ async def cycle(messages: int, batch: int, split: dict[str, float] | None = None
     return clock() - start
 
 
-def child(messages: int, batch: int, split: bool) -> None:
+def child(messages: int, batch: int, split: bool, spread: bool) -> None:
     from dejaq.core import hotpath
 
-    asyncio.run(cycle(batch * 20, batch))  # warm up: imports, first allocations
-    cpu = asyncio.run(cycle(messages, batch))
+    asyncio.run(cycle(batch * 20, batch, spread=spread))  # warm up: imports, first allocations
+    cpu = asyncio.run(cycle(messages, batch, spread=spread))
     out: dict[str, object] = {"status": hotpath.status(), "us_per_message": cpu / messages * 1e6}
     if split:
         steps: dict[str, float] = {}
-        asyncio.run(cycle(messages, batch, steps))
+        asyncio.run(cycle(messages, batch, steps, spread))
         out["split_us"] = {k: round(v / messages * 1e6, 2) for k, v in steps.items()}
     print(json.dumps(out))
 
 
-def measure(flavour: str, messages: int, batch: int, split: bool) -> dict[str, object]:
+def measure(
+    flavour: str, messages: int, batch: int, split: bool, spread: bool
+) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k != "DEJAQ_PURE_PYTHON"}
     if flavour == "pure":
         env["DEJAQ_PURE_PYTHON"] = "1"
@@ -104,6 +116,7 @@ def measure(flavour: str, messages: int, batch: int, split: bool) -> dict[str, o
         [
             *(sys.executable, __file__, "--child", "--messages", str(messages)),
             *("--batch", str(batch), *(["--split"] if split else [])),
+            *(["--spread"] if spread else []),
         ],
         env=env,
         capture_output=True,
@@ -122,16 +135,19 @@ def main() -> None:
     p.add_argument(
         "--split", action="store_true", help="also time each step apart, in a second cycle"
     )
+    p.add_argument(
+        "--spread", action="store_true", help="messages over the topic's buckets, not all in 0"
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        child(a.messages, a.batch, a.split)
+        child(a.messages, a.batch, a.split, a.spread)
         return
     runs: dict[str, list[float]] = {"compiled": [], "pure": []}
     status = {}
     for r in range(a.rounds):
         for flavour in runs:
-            got = measure(flavour, a.messages, a.batch, a.split)
+            got = measure(flavour, a.messages, a.batch, a.split, a.spread)
             runs[flavour].append(round(float(str(got["us_per_message"])), 2))
             status[flavour] = got["status"]
             us = runs[flavour][-1]
@@ -149,6 +165,7 @@ def main() -> None:
             {
                 "messages": a.messages,
                 "batch": a.batch,
+                "spread": a.spread,
                 "us_per_message": runs,
                 "median": medians,
                 "status": status,

@@ -55,6 +55,8 @@ COMPILED: tuple[str, ...] = (
 KERNELS: tuple[str, ...] = (
     "dejaq.storage_plugins.memory.blob_kernel",
     "dejaq.storage_plugins.memory.id_kernel",
+    "dejaq.storage_plugins.memory.owner_kernel",
+    "dejaq.storage_plugins.memory.select_kernel",
 )
 # Written by setup.py beside this module: each compiled module's source digest.
 MANIFEST = "hotpath_built.json"

@@ -49,6 +49,17 @@ class Owners:
         else:
             distinct, times = np.unique(numbers, return_counts=True)
             counts = list(zip(distinct.tolist(), times.tolist(), strict=True))
+        self._release(counts)
+
+    def let_go_counts(self, counts: dict[int, int]) -> None:
+        """Number ``k`` lets go of ``counts[k]`` messages (as ``let_go`` of
+        ``counts[k]`` times ``k``)."""
+        if counts:
+            self._release(sorted(counts.items()))
+
+    def _release(self, counts: list[tuple[int, int]]) -> None:
+        """Each number lets go of its count, in order; one that holds nothing
+        more is given back."""
         for k, n in counts:
             self._held[k] -= n
             if self._held[k] == 0:

@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from dejaq.core import priority as prio
 from dejaq.core.errors import InvalidArgument
+from dejaq.core.hotpath import kernel
 from dejaq.core.model import KIND_PRIORITY, InsertStatus, Message, NewMessage, Topic
 from dejaq.storage_plugins.memory.columns import DEAD, LIVE, TOMB, Columns
 from dejaq.storage_plugins.memory.graves import Graves
@@ -64,6 +65,11 @@ ACCEPTED, DUPLICATE = InsertStatus.ACCEPTED, InsertStatus.DUPLICATE
 MAX_ID_BYTES: Final = 0xFFFF  # Columns.id_len is 16 bits (the broker allows 256)
 MAX_PRIORITY: Final = 0xFFFF  # Columns.priority is 16 bits (the broker allows 999)
 
+
+# ``_select``'s loop in C (select_kernel.c), or None: the loop below runs.
+KERNEL: Final = kernel("dejaq.storage_plugins.memory.select_kernel")
+# ``_set_owner``'s pass in C (owner_kernel.c), or None: the arrays below do it.
+OWNER_KERNEL: Final = kernel("dejaq.storage_plugins.memory.owner_kernel")
 
 _END_OF_TIME: Final = 1 << 62
 # Up to this many slots, ``due`` reads the columns (~3 ms a million), not the index.
@@ -97,6 +103,8 @@ class Timeline:
         # id -> slot of each live message with a lease owner (the lease may have run out)
         self.held: dict[str, int] = {}
         self.id_order = IdOrder()  # of the buckets scanned lately (scan.py)
+        # Whether the kernels select and change owners; tests turn it off to compare.
+        self.native = KERNEL is not None and OWNER_KERNEL is not None
 
     # -- finding --------------------------------------------------------------
 
@@ -297,6 +305,29 @@ class Timeline:
         ``near[0]`` (``due_lanes``, ``filled_lanes``). Slots in ``seen`` are
         skipped, and those taken added."""
         bound = (now << SLOT_BITS) | SLOT_MASK
+        if seen is None:
+            seen = set()
+        c = self.cols
+        # A reused slot may match an old entry of another key's lane: checked
+        # once the topic has keys.
+        key_no = lanes[0].key_no if lanes and len(self.keyed.names) > 1 else -1
+        slots: list[int] = []
+        dues: list[int] = []
+        if self.native and KERNEL is not None:
+            KERNEL.select(
+                lanes,
+                bound,
+                limit,
+                c.state,
+                c.timestamp,
+                c.bucket,
+                c.lane,
+                key_no,
+                seen,
+                slots,
+                dues,
+            )
+            return slots, dues
         # A small heap over the due lane tops merges the buckets in time order.
         tops = [
             (lane.near[0], lane.bucket, lane.near, lane)
@@ -305,14 +336,6 @@ class Timeline:
         ]
         heapq.heapify(tops)
         pop, replace = heapq.heappop, heapq.heapreplace
-        slots: list[int] = []
-        dues: list[int] = []
-        if seen is None:
-            seen = set()
-        c = self.cols
-        # A reused slot may match an old entry of another key's lane: checked
-        # once the topic has keys.
-        key_no = lanes[0].key_no if lanes and len(self.keyed.names) > 1 else -1
         while tops and len(slots) < limit:
             keys: list[int] = []
             lanes_of: list[int] = []
@@ -681,8 +704,22 @@ class Timeline:
 
     def _set_owner(self, slots: I64, owner: str | None, ids: list[str] | None) -> None:
         c = self.cols
-        before = c.owner[slots]
         number = 0 if owner is None else self.owners.hold(owner, len(slots))
+        if self.native and OWNER_KERNEL is not None:
+            changed_at, counts = OWNER_KERNEL.swap(
+                c.owner, np.ascontiguousarray(slots, np.int64), number, ids, self.held
+            )
+            self.owners.let_go_counts(counts)
+            if changed_at is None or not changed_at:
+                return
+            names = self._ids_of(slots[changed_at])
+            if number:
+                self.held.update(zip(names, slots[changed_at].tolist(), strict=True))
+            else:
+                for name in names:
+                    del self.held[name]
+            return
+        before = c.owner[slots]
         self.owners.let_go(before)
         c.owner[slots] = number
         changed = np.flatnonzero((before == 0) if number else (before != 0))
