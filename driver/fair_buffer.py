@@ -43,13 +43,14 @@ class Run(Generic[D]):
     from ``build()``'s list, made when it takes the first (``items`` itself
     when there is no ``build``); ``take_batch`` takes what is left of ``items``."""
 
-    __slots__ = ("at", "build", "built", "items")
+    __slots__ = ("at", "build", "built", "end", "items")
 
     def __init__(self, items: Sequence[D], build: Callable[[], Sequence[D]] | None = None) -> None:
         self.items = items
         self.build = build
         self.built: Sequence[D] | None = None if build is not None else items
         self.at = 0
+        self.end = len(items)  # read a pop each: a batch's len() is a Python call
 
 
 class Block(Run[D]):
@@ -174,9 +175,10 @@ class FairBuffer(Generic[D]):
             built = key.built
             if built is None:
                 built = key.built = key.build()  # type: ignore[misc]
-            d = built[key.at]
-            key.at += 1
-            if key.at == len(key.items):
+            at = key.at
+            d = built[at]
+            key.at = at = at + 1
+            if at == key.end:
                 ring.popleft()
                 self._blocks.popleft()
             return d
@@ -186,9 +188,10 @@ class FairBuffer(Generic[D]):
             built = head.built
             if built is None:
                 built = head.built = head.build()  # type: ignore[misc]
-            d = built[head.at]
-            head.at += 1
-            if head.at == len(head.items):
+            at = head.at
+            d = built[at]
+            head.at = at = at + 1
+            if at == head.end:
                 queue.popleft()
         else:
             d = cast(D, queue.popleft())  # the head, not a run

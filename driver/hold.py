@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from itertools import pairwise
@@ -127,9 +128,16 @@ class Hold:
         """Our monotonic ms by which the broker's clock surely reached ``timestamp``."""
         return timestamp - self._bound + MARGIN_MS
 
-    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Set the timer for the earliest held delivery."""
+    def _schedule(self, loop: asyncio.AbstractEventLoop, woke_early: bool = False) -> None:
+        """Set the timer for the earliest held delivery. ``woke_early``: the timer
+        ran before its time by the loop's own clock, as on a loop whose clock
+        moves a whole ms at a time and whose timers run up to a ms early
+        (uvloop); set at that time again it would run again at once until the
+        clock moves: it is set at the next whole ms instead, where that clock
+        has surely reached it."""
         first = self._mono_ms(self._frames[0][0])
+        if woke_early:
+            first = float(math.ceil(first))
         if first < self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
@@ -143,7 +151,7 @@ class Hold:
         if ready:
             self._release(_in_due_order(ready))
         if self._frames:
-            self._schedule(loop)
+            self._schedule(loop, woke_early=not ready)
 
     def _take(self, broker_now: float) -> list[Sequence[Delivery]]:
         """Take every held delivery due by ``broker_now``: a piece a frame."""

@@ -44,6 +44,8 @@ from dejaq.proto import dejaq_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+ACK: int = pb.Settle.ACK
+EXTEND: int = pb.Settle.EXTEND  # read once: an enum of a message class is a slow lookup
 KIND_NAMES: dict[int, str] = {
     pb.Settle.ACK: "ack",
     pb.Settle.EXTEND: "extend",
@@ -121,6 +123,9 @@ class SettleBatcher:
         self.max_unanswered = max_unanswered
         self.on_error = on_error
         self._pending: dict[tuple[int, int], _Group] = {}
+        # The plain acks' group of ``_pending`` once made (None: not yet): an ack
+        # a message appends to it with no key made and looked up.
+        self._acks: _Group | None = None
         self._credits = 0
         self._credit_urge = 1 << 62  # credits that make a frame leave this turn
         self._soon: asyncio.Handle | None = None
@@ -166,13 +171,16 @@ class SettleBatcher:
         links to."""
         if self._unanswered >= self.max_unanswered:
             return False
-        group = self._pending.get((kind, ms))
-        if group is None:
-            group = self._pending[(kind, ms)] = _Group()
+        if kind == ACK and not ms:
+            group = self._acks
+            if group is None:
+                group = self._acks = self._group(ACK, 0)
+        else:
+            group = self._group(kind, ms)
         ids = group.ids
         ids.append(held.id)
         group.versions.append(held.version)
-        if traced or kind == pb.Settle.EXTEND:
+        if traced or kind == EXTEND:
             group.helds.append(held)
         self._unanswered += 1
         if len(ids) >= self.max_batch:
@@ -232,7 +240,7 @@ class SettleBatcher:
             self._later = None
         if self.holding:
             return
-        pending, self._pending = self._pending, {}
+        pending, self._pending, self._acks = self._pending, {}, None
         for (kind, ms), group in pending.items():
             if len(group.ids) <= self.max_batch:
                 self._send_frame(kind, ms, group)
@@ -243,7 +251,7 @@ class SettleBatcher:
                 part.ids = group.ids[start:end]
                 part.versions = group.versions[start:end]
                 # An extend's deliveries line up with its ids; others' only link spans.
-                aligned = kind == pb.Settle.EXTEND
+                aligned = kind == EXTEND
                 part.helds = group.helds[start:end] if aligned or not start else []
                 part.receipts = {
                     i - start: r
@@ -289,7 +297,7 @@ class SettleBatcher:
         refused = {
             r.index: error_for(status_code(r.code), r.reason, r.kind) for r in result.rejections
         }
-        if kind == pb.Settle.EXTEND:
+        if kind == EXTEND:
             for n, version in enumerate(result.versions):
                 if n not in refused:
                     group.helds[n].version = version
@@ -304,7 +312,7 @@ class SettleBatcher:
     def abandon(self, error: DejaqError) -> None:
         """The consumer is gone for good: fail what is queued and what is sent."""
         self.lost(error)
-        pending, self._pending = self._pending, {}
+        pending, self._pending, self._acks = self._pending, {}, None
         for (kind, _), group in pending.items():
             self._finish(kind, group, {}, error)
 

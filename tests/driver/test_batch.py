@@ -8,6 +8,7 @@ columns are what is checked).
 from __future__ import annotations
 
 from dejaq.core import headers as header_codec
+from dejaq.core.errors import BrokerUnavailable
 from dejaq.core.model import LeasedMessage
 from dejaq.core.wire.batches import DeliveryColumns, decode_delivery_columns, encode_deliveries
 from dejaq.driver.batch import DeliveryBatch, Frame
@@ -85,6 +86,31 @@ async def test_an_unconfirmed_ack_is_queued_as_it_is_called() -> None:
     settler.send_now()
     assert wire.settled(pb.Settle.ACK) == [("m0", 7)]
     await queued
+
+
+async def test_acks_one_at_a_time_and_by_batch_settle_in_one_frame_then_the_next() -> None:
+    # given a batch acked whole and a delivery of another batch acked on its own
+    wire = Wire()
+    settler = SettleBatcher(wire.send)
+    first, second = a_batch(settler, 2), a_batch(settler, 2)
+    await first.ack_all()
+    await second[0].ack()
+    # when the frame leaves, and the next delivery is acked after it
+    settler.send_now()
+    await second[1].ack()
+    settler.send_now()
+    # then the first frame held all three acks, and the next one only the last
+    assert [list(f.ids) for f in wire.frames] == [["m0", "m1", "m0"], ["m1"]]
+    # and an ack queued when the settler is abandoned fails (with the four sent
+    # and unanswered), and is not sent later
+    third = a_batch(settler, 1)[0]
+    await third.ack()
+    settler.abandon(BrokerUnavailable("gone"))
+    await a_batch(settler, 1)[0].nack()
+    settler.send_now()
+    assert [list(f.ids) for f in wire.frames][2:] == [["m0"]]
+    assert wire.frames[2].kind == pb.Settle.NACK
+    assert [f.kind for f in settler.take_failures()] == ["ack"] * 5
 
 
 def test_a_frame_without_keys_takes_its_turn_as_one_key() -> None:

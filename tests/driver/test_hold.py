@@ -112,3 +112,48 @@ async def test_a_frame_read_before_a_late_timer_does_not_overtake_what_is_held()
     hold.add(deliveries(BROKER_NOW + 20), [BROKER_NOW + 20], BROKER_NOW + 30)
     assert released.order == [f"m{BROKER_NOW + 5}", f"m{BROKER_NOW + 20}"]
     assert not hold.holding
+
+
+class CoarseLoop(asyncio.SelectorEventLoop):
+    """A loop whose clock moves a whole ms at a time and whose timers are set a
+    whole number of ms from it, rounded (as uvloop's are): a timer may run before
+    its time by that clock. Counts the timers set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timers = 0
+
+    def time(self) -> float:
+        return float(int(time.monotonic() * 1000)) / 1000
+
+    def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        self.timers += 1
+        now = self.time()
+        when = now + round((when - now) * 1000) / 1000
+        return super().call_at(when, callback, *args, context=context)
+
+
+def test_a_loop_whose_timers_run_early_wakes_the_hold_a_few_times_not_in_a_spin() -> None:
+    # given a loop with a whole-ms clock whose timers may run before their time
+    loop = CoarseLoop()
+    due = [BROKER_NOW + 3 * n for n in range(1, 9)]
+
+    async def hold_them() -> tuple[float, dict[str, float]]:
+        released = Released()
+        hold = Hold(released)
+        start = loop.time() * 1000
+        # messages due 4 to 25 ms after a frame made now: with the hold's margin
+        # each one's release falls inside a ms
+        for t in due:
+            hold.add(deliveries(t), [t], BROKER_NOW - 1)
+        await released.count(len(due))
+        return start, released.at
+
+    try:
+        # when the hold releases them
+        start, at = loop.run_until_complete(hold_them())
+    finally:
+        loop.close()
+    # then none early, and the hold's timer was set a few times each, not once a turn
+    assert all(at[f"m{t}"] - start >= t - BROKER_NOW + 1 for t in due)
+    assert loop.timers <= 3 * len(due), loop.timers
