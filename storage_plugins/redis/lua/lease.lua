@@ -131,6 +131,7 @@ end
 -- read a lane (fix_heads would check each).
 local whole, beyond = {}, {}
 local bound_n = tonumber(bound)
+local FIRST_READ = 4  -- members a lane's first read takes at most
 
 -- The due members of a timeline, at most `most` (more are due when it
 -- returns that many), and the score of its first member past the bound (nil
@@ -158,8 +159,11 @@ end
 -- past `want`, nothing was written.
 local function all_of(lanes, want)
   local due, room, ids, past = {}, want + 1, {}, {}
-  -- A lane's fair share and half again, and one for the first not due.
-  local first = math.ceil(1.5 * want / math.max(#lanes, 1)) + 1
+  -- A lane's fair share and half again, and one for the first not due, but
+  -- at most a few: a pass's credit is far more than what is due (a consumer's
+  -- window against a millisecond's messages), and every member read comes
+  -- back to Lua with its score.
+  local first = math.min(math.ceil(1.5 * want / math.max(#lanes, 1)) + 1, FIRST_READ)
   for i = 1, #lanes do
     local d
     d, past[i] = due_of(timeline(prefix, lanes[i]), room, first)
