@@ -125,61 +125,30 @@ local function visit(lane, id)
   return true, true
 end
 
--- Lanes whose every due member a pass took (all_of), and per lane the
--- score of its first member past the bound (none: absent): their heads are
--- set at the end in one ZADD, from that score and the lease expiry, with no
--- read a lane (fix_heads would check each).
-local whole, beyond = {}, {}
-local bound_n = tonumber(bound)
-local FIRST_READ = 4  -- members a lane's first read takes at most
-
--- The due members of a timeline, at most `most` (more are due when it
--- returns that many), and the score of its first member past the bound (nil
--- when none was read): read by rank with their scores, `first` members first,
--- then twice as many each next read, so a lane holding a few due members and
--- many later ones costs one read of a few.
-local function due_of(tl, most, first)
-  local d, start, stop = {}, 0, math.min(first, most) - 1
-  while true do
-    local r = redis.call('ZRANGE', tl, start, stop, 'WITHSCORES')
-    for j = 1, #r, 2 do
-      if tonumber(r[j + 1]) > bound_n then return d, r[j + 1] end
-      d[#d + 1] = r[j]
-    end
-    if #r < 2 * (stop - start + 1) or stop >= most - 1 then return d, nil end
-    start, stop = stop + 1, math.min(2 * stop + 1, most - 1)
-  end
-end
+-- Lanes whose every due member a pass took (all_of): their heads are set
+-- from their first members at the end, in one ZADD (fix_heads would check each).
+local whole = {}
 
 -- Take everything due on `lanes` when it fits in `want` (the steady case):
--- each due timeline is read (due_of) with the first member past the bound,
--- their records in one HMGET, and the members visited in lane order, since
--- the pass takes them all and the merge in time order (walk) would only cost
--- a heap step a message. False when it does not fit: the reads stopped one
--- past `want`, nothing was written.
+-- each due timeline is read once, their records in one HMGET, and the members
+-- visited in lane order, since the pass takes them all and the merge in time
+-- order (walk) would only cost a heap step a message. False when it does not
+-- fit: the reads stopped one past `want`, nothing was written.
 local function all_of(lanes, want)
-  local due, room, ids, past = {}, want + 1, {}, {}
-  -- A lane's fair share and half again, and one for the first not due, but
-  -- at most a few: a pass's credit is far more than what is due (a consumer's
-  -- window against a millisecond's messages), and every member read comes
-  -- back to Lua with its score.
-  local first = math.min(math.ceil(1.5 * want / math.max(#lanes, 1)) + 1, FIRST_READ)
+  local due, room, ids = {}, want + 1, {}
   for i = 1, #lanes do
-    local d
-    d, past[i] = due_of(timeline(prefix, lanes[i]), room, first)
-    due[i] = d
-    room = room - #d
+    local r = redis.call('ZRANGE', timeline(prefix, lanes[i]), '-inf', bound, 'BYSCORE',
+                         'LIMIT', 0, room)
+    due[i] = r
+    room = room - #r
     if room <= 0 then return false end
-    for j = 1, #d do ids[#ids + 1] = d[j] end
+    for j = 1, #r do ids[#ids + 1] = r[j] end
   end
   if #ids > 0 then fetch(ids) end
   for i = 1, #lanes do
-    local d = due[i]
-    for j = 1, #d do visit(lanes[i], d[j]) end
-    if #d > 0 then
-      whole[#whole + 1] = lanes[i]
-      beyond[lanes[i]] = past[i]
-    end
+    local r = due[i]
+    for j = 1, #r do visit(lanes[i], r[j]) end
+    if #r > 0 then whole[#whole + 1] = lanes[i] end
   end
   return true
 end
@@ -275,15 +244,14 @@ for i, id in ipairs(sent) do
   if keyed[i] then blob[#blob + 1] = keyed[i] end
   if #headers > 0 then blob[#blob + 1] = headers end
 end
--- A lane taken whole now starts at its first member past the bound or at the
--- lease expiry (when it kept a lease), whichever is first.
+-- A lane taken whole now starts at its first waiting member or at the lease
+-- expiry, whichever is first: read after the moves above.
 local firsts, emptied = {}, {}
 for _, lane in ipairs(whole) do
   changed[lane] = nil
-  local first = beyond[lane]
-  if leased[lane] and (not first or until_n < tonumber(first)) then first = lease_until end
-  if first then
-    push(firsts, first, lane)
+  local first = redis.call('ZRANGE', timeline(prefix, lane), 0, 0, 'WITHSCORES')
+  if first[1] then
+    push(firsts, first[2], lane)
   else
     emptied[#emptied + 1] = lane
   end
