@@ -71,14 +71,18 @@ def test_a_built_hot_path_loads_compiled_all_together() -> None:
         assert compiled == []
 
 
+def _assert_compiled_load_as_source(finder: hotpath._PreferSource) -> None:
+    for module in hotpath.COMPILED:
+        spec = finder.find_spec(module, _package_path(module))
+        assert spec is not None and str(spec.origin).endswith(".py")
+
+
 def test_a_changed_source_makes_every_module_load_from_its_source() -> None:
     # Given a build whose recorded digest of one module no longer matches its source
     stale = _digests() | {hotpath.COMPILED[0]: "0" * 64}
     finder = hotpath._PreferSource(pure=False, built=stale)
     # then every compiled module, not only the changed one, is found as its .py
-    for module in hotpath.COMPILED:
-        spec = finder.find_spec(module, _package_path(module))
-        assert spec is not None and str(spec.origin).endswith(".py")
+    _assert_compiled_load_as_source(finder)
 
 
 def test_a_changed_kernel_source_makes_every_module_load_from_its_source() -> None:
@@ -86,9 +90,7 @@ def test_a_changed_kernel_source_makes_every_module_load_from_its_source() -> No
     stale = _digests() | {hotpath.KERNELS[0]: "0" * 64}
     finder = hotpath._PreferSource(pure=False, built=stale)
     # then the compiled modules are found as their .py, and every kernel is refused
-    for module in hotpath.COMPILED:
-        spec = finder.find_spec(module, _package_path(module))
-        assert spec is not None and str(spec.origin).endswith(".py")
+    _assert_compiled_load_as_source(finder)
     for module in hotpath.KERNELS:
         with pytest.raises(ModuleNotFoundError):
             finder.find_spec(module, _package_path(module))
