@@ -710,11 +710,12 @@ class Timeline:
                 c.owner, np.ascontiguousarray(slots, np.int64), number, ids, self.held
             )
             self.owners.let_go_counts(counts)
-            if changed_at is None or not changed_at:
+            if not changed_at:  # None: the kernel kept ``held`` itself
                 return
-            names = self._ids_of(slots[changed_at])
+            changed = slots[changed_at]
+            names = self._ids_of(changed)
             if number:
-                self.held.update(zip(names, slots[changed_at].tolist(), strict=True))
+                self.held.update(zip(names, changed.tolist(), strict=True))
             else:
                 for name in names:
                     del self.held[name]
