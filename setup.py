@@ -114,8 +114,15 @@ def compiled_extensions() -> list[Any]:
         ext.include_dirs.append(str(OUT.joinpath(*GROUP.split(".")[:-1])))
     # Built with the mypyc modules or not at all: core/hotpath.py lets both run or neither.
     for kernel in KERNELS:
-        source = HOTPATH["source_of"](kernel, ROOT).relative_to(ROOT)
-        extensions.append(Extension(kernel, [str(source)], extra_compile_args=[f"-O{OPT_LEVEL}"]))
+        source, *headers = HOTPATH["source_files"](HOTPATH["source_of"](kernel, ROOT))
+        extensions.append(
+            Extension(
+                kernel,
+                [str(source.relative_to(ROOT))],
+                depends=[str(h.relative_to(ROOT)) for h in headers],  # rebuilt when one changes
+                extra_compile_args=[f"-O{OPT_LEVEL}"],
+            )
+        )
     say(f"compiling the hot path with mypyc: {len(COMPILED)} modules, and {len(KERNELS)} C kernels")
     return extensions
 
@@ -140,7 +147,8 @@ class BuildHotPath(build_ext):
             # Not where the object goes: an editable install builds in a fresh temporary folder.
             setting = {k: v for k, v in kwargs.items() if k != "output_dir"}
             key.update(json.dumps(setting, default=str, sort_keys=True).encode())
-            key.update(Path(source).read_bytes())
+            for part in HOTPATH["source_files"](Path(source)):  # a kernel's headers too
+                key.update(part.read_bytes())
             cached = OBJECTS / f"{key.hexdigest()}.o"
             (obj,) = self.compiler.object_filenames([source], output_dir=kwargs["output_dir"])
             if cached.is_file():

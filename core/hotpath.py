@@ -8,11 +8,11 @@ in front of the import system that loads the ``.py`` instead of the compiled
 one when
 
 - ``DEJAQ_PURE_PYTHON=1`` is set (to compare the two flavours), or
-- any compiled module's ``.py`` (or a kernel's ``.c``) no longer matches the
-  source it was built from (an edited checkout before ``pip install -e .``
-  ran again): stale machine code must never run in place of the rule as
-  written. All of them then load as ``.py``, since compiled modules call
-  each other natively.
+- any compiled module's ``.py`` (or a kernel's ``.c``, or a header it
+  includes from its folder) no longer matches the source it was built from
+  (an edited checkout before ``pip install -e .`` ran again): stale
+  machine code must never run in place of the rule as written. All of them
+  then load as ``.py``, since compiled modules call each other natively.
 
 The modules in ``KERNELS`` are written in C by hand (a ``.c`` beside the
 Python module that uses it, which holds the reference in Python and falls
@@ -32,6 +32,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -67,8 +68,29 @@ def pure_forced() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
+# A kernel's own headers: included by quoted name, found beside the .c.
+_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+
+
+def source_files(path: Path) -> list[Path]:
+    """What a build of ``path`` is made of: the file, and for C the headers beside it
+    that it includes by quoted name (and those they include), each once."""
+    files = [path]
+    for source in files:  # grows as headers are found
+        if source.suffix not in (".c", ".h"):
+            continue
+        for name in _LOCAL_INCLUDE.findall(source.read_bytes()):
+            header = source.parent / name.decode()
+            if header.is_file() and header not in files:
+                files.append(header)
+    return files
+
+
 def source_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for source in source_files(path):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
 
 
 def _built() -> dict[str, str]:

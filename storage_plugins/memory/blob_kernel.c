@@ -7,27 +7,11 @@
    bytes), not a slice of a memoryview and a few Python ints. A handle is
    chunk << 32 | offset into `chunks`, a list of writable buffers. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "kernel_buffer.h"
 #include <stdint.h>
 
 #define OFFSET_BITS 32
 #define OFFSET_MASK ((1LL << OFFSET_BITS) - 1)
-
-/* A C-contiguous 1-d buffer of `size`-byte items. */
-static int
-take(PyObject *obj, Py_buffer *view, Py_ssize_t size, const char *what)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        return -1;
-    }
-    if (view->itemsize != size || view->ndim != 1) {
-        PyErr_Format(PyExc_TypeError, "%s: a 1-d array of %zd-byte items is needed", what, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 /* The chunks' buffers, looked up once a chunk while a batch walks them. */
 typedef struct {
@@ -84,13 +68,13 @@ blob_write(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!OO!", &PyList_Type, &chunks, &o_handles, &PyList_Type, &records)) {
         return NULL;
     }
-    if (take(o_handles, &handles, 8, "handles") < 0) {
+    if (take(o_handles, &handles, 8, 0, "handles") < 0) {
         return NULL;
     }
     PyObject *result = NULL;
     Py_ssize_t n = PyList_GET_SIZE(records);
     Chunk c = {chunks, -1, {0}, 1};
-    if (handles.len / 8 != n) {
+    if (items(&handles) != n) {
         PyErr_SetString(PyExc_ValueError, "handles: one a record is needed");
         goto done;
     }
@@ -131,28 +115,28 @@ blob_read(PyObject *self, PyObject *args)
                           &o_head, &o_rec)) {
         return NULL;
     }
-    if (take(o_slots, &slots, 8, "slots") < 0) {
+    if (take(o_slots, &slots, 8, 0, "slots") < 0) {
         return NULL;
     }
-    if (take(o_at, &at, 8, "record_at") < 0) {
+    if (take(o_at, &at, 8, 0, "record_at") < 0) {
         goto s;
     }
-    if (take(o_id, &id_len, 2, "id_len") < 0) {
+    if (take(o_id, &id_len, 2, 0, "id_len") < 0) {
         goto a;
     }
-    if (take(o_key, &key_len, 2, "key_len") < 0) {
+    if (take(o_key, &key_len, 2, 0, "key_len") < 0) {
         goto i;
     }
-    if (take(o_head, &headers_len, 2, "headers_len") < 0) {
+    if (take(o_head, &headers_len, 2, 0, "headers_len") < 0) {
         goto k;
     }
-    if (take(o_rec, &record_len, 4, "record_len") < 0) {
+    if (take(o_rec, &record_len, 4, 0, "record_len") < 0) {
         goto h;
     }
     Chunk c = {chunks, -1, {0}, 0};
-    Py_ssize_t n = slots.len / 8, columns = at.len / 8;
-    if (id_len.len / 2 < columns || key_len.len / 2 < columns || headers_len.len / 2 < columns ||
-        record_len.len / 4 < columns) {
+    Py_ssize_t n = items(&slots), columns = items(&at);
+    if (items(&id_len) < columns || items(&key_len) < columns || items(&headers_len) < columns ||
+        items(&record_len) < columns) {
         PyErr_SetString(PyExc_ValueError, "the columns differ in length");
         goto r;
     }

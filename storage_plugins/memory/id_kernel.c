@@ -6,34 +6,11 @@
    for every id of a batch still probing. The arrays come in through the
    buffer protocol, each checked for its item size and contiguity. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "kernel_buffer.h"
 #include <stdint.h>
 
 #define EMPTY 0
 #define DELETED (-1)
-
-/* A C-contiguous buffer of `size`-byte items; `writable` asks for write access. */
-static int
-take(PyObject *obj, Py_buffer *view, Py_ssize_t size, int writable, const char *what)
-{
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0) {
-        return -1;
-    }
-    if (view->itemsize != size || view->ndim != 1) {
-        PyErr_Format(PyExc_TypeError, "%s: a 1-d array of %zd-byte items is needed", what, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
-static Py_ssize_t
-items(Py_buffer *view)
-{
-    return view->len / view->itemsize;
-}
 
 /* A table's size is a power of two (ids.py), so a mask wraps a position. */
 static int
@@ -71,10 +48,10 @@ probe(PyObject *self, PyObject *args)
     if (take(o_hashes, &hashes, 8, 0, "hashes") < 0) {
         goto k;
     }
-    if (take(o_out, &out, 8, 1, "out") < 0) {
+    if (take(o_out, &out, 8, PyBUF_WRITABLE, "out") < 0) {
         goto h;
     }
-    if (take(o_spots, &spots, 8, 1, "spots") < 0) {
+    if (take(o_spots, &spots, 8, PyBUF_WRITABLE, "spots") < 0) {
         goto o;
     }
     uint64_t mask;
@@ -150,10 +127,10 @@ place(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOO", &o_table, &o_id_at, &o_hashes, &o_slots, &o_spots)) {
         return NULL;
     }
-    if (take(o_table, &table, 4, 1, "table") < 0) {
+    if (take(o_table, &table, 4, PyBUF_WRITABLE, "table") < 0) {
         return NULL;
     }
-    if (take(o_id_at, &id_at, 4, 1, "id_at") < 0) {
+    if (take(o_id_at, &id_at, 4, PyBUF_WRITABLE, "id_at") < 0) {
         goto t;
     }
     if (take(o_hashes, &hashes, 8, 0, "hashes") < 0) {

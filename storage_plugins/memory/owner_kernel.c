@@ -9,24 +9,8 @@
    batch to count the numbers let go of, then a dict update over lists made
    of arrays; here it is one pass over the slots. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "kernel_buffer.h"
 #include <stdint.h>
-
-/* A C-contiguous 1-d buffer of `size`-byte items. */
-static int
-take(PyObject *obj, Py_buffer *view, Py_ssize_t size, int flags, const char *what)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | flags) < 0) {
-        return -1;
-    }
-    if (view->itemsize != size || view->ndim != 1) {
-        PyErr_Format(PyExc_TypeError, "%s: a 1-d array of %zd-byte items is needed", what, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 /* counts[key] += 1 */
 static int
@@ -84,7 +68,7 @@ swap(PyObject *self, PyObject *args)
     PyObject *result = NULL, *changed = NULL;
     uint32_t *befores = NULL;
     PyObject *let_go = PyDict_New();
-    Py_ssize_t n = slots.len / 8, rows = owner.len / 4;
+    Py_ssize_t n = items(&slots), rows = items(&owner);
     if (let_go == NULL) {
         goto done;
     }
@@ -157,9 +141,9 @@ PyDoc_STRVAR(holds_doc,
 static PyObject *
 holds(PyObject *self, PyObject *args)
 {
-    PyObject *items, *held, *owner_o, *state_o, *version_o, *out_o;
+    PyObject *pairs, *held, *owner_o, *state_o, *version_o, *out_o;
     unsigned long number;
-    if (!PyArg_ParseTuple(args, "O!O!kOOOO", &PyList_Type, &items, &PyDict_Type, &held, &number,
+    if (!PyArg_ParseTuple(args, "O!O!kOOOO", &PyList_Type, &pairs, &PyDict_Type, &held, &number,
                           &owner_o, &state_o, &version_o, &out_o)) {
         return NULL;
     }
@@ -177,8 +161,8 @@ holds(PyObject *self, PyObject *args)
     if (take(out_o, &out, 8, PyBUF_WRITABLE, "out") < 0) {
         goto v;
     }
-    Py_ssize_t n = PyList_GET_SIZE(items), rows = owner.len / 4;
-    if (out.len / 8 != n || state.len < rows || version.len / 8 < rows) {
+    Py_ssize_t n = PyList_GET_SIZE(pairs), rows = items(&owner);
+    if (items(&out) != n || items(&state) < rows || items(&version) < rows) {
         PyErr_SetString(PyExc_ValueError, "the columns or out differ in length");
         goto r;
     }
@@ -188,7 +172,7 @@ holds(PyObject *self, PyObject *args)
     int64_t *slots = out.buf;
     int all = number != 0;
     for (Py_ssize_t i = 0; all && i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *item = PyList_GET_ITEM(pairs, i);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
             all = 0;  /* not a plain pair: the reference reads it */
             break;

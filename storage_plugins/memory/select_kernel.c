@@ -10,8 +10,7 @@
    (wider than 64 bits for today's timestamps): split with the number
    protocol, as the reference does. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "kernel_buffer.h"
 #include <stdint.h>
 
 #define SLOT_BITS 32
@@ -21,21 +20,6 @@ static PyObject *heappop;     /* heapq.heappop */
 static PyObject *slot_mask;   /* (1 << 32) - 1 */
 static PyObject *slot_bits;   /* 32 */
 static PyObject *s_near, *s_bucket, *s_pending, *s_all_due, *s_fill;
-
-/* A C-contiguous 1-d buffer of `size`-byte items. */
-static int
-take(PyObject *obj, Py_buffer *view, Py_ssize_t size, const char *what)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        return -1;
-    }
-    if (view->itemsize != size || view->ndim != 1) {
-        PyErr_Format(PyExc_TypeError, "%s: a 1-d array of %zd-byte items is needed", what, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 /* One index with a due entry: its near[0] (a new reference), bucket and heap. */
 typedef struct {
@@ -143,23 +127,23 @@ select_due(PyObject *self, PyObject *args)
                           &PyList_Type, &slots, &PyList_Type, &dues)) {
         return NULL;
     }
+    PyObject *result = NULL;  /* before the first goto: every exit returns it */
     Py_buffer state, ts, bucket, lane;
-    if (take(state_o, &state, 1, "state") < 0) {
+    if (take(state_o, &state, 1, 0, "state") < 0) {
         return NULL;
     }
-    if (take(ts_o, &ts, 8, "timestamp") < 0) {
+    if (take(ts_o, &ts, 8, 0, "timestamp") < 0) {
         goto s;
     }
-    if (take(bucket_o, &bucket, 2, "bucket") < 0) {
+    if (take(bucket_o, &bucket, 2, 0, "bucket") < 0) {
         goto t;
     }
-    if (take(lane_o, &lane, 4, "lane") < 0) {
+    if (take(lane_o, &lane, 4, 0, "lane") < 0) {
         goto b;
     }
-    PyObject *result = NULL;
     Py_ssize_t used = 0, n_lanes = PyList_GET_SIZE(lanes);
     Py_ssize_t rows = state.len;
-    if (ts.len / 8 < rows || bucket.len / 2 < rows || lane.len / 4 < rows) {
+    if (items(&ts) < rows || items(&bucket) < rows || items(&lane) < rows) {
         PyErr_SetString(PyExc_ValueError, "the columns differ in length");
         goto l;
     }

@@ -96,6 +96,28 @@ def test_a_changed_kernel_source_makes_every_module_load_from_its_source() -> No
             finder.find_spec(module, _package_path(module))
 
 
+def test_a_kernels_digest_covers_the_headers_it_includes_from_its_folder(tmp_path: Path) -> None:
+    # Given a kernel's .c including a header beside it, which includes another,
+    # and a system header that is not the kernel's own
+    kernel = tmp_path / "k.c"
+    kernel.write_text('#include "a.h"\n#include <Python.h>\nint f(void);\n')
+    (tmp_path / "a.h").write_text('  # include "b.h"\n#define A 1\n')
+    (tmp_path / "b.h").write_text("#define B 1\n")
+    # then its build is made of the three, each once
+    assert hotpath.source_files(kernel) == [kernel, tmp_path / "a.h", tmp_path / "b.h"]
+    # and an edit of the header a header includes changes the kernel's digest,
+    # so a build recorded before the edit is stale
+    before = hotpath.source_digest(kernel)
+    (tmp_path / "b.h").write_text("#define B 2\n")
+    assert hotpath.source_digest(kernel) != before
+
+
+def test_the_kernels_shared_header_is_part_of_each_kernels_build() -> None:
+    for module in hotpath.KERNELS:
+        names = [p.name for p in hotpath.source_files(hotpath.source_of(module, TOP))]
+        assert names[1:] == ["kernel_buffer.h"], module
+
+
 def test_pure_python_forced_refuses_the_kernels() -> None:
     finder = hotpath._PreferSource(pure=True, built=_digests())
     for module in hotpath.KERNELS:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -503,3 +504,18 @@ def test_a_settle_naming_a_message_not_held_as_quoted_is_refused_on_either_side(
         ["Settled", "Settled"],
         ["Settled"],
     ]
+
+
+@pytest.mark.parametrize("wrong", ["state", "timestamp", "bucket", "lane"])
+def test_a_column_of_the_wrong_item_size_is_refused_by_the_selection(wrong: str) -> None:
+    # Given a timeline's columns, one of them handed over with the wrong item size
+    cols = Columns()
+    columns = {name: getattr(cols, name) for name in ("state", "timestamp", "bucket", "lane")}
+    columns[wrong] = np.zeros(4, np.int8 if columns[wrong].itemsize != 1 else np.int64)
+    if timeline_module.KERNEL is None:  # the reference build: no kernel to hand them to
+        assert not hotpath.is_compiled(timeline_module)
+        return
+    # when the selection kernel is called with it, then it refuses that column by
+    # name, with no result made up (every way out returns the one it set)
+    with pytest.raises(TypeError, match=f"{wrong}: a 1-d array"):
+        timeline_module.KERNEL.select([], 0, 1, *columns.values(), -1, set(), [], [])
