@@ -8,8 +8,9 @@
 A message's broker-side storage and codec work, as the broker does it at
 steady on ``memory://``, without gRPC or other processes: decode a produce
 frame, insert into the memory backend, lease what is due, pass it through the
-dispatcher's window, encode the delivery frames into the consumer's outbox (and decode them, as a consumer
-does, for the ids and versions it acks), ack. Batches of --batch messages (the steady run's frames carry ~100).
+dispatcher's window, encode the delivery frames into the consumer's outbox
+(and decode them, as a consumer does, for the ids and versions it acks), ack.
+Batches of --batch messages (the steady run's frames carry ~100).
 Each round runs the compiled build and then ``DEJAQ_PURE_PYTHON=1`` in fresh
 interpreters (alternating, so a busy machine weighs on both alike) and reads
 each one's own CPU time (``time.process_time``), which other processes on the

@@ -214,7 +214,8 @@ class MemoryStorage(Storage):
             versions += (c.version[slots] + 1).tolist()
             deliveries += (c.deliveries[slots] + 1).tolist()
             priorities += c.priority[slots].tolist()
-            if c.key_len[slots].any() or c.headers_len[slots].any():
+            # count_nonzero, not .any(): one C call, a fifth of the cost on a pass's few slots.
+            if np.count_nonzero(c.key_len[slots]) or np.count_nonzero(c.headers_len[slots]):
                 # A key by its number (every message of a pass of one key shares
                 # its str), the headers read only when some message has them.
                 # A priority topic numbers no key: read from the records there.
@@ -223,7 +224,7 @@ class MemoryStorage(Storage):
                 else:
                     names = tl.keyed.names
                     keys = [names[k] for k in c.key_no[slots].tolist()]
-                    if c.headers_len[slots].any():
+                    if np.count_nonzero(c.headers_len[slots]):
                         headers = c.extras(slots)[1]
                     else:
                         headers = [b""] * len(keys)
@@ -622,12 +623,12 @@ def _fates(c: Columns, slots: I64, dues: list[int], topic_max: int, now: int) ->
     """
     own = c.max_deliveries[slots]
     expires = c.expires_at[slots]
-    if not topic_max and not own.any() and not expires.any():
+    if not topic_max and not np.count_nonzero(own) and not np.count_nonzero(expires):
         return None  # no limit and no expiry: the usual topic, in four numpy calls
     deliveries = c.deliveries[slots]
     limit = np.where(own != 0, own, topic_max) if topic_max else own
     maybe = (expires != 0) | ((limit != 0) & ((limit == 1) | (deliveries >= limit)))
-    if not maybe.any():
+    if not np.count_nonzero(maybe):
         return None
     return list(
         map(
