@@ -7,8 +7,10 @@
 
 A message's broker-side storage and codec work, as the broker does it at
 steady on ``memory://``, without gRPC or other processes: decode a produce
-frame, insert into the memory backend, lease what is due, encode the delivery
-frames, ack. Batches of --batch messages (the steady run's frames carry ~100).
+frame, insert into the memory backend, lease what is due, pass it through the
+dispatcher's window, encode the delivery frames into the consumer's outbox
+(and decode them, as a consumer does, for the ids and versions it acks), ack.
+Batches of --batch messages (the steady run's frames carry ~100).
 Each round runs the compiled build and then ``DEJAQ_PURE_PYTHON=1`` in fresh
 interpreters (alternating, so a busy machine weighs on both alike) and reads
 each one's own CPU time (``time.process_time``), which other processes on the
@@ -41,6 +43,8 @@ async def cycle(
     message goes to bucket 0, or with ``spread`` to each of the topic's buckets
     in turn, as the broker's hash of the id spreads them (a lease then merges
     the buckets' due entries)."""
+    from dejaq.broker.api.consume import Session
+    from dejaq.broker.dispatch.window import Window
     from dejaq.core.model import NewMessage, Topic
     from dejaq.core.wire import batches
     from dejaq.storage_plugins.base import LeaseRequest
@@ -55,6 +59,8 @@ async def cycle(
     now = 1_000_000
     seq = 0
     clock = time.process_time
+    window: Window[Session] = Window()  # the dispatcher's, holding each pass until due
+    session = Session(topic, "c1", 30_000, 1 << 20, 4 << 20, 1 << 20)
 
     def step(name: str, since: float) -> float:
         """Adds the CPU since ``since`` to ``name`` (with ``split``); the clock now."""
@@ -83,11 +89,18 @@ async def cycle(
         at = step("insert", at)
         leases = await storage.lease(LeaseRequest.of("bench", None, now, batch, 30_000, "c1"))
         at = step("lease", at)
-        sent = batches.delivery_frames(leases.delivered, leases.lease_until, 4 << 20, topic)
-        for frame_out, _ in sent:
-            batches.decode_delivery_columns(frame_out)
+        window.hold(session, leases)
+        [(_, due)] = window.due(now)
+        at = step("window", at)
+        session.deliver(due)  # the frames, as the consumer's stream sends them
+        items: list[tuple[str, int]] = []
+        while session.outbox.held_bytes:
+            sent = await session.outbox.get()
+            assert sent is not None
+            got = batches.decode_delivery_columns(sent.deliveries)  # the consumer's side
+            items += zip(got.ids, got.versions, strict=True)
         at = step("encode", at)
-        await storage.ack("bench", [(m.id, m.version) for m in leases.delivered], "c1", now)
+        await storage.ack("bench", items, "c1", now)
         step("ack", at)
         now += 1
     return clock() - start

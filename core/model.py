@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -192,7 +193,8 @@ class LeasedMessage(NamedTuple):
 class Leases:
     """The result of one lease pass."""
 
-    delivered: list[LeasedMessage]
+    # A list, or columns (core/deliveries.py) where the backend reads them so.
+    delivered: Sequence[LeasedMessage]
     lease_until: int
     dead_lettered: int = 0
 

@@ -80,7 +80,7 @@ class Session:
         ):
             # Held until sent: the frame, and the messages it carries (kept to
             # hand back), whose payloads storage may have copied.
-            size = len(frame) + sum(len(m.payload) for m in carries)
+            size = len(frame) + sum(map(len, carries.payloads))
             self.outbox.put(pb.ConsumeResponse(deliveries=frame), carries, leases.lease_until, size)
 
     def fail(self, exc: Exception) -> None:

@@ -65,7 +65,7 @@ class Firer:
     # -- Receiver ----------------------------------------------------------------
 
     def deliver(self, leases: Leases) -> None:
-        self._batches.put_nowait(leases.delivered)
+        self._batches.put_nowait(list(leases.delivered))
 
     def fail(self, exc: Exception) -> None:
         log.info("cron timeline %s closed: %s", self.timeline.name, exc)

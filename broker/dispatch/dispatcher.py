@@ -94,7 +94,7 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -108,6 +108,7 @@ from dejaq.broker.observability.metrics import Event, Metrics
 from dejaq.broker.observability.tracing import BrokerTracing
 from dejaq.core.buckets import Buckets, bucket_of
 from dejaq.core.clock import Clock, Wake, WallClock
+from dejaq.core.deliveries import columns
 from dejaq.core.errors import DejaqError, NotFound, StorageError
 from dejaq.core.model import LeasedMessage, Leases, NewMessage, Topic
 from dejaq.storage_plugins.base import LeaseRequest, Storage
@@ -243,7 +244,7 @@ class Dispatcher:
         self._first_due.pop(receiver, None)
         return self._window.forget(receiver)
 
-    async def hand_back(self, owner: str, held: list[LeasedMessage]) -> None:
+    async def hand_back(self, owner: str, held: Sequence[LeasedMessage]) -> None:
         """Put messages taken ahead for a consumer that left back on the timeline at
         their own time. An at-most-once one was deleted as it was taken: stored again.
         On a storage error the leases stay and expire: redelivered late, not lost."""
@@ -253,7 +254,7 @@ class Dispatcher:
         self.hint(min(m.timestamp for m in held))
         log.info("%s: handed back %d messages held for %s", self.topic.name, len(held), owner)
 
-    async def _give_back(self, owner: str, held: list[LeasedMessage]) -> bool:
+    async def _give_back(self, owner: str, held: Sequence[LeasedMessage]) -> bool:
         """Put leased messages never sent back on the timeline (see ``hand_back``);
         False when storage failed (their leases run out instead)."""
         name = self.topic.name
@@ -592,17 +593,18 @@ class Dispatcher:
             self._metrics.count(Event.DEAD_LETTERED, self.topic.name, leases.dead_lettered)
         if self._keys is not None:
             leases = await self._within_key_limits(r.consumer_id, leases)
+        delivered = columns(leases.delivered)  # as storage gave them, or made so once
         if self._cap is not None:
             self._cap.spend(len(leases.delivered))
-        if leases.delivered:
-            r.credit -= len(leases.delivered)
+        if delivered:
+            r.credit -= len(delivered)
             if r in self._receivers:
                 if r.answers_once:
-                    first = min(m.timestamp for m in leases.delivered)
+                    first = min(delivered.timestamps)
                     self._first_due[r] = min(first, self._first_due.get(r, first))
-                self._window.hold(r, leases)
+                self._window.hold(r, Leases(delivered, leases.lease_until))
                 self._send_held()  # what is due now, in due order with what was held
-        return len(leases.delivered), taken, leases.dead_lettered
+        return len(delivered), taken, leases.dead_lettered
 
     async def _lease(self, span: Span | None, request: LeaseRequest) -> Leases:
         """One lease call, in ``span`` when this pass is traced."""
@@ -615,7 +617,8 @@ class Dispatcher:
             tracing.failed(span, exc)
             span.end()
             raise
-        self._tracing.leased(span, (m.headers for m in leases.delivered), len(leases.delivered))
+        heads = columns(leases.delivered).headers
+        self._tracing.leased(span, heads if heads is not None else (), len(leases.delivered))
         return leases
 
     async def _within_key_limits(self, owner: str, leases: Leases) -> Leases:
@@ -649,7 +652,7 @@ class Dispatcher:
             r.deliver(leases)
             if self._keys is not None and self.topic.settings.max_deliveries == 1:
                 # At most once: deleted as it was leased, held only until it leaves.
-                self._keys.held.released(m.id for m in leases.delivered)
+                self._keys.held.released(columns(leases.delivered).ids)
             if self._metrics is not None:
                 # Observed once the stream has written them: not on their way.
                 now = self._clock.now_ms()
@@ -659,12 +662,12 @@ class Dispatcher:
         """Metrics of deliveries sent at ``now`` (``throttled``: while the
         topic's rate cap held a backlog back)."""
         assert self._metrics is not None
-        delivered = leases.delivered
+        delivered = columns(leases.delivered)
         n = len(delivered)
-        due = np.fromiter((d.timestamp for d in delivered), np.int64, n)
-        again = sum(1 for d in delivered if d.deliveries > 1)
+        due = np.array(delivered.timestamps, np.int64)
+        again = sum(1 for d in delivered.deliveries if d > 1)
         if self._ranked:
-            prios = np.fromiter((d.priority for d in delivered), np.int64, n)
+            prios = np.array(delivered.priorities or [0] * n, np.int64)
             waited = ranks.waited_ms(self.topic, now, due, prios)
             self._metrics.delivered_by_priority(self.topic.name, waited, again)
             return

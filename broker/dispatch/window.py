@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable
-from itertools import pairwise
 from typing import Generic, TypeVar
 
+from dejaq.core.deliveries import Deliveries, columns
 from dejaq.core.model import LeasedMessage, Leases
 
 R = TypeVar("R")  # a consumer session: hashed by identity
@@ -37,16 +37,22 @@ class _Held:
 
     __slots__ = ("dues", "messages", "sent", "until")
 
-    def __init__(self, messages: list[LeasedMessage], until: int) -> None:
+    def __init__(self, messages: Deliveries, until: int) -> None:
         self.messages = messages
-        self.dues = [m.timestamp for m in messages]
+        self.dues = messages.timestamps
         self.until = until
         self.sent = 0  # messages[:sent] have gone out
 
-    def take(self, now: int) -> list[LeasedMessage]:
-        """The held messages due by ``now``."""
+    def take(self, now: int) -> Deliveries | None:
+        """The held messages due by ``now`` (None: none is)."""
         end = bisect_right(self.dues, now, self.sent)
-        out = self.messages[self.sent : end]
+        if end == self.sent:
+            return None
+        out = (
+            self.messages
+            if self.sent == 0 and end == len(self.dues)
+            else self.messages[self.sent : end]
+        )
         self.sent = end
         return out
 
@@ -57,7 +63,8 @@ class _Held:
 
 class Window(Generic[R]):
     """Held messages by receiver (a consumer session); ``ahead(receiver)``: how
-    many ms before its timestamp a message may go to that receiver (0 by default)."""
+    many ms before its timestamp a message may go to that receiver (0 by default).
+    Messages are held and leave as columns (``core/deliveries.py``)."""
 
     def __init__(self, ahead: Callable[[R], int] | None = None) -> None:
         self._held: dict[R, list[_Held]] = {}
@@ -65,11 +72,9 @@ class Window(Generic[R]):
 
     def hold(self, receiver: R, leases: Leases) -> None:
         """Hold a pass's deliveries for ``receiver`` until each is due (``due``)."""
-        messages = leases.delivered
-        if not messages:
+        if not leases.delivered:
             return
-        if not _in_order(messages):
-            messages = sorted(messages, key=lambda m: m.timestamp)
+        messages = columns(leases.delivered).in_due_order()
         self._held.setdefault(receiver, []).append(_Held(messages, leases.lease_until))
 
     def due(self, now: int) -> list[tuple[R, Leases]]:
@@ -79,12 +84,17 @@ class Window(Generic[R]):
         out: list[tuple[R, Leases]] = []
         for receiver, batches in list(self._held.items()):
             by = now + self._ahead(receiver)
-            taken = [(held.take(by), held.until) for held in batches]
-            messages = [m for part, _ in taken for m in part]
-            if messages:
-                if sum(1 for part, _ in taken if part) > 1:
-                    messages.sort(key=lambda m: m.timestamp)
-                until = min(until for part, until in taken if part)
+            parts: list[Deliveries] = []
+            until = 0
+            for held in batches:
+                part = held.take(by)
+                if part is not None:
+                    until = held.until if not parts else min(until, held.until)
+                    parts.append(part)
+            if parts:
+                messages = Deliveries.joined(parts)
+                if len(parts) > 1:
+                    messages = messages.in_due_order()
                 out.append((receiver, Leases(messages, until)))
             left = [h for h in batches if h.next_due is not None]
             if left:
@@ -111,7 +121,3 @@ class Window(Generic[R]):
     def forget(self, receiver: R) -> list[LeasedMessage]:
         """Take a leaving receiver's held messages out: they are still leased to it."""
         return [m for h in self._held.pop(receiver, []) for m in h.messages[h.sent :]]
-
-
-def _in_order(messages: list[LeasedMessage]) -> bool:
-    return all(a.timestamp <= b.timestamp for a, b in pairwise(messages))

@@ -16,7 +16,6 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import attrgetter
 from types import TracebackType
 from typing import Any, Final, NamedTuple
 
@@ -24,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dejaq.core import priority as prio
+from dejaq.core.deliveries import Deliveries, columns
 from dejaq.core.errors import InvalidArgument
 from dejaq.core.model import KIND_PRIORITY, LeasedMessage, Topic
 from dejaq.core.wire.flat import Reader, write_table
@@ -31,8 +31,6 @@ from dejaq.core.wire.frames import cuts, frame_bytes
 
 I64 = npt.NDArray[np.int64]
 _I64: Final = struct.Struct("<q")
-_KEY: Final = attrgetter("key")
-_HEADERS: Final = attrgetter("headers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,8 +343,7 @@ def encode_deliveries(
 ) -> bytes:
     """One DeliveryBatch frame of ``deliveries``, whatever its size (``topic``:
     see ``delivery_frames``)."""
-    payloads = [d.payload for d in deliveries]
-    return _encode_deliveries(deliveries, payloads, sum(map(len, payloads)), lease_until, topic)
+    return _encode_deliveries(columns(deliveries), lease_until, topic)
 
 
 def delivery_frames(
@@ -354,29 +351,27 @@ def delivery_frames(
     lease_until: int,
     max_bytes: int,
     topic: Topic | None = None,
-) -> list[tuple[bytes, Sequence[LeasedMessage]]]:
+) -> list[tuple[bytes, Deliveries]]:
     """``deliveries`` as DeliveryBatch frames of at most ``max_bytes`` each (by
     ``frames.frame_bytes``; a larger message goes alone), with what each carries.
-    The common case, one frame, costs one ``len`` per message over the encoding.
-    Of a priority ``topic`` the frames carry each message's priority, and the
-    time it became available where storage holds its rank."""
-    payloads = [d.payload for d in deliveries]
-    total = sum(map(len, payloads))
+    Written from columns (``core/deliveries.py``): deliveries leased as columns
+    are never made one object each. The common case, one frame, costs one
+    ``len`` per message over the encoding. Of a priority ``topic`` the frames
+    carry each message's priority, and the time it became available where
+    storage holds its rank."""
+    d = columns(deliveries)
+    sizes = list(map(len, d.payloads))
     # Headers count as payload bytes (a key's at most 256 bytes are within
     # frames.MESSAGE_OVERHEAD_BYTES).
-    heads = [d.headers for d in deliveries]
-    head_total = sum(map(len, heads))
-    if frame_bytes(len(payloads), total + head_total) <= max_bytes:
-        return [(_encode_deliveries(deliveries, payloads, total, lease_until, topic), deliveries)]
-    sizes = list(map(len, payloads))
-    if head_total:
-        sizes = [p + h for p, h in zip(sizes, map(len, heads), strict=True)]
-    out: list[tuple[bytes, Sequence[LeasedMessage]]] = []
+    if d.headers is not None:
+        sizes = [p + len(h) for p, h in zip(sizes, d.headers, strict=True)]
+    if frame_bytes(len(sizes), sum(sizes)) <= max_bytes:
+        return [(_encode_deliveries(d, lease_until, topic), d)]
+    out: list[tuple[bytes, Deliveries]] = []
     start = 0
     for end in cuts(sizes, len(sizes), max_bytes):
-        part, part_payloads = deliveries[start:end], payloads[start:end]
-        size = sum(sizes[start:end])
-        out.append((_encode_deliveries(part, part_payloads, size, lease_until, topic), part))
+        part = d[start:end]
+        out.append((_encode_deliveries(part, lease_until, topic), part))
         start = end
     return out
 
@@ -391,36 +386,30 @@ def shown_timestamps(topic: Topic, timestamps: I64, priorities: I64) -> I64:
     return np.where(ranked, since, timestamps)
 
 
-def _encode_deliveries(
-    deliveries: Sequence[LeasedMessage],
-    payloads: list[bytes],
-    total: int,
-    lease_until: int,
-    topic: Topic | None,
-) -> bytes:
-    d = _Delivery
-    n = len(deliveries)
-    timestamps = np.fromiter((m.timestamp for m in deliveries), np.int64, n)
-    id_offsets, id_blob = _text_column([m.id for m in deliveries])
-    pay_offsets, pay_blob = _blob_column(payloads)
-    columns = [
-        (d.VERSIONS, _pack("Q", [m.version for m in deliveries]), 8),
-        (d.DELIVERIES, _pack("I", [m.deliveries for m in deliveries]), 4),
-        (d.ID_OFFSETS, id_offsets, 4),
-        (d.IDS, id_blob, 1),
-        (d.PAYLOAD_OFFSETS, pay_offsets, 4),
-        (d.PAYLOADS, pay_blob, 1),
+def _encode_deliveries(d: Deliveries, lease_until: int, topic: Topic | None) -> bytes:
+    c = _Delivery
+    id_offsets, id_blob = _text_column(d.ids)
+    pay_offsets, pay_blob = _blob_column(d.payloads)
+    table = [
+        (c.VERSIONS, _pack("Q", d.versions), 8),
+        (c.DELIVERIES, _pack("I", d.deliveries), 4),
+        (c.ID_OFFSETS, id_offsets, 4),
+        (c.IDS, id_blob, 1),
+        (c.PAYLOAD_OFFSETS, pay_offsets, 4),
+        (c.PAYLOADS, pay_blob, 1),
     ]
     if topic is not None and topic.settings.kind == KIND_PRIORITY:
-        priorities = np.fromiter((m.priority for m in deliveries), np.int64, n)
-        timestamps = shown_timestamps(topic, timestamps, priorities)
-        columns.append((d.PRIORITIES, _pack("I", priorities), 4))
-    # Looked for in one C pass each: most batches have neither.
-    keys = [m.key for m in deliveries] if any(map(_KEY, deliveries)) else None
-    heads = [m.headers for m in deliveries] if any(map(_HEADERS, deliveries)) else None
-    columns += _extras(keys, heads, d.KEY_OFFSETS, d.HEADER_OFFSETS)
-    columns.append((d.TIMESTAMPS, _pack("q", timestamps), 8))
-    return write_table(columns, [(d.LEASE_UNTIL, lease_until)])
+        priorities = np.array(d.priorities or [0] * len(d.ids), np.int64)
+        timestamps = _pack(
+            "q", shown_timestamps(topic, np.array(d.timestamps, np.int64), priorities)
+        )
+        table.append((c.PRIORITIES, _pack("I", priorities), 4))
+    else:
+        timestamps = _pack("q", d.timestamps)  # a list: one struct call, no numpy
+    # Each looked for in one C pass: most batches have neither.
+    table += _extras(d.keys, d.headers, c.KEY_OFFSETS, c.HEADER_OFFSETS)
+    table.append((c.TIMESTAMPS, timestamps, 8))
+    return write_table(table, [(c.LEASE_UNTIL, lease_until)])
 
 
 class DeliveryColumns(NamedTuple):

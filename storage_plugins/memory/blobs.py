@@ -64,12 +64,21 @@ class Blobs:
         """Store ``records``; their handles."""
         if len(records) <= FEW:
             return np.array([self._put_one(rec) for rec in records], np.int64)
-        lengths = np.fromiter(map(len, records), np.int64, len(records))
-        classes = np.searchsorted(_WIDTHS, lengths)
-        handles = np.zeros(len(records), np.int64)
-        for k in np.unique(classes).tolist():
-            at = np.flatnonzero(classes == k)
-            handles[at] = self._rows(k, len(at)) if k < len(WIDTHS) else self._large(lengths[at])
+        sizes = [len(rec) for rec in records]
+        k = _one_class(sizes)
+        if k >= 0:
+            # The usual batch (ids and payloads of a size): one run of rows,
+            # without numpy's sorting by class (its calls cost more than the work).
+            handles = self._rows(k, len(sizes))
+        else:
+            lengths = np.array(sizes, np.int64)
+            classes = np.searchsorted(_WIDTHS, lengths)
+            handles = np.zeros(len(records), np.int64)
+            for k in np.unique(classes).tolist():
+                at = np.flatnonzero(classes == k)
+                handles[at] = (
+                    self._rows(k, len(at)) if k < len(WIDTHS) else self._large(lengths[at])
+                )
         if self.native and KERNEL is not None:
             KERNEL.write(self.chunks, handles, records if isinstance(records, list) else [*records])
             return handles
@@ -108,6 +117,10 @@ class Blobs:
             for h, n in zip(handles.tolist(), lengths.tolist(), strict=True):
                 self._free_one(h, n)
             return
+        one = _one_class(lengths.tolist())
+        if one >= 0:
+            self._push_free(self._classes[one], handles)  # as put, without sorting by class
+            return
         classes = np.searchsorted(_WIDTHS, lengths)
         for k in np.unique(classes).tolist():
             at = handles[classes == k]
@@ -116,14 +129,18 @@ class Blobs:
                     self.chunks[chunk] = None
                     self._unused_chunks.append(chunk)
                 continue
-            c = self._classes[k]
-            end = c.free_count + len(at)
-            if end > len(c.free):
-                grown = np.zeros(max(end, 2 * len(c.free), 64), np.int64)
-                grown[: c.free_count] = c.free[: c.free_count]
-                c.free = grown
-            c.free[c.free_count : end] = at
-            c.free_count = end
+            self._push_free(self._classes[k], at)
+
+    @staticmethod
+    def _push_free(c: _Class, handles: I64) -> None:
+        """Put freed rows of class ``c`` on its free stack."""
+        end = c.free_count + len(handles)
+        if end > len(c.free):
+            grown = np.zeros(max(end, 2 * len(c.free), 64), np.int64)
+            grown[: c.free_count] = c.free[: c.free_count]
+            c.free = grown
+        c.free[c.free_count : end] = handles
+        c.free_count = end
 
     def _free_one(self, handle: int, length: int) -> None:
         k = bisect_left(WIDTHS, length)
@@ -147,6 +164,8 @@ class Blobs:
         rows = [c.free[start : c.free_count].copy()]
         c.free_count = start
         n -= reuse
+        if not n:
+            return rows[0]  # all reused: the steady case, one slice
         per_chunk = CHUNK_BYTES // c.width
         while n:
             if c.next < 0:
@@ -169,3 +188,12 @@ class Blobs:
             return number
         self.chunks.append(chunk)
         return len(self.chunks) - 1
+
+
+def _one_class(sizes: list[int]) -> int:
+    """The size class every record of these sizes falls in, or -1 when they
+    fall in several or one is too large for a class."""
+    k = bisect_left(WIDTHS, min(sizes))
+    if k == len(WIDTHS) or max(sizes) > WIDTHS[k]:
+        return -1
+    return k

@@ -200,7 +200,7 @@ class KeyLanes:
         """Keyed messages (``tags``: their ``Columns.lane``, none 0) are about to
         change: out of ``few``, and ``TimeIndex.touch`` in the index of each."""
         light = tags == LIGHT
-        if light.any():
+        if np.count_nonzero(light):
             at = np.flatnonzero(light)
             few = self.few
             for k, slot in zip(

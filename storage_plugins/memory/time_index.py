@@ -469,7 +469,7 @@ class TimeIndex:
                     keys = np.frombuffer(win, np.int64)
                     timestamps = base + (keys >> SLOT_BITS)
                     ok = self.current(timestamps, keys & SLOT_MASK)
-                    if ok.any():
+                    if np.count_nonzero(ok):
                         if not ok.all():  # drop the stale entries while we are here
                             windows[index] = kept = array("q")
                             kept.frombytes(keys[ok].tobytes())
@@ -503,7 +503,7 @@ def push_arrays(lanes: list[TimeIndex], buckets: I64, timestamps: I64, slots: I6
     """``push_all`` a column at a time: only the appends left per entry."""
     horizon = np.array([lane.horizon for lane in lanes], np.int64)[buckets]
     near = timestamps < horizon
-    if near.any():
+    if np.count_nonzero(near):
         at = np.flatnonzero(near)
         for b, ts, slot in zip(
             buckets[at].tolist(), timestamps[at].tolist(), slots[at].tolist(), strict=True

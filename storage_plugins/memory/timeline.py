@@ -654,7 +654,7 @@ class Timeline:
         self._set_owner(slots, owner, ids)
         if self.ranks is None and len(self.keyed.names) > 1:
             light = c.lane[slots] == LIGHT
-            if light.any():
+            if np.count_nonzero(light):
                 # Messages of keys with few stay theirs: only their entries move
                 # (no leaving and entering ``few`` again, a dict's work each way).
                 moving = slots[light]
@@ -741,11 +741,11 @@ class Timeline:
         """Enter live messages in their indexes: a priority topic's ranks apart."""
         if self.ranks is None:
             key_nos = self.cols.key_no[slots] if len(self.keyed.names) > 1 else None
-            if key_nos is None or not key_nos.any():
+            if key_nos is None or not np.count_nonzero(key_nos):
                 push_all(self.lanes, buckets, timestamps, slots)
                 return
             plain = key_nos == 0
-            if plain.any():
+            if np.count_nonzero(plain):
                 push_all(self.lanes, buckets[plain], timestamps[plain], slots[plain])
             keyed = ~plain
             self.keyed.push(
@@ -768,7 +768,7 @@ class Timeline:
         if self.ranks is None:
             if len(self.keyed.names) > 1:
                 tags = self.cols.lane[slots]
-                if tags.any():
+                if np.count_nonzero(tags):
                     keyed = tags != 0
                     self.keyed.leave(
                         slots[keyed],

@@ -110,6 +110,34 @@ def test_the_arena_gives_every_record_back_and_reuses_freed_rows() -> None:
     assert len(blobs.chunks) == len({h >> 32 for h in handles.tolist()})
 
 
+def test_a_batch_of_one_size_class_takes_its_rows_without_sorting_by_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given an arena with rows freed, and numpy's sort by class refused
+    blobs = Blobs()
+    old = [b"%03d" % n + b"o" * 100 for n in range(30)]
+    old_lengths = np.array([len(r) for r in old], np.int64)
+    freed = blobs.put(old)
+
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("sorted by class")
+
+    monkeypatch.setattr(np, "unique", refused)
+    blobs.free(freed, old_lengths)
+    # when a batch of records of that size class (sizes 97..112) is stored,
+    # more than the rows freed
+    records = [b"%02d" % n + b"r" * (95 + n % 16) for n in range(40)]
+    lengths = np.array([len(r) for r in records], np.int64)
+    handles = blobs.put(records)
+    # then the freed rows are taken first, each record reads back byte for byte
+    assert set(freed.tolist()) <= set(handles.tolist())
+    assert len(set(handles.tolist())) == len(records)
+    assert read_all(blobs, handles, lengths) == records
+    # and freed, they are taken back by the next batch of the class
+    blobs.free(handles, lengths)
+    assert sorted(blobs.put(records).tolist()) == sorted(handles.tolist())
+
+
 def read_all(blobs: Blobs, handles: np.ndarray, lengths: np.ndarray) -> list[bytes]:
     pairs = zip(handles.tolist(), lengths.tolist(), strict=True)
     return [bytes(blobs.view(h, n)) for h, n in pairs]
