@@ -364,8 +364,8 @@ async def test_a_census_reads_a_few_timelines_however_many_buckets(server: Redis
         assert entry.oldest == priority.rank(topic, 0, now - 1023)
         assert entry.head == Head(0, now - 50)
         # reading the heads and waits indexes, the head's timeline and one
-        # other (and the heads index once more for the counts)
-        assert commands_run(server, "zrange") == 5
+        # other (and the heads index once more and the live grants for the counts)
+        assert commands_run(server, "zrange") == 6
 
 
 async def test_a_promote_of_a_lapsed_lease_clears_the_owner_and_its_grant(
