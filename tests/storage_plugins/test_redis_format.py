@@ -1,7 +1,7 @@
 """The stored format's version on ``redis://`` and ``redis+cluster://``: a new
 store is marked with this layout's version, a broker refuses a store of a
 version it cannot read, before touching anything, and ``dejaq storage
-migrate`` upgrades a version 1, 2 or 3 store in place with nothing lost."""
+migrate`` upgrades a version 1, 2, 3 or 4 store in place with nothing lost."""
 
 from __future__ import annotations
 
