@@ -3,12 +3,18 @@
     python benchmarks/redis_cpu.py                  # 90,000 messages
     python benchmarks/redis_cpu.py --messages 30000 --buckets 8
     python benchmarks/redis_cpu.py --keys 100         # each message with one of 100 keys
+    python benchmarks/redis_cpu.py --insert 100 --lease 100 --held 10000  # the product's shape
 
 A fresh ``redis-server`` and the ``redis://`` storage in this process, on a
 topic of ``--buckets`` buckets with the default dedup window (every ack leaves
 a tombstone): batches of 300 messages due now are inserted, leased 600 at a
-time and acked 300 at a time, in the steady scenario's batch sizes, and the
-server's CPU (``/proc``) is split by phase. It measures the stored layout and
+time and acked 300 at a time, in the steady scenario's batch sizes (``--insert``
+and ``--lease`` set them: through the product a pass is small, since a
+consumer's credit is far more than what a millisecond makes due: at 20k/s, 20
+a millisecond over 64 buckets; ``--held`` keeps that many leased messages out,
+acking the oldest beyond them, as a broker holds what it leased ahead until
+its millisecond and consumers ack later), and the server's CPU (``/proc``) is split by
+phase, each phase one script (insert, lease, settle). It measures the stored layout and
 its scripts, not the product (``run.py --scenarios steady`` does, through the
 broker); run it with an older release installed to compare two layouts.
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from collections import deque
 
 from suite.backends import redis_store
 from suite.procstat import cpu_s, load_average
@@ -43,30 +50,37 @@ async def cycle(
     start: int,
     spent: dict[str, float],
     keys: int = 0,
+    sizes: tuple[int, int, int] = (INSERT, LEASE, 0),
+    out: deque[tuple[str, int]] | None = None,
 ) -> int:
-    """Insert, lease and ack ``count`` messages from id number ``start``; the next number."""
+    """Insert, lease and ack ``count`` messages from id number ``start``, in
+    ``sizes`` (inserted and acked a call, leased a pass, held out: ``out``
+    keeps them from one call to the next); the next number."""
     done, seq = 0, start
+    insert, lease, held = sizes
+    out = deque() if out is None else out
     while done < count:
         now = int(time.time() * 1000)
-        for _ in range(LEASE // INSERT):
-            ids = [f"msg-{seq + i:020d}" for i in range(INSERT)]
+        for _ in range(max(lease // insert, 1)):
+            ids = [f"msg-{seq + i:020d}" for i in range(insert)]
             batch = [
                 NewMessage(id, now - 5, PAYLOAD, bucket_of(id, buckets), key=_key(seq + i, keys))
                 for i, id in enumerate(ids)
             ]
-            seq += INSERT
+            seq += insert
             before = cpu_s(pid)
             await storage.insert("t", batch)
             spent["insert"] += cpu_s(pid) - before
         before = cpu_s(pid)
-        leases = await storage.lease(LeaseRequest("t", None, now, LEASE, 30_000, "owner-1"))
+        leases = await storage.lease(LeaseRequest("t", None, now, lease, 30_000, "owner-1"))
         spent["lease"] += cpu_s(pid) - before
-        items = [(m.id, m.version) for m in leases.delivered]
+        out.extend((m.id, m.version) for m in leases.delivered)
         before = cpu_s(pid)
-        for i in range(0, len(items), INSERT):
-            await storage.ack("t", items[i : i + INSERT], "owner-1", now)
+        while len(out) > held:
+            items = [out.popleft() for _ in range(min(insert, len(out) - held))]
+            await storage.ack("t", items, "owner-1", now)
+            done += len(items)
         spent["ack"] += cpu_s(pid) - before
-        done += len(items)
     return seq
 
 
@@ -75,18 +89,20 @@ def _key(number: int, keys: int) -> str:
     return f"key-{number % keys}" if keys else ""
 
 
-async def measure(messages: int, buckets: int, keys: int = 0) -> dict[str, float]:
+async def measure(
+    messages: int, buckets: int, keys: int = 0, sizes: tuple[int, int, int] = (INSERT, LEASE, 0)
+) -> dict[str, float]:
     async with redis_store() as store:
         assert store.pid is not None
         storage = storage_from_url(store.url)
         await storage.open()
         try:
             await storage.create_topic(Topic("t", TopicSettings(buckets=buckets)))
-            spent = dict.fromkeys(PHASES, 0.0)
-            seq = await cycle(storage, store.pid, WARM_UP, buckets, 0, spent, keys)
+            spent, out = dict.fromkeys(PHASES, 0.0), deque[tuple[str, int]]()
+            seq = await cycle(storage, store.pid, WARM_UP, buckets, 0, spent, keys, sizes, out)
             spent = dict.fromkeys(PHASES, 0.0)
             before, started = cpu_s(store.pid), time.monotonic()
-            await cycle(storage, store.pid, messages, buckets, seq, spent, keys)
+            await cycle(storage, store.pid, messages, buckets, seq, spent, keys, sizes, out)
             total, wall = cpu_s(store.pid) - before, time.monotonic() - started
         finally:
             await storage.close()
@@ -101,10 +117,14 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=90_000)
     parser.add_argument("--buckets", type=int, default=64)
     parser.add_argument("--keys", type=int, default=0, help="messages spread over N keys")
+    parser.add_argument("--insert", type=int, default=INSERT, help="inserted (and acked) a call")
+    parser.add_argument("--lease", type=int, default=LEASE, help="leased a pass")
+    parser.add_argument("--held", type=int, default=0, help="leased messages kept out")
     parser.add_argument("--name", default="redis_cpu")
     args = parser.parse_args()
     load_before = load_average()
-    figures = asyncio.run(measure(args.messages, args.buckets, args.keys))
+    sizes = (args.insert, args.lease, args.held)
+    figures = asyncio.run(measure(args.messages, args.buckets, args.keys, sizes))
     phases = ", ".join(f"{p} {figures[p + '_us_per_message']}" for p in PHASES)
     print(
         f"redis-server CPU a message (insert -> lease -> ack, storage level,"
@@ -114,7 +134,7 @@ def main() -> None:
     )
     save_record(
         args.name,
-        {"messages": args.messages, "buckets": args.buckets, "keys": args.keys},
+        {"messages": args.messages, "buckets": args.buckets, "keys": args.keys, "sizes": sizes},
         figures,
         load_before,
     )

@@ -40,8 +40,22 @@ bucket ``b`` belongs to slot ``b * slots // buckets``. A slot's keys:
                        script that changes a timeline keeps it exact, in the same
                        atomic step; a lease walks it to merge the slot's
                        timelines in time order, next_due reads its first entry.
-- ``owned``            sorted set: the live messages that have a lease owner,
-                       score = timestamp (so ``leased`` is one ZCOUNT).
+- ``grants``           sorted set: the *grants* of the live leases, one a lease
+                       expiry and owner (a lease pass makes one): member =
+                       ``<expiry>:<owner>`` (``grant``), score = the expiry.
+- ``granted``          hash: a grant's name -> how many live messages it
+                       leases: a message whose record names an owner counts in
+                       the grant of its timestamp (the lease expiry) and owner.
+                       Every script that ends or moves a lease takes it off
+                       its grant's count in the same step, and deletes a grant
+                       whose count is 0 (so ``leased`` is a few grants' counts).
+- ``grant:<name>``     list: the ids a grant leased, in the order leased (an
+                       extend adds an id to its new grant). An id whose record
+                       no longer names that expiry and owner is left in the
+                       list: readers (release, busiest) check each record.
+                       Format 4 kept a sorted set ``owned`` instead (each
+                       leased id scored by its expiry: a member written at
+                       lease and removed at ack), read only by ``migrate``.
 - ``dead``             sorted set: dead messages scored by time of death (purge).
 - ``dead-ids``         sorted set, every score 0: the same ids in byte order,
                        for ``list_dead`` paging with ZRANGE ... BYLEX.
@@ -106,7 +120,9 @@ no keys, lanes or headers: its records and timelines read as version 3's
 without a key, so its upgrade only sets the version; a broker of version 2
 would misread a keyed record, hence the new number. Version 4 keeps the
 tombstones as fields of ``records`` and the list ``graves`` instead of the
-sorted set ``tombs``; ``migrate`` moves them.
+sorted set ``tombs``; ``migrate`` moves them. Version 5 keeps the leases as
+grants (``grants``, ``granted``, ``grant:<name>``) instead of the sorted set
+``owned``; ``migrate`` moves them.
 """
 
 from __future__ import annotations
@@ -122,12 +138,16 @@ IDENTITY = f"{NAMESPACE}:identity"
 # string: the version of this layout, set by the first broker that opens the
 # store; a broker refuses a store of another version (``FORMAT_VERSION``)
 FORMAT = f"{NAMESPACE}:format"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 # Suffixes after a slot prefix. The Lua scripts get them from here too.
 ALIVE = "alive"
 TIMELINE = "tl:"
 HEADS = "heads"
+GRANTS = "grants"
+GRANTED = "granted"
+GRANT = "grant:"
+# Formats 1 to 4's leased ids, read only by ``migrate``.
 OWNED = "owned"
 DEAD = "dead"
 DEAD_IDS = "dead-ids"
@@ -236,6 +256,18 @@ class Slot:
     @property
     def heads(self) -> str:
         return self.prefix + HEADS
+
+    @property
+    def grants(self) -> str:
+        return self.prefix + GRANTS
+
+    @property
+    def granted(self) -> str:
+        return self.prefix + GRANTED
+
+    def grant(self, name: str) -> str:
+        """The list of the ids leased by grant ``name`` (``<expiry>:<owner>``)."""
+        return self.prefix + GRANT + name
 
     @property
     def owned(self) -> str:

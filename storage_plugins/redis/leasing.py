@@ -315,7 +315,7 @@ async def promote(runner: Runner, info: TopicEntry, buckets: Buckets, now: int, 
         for index, quota in quotas.items():
             s = info.slot(index)
             args = (info.gen, s.prefix, quota, bound, "1" if solo else "0", asked, *ranking)
-            keys_ = (s.alive, s.heads, s.owned, s.stray_homes, s.waits)
+            keys_ = (s.alive, s.heads, s.grants, s.stray_homes, s.waits)
             calls.append(Call(lua.PROMOTE, keys_, args))
         promoted = 0
         for reply in await runner.run(calls, durable=False):
@@ -451,7 +451,7 @@ async def _take_each(
         calls.append(
             Call(
                 lua.LEASE,
-                (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, *info.optional(s)),
+                (s.alive, s.heads, s.grants, s.dead, s.dead_ids, s.stray_homes, *info.optional(s)),
                 (
                     *args,
                     request.max_deliveries,
@@ -530,7 +530,7 @@ def _hand_back_late(runner: Runner, info: TopicEntry, owner: str) -> Late:
             args += columns.texts(m.id for m in mine)
             args.append(columns.decimals(m.version for m in mine))
             args.append(columns.decimals(m.timestamp for m in mine))
-            keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.optional(s))
+            keys_ = (s.alive, s.heads, s.grants, s.dead, s.dead_ids, *info.optional(s))
             calls.append(Call(lua.SETTLE, keys_, args))
         task = asyncio.create_task(_quietly(runner.run(calls, durable=False), len(messages)))
         _HANDING_BACK.add(task)

@@ -25,6 +25,11 @@ Version 4 keeps a slot's tombstones as fields of ``records`` and the list
 ``graves`` instead of the sorted set ``tombs`` (``keys``): the upgrade moves
 each slot's, oldest first, ``CHUNK`` a script (``upgrade_tombs.lua``), which
 removes what it moved, so a run cut short carries on where it stopped.
+
+Version 5 keeps a slot's leases as grants (``keys``: ``grants``, ``granted``
+and a list of ids a grant) instead of the sorted set ``owned``: the upgrade
+moves each slot's leased ids to the grants their records name, ``CHUNK`` a
+script (``upgrade_grants.lua``), which removes what it moved.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ async def upgrade(runner: Runner, registry: Registry) -> tuple[int | None, int]:
             if before == 1:
                 moved += await _upgrade_topic(runner, info)
             await _bury_again(runner, info)
+            await _grant_again(runner, info)
     await runner.command("SET", keys.FORMAT, str(keys.FORMAT_VERSION))
     return before, moved
 
@@ -106,6 +112,20 @@ async def _bury_again(runner: Runner, info: TopicEntry) -> None:
             args = (info.gen, s.prefix, CHUNK)
             [reply] = await runner.run(
                 [Call(lua.UPGRADE_TOMBS, (s.alive, s.tombs, s.graves), args)]
+            )
+            if reply[0] == lua.GONE:
+                break  # the topic was deleted meanwhile
+            _, left = body(reply)
+
+
+async def _grant_again(runner: Runner, info: TopicEntry) -> None:
+    """Move a topic's leases from format 4's ``owned`` to version 5's grants."""
+    for s in map(info.slot, range(info.slots)):
+        left = 1
+        while left:
+            args = (info.gen, s.prefix, CHUNK)
+            [reply] = await runner.run(
+                [Call(lua.UPGRADE_GRANTS, (s.alive, s.owned, s.grants), args)]
             )
             if reply[0] == lua.GONE:
                 break  # the topic was deleted meanwhile

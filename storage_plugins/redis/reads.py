@@ -52,7 +52,7 @@ async def counts(runner: Runner, info: TopicEntry, now: int) -> Counts:
     replies = await per_slot(
         runner,
         info,
-        lambda s: Call(lua.COUNTS, (s.alive, s.heads, s.owned, s.dead), (info.gen, s.prefix, now)),
+        lambda s: Call(lua.COUNTS, (s.alive, s.heads, s.grants, s.dead), (info.gen, s.prefix, now)),
         durable=False,
     )
     live, due, leased, dead = (sum(column) for column in zip(*replies, strict=True))
@@ -92,7 +92,7 @@ async def forecast(runner: Runner, info: TopicEntry, request: Forecast) -> list[
     replies = await per_slot(
         runner,
         info,
-        lambda s: Call(lua.FORECAST, (s.alive, s.heads, s.owned), (info.gen, s.prefix, *args)),
+        lambda s: Call(lua.FORECAST, (s.alive, s.heads, s.grants), (info.gen, s.prefix, *args)),
         durable=False,
     )
     return [sum(int(n) for n in column) for column in zip(*replies, strict=True)]
@@ -104,7 +104,7 @@ async def busiest(runner: Runner, info: TopicEntry, now: int, limit: int) -> lis
     replies = await per_slot(
         runner,
         info,
-        lambda s: Call(lua.BUSIEST, (s.alive, s.heads, s.owned), (info.gen, s.prefix, now)),
+        lambda s: Call(lua.BUSIEST, (s.alive, s.heads, s.grants), (info.gen, s.prefix, now)),
         durable=False,
     )
     due: dict[str, int] = {}

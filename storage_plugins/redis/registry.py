@@ -162,7 +162,7 @@ class Registry:
         calls = []
         for i in range(info.slots):
             s = info.slot(i)
-            k = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, s.stray_homes, s.graves, s.waits)
+            k = (s.alive, s.heads, s.grants, s.dead, s.dead_ids, s.stray_homes, s.graves, s.waits)
             calls.append(Call(lua.DROP, k, (info.gen, s.prefix)))
         await self._runner.run(calls)
         await self._runner.run([Call(lua.FORGET, (keys.TOPICS,), (name, info.entry))])

@@ -78,6 +78,7 @@ CONSTANTS = f"""
 local K_TIMELINE, K_RECORDS, K_PAYLOADS = '{keys.TIMELINE}', '{keys.RECORDS}', '{keys.PAYLOADS}'
 local K_ENTERED, K_RECORD = '{keys.ENTERED}', '{record.LAYOUT}'
 local K_HEADERS = '{keys.HEADERS}'
+local K_GRANTED, K_GRANT = '{keys.GRANTED}', '{keys.GRANT}'
 local K_TOMB, K_TOMB_SIZE = '{record.TOMB}', {record.TOMB_SIZE}
 local K_NUMBERS, K_INLINE_MAX = '{LEASED_NUMBERS}', {record.INLINE_MAX}
 local K_V1_RECORD, K_V1_PAYLOAD = '{keys.V1_RECORD}', '{keys.V1_PAYLOAD}'
@@ -167,6 +168,7 @@ FORGET_TOMBS = Script("forget_tombs")
 REPLACE = Script("replace")
 UPGRADE = Script("upgrade")
 UPGRADE_TOMBS = Script("upgrade_tombs")
+UPGRADE_GRANTS = Script("upgrade_grants")
 BUSIEST = Script("busiest")
 KEYS_DUE = Script("keys_due")
 KEYS_SAMPLE = Script("keys_sample")
@@ -174,7 +176,7 @@ KEYS_SAMPLE = Script("keys_sample")
 # Loaded together when the backend opens and after a NOSCRIPT.
 ALL: tuple[Script, ...] = (INSERT, PEEK, NEXT_DUE, LEASE, SETTLE, MUTATE, READ, RELEASE, COUNTS)
 ALL += (DEAD_PAGE, REDRIVE, PURGE, DROP, FORGET, PURGE_TOMBS, FORGET_TOMBS, REPLACE, PROMOTE)
-ALL += (OLDEST, FORECAST, UPGRADE, UPGRADE_TOMBS, BUSIEST, KEYS_DUE, KEYS_SAMPLE)
+ALL += (OLDEST, FORECAST, UPGRADE, UPGRADE_TOMBS, UPGRADE_GRANTS, BUSIEST, KEYS_DUE, KEYS_SAMPLE)
 
 # As a Redis Cluster runs them: guarded, except the registry's (their one key is
 # declared, so the cluster itself redirects them while it moves).

@@ -319,7 +319,7 @@ class RedisStorage(Storage):
                 "" if mode is OnDuplicate.KEEP else mode.label,
                 now,
             )
-            inserts.append(Call(lua.INSERT, (s.alive, s.heads, s.owned, *info.optional(s)), args))
+            inserts.append(Call(lua.INSERT, (s.alive, s.heads, s.grants, *info.optional(s)), args))
         # Make strays findable from their bucket's slot before they exist.
         pointers = [
             Call(None, (), ("SADD", info.slot(own).stray_homes, home))
@@ -391,7 +391,7 @@ class RedisStorage(Storage):
                 args.append(columns.decimals(items[i][1] for i in indexes))
                 if dues:
                     args.append(columns.decimals(dues[i] for i in indexes))
-                keys_ = (s.alive, s.heads, s.owned, s.dead, s.dead_ids, *info.optional(s))
+                keys_ = (s.alive, s.heads, s.grants, s.dead, s.dead_ids, *info.optional(s))
                 calls.append(Call(lua.SETTLE, keys_, args))
             out: list[Outcome | None] = [None] * len(items)
             # An ack waits for the replicas; an extend, nack or hand back moves a
@@ -449,7 +449,7 @@ class RedisStorage(Storage):
             s = info.slot(info.home(id))
             keep = "" if priority is None else priority
             args = (info.gen, s.prefix, mode, id, version, at, now, payload, keep)
-            call = Call(lua.MUTATE, (s.alive, s.heads, s.owned, *info.optional(s)), args)
+            call = Call(lua.MUTATE, (s.alive, s.heads, s.grants, *info.optional(s)), args)
             [reply] = await self._runner.run([call], wait=self._wait)
             numbers, owners = body(reply)
             [(code, version_now, ts)] = groups(numbers, lua.SETTLED_ITEM)
@@ -503,7 +503,7 @@ class RedisStorage(Storage):
                 info,
                 lambda s: Call(
                     lua.RELEASE,
-                    (s.alive, s.heads, s.owned, *info.optional(s)),
+                    (s.alive, s.heads, s.grants, *info.optional(s)),
                     (info.gen, s.prefix, owner, now),
                 ),
                 durable=False,  # a lease move: lost, its messages are due again

@@ -1,7 +1,7 @@
 """The stored format's version on ``redis://`` and ``redis+cluster://``: a new
 store is marked with this layout's version, a broker refuses a store of a
 version it cannot read, before touching anything, and ``dejaq storage
-migrate`` upgrades a version 1, 2 or 3 store in place with nothing lost."""
+migrate`` upgrades a version 1, 2, 3 or 4 store in place with nothing lost."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from dejaq.broker.cron.entries import companion
 from dejaq.core.errors import StorageError
-from dejaq.core.model import InsertStatus, Message, NewMessage, Topic, TopicSettings
+from dejaq.core.model import Counts, InsertStatus, Message, NewMessage, Topic, TopicSettings
 from dejaq.driver.cli.main import main
 from dejaq.storage_plugins import storage_from_url
 from dejaq.storage_plugins.base import LeaseRequest
@@ -84,6 +84,27 @@ def _to_sorted_tombs(store: Store, topic: str, slots: int) -> int:
     return count
 
 
+def _to_owned(store: Store, topic: str, slots: int) -> int:
+    """Rewrite a topic's leases as formats 1 to 4 kept them: a sorted set
+    ``owned``, each leased id scored by its lease expiry, with no grants; the
+    count of leased ids."""
+    count = 0
+    for index in range(slots):
+        s = Slot(topic, index, slots)
+        with _node(store, s.records).client() as client:  # type: ignore[attr-defined]
+            for name in client.zrange(s.grants, 0, -1):
+                client.delete(s.grant(name.decode()))
+            client.delete(s.grants, s.granted)
+            for raw_id, value in client.hgetall(s.records).items():
+                if len(value) == redis_record.TOMB_SIZE:
+                    continue
+                r = redis_record.decode(value)
+                if r.owner is not None and not r.dead:
+                    client.zadd(s.owned, {raw_id: r.ts})
+                    count += 1
+    return count
+
+
 def _to_version_1(store: Store, topic: str, slots: int, cut_short: int | None = None) -> int:
     """Rewrite a topic's slots in the version 1 layout: each slot's keys under
     its plain tag ``<topic>:<index>``, and a hash ``m:<id>`` and a string
@@ -92,6 +113,7 @@ def _to_version_1(store: Store, topic: str, slots: int, cut_short: int | None = 
     ``cut_short`` as a migrate cut short while moving it left it. The count of
     messages in the version 1 layout."""
     _to_sorted_tombs(store, topic, slots)
+    _to_owned(store, topic, slots)
     count = 0
     for index in range(slots):
         s, old = Slot(topic, index, slots), Slot.format1(topic, index, slots)
@@ -240,8 +262,9 @@ async def test_migrate_upgrades_a_version_1_store_in_place_with_nothing_lost(
 def _to_version_2(store: Store, topic: str, slots: int) -> int:
     """Rewrite a topic's records as version 2 packed them (``<ddddddBdH``, the
     owner, then the payload inline unless flag 2 keeps it apart: no key, no
-    headers; tombstones in a sorted set); the count of records."""
+    headers; tombstones and leases in sorted sets); the count of records."""
     _to_sorted_tombs(store, topic, slots)
+    _to_owned(store, topic, slots)
     count = 0
     for index in range(slots):
         s = Slot(topic, index, slots)
@@ -317,6 +340,7 @@ async def test_migrate_moves_a_version_3_store_s_tombstones_and_they_still_hold(
             await storage.ack("t", [(m.id, m.version)], "c1", now + k)
     slots = 6 if isinstance(server, RedisCluster) else 1  # the URL's default topic_slots
     assert _to_sorted_tombs(server, "t", slots) == 30
+    assert _to_owned(server, "t", slots) == 0
     _set_format(server, "3")
     # When `dejaq storage migrate` runs on it
     assert await migrate(url) == 0
@@ -336,3 +360,42 @@ async def test_migrate_moves_a_version_3_store_s_tombstones_and_they_still_hold(
         assert await storage.purge_tombstones("t", now + 10, 100) == 10
         again = await storage.insert("t", [msg(m.id, now) for m in acked])
         assert again == [InsertStatus.ACCEPTED] * 10 + [InsertStatus.DUPLICATE] * 20
+
+
+async def test_migrate_moves_a_version_4_store_s_leases_to_grants_and_they_still_hold(
+    store: tuple[str, Store], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, server = store
+    now = 1_000_000
+    # Given a store a version 4 broker wrote: 10 messages leased by c1, 5 by c2
+    # (2 of them extended), 5 waiting, each leased id on the sorted set `owned`
+    async with opened(url) as storage:
+        await storage.create_topic(Topic("t", TopicSettings(buckets=8, lease_ms=30_000)))
+        ids = [f"m{i:02}" for i in range(20)]
+        await storage.insert("t", [msg(id, now - 10) for id in ids[:15]])
+        await storage.insert("t", [msg(id, now + 60_000) for id in ids[15:]])
+        c1 = (await storage.lease(LeaseRequest("t", None, now, 10, 30_000, "c1"))).delivered
+        c2 = (await storage.lease(LeaseRequest("t", None, now, 10, 20_000, "c2"))).delivered
+        await storage.extend("t", [(m.id, m.version) for m in c2[:2]], "c2", now + 40_000)
+    names = {"t": ids}
+    before = await _state(url, names, now)
+    slots = 6 if isinstance(server, RedisCluster) else 1  # the URL's default topic_slots
+    assert _to_owned(server, "t", slots) == 15
+    _set_format(server, "4")
+    # When `dejaq storage migrate` runs on it
+    assert await migrate(url) == 0
+    version = redis_keys.FORMAT_VERSION
+    assert f"from stored format version 4 to {version}" in capsys.readouterr().out
+    # Then every message and count reads as before, and no `owned` is left
+    assert await _state(url, names, now) == before
+    for index in range(slots):
+        s = Slot("t", index, slots)
+        with _node(server, s.owned).client() as client:  # type: ignore[attr-defined]
+            assert not client.exists(s.owned)
+    async with opened(url) as storage:
+        assert (await storage.counts("t", now + 25_000)).leased == 12  # c2's 3 ran out
+        # And the holders settle their leases, a release finds c2's
+        outcomes = await storage.ack("t", [(m.id, m.version) for m in c1], "c1", now)
+        assert all(type(o).__name__ == "Settled" for o in outcomes)
+        assert await storage.release("t", "c2", now) == 5
+        assert await storage.counts("t", now) == Counts(due=5, waiting=5)

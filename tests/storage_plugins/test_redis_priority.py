@@ -364,11 +364,11 @@ async def test_a_census_reads_a_few_timelines_however_many_buckets(server: Redis
         assert entry.oldest == priority.rank(topic, 0, now - 1023)
         assert entry.head == Head(0, now - 50)
         # reading the heads and waits indexes, the head's timeline and one
-        # other (and the heads index once more for the counts)
-        assert commands_run(server, "zrange") == 5
+        # other (and the heads index once more and the live grants for the counts)
+        assert commands_run(server, "zrange") == 6
 
 
-async def test_a_promote_of_a_lapsed_lease_clears_the_owner_and_the_owned_index(
+async def test_a_promote_of_a_lapsed_lease_clears_the_owner_and_its_grant(
     server: RedisServer,
 ) -> None:
     # given a ranked message leased by c1, whose lease has run out
@@ -388,7 +388,7 @@ async def test_a_promote_of_a_lapsed_lease_clears_the_owner_and_the_owned_index(
         assert (m.lease_owner, m.version) == (None, leased.version + 1)
         assert await storage.counts(T, later) == Counts(due=1)
         with server.client() as client:
-            assert client.zcard(redis_keys.Slot(T, 0, 1).owned) == 0
+            assert client.zcard(redis_keys.Slot(T, 0, 1).grants) == 0
         # and the former holder can no longer settle it
         [refused] = await storage.ack(T, [("a", leased.version)], "c1", later)
         assert isinstance(refused, DejaqError)

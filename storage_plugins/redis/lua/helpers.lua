@@ -92,6 +92,35 @@ local function collect(cmd, key, args)
   return out
 end
 
+-- Leases are kept by grant (keys.GRANTS): a message whose record names an
+-- owner counts in the grant of its timestamp (the lease expiry) and owner.
+-- `ended` (grant name -> count) notes a lease a script ends or moves, before
+-- its record changes; `settle_grants` takes them off at the end.
+local function unlease(ended, ts, owner)
+  local g = int(ts) .. ':' .. owner
+  ended[g] = (ended[g] or 0) + 1
+end
+
+-- Grant `ids` (leased by `owner` until `until_s`, a decimal) in one grant.
+local function grant(prefix, grants, until_s, owner, ids)
+  if #ids == 0 then return end
+  local g = int(tonumber(until_s)) .. ':' .. owner
+  bulk('RPUSH', prefix .. K_GRANT .. g, ids)
+  redis.call('HINCRBY', prefix .. K_GRANTED, g, #ids)
+  redis.call('ZADD', grants, until_s, g)
+end
+
+-- Each grant of `ended` less its ended leases; one left with none is deleted.
+local function settle_grants(prefix, grants, ended)
+  for g, n in pairs(ended) do
+    if redis.call('HINCRBY', prefix .. K_GRANTED, g, -n) <= 0 then
+      redis.call('HDEL', prefix .. K_GRANTED, g)
+      redis.call('ZREM', grants, g)
+      redis.call('UNLINK', prefix .. K_GRANT .. g)
+    end
+  end
+end
+
 -- Whether `flags` (a record's byte) has `bit` (record.py: 1, 2, 4, 8, 16).
 local function has(flags, bit)
   return math.floor(flags / bit) % 2 == 1
@@ -242,14 +271,15 @@ local function fix_heads(prefix, heads, changed)
   end
 end
 
--- Delete a live message (ack, cancel, at-most-once delivery).
-local function drop(prefix, id, rec, owned, changed)
+-- Delete a live message (ack, cancel, at-most-once delivery); its lease, if
+-- any, ends in `ended` (unlease).
+local function drop(prefix, id, rec, ended, changed)
   redis.call('HDEL', prefix .. K_RECORDS, id)
   if rec.apart then redis.call('HDEL', prefix .. K_PAYLOADS, id) end
   if rec.headed then redis.call('HDEL', prefix .. K_HEADERS, id) end
   local lane = lane_of(rec)
   redis.call('ZREM', timeline(prefix, lane), id)
-  redis.call('ZREM', owned, id)
+  if rec.o then unlease(ended, rec.ts, rec.o) end
   left(changed, lane, rec.ts)
 end
 
@@ -272,11 +302,12 @@ local function bury(prefix, graves, buried)
 end
 
 -- Move a live message to the dead timeline at `at` (a decimal string); the
--- record is changed in `changes` (helpers: dirty).
-local function kill(prefix, id, rec, at, owned, dead, dead_ids, changed, changes)
+-- record is changed in `changes` (helpers: dirty); its lease, if any, ends in
+-- `ended` (unlease).
+local function kill(prefix, id, rec, at, ended, dead, dead_ids, changed, changes)
   local lane = lane_of(rec)
   redis.call('ZREM', timeline(prefix, lane), id)
-  redis.call('ZREM', owned, id)
+  if rec.o then unlease(ended, rec.ts, rec.o) end
   redis.call('ZADD', dead, at, id)
   redis.call('ZADD', dead_ids, 0, id)
   left(changed, lane, rec.ts)

@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned[, waits][, graves] (helpers: optional). ARGV: gen, prefix,
+-- KEYS: alive, heads, grants[, waits][, graves] (helpers: optional). ARGV: gen, prefix,
 -- then the batch as columns (columns.py): ids, their lengths, timestamps and
 -- buckets (comma-separated decimals), the records (record.new_records: each
 -- with its payload inline, or marked apart), their lengths, and the payloads
@@ -13,7 +13,7 @@
 if not alive() then return {GONE} end
 local prefix, extra = ARGV[2], optional(4)
 local mode, now = ARGV[18], tonumber(ARGV[19])
-local changed, changes = {}, {ids = {}, recs = {}}
+local changed, changes, ended = {}, {ids = {}, recs = {}}, {}  -- ended: helpers' unlease
 local graves, waits = extra.graves, extra.waits
 local ids, stamps, buckets = cut(ARGV[3], ARGV[4]), decimals(ARGV[5]), decimals(ARGV[6])
 local packed = cut(ARGV[7], ARGV[8])
@@ -44,14 +44,14 @@ for i = 1, #ids do
       local rec = decode(existing[i])
       status = on_duplicate(mode, rec, now)
       if status == 3 then  -- replaced: stored again below, its version and deliveries kept
-        drop(prefix, id, rec, KEYS[3], changed)
+        drop(prefix, id, rec, ended, changed)
         local new = decode(packed[i])
         new.v, new.n = rec.v + 1, rec.n
         packed[i] = encode(new)
       elseif status == 4 then  -- extended: its due time only
+        if rec.o then unlease(ended, rec.ts, rec.o) end
         reschedule(prefix, KEYS[2], waits, id, rec, ts, changed, changes)
         rec.o = nil
-        redis.call('ZREM', KEYS[3], id)
       end
     end
   end
@@ -90,6 +90,7 @@ for i = 1, #ids do
   end
 end
 flush(prefix, changes)
+settle_grants(prefix, KEYS[3], ended)
 bulk('HSET', prefix .. K_RECORDS, records)
 bulk('HSET', prefix .. K_PAYLOADS, payloads)
 bulk('HSET', prefix .. K_HEADERS, headers)

@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned, dead, dead-ids, stray-homes[, waits][, graves: an
+-- KEYS: alive, heads, grants, dead, dead-ids, stray-homes[, waits][, graves: an
 -- at-most-once delivery leaves a tombstone] (helpers: optional).
 -- ARGV: gen, prefix, now, quota, bound, lease until, owner, max deliveries (the
 -- topic's), solo ('1': refuse with STRAYS when strays of the slot's buckets live
@@ -25,7 +25,9 @@ local prefix, now_s, quota, bound = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local lease_until, owner, topic_max = ARGV[6], ARGV[7], tonumber(ARGV[8])
 local extra = optional(7)
 local now, until_n = tonumber(now_s), tonumber(lease_until)
-local numbers, blob, leased, owned, changed, buried = {}, {}, {}, {}, {}, {}
+local numbers, blob, leased, granted, changed, buried = {}, {}, {}, {}, {}, {}
+-- Leases this pass ends (helpers: unlease): lapsed ones delivered again.
+local ended = {}
 -- Records as stored (packed: unpacked where visited, with no table on the
 -- common path), and the records rewritten, (id, record) pairs for one HSET.
 local recs, written, changes = {}, {}, {ids = {}, recs = {}}
@@ -55,11 +57,14 @@ local function visit(lane, id)
     fate = lease_fate(n, md, topic_max, ex, math.max(now, ts))  -- at delivery
   end
   if fate == 'kill' then
-    kill(prefix, id, decode(packed), now_s, KEYS[3], KEYS[4], KEYS[5], changed, changes)
+    kill(prefix, id, decode(packed), now_s, ended, KEYS[4], KEYS[5], changed, changes)
     dead = dead + 1
     return false, false
   end
   v, n = v + 1, n + 1
+  if olen > 0 and fate == 'keep' then  -- a lapsed lease: it leaves its grant
+    unlease(ended, ts, string.sub(packed, at, at + olen - 1))
+  end
   sent[#sent + 1] = id
   local i = #sent
   local from, key, hlen = at + olen, '', 0
@@ -87,7 +92,7 @@ local function visit(lane, id)
       hlen = #hgone[i]
     end
     numbers[i] = struct.pack(K_NUMBERS, b, ts, v, n, p, #id, #payload, #key, hlen)
-    drop(prefix, id, rec, KEYS[3], changed)  -- at-most-once: gone once delivered
+    drop(prefix, id, rec, ended, changed)  -- at-most-once: gone once delivered
     push(buried, now_s, id)
     return false, true
   end
@@ -120,8 +125,7 @@ local function visit(lane, id)
   end
   w = #entries
   entries[w + 1], entries[w + 2] = lease_until, id
-  w = #owned
-  owned[w + 1], owned[w + 2] = lease_until, id
+  granted[#granted + 1] = id
   return true, true
 end
 
@@ -223,7 +227,8 @@ for lane, entries in pairs(leased) do
   bulk('ZADD', timeline(prefix, lane), entries)
   waiting(extra.waits, lane, lease_until)
 end
-bulk('ZADD', KEYS[3], owned)
+settle_grants(prefix, KEYS[3], ended)
+grant(prefix, KEYS[3], lease_until, owner, granted)  -- one grant a pass, not a member a message
 bulk('HSET', prefix .. K_RECORDS, written)
 flush(prefix, changes)
 local read, next_read = collect('HMGET', prefix .. K_PAYLOADS, unread), 1

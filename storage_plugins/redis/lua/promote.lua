@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned, stray-homes, waits. ARGV: gen, prefix, quota, bound, solo
+-- KEYS: alive, heads, grants, stray-homes, waits. ARGV: gen, prefix, quota, bound, solo
 -- ('1': refuse with STRAYS when strays of the slot's buckets live in other
 -- slots), asked buckets ('*' or 'lo-hi,...'), then core.priority's step, the
 -- topic's creation time and the rank base.
@@ -12,7 +12,7 @@ if not alive() then return {GONE} end
 if ARGV[5] == '1' and redis.call('SCARD', KEYS[4]) > 0 then return {STRAYS} end
 local prefix, quota, bound = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local step, created_at, base = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local ranked, unowned, changed, read = {}, {}, {}, {}
+local ranked, ended, changed, read = {}, {}, {}, {}  -- ended: helpers' unlease
 local promoted = 0
 local changes, recs = {ids = {}, recs = {}}, {}
 
@@ -29,7 +29,7 @@ local function visit(bucket, id)
   end
   local at = rank(rec.p, rec.ts, step, created_at, base)
   local old = rec.ts
-  if rec.o then unowned[#unowned + 1] = id end
+  if rec.o then unlease(ended, rec.ts, rec.o) end
   rec.ts, rec.v, rec.o = tonumber(at), rec.v + 1, nil
   dirty(changes, id, rec)
   -- Moved to its rank at the end (one ZADD per timeline); until then it
@@ -51,7 +51,7 @@ local heap = due_heads(KEYS[5], asked(ARGV[6]), bound)
 walk(prefix, heap, '0', bound, quota, visit, function(bucket) read[bucket] = true end, fetch)
 flush(prefix, changes)
 for bucket, entries in pairs(ranked) do bulk('ZADD', timeline(prefix, bucket), entries) end
-bulk('ZREM', KEYS[3], unowned)
+settle_grants(prefix, KEYS[3], ended)
 fix_heads(prefix, KEYS[2], changed)
 for bucket in pairs(read) do
   local first = redis.call('ZRANGE', timeline(prefix, bucket), '0', '+inf', 'BYSCORE',

@@ -1,4 +1,4 @@
--- KEYS: alive, heads, owned, dead, dead-ids[, waits][, graves: an ack leaves
+-- KEYS: alive, heads, grants, dead, dead-ids[, waits][, graves: an ack leaves
 -- tombstones] (helpers: optional).
 -- ARGV: gen, prefix, mode ('ack' | 'extend' | 'nack' | 'back'), owner, time
 -- (extend: until, nack: at), max deliveries (the topic's), then the items as
@@ -17,6 +17,9 @@ local dues = mode == 'back' and decimals(ARGV[10]) or {}
 -- fields, per timeline, from owned); an id acked earlier in the batch is not
 -- found again, one changed earlier is seen changed (a batch is of one mode).
 local acked, removed, disowned, apart, headed = {}, {}, {}, {}, {}
+-- Leases ended (helpers: unlease), acks' by expiry first (one name a grant,
+-- not a string a message), and the ids extended, into one new grant.
+local ended, expiries, extended = {}, {}, {}
 
 -- An ack reads its records packed, with no table a record: a record held by
 -- `owner` at `version` (check_holder's OK: alive, same owner, same version)
@@ -44,6 +47,7 @@ local function ack(id, packed, version)
       if has(flags, 2) then apart[#apart + 1] = id end
       if has(flags, 16) then headed[#headed + 1] = id end
       left(changed, lane, ts)
+      expiries[ts] = (expiries[ts] or 0) + 1
       local k = #buried  -- in place: push's call costs a message more
       buried[k + 1], buried[k + 2] = time, id
       k = #numbers  -- three values: push would make a table of them
@@ -69,20 +73,20 @@ else
       refusal(numbers, owners, code, rec)
     elseif mode == 'back' then
       local due = dues[i]
+      unlease(ended, rec.ts, owner)
       reschedule(prefix, KEYS[2], extra.waits, id, rec, due, changed, changes)
       rec.n, rec.o = rec.n - 1, nil
-      redis.call('ZREM', KEYS[3], id)
       push(numbers, '0', int(rec.v), due)
     elseif mode == 'nack' and dies_on_nack(rec.n, effective_max_deliveries(rec.md, topic_max)) then
-      kill(prefix, id, rec, time, KEYS[3], KEYS[4], KEYS[5], changed, changes)
+      kill(prefix, id, rec, time, ended, KEYS[4], KEYS[5], changed, changes)
       push(numbers, '0', '0', time)
     else
+      unlease(ended, rec.ts, owner)
       reschedule(prefix, KEYS[2], extra.waits, id, rec, time, changed, changes)
       if mode == 'extend' then
-        redis.call('ZADD', KEYS[3], time, id)
+        extended[#extended + 1] = id
       else
         rec.o = nil
-        redis.call('ZREM', KEYS[3], id)
       end
       push(numbers, '0', int(rec.v), time)
     end
@@ -93,7 +97,12 @@ if not extra.graves then bulk('HDEL', prefix .. K_RECORDS, disowned) end  -- els
 bulk('HDEL', prefix .. K_PAYLOADS, apart)
 bulk('HDEL', prefix .. K_HEADERS, headed)
 for bucket, members in pairs(removed) do bulk('ZREM', timeline(prefix, bucket), members) end
-bulk('ZREM', KEYS[3], disowned)
+for ts, count in pairs(expiries) do
+  local g = int(ts) .. ':' .. owner
+  ended[g] = (ended[g] or 0) + count
+end
+settle_grants(prefix, KEYS[3], ended)
+grant(prefix, KEYS[3], time, owner, extended)
 fix_heads(prefix, KEYS[2], changed)
 bury(prefix, extra.graves, buried)
 return {OK, table.concat(numbers, ','), owners}
