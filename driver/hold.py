@@ -63,6 +63,9 @@ class Hold:
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
+        # The loop the frames came on, kept: asking for the running loop costs a
+        # system call (getpid) each time, and the timer runs a thousand times a second.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def holding(self) -> bool:
@@ -75,7 +78,9 @@ class Hold:
     def add(self, deliveries: Sequence[Delivery], timestamps: Sequence[int], sent_at: int) -> None:
         """A frame made at ``sent_at`` (broker clock): release each delivery when
         it is due, the due ones at once."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         now = loop.time() * 1000
         bound = sent_at - now
         if bound > self._bound or now - self._bound_at > FRESH_MS:
@@ -111,14 +116,28 @@ class Hold:
             self._timer, self._timer_at = None, float("inf")
         left = [d for _, _, f in sorted(self._frames) for d in f.deliveries[f.sent :]]
         self._frames.clear()
+        self._loop = None
         return left
+
+    def release_due(self) -> bool:
+        """Release now what the timer would release when the loop next runs it
+        (its time has come, it has not run yet: the loop was busy handing out
+        deliveries); the timer is set for what is left. Whether any was
+        released: the one who asks takes them at once, with no wake and no
+        loop turn between."""
+        loop = self._loop
+        if self._timer is None or loop is None or loop.time() * 1000 < self._timer_at:
+            return False
+        self._timer.cancel()
+        return self._fire()
 
     def last_release_s(self) -> float:
         """Seconds until the last held delivery is due (0 when none is held)."""
         if not self._frames:
             return 0.0
         last = max(f.at[-1] for _, _, f in self._frames)
-        return max(0.0, self._mono_ms(last) / 1000 - asyncio.get_running_loop().time())
+        loop = self._loop or asyncio.get_running_loop()
+        return max(0.0, self._mono_ms(last) / 1000 - loop.time())
 
     def _broker_now(self, mono_ms: float) -> float:
         """A lower bound of the broker's clock at our monotonic ``mono_ms``."""
@@ -144,14 +163,16 @@ class Hold:
             self._timer_at = first
             self._timer = loop.call_at(first / 1000, self._fire)
 
-    def _fire(self) -> None:
-        loop = asyncio.get_running_loop()
+    def _fire(self) -> bool:
+        loop = self._loop
+        assert loop is not None  # set by the add that set the timer
         self._timer, self._timer_at = None, float("inf")
         ready = self._take(self._broker_now(loop.time() * 1000))
         if ready:
             self._release(_in_due_order(ready))
         if self._frames:
             self._schedule(loop, woke_early=not ready)
+        return bool(ready)
 
     def _take(self, broker_now: float) -> list[Sequence[Delivery]]:
         """Take every held delivery due by ``broker_now``: a piece a frame."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from dejaq.core.clock import now_ms
 from dejaq.driver import Admin, Consumer, Delivery, Producer, embedded
 from dejaq.driver.consumer import YIELD_EVERY
 from dejaq.driver.producer import Outgoing
@@ -61,6 +62,28 @@ async def test_a_ready_delivery_is_handed_out_without_the_loop_and_every_64th_yi
             assert isinstance(d, Delivery)
             for each in [*taken, d]:
                 await each.ack()  # type: ignore[union-attr]
+
+
+async def test_a_held_delivery_due_while_the_loop_was_busy_is_handed_out_without_the_loop() -> None:
+    async with embedded("memory://") as client:
+        await Admin(client).create_topic("jobs")
+        async with Consumer(client, "jobs") as consumer:
+            # Given a consumer holding a message the broker sent ahead of its time
+            due = now_ms() + 300
+            async with Producer(client, "jobs") as producer:
+                await producer.send_batch([Outgoing(b"x", due, "later")])
+            deadline = time.monotonic() + WITHIN_S
+            while consumer.held < 1:
+                assert time.monotonic() < deadline, "the message was never held"
+                await asyncio.sleep(0.01)
+            # when the application is busy past its time, so the hold's timer has not run
+            time.sleep(max(0, due - now_ms() + 20) / 1000)  # noqa: ASYNC251 (the point: busy)
+            # then the next delivery comes at once, without a turn of the loop, and not early
+            d = step(anext(consumer))  # type: ignore[arg-type]
+            assert isinstance(d, Delivery)
+            assert d.id == "later"
+            assert now_ms() >= d.timestamp_ms == due
+            await d.ack()
 
 
 async def test_an_async_for_starts_the_consumer_and_a_close_ends_it() -> None:
