@@ -30,7 +30,8 @@ hot_stamp=".venv/.dejaq-hotpath"
 hot="$(.venv/bin/python - <<'PY'
 import hashlib, pathlib, runpy
 h = runpy.run_path("core/hotpath.py", run_name="bootstrap")
-files = ["setup.py", "core/hotpath.py"] + [str(h["source_of"](m, pathlib.Path("."))) for m in (*h["COMPILED"], *h["KERNELS"])]
+sources = [h["source_of"](m, pathlib.Path(".")) for m in (*h["COMPILED"], *h["KERNELS"])]
+files = ["setup.py", "core/hotpath.py"] + [str(f) for s in sources for f in h["source_files"](s)]
 print(hashlib.sha256(b"".join(pathlib.Path(f).read_bytes() for f in files)).hexdigest())
 PY
 )"
