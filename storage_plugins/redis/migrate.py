@@ -34,12 +34,14 @@ script (``upgrade_grants.lua``), which removes what it moved.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dejaq.core.errors import StorageError
 from dejaq.storage_plugins.redis import keys
 from dejaq.storage_plugins.redis import scripts as lua
 from dejaq.storage_plugins.redis.registry import Registry, TopicEntry
 from dejaq.storage_plugins.redis.replies import body, text
-from dejaq.storage_plugins.redis.scripts import Call, Runner
+from dejaq.storage_plugins.redis.scripts import Call, Runner, Script
 
 CHUNK = 500  # ids a script: bounds how long one blocks the server
 
@@ -106,27 +108,28 @@ async def _upgrade_topic(runner: Runner, info: TopicEntry) -> int:
 
 async def _bury_again(runner: Runner, info: TopicEntry) -> None:
     """Move a topic's tombstones from version 3's ``tombs`` to version 4's place."""
-    for s in map(info.slot, range(info.slots)):
-        left = 1
-        while left:
-            args = (info.gen, s.prefix, CHUNK)
-            [reply] = await runner.run(
-                [Call(lua.UPGRADE_TOMBS, (s.alive, s.tombs, s.graves), args)]
-            )
-            if reply[0] == lua.GONE:
-                break  # the topic was deleted meanwhile
-            _, left = body(reply)
+    await _each_slot_in_chunks(runner, info, lua.UPGRADE_TOMBS, lambda s: (s.tombs, s.graves))
 
 
 async def _grant_again(runner: Runner, info: TopicEntry) -> None:
     """Move a topic's leases from format 4's ``owned`` to version 5's grants."""
+    await _each_slot_in_chunks(runner, info, lua.UPGRADE_GRANTS, lambda s: (s.owned, s.grants))
+
+
+async def _each_slot_in_chunks(
+    runner: Runner,
+    info: TopicEntry,
+    script: Script,
+    keys_of: Callable[[keys.Slot], tuple[str, ...]],
+) -> None:
+    """Run an upgrade ``script`` (KEYS: alive, then ``keys_of`` the slot; ARGV: gen,
+    prefix, chunk; reply {OK, moved, left} or {GONE}) on each slot of a topic
+    until it has nothing left there."""
     for s in map(info.slot, range(info.slots)):
         left = 1
         while left:
             args = (info.gen, s.prefix, CHUNK)
-            [reply] = await runner.run(
-                [Call(lua.UPGRADE_GRANTS, (s.alive, s.owned, s.grants), args)]
-            )
+            [reply] = await runner.run([Call(script, (s.alive, *keys_of(s)), args)])
             if reply[0] == lua.GONE:
                 break  # the topic was deleted meanwhile
             _, left = body(reply)
