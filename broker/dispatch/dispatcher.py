@@ -617,9 +617,10 @@ class Dispatcher:
             tracing.failed(span, exc)
             span.end()
             raise
-        heads = columns(leases.delivered).headers
-        self._tracing.leased(span, heads if heads is not None else (), len(leases.delivered))
-        return leases
+        delivered = columns(leases.delivered)  # made once: the pass reads these columns on
+        heads = delivered.headers
+        self._tracing.leased(span, heads if heads is not None else (), len(delivered))
+        return Leases(delivered, leases.lease_until, leases.dead_lettered)
 
     async def _within_key_limits(self, owner: str, leases: Leases) -> Leases:
         """What a lease call took within its keys' limits (counted held); what is
