@@ -99,3 +99,19 @@ async def test_a_lapsed_lease_dead_lettered_at_its_next_pass_leaves_its_grant(
         # then it is dead lettered, and its grant is gone
         assert (leases.delivered, leases.dead_lettered) == ([], 1)
         assert grants(server) == {}
+
+
+async def test_a_message_extended_out_of_a_grant_still_counts_held_for_its_key(
+    server: RedisServer,
+) -> None:
+    # given three due messages of one key leased by c1 in one pass
+    async with opened(server.url) as storage:
+        await given_topic(storage)
+        await storage.insert(T, [msg(f"m{i}", NOW - 10)._replace(key="tenant") for i in range(3)])
+        c1 = (await storage.lease(LeaseRequest.of(T, None, NOW, 3, LEASE, "c1"))).delivered
+        # when c1 extends one of them (its id stays listed in the first grant too)
+        m = c1[0]
+        await storage.extend(T, [(m.id, m.version)], "c1", NOW + 5_000)
+        # then the key's busiest line still counts all three held
+        [load] = await storage.keys(T, NOW, 10)
+        assert (load.key, load.held) == ("tenant", 3)

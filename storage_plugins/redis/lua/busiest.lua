@@ -2,8 +2,8 @@
 -- Reply {OK, keys, 'due,held,oldest,...'}: per key with messages due by now
 -- or held under a live lease in the slot, the due ones (a ZCOUNT on each of
 -- its lanes due by now: `heads` names them), those held (the slot's leased
--- messages of the grants after now whose records still name the grant's
--- expiry and owner and the key) and the earliest
+-- messages of the grants after now whose records still name an owner, a
+-- lease expiry after now and the key) and the earliest
 -- due timestamp (0: none). Reads the due lanes and the leased records, never
 -- a waiting message.
 if not alive() then return {GONE} end
@@ -28,21 +28,12 @@ for i = 1, #lanes, 2 do
     if k.oldest == 0 or head < k.oldest then k.oldest = head end
   end
 end
-local held, grant_of, seen = {}, {}, {}
-for _, g in ipairs(redis.call('ZRANGE', KEYS[3], '(' .. now, '+inf', 'BYSCORE')) do
-  for _, id in ipairs(redis.call('LRANGE', prefix .. K_GRANT .. g, 0, -1)) do
-    if not seen[id] then
-      seen[id] = true
-      held[#held + 1] = id
-      grant_of[id] = g
-    end
-  end
-end
+local held = granted_ids(prefix, redis.call('ZRANGE', KEYS[3], '(' .. now, '+inf', 'BYSCORE'))
 local recs = load_all(prefix, held, {})
 for _, id in ipairs(held) do
   local rec = recs[id]
-  if rec and rec.k ~= '' and not rec.dead and rec.o
-     and int(rec.ts) .. ':' .. rec.o == grant_of[id] then
+  -- still leased (its timestamp is its lease's expiry), wherever it was listed
+  if rec and rec.k ~= '' and not rec.dead and rec.o and rec.ts > tonumber(now) then
     local k = of(rec.k)
     k.held = k.held + 1
   end

@@ -110,6 +110,22 @@ local function grant(prefix, grants, until_s, owner, ids)
   redis.call('ZADD', grants, until_s, g)
 end
 
+-- The ids the grants `names` leased, each once. A grant's list keeps an id
+-- that has since moved on (acked, extended into another grant): callers
+-- check each record.
+local function granted_ids(prefix, names)
+  local ids, seen = {}, {}
+  for _, g in ipairs(names) do
+    for _, id in ipairs(redis.call('LRANGE', prefix .. K_GRANT .. g, 0, -1)) do
+      if not seen[id] then
+        seen[id] = true
+        ids[#ids + 1] = id
+      end
+    end
+  end
+  return ids
+end
+
 -- Each grant of `ended` less its ended leases; one left with none is deleted.
 local function settle_grants(prefix, grants, ended)
   for g, n in pairs(ended) do

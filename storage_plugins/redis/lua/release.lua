@@ -4,17 +4,11 @@
 if not alive() then return {GONE} end
 local prefix, owner, now = ARGV[2], ARGV[3], ARGV[4]
 local released, changed, waits, ended = 0, {}, optional(4).waits, {}
-local changes, ids, seen = {ids = {}, recs = {}}, {}, {}
+local mine = {}
 for _, g in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  if string.match(g, '^%-?%d+:(.*)$') == owner then
-    for _, id in ipairs(redis.call('LRANGE', prefix .. K_GRANT .. g, 0, -1)) do
-      if not seen[id] then
-        seen[id] = true
-        ids[#ids + 1] = id
-      end
-    end
-  end
+  if string.match(g, '^%-?%d+:(.*)$') == owner then mine[#mine + 1] = g end
 end
+local changes, ids = {ids = {}, recs = {}}, granted_ids(prefix, mine)
 local recs = load_all(prefix, ids, {})
 for _, id in ipairs(ids) do
   local rec = recs[id]
